@@ -1,0 +1,19 @@
+"""logdevice: durable, replicated, totally ordered logs for Python.
+
+The public names live here; everything else is an implementation module.
+"""
+
+from logdevice.errors import E, LogDeviceError, error_for
+from logdevice.records import LSN_INVALID, LSN_MAX, LSN_OLDEST, DataRecord, GapRecord, GapType
+
+__all__ = [
+    "E",
+    "LogDeviceError",
+    "error_for",
+    "LSN_INVALID",
+    "LSN_OLDEST",
+    "LSN_MAX",
+    "GapType",
+    "DataRecord",
+    "GapRecord",
+]
