@@ -1,0 +1,40 @@
+# The README's commands.  Each target installs what is missing (Debian packages through
+# ci/system-deps.sh, Python packages into .venv) and rebuilds what changed; a second run
+# installs nothing.  Stamps live in .make/.
+
+PY := .venv/bin/python
+STAMPS := .make
+KERNEL_SOURCES := $(wildcard src/ldcore/*.pyx src/ldcore/*.pxd src/ldcore/*.h) $(wildcard _ext/*.py)
+
+.PHONY: run test bench lint build clean
+
+run: $(STAMPS)/build
+	$(PY) -m logdevice.demo
+
+test: $(STAMPS)/build
+	bash ci/test.sh $(ARGS)
+
+bench: $(STAMPS)/build
+	bash ci/bench.sh $(ARGS)
+
+lint: $(STAMPS)/build
+	.venv/bin/ruff check python tests benchmarks spark
+	.venv/bin/mypy
+
+build: $(STAMPS)/build
+
+$(STAMPS)/system: ci/system-deps.sh
+	@mkdir -p $(STAMPS)
+	bash ci/system-deps.sh
+	@touch $@
+
+$(STAMPS)/venv: $(STAMPS)/system ci/python-deps.sh pyproject.toml
+	bash ci/python-deps.sh
+	@touch $@
+
+$(STAMPS)/build: $(STAMPS)/venv setup.py $(KERNEL_SOURCES)
+	$(PY) setup.py -q build_ext --inplace
+	@touch $@
+
+clean:
+	rm -rf build $(STAMPS) src/ldcore/*.so src/ldcore/*.c python/logdevice/_rocksdb*

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The project's virtual environment: .venv with the build tools, then logdevice itself
+# (editable, so src/ldcore and python/logdevice are imported from the work tree).
+set -euo pipefail
+PYTHON=${PYTHON:-python3}
+
+if [ ! -x .venv/bin/python ]; then
+  echo "creating .venv"
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
+.venv/bin/python -m pip install -q --disable-pip-version-check \
+  "setuptools>=69" wheel "Cython>=3.0" "numpy>=2.0" "cffi>=1.16"
+.venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation -e ".[test,dev]"
