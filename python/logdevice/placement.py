@@ -1,0 +1,47 @@
+"""Which node runs the sequencer of a log: weighted rendezvous hashing.
+
+Every node and client computes the same answer from the same inputs (the sequencer nodes,
+their weights and who is alive), so no coordination is needed to agree on an owner, and
+when a node dies only the logs it owned move (each to its own next-highest scorer).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+_MASK = (1 << 64) - 1
+
+
+def _mix64(x: int) -> int:
+    """splitmix64 finaliser: a fixed, platform-independent 64-bit hash."""
+    x = (x + 0x9E3779B97F4A7C15) & _MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return x ^ (x >> 31)
+
+
+def score(log_id: int, node: int, weight: float) -> float:
+    """Rendezvous score of ``node`` for ``log_id``; the highest score owns the log."""
+    if weight <= 0:
+        return -math.inf
+    h = _mix64(_mix64(log_id) ^ (node * 0xD6E8FEB86659FD93 & _MASK))
+    unit = ((h >> 11) + 0.5) / float(1 << 53)  # uniform in (0, 1), never 0 or 1
+    return -weight / math.log(unit)
+
+
+def sequencer_for(
+    log_id: int, weights: Mapping[int, float], alive: Iterable[int] | None = None
+) -> int | None:
+    """The node that should sequence ``log_id``, or None when no candidate is alive.
+
+    ``weights`` maps each sequencer node to its sequencer weight; ``alive`` restricts the
+    candidates to the nodes believed alive (all of them when None).
+    """
+    candidates = weights.keys() if alive is None else set(alive) & weights.keys()
+    best, best_score = None, -math.inf
+    for node in sorted(candidates):
+        s = score(log_id, node, weights[node])
+        if s > best_score:
+            best, best_score = node, s
+    return best

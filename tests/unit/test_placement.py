@@ -1,0 +1,31 @@
+from collections import Counter
+
+from logdevice.placement import sequencer_for
+
+
+def test_every_caller_agrees_and_result_is_a_candidate():
+    weights = {0: 1.0, 1: 1.0, 2: 1.0, 3: 1.0}
+    for log_id in range(1, 200):
+        owner = sequencer_for(log_id, weights)
+        assert owner in weights
+        assert owner == sequencer_for(log_id, dict(reversed(list(weights.items()))))
+
+
+def test_only_the_dead_nodes_logs_move():
+    weights = {i: 1.0 for i in range(5)}
+    before = {log: sequencer_for(log, weights) for log in range(1, 2001)}
+    after = {log: sequencer_for(log, weights, alive=[0, 1, 3, 4]) for log in range(1, 2001)}
+    moved = {log for log in before if before[log] != after[log]}
+    assert moved == {log for log, owner in before.items() if owner == 2}
+    assert all(after[log] != 2 for log in after)
+
+
+def test_weights_bias_ownership():
+    counts = Counter(sequencer_for(log, {0: 1.0, 1: 3.0}) for log in range(1, 8001))
+    share = counts[1] / 8000
+    assert 0.70 < share < 0.80  # expected 0.75
+
+
+def test_zero_weight_and_no_live_candidate():
+    assert sequencer_for(7, {0: 0.0, 1: 1.0}) == 1
+    assert sequencer_for(7, {0: 1.0}, alive=[]) is None
