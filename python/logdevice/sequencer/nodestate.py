@@ -1,0 +1,95 @@
+"""What the write path knows about storage nodes: down, graylisted, blacklisted.
+
+``NodeHealth`` is the sequencer-side view (LogDevice's NodeSetState) that copyset selection
+consults: nodes the failure detector reports down, nodes *graylisted* because they stayed
+silent through a store timeout, and nodes *blacklisted* because they answered a STORE with
+an error (no space, overloaded, disabled, ...).  Gray- and blacklisting expire after a
+while; ``down`` lasts until ``mark_up``.  One instance may be shared by every sequencer of a
+node (it is keyed by node index only).  Time is passed in (seconds, monotonic).
+"""
+
+from __future__ import annotations
+
+import math
+
+from logdevice.errors import E
+
+#: How long a silent node stays graylisted (seconds).
+GRAYLIST_SECONDS = 5.0
+#: How long a node that answered with an error stays blacklisted (seconds).
+BLACKLIST_SECONDS = 10.0
+
+
+class NodeHealth:
+    """Down / graylisted / blacklisted storage nodes, with expiry.
+
+    Parameters
+    ----------
+    graylist_seconds, blacklist_seconds : float
+        How long a graylisting or blacklisting lasts.
+    """
+
+    def __init__(self, graylist_seconds: float = GRAYLIST_SECONDS,
+                 blacklist_seconds: float = BLACKLIST_SECONDS) -> None:
+        self.graylist_seconds = graylist_seconds
+        self.blacklist_seconds = blacklist_seconds
+        self.down: set[int] = set()
+        self._gray: dict[int, float] = {}  # node -> until
+        self._black: dict[int, tuple[float, E]] = {}  # node -> (until, status)
+        self._excluded: frozenset[int] = frozenset()
+        self._valid_until = math.inf  # the cached exclusion set is stale from this time on
+        self._dirty = False
+
+    # -- events ---------------------------------------------------------------------------
+    def mark_down(self, node: int) -> None:
+        if node not in self.down:
+            self.down.add(node)
+            self._dirty = True
+
+    def mark_up(self, node: int) -> None:
+        """The node is back: forget that it was down, gray- or blacklisted."""
+        if node in self.down or node in self._gray or node in self._black:
+            self.down.discard(node)
+            self._gray.pop(node, None)
+            self._black.pop(node, None)
+            self._dirty = True
+
+    def graylist(self, node: int, now: float) -> None:
+        self._gray[node] = now + self.graylist_seconds
+        self._dirty = True
+
+    def blacklist(self, node: int, status: E | int, now: float) -> None:
+        self._black[node] = (now + self.blacklist_seconds, E(status))
+        self._dirty = True
+
+    def clear_graylist(self) -> None:
+        """Forget all graylistings (done when they alone make selection impossible)."""
+        if self._gray:
+            self._gray.clear()
+            self._dirty = True
+
+    # -- queries --------------------------------------------------------------------------
+    def excluded(self, now: float) -> frozenset[int]:
+        """Nodes copyset selection must avoid now (a cached frozenset)."""
+        if self._dirty or now >= self._valid_until:
+            self._expire(now)
+            self._excluded = frozenset(self.down | self._gray.keys() | self._black.keys())
+            self._valid_until = min(
+                [*self._gray.values(), *(u for u, _ in self._black.values()), math.inf])
+            self._dirty = False
+        return self._excluded
+
+    def _expire(self, now: float) -> None:
+        for node in [n for n, until in self._gray.items() if until <= now]:
+            del self._gray[node]
+        for node in [n for n, (until, _) in self._black.items() if until <= now]:
+            del self._black[node]
+
+    def graylisted(self, now: float) -> frozenset[int]:
+        self.excluded(now)
+        return frozenset(self._gray)
+
+    def blacklisted(self, now: float) -> dict[int, E]:
+        """Blacklisted node -> the status it answered with."""
+        self.excluded(now)
+        return {n: st for n, (_, st) in self._black.items()}
