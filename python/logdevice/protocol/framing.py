@@ -1,0 +1,402 @@
+"""Frames: how one message becomes bytes on a TCP stream and back (sans-I/O).
+
+Wire layout of one frame (all integers little-endian)::
+
+    0        4        6    7    8        12                        H (8-aligned if raw)
+    +--------+--------+----+----+--------+-------------------------+----------------------
+    | u32    | u16    | u8 | u8 | u32    | header: msgpack array   | raw sections...
+    | frame_ | message| ver| flg| header_| of the message's fields |  each padded with
+    | length | _type  |    |    | length | in declaration order    |  zeros to 8 bytes
+    +--------+--------+----+----+--------+-------------------------+----------------------
+
+- ``frame_length`` counts the whole frame, these 12 bytes included.
+- ``message_type`` picks the message class (``messages.MessageType``); ``ver`` is the
+  encoding version (``PROTOCOL_VERSION``); ``flg`` is reserved: senders write 0,
+  receivers ignore it.
+- The header is the message's msgpack array (msgspec, ``array_like``).  A raw field
+  (see ``sections``) holds its section's byte length there instead of its value.
+- If the message type has raw fields, the header is padded so the first section starts
+  at an 8-aligned offset, and every section is padded to a multiple of 8 bytes; frame
+  buffers are 16-aligned in memory, so decoded uint64 arrays are aligned.  Sections
+  follow in field order.  Without raw fields there is no padding.
+- Fields appended at the end of a message (with defaults) stay compatible: old readers
+  ignore trailing header elements, new readers default missing ones.  Anything else
+  needs a new ``PROTOCOL_VERSION``.
+
+Decoding is strict: an oversized frame, an unknown message type, a malformed header or
+section table raise ``ProtocolError(E.BADMSG)``, an unsupported version
+``ProtocolError(E.PROTONOSUPPORT)``.  The caller then closes the connection.  The
+decoder checks the 12-byte prefix before it buffers or allocates the claimed length.
+"""
+
+from __future__ import annotations
+
+import struct
+import typing
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from logdevice.errors import E, InvalidParamError, LogDeviceError, error_for
+from logdevice.protocol.sections import ArraySpec, BytesSpec
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "SUPPORTED_VERSIONS",
+    "DEFAULT_MAX_FRAME_SIZE",
+    "PREFIX_SIZE",
+    "ProtocolError",
+    "FrameDecoder",
+    "encode",
+    "encode_frame",
+    "decode_frame",
+    "register",
+    "message_class",
+]
+
+PROTOCOL_VERSION = 1
+SUPPORTED_VERSIONS: frozenset[int] = frozenset({1})
+DEFAULT_MAX_FRAME_SIZE = 64 * 1024 * 1024 + 64 * 1024  # a 64 MiB batch plus its header
+PREFIX_SIZE = 12
+_PREFIX = struct.Struct("<IHBBI")
+_PAD = [b"\0" * n for n in range(8)]
+# Incomplete frames at least this large get their own buffer at once, so their bytes are
+# copied exactly once however they are chunked.
+_OWN_BUFFER_THRESHOLD = 64 * 1024
+
+
+class ProtocolError(LogDeviceError):
+    """The peer sent something that is not a valid frame; close the connection."""
+
+    status = E.BADMSG
+
+
+def _align8(n: int) -> int:
+    return (n + 7) & ~7
+
+
+@dataclass(frozen=True, slots=True)
+class _TypeInfo:
+    cls: type
+    type_id: int
+    decoder: msgspec.msgpack.Decoder
+    raw: tuple[tuple[int, str, ArraySpec | BytesSpec], ...]  # (field index, name, spec)
+
+
+_BY_ID: dict[int, _TypeInfo] = {}
+_BY_CLS: dict[type, _TypeInfo] = {}
+_ENCODER = msgspec.msgpack.Encoder()
+
+
+def register(cls: type) -> type:
+    """Class decorator: make a ``msgspec.Struct`` (array_like) with ``TYPE`` a message.
+
+    Fields annotated with a ``sections`` spec become raw sections.
+    """
+    type_id = int(cls.TYPE)  # type: ignore[attr-defined]
+    if type_id in _BY_ID:
+        raise ValueError(f"message type {type_id} registered twice")
+    hints = typing.get_type_hints(cls, include_extras=True)
+    header_fields: list[tuple[Any, ...]] = []
+    raw: list[tuple[int, str, ArraySpec | BytesSpec]] = []
+    for index, f in enumerate(msgspec.structs.fields(cls)):
+        spec = next(
+            (m for m in getattr(hints[f.name], "__metadata__", ())
+             if isinstance(m, ArraySpec | BytesSpec)),
+            None,
+        )
+        if spec is None:
+            if f.default is not msgspec.NODEFAULT:
+                header_fields.append((f.name, f.type, f.default))
+            elif f.default_factory is not msgspec.NODEFAULT:
+                factory = msgspec.field(default_factory=f.default_factory)
+                header_fields.append((f.name, f.type, factory))
+            else:
+                header_fields.append((f.name, f.type))
+        else:
+            raw.append((index, f.name, spec))
+            two_d = isinstance(spec, ArraySpec) and spec.ndim == 2
+            header_fields.append((f.name, tuple[int, int], (0, 0)) if two_d else (f.name, int, 0))
+    if raw:
+        header_cls = msgspec.defstruct(
+            f"{cls.__name__}Header", header_fields, array_like=True, module=cls.__module__
+        )
+        decoder = msgspec.msgpack.Decoder(header_cls)
+    else:
+        decoder = msgspec.msgpack.Decoder(cls)
+    info = _TypeInfo(cls, type_id, decoder, tuple(raw))
+    _BY_ID[type_id] = info
+    _BY_CLS[cls] = info
+    return cls
+
+
+def message_class(type_id: int) -> type | None:
+    """The registered class for a message type id, or None."""
+    info = _BY_ID.get(type_id)
+    return info.cls if info else None
+
+
+# ---------------------------------------------------------------------------- encoding
+
+
+def encode(msg: Any, *, version: int = PROTOCOL_VERSION,
+           max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> list[bytes | bytearray | memoryview]:
+    """Encode one message as a list of buffers for ``writer.writelines``.
+
+    The first buffer holds the 12-byte prefix and the header; raw sections follow as
+    memoryviews of the caller's arrays and payload buffers (not copied, so do not mutate
+    them until written).
+
+    Raises
+    ------
+    InvalidParamError
+        ``msg`` is not a registered message, a raw field has the wrong shape, or the
+        message's own consistency check fails.
+    TooBigError
+        The frame would exceed ``max_frame_size``.
+    """
+    info = _BY_CLS.get(type(msg))
+    if info is None:
+        raise InvalidParamError(message=f"not a protocol message: {type(msg).__name__}")
+    head = bytearray(PREFIX_SIZE)
+    if not info.raw:
+        _ENCODER.encode_into(msg, head, PREFIX_SIZE)
+        header_length = len(head) - PREFIX_SIZE
+        total = len(head)
+        _check_size(total, max_frame_size, info)
+        _PREFIX.pack_into(head, 0, total, info.type_id, version, 0, header_length)
+        return [head]
+
+    values = list(msgspec.structs.astuple(msg))
+    sections: list[memoryview] = []
+    changed: dict[str, Any] = {}
+    for index, name, spec in info.raw:
+        value = values[index]
+        try:
+            normalised, raw, header_value = spec.prepare(value)
+        except (TypeError, ValueError) as exc:
+            raise InvalidParamError(message=f"{info.cls.__name__}.{name}: {exc}") from None
+        if normalised is not value:
+            changed[name] = normalised
+        values[index] = header_value
+        sections.append(raw)
+    checked = msgspec.structs.replace(msg, **changed) if changed else msg
+    problem = checked._check()
+    if problem:
+        raise InvalidParamError(message=f"{info.cls.__name__}: {problem}")
+    _ENCODER.encode_into(values, head, PREFIX_SIZE)
+    header_length = len(head) - PREFIX_SIZE
+    head += _PAD[-len(head) & 7]
+    out: list[bytes | bytearray | memoryview] = [head]
+    total = len(head)
+    for raw in sections:
+        if raw.nbytes:
+            out.append(raw)
+            pad = -raw.nbytes & 7
+            if pad:
+                out.append(_PAD[pad])
+            total += raw.nbytes + pad
+    _check_size(total, max_frame_size, info)
+    _PREFIX.pack_into(head, 0, total, info.type_id, version, 0, header_length)
+    return out
+
+
+def _check_size(total: int, max_frame_size: int, info: _TypeInfo) -> None:
+    if total > max_frame_size:
+        raise error_for(
+            E.TOOBIG, f"{info.cls.__name__} frame of {total} bytes exceeds {max_frame_size}"
+        )
+
+
+def encode_frame(msg: Any, **kwargs: Any) -> bytes:
+    """Encode one message as a single ``bytes`` (copies the raw sections)."""
+    return b"".join(encode(msg, **kwargs))
+
+
+def encode_many(msgs: Iterable[Any]) -> list[bytes | bytearray | memoryview]:
+    """Buffers for several messages, for one ``writelines`` call."""
+    out: list[bytes | bytearray | memoryview] = []
+    for msg in msgs:
+        out.extend(encode(msg))
+    return out
+
+
+# ---------------------------------------------------------------------------- decoding
+
+
+def _check_prefix(total: int, type_id: int, version: int, header_length: int,
+                  max_frame_size: int, versions: frozenset[int]) -> _TypeInfo:
+    if total > max_frame_size:
+        raise ProtocolError(E.BADMSG, f"frame of {total} bytes exceeds the limit {max_frame_size}")
+    if version not in versions:
+        raise ProtocolError(
+            E.PROTONOSUPPORT, f"protocol version {version} not supported (have {sorted(versions)})"
+        )
+    info = _BY_ID.get(type_id)
+    if info is None:
+        raise ProtocolError(E.BADMSG, f"unknown message type {type_id}")
+    if header_length < 1 or PREFIX_SIZE + header_length > total:
+        raise ProtocolError(
+            E.BADMSG, f"header length {header_length} does not fit a frame of {total} bytes"
+        )
+    if not info.raw and PREFIX_SIZE + header_length != total:
+        raise ProtocolError(E.BADMSG, f"{info.cls.__name__} frame has trailing bytes")
+    return info
+
+
+def _decode(info: _TypeInfo, frame: memoryview, header_length: int) -> Any:
+    """Decode a complete frame.  For raw types ``frame`` must be an owned, stable buffer."""
+    end = PREFIX_SIZE + header_length
+    try:
+        header = info.decoder.decode(frame[PREFIX_SIZE:end])
+    except msgspec.DecodeError as exc:
+        raise ProtocolError(E.BADMSG, f"bad {info.cls.__name__} header: {exc}") from None
+    if not info.raw:
+        return header
+    values = list(msgspec.structs.astuple(header))
+    offset = _align8(end)
+    placed = []
+    try:
+        for index, _name, spec in info.raw:
+            hv = values[index]
+            length = spec.section_length(hv)
+            placed.append((index, spec, offset, hv))
+            offset += _align8(length)
+    except (TypeError, ValueError) as exc:
+        raise ProtocolError(E.BADMSG, f"bad {info.cls.__name__} section table: {exc}") from None
+    if offset != len(frame):
+        raise ProtocolError(
+            E.BADMSG,
+            f"{info.cls.__name__} sections need {offset} bytes, frame has {len(frame)}",
+        )
+    for index, spec, off, hv in placed:
+        values[index] = spec.view(frame, off, hv)
+    msg = info.cls(*values)
+    problem = msg._check()
+    if problem:
+        raise ProtocolError(E.BADMSG, f"inconsistent {info.cls.__name__}: {problem}")
+    return msg
+
+
+def decode_frame(data: bytes | bytearray | memoryview, *,
+                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+                 versions: frozenset[int] = SUPPORTED_VERSIONS) -> Any:
+    """Decode exactly one complete frame (tests, tools).  Arrays view a private copy."""
+    mv = memoryview(data).cast("B")
+    if len(mv) < PREFIX_SIZE:
+        raise ProtocolError(E.BADMSG, f"frame of {len(mv)} bytes is shorter than its prefix")
+    total, type_id, version, _flags, hl = _PREFIX.unpack_from(mv, 0)
+    info = _check_prefix(total, type_id, version, hl, max_frame_size, versions)
+    if total != len(mv):
+        raise ProtocolError(E.BADMSG, f"frame says {total} bytes, got {len(mv)}")
+    if info.raw:
+        mv = memoryview(bytearray(mv)).toreadonly()
+    return _decode(info, mv, hl)
+
+
+class FrameDecoder:
+    """Incremental decoder: bytes in (any chunking), messages out.
+
+    Parameters
+    ----------
+    max_frame_size : int
+        Frames claiming more bytes are refused before anything is buffered.
+    versions : frozenset[int]
+        Accepted encoding versions.
+
+    Notes
+    -----
+    Small frames are parsed in place from the input (or from a bytearray holding the
+    unparsed tail, consumed with a read offset and compacted once per ``feed``).  A frame
+    with raw sections, or any frame still incomplete past 64 KiB, gets its own buffer:
+    its bytes are copied into it exactly once, and the arrays decoded from it view that
+    buffer.  After a ``ProtocolError`` the decoder stays failed: every later ``feed``
+    raises the same error.
+    """
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+                 versions: frozenset[int] | Iterable[int] = SUPPORTED_VERSIONS) -> None:
+        self.max_frame_size = max_frame_size
+        self.versions = frozenset(versions)
+        self._buf = bytearray()
+        self._frame: bytearray | None = None  # a frame being filled in its own buffer
+        self._frame_fill = 0
+        self._frame_meta: tuple[_TypeInfo, int] | None = None
+        self._error: ProtocolError | None = None
+
+    @property
+    def pending(self) -> int:
+        """Bytes received that do not yet form a complete frame."""
+        return len(self._buf) + (self._frame_fill if self._frame is not None else 0)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Any]:
+        """Add received bytes; return the messages completed by them, in order.
+
+        Raises
+        ------
+        ProtocolError
+            The stream is not valid (see the module docstring).
+        """
+        if self._error is not None:
+            raise self._error
+        out: list[Any] = []
+        try:
+            mv = memoryview(data).cast("B")
+            if self._frame is not None:
+                mv = self._fill(mv, out)
+                if not mv:
+                    return out
+            if self._buf:
+                self._buf += mv
+                with memoryview(self._buf) as src:
+                    used = self._parse(src, out)
+                del self._buf[:used]
+            else:
+                used = self._parse(mv, out)
+                if used < len(mv):
+                    self._buf += mv[used:]
+        except ProtocolError as exc:
+            self._error = exc
+            raise
+        return out
+
+    def _fill(self, mv: memoryview, out: list[Any]) -> memoryview:
+        frame = self._frame
+        assert frame is not None and self._frame_meta is not None
+        take = min(len(frame) - self._frame_fill, len(mv))
+        frame[self._frame_fill : self._frame_fill + take] = mv[:take]
+        self._frame_fill += take
+        if self._frame_fill == len(frame):
+            info, hl = self._frame_meta
+            self._frame = None
+            self._frame_meta = None
+            self._frame_fill = 0
+            out.append(_decode(info, memoryview(frame).toreadonly(), hl))
+        return mv[take:]
+
+    def _parse(self, src: memoryview, out: list[Any]) -> int:
+        """Decode whole frames from ``src``; return how many bytes were consumed."""
+        pos = 0
+        n = len(src)
+        while n - pos >= PREFIX_SIZE:
+            total, type_id, version, _flags, hl = _PREFIX.unpack_from(src, pos)
+            info = _check_prefix(total, type_id, version, hl, self.max_frame_size, self.versions)
+            if n - pos >= total:
+                if info.raw:
+                    frame = memoryview(bytearray(src[pos : pos + total])).toreadonly()
+                else:
+                    frame = src[pos : pos + total]
+                out.append(_decode(info, frame, hl))
+                pos += total
+            elif info.raw or total >= _OWN_BUFFER_THRESHOLD:
+                frame_buf = bytearray(total)
+                frame_buf[: n - pos] = src[pos:n]
+                self._frame = frame_buf
+                self._frame_fill = n - pos
+                self._frame_meta = (info, hl)
+                return n
+            else:
+                break
+        return pos

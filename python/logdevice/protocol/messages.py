@@ -1,0 +1,639 @@
+"""Every message nodes and clients exchange, as msgspec Structs.
+
+Each class carries its wire id in ``TYPE`` (the frame's ``message_type``; see
+``framing``).  Fields travel as a msgpack array in declaration order, so append new
+fields at the end, with defaults.  Fields typed with a ``sections`` alias (``U64Array``,
+``Payload``, ...) travel as raw sections: numpy arrays in, numpy arrays out, no
+per-record objects.  Decoded arrays are read-only views into the frame.
+
+Conventions: LSNs, log ids and request ids are ints (uint64 range); ``status`` is an
+``E``; ``request_id`` is chosen by the requester and echoed by the reply (unique per
+connection); node indices are the config's ``index``; times are milliseconds since the
+Unix epoch unless named ``*_ms`` durations.  Messages with raw sections compare by
+identity (numpy arrays have no single truth value).
+"""
+
+from enum import IntEnum
+from typing import ClassVar, Literal
+
+import msgspec
+import numpy as np
+
+from logdevice.errors import E
+from logdevice.protocol.framing import PROTOCOL_VERSION, SUPPORTED_VERSIONS, register
+from logdevice.protocol.sections import (
+    EMPTY_I16_2D,
+    EMPTY_I64,
+    EMPTY_U16,
+    EMPTY_U32,
+    EMPTY_U64,
+    I16Matrix,
+    I64Array,
+    Payload,
+    U16Array,
+    U32Array,
+    U64Array,
+)
+
+__all__ = [
+    "MessageType",
+    "GapReason",
+    "Message",
+    "SequencerNode",
+    "check_hello",
+    "ALL_MESSAGES",
+    "Hello",
+    "HelloReply",
+    "Error",
+    "Append",
+    "Appended",
+    "Store",
+    "Stored",
+    "Release",
+    "ReleaseBatch",
+    "Start",
+    "Started",
+    "Records",
+    "Gap",
+    "Window",
+    "Stop",
+    "Heartbeat",
+    "GetClusterView",
+    "ClusterView",
+    "GetTail",
+    "Tail",
+    "GetHead",
+    "Head",
+    "Trim",
+    "Trimmed",
+    "FindTime",
+    "FindTimeReply",
+    "DataSize",
+    "DataSizeReply",
+    "Seal",
+    "Sealed",
+]
+
+
+class MessageType(IntEnum):
+    """Wire ids of the message types (the frame's u16 ``message_type``)."""
+
+    HELLO = 1
+    HELLO_REPLY = 2
+    ERROR = 3
+    APPEND = 10
+    APPENDED = 11
+    STORE = 12
+    STORED = 13
+    RELEASE = 14
+    RELEASE_BATCH = 15
+    START = 20
+    STARTED = 21
+    RECORDS = 22
+    GAP = 23
+    WINDOW = 24
+    STOP = 25
+    HEARTBEAT = 30
+    GET_CLUSTER_VIEW = 31
+    CLUSTER_VIEW = 32
+    GET_TAIL = 40
+    TAIL = 41
+    GET_HEAD = 42
+    HEAD = 43
+    TRIM = 44
+    TRIMMED = 45
+    FIND_TIME = 46
+    FIND_TIME_REPLY = 47
+    DATA_SIZE = 48
+    DATA_SIZE_REPLY = 49
+    SEAL = 50
+    SEALED = 51
+
+
+class GapReason(IntEnum):
+    """Why a storage node reports a gap on a read stream (REFERENCE.md §A4)."""
+
+    TRIM = 0  # at or below the trim point
+    NO_RECORDS = 1  # this node has no record in [lo, hi]
+    CHECKSUM_FAIL = 2  # the node has a copy but it fails its checksum: not sent
+    UNDER_REPLICATED = 4  # the node may be missing records here (rebuilding)
+    FILTERED_OUT = 5
+
+
+class Message(msgspec.Struct, array_like=True):
+    """Base of all messages; ``TYPE`` is the wire id."""
+
+    TYPE: ClassVar[MessageType]
+
+    def _check(self) -> str | None:
+        """Cross-field consistency of raw sections; a description of the problem or None."""
+        return None
+
+
+# ------------------------------------------------------------------------ consistency
+
+
+def _nbytes(buf: object) -> int:
+    return memoryview(buf).nbytes  # type: ignore[arg-type]
+
+
+def _check_columns(n: int, required: dict[str, np.ndarray],
+                   optional: dict[str, np.ndarray] | None = None) -> str | None:
+    for name, arr in required.items():
+        if len(arr) != n:
+            return f"{name} has {len(arr)} entries, expected {n}"
+    for name, arr in (optional or {}).items():
+        if len(arr) not in (0, n):
+            return f"{name} has {len(arr)} entries, expected 0 or {n}"
+    return None
+
+
+def _check_offsets(offsets: np.ndarray, n: int, payload_bytes: int) -> str | None:
+    if len(offsets) == 0:
+        return None if n == 0 and payload_bytes == 0 else "payload_offsets missing"
+    if len(offsets) != n + 1:
+        return f"payload_offsets has {len(offsets)} entries, expected {n + 1}"
+    if offsets[0] != 0 or offsets[-1] != payload_bytes:
+        return f"payload_offsets span [{offsets[0]}, {offsets[-1]}], payloads {payload_bytes} B"
+    if n > 1 and bool(np.any(offsets[1:] < offsets[:-1])):
+        return "payload_offsets decrease"
+    return None
+
+
+# ------------------------------------------------------------------------ handshake
+
+
+@register
+class Hello(Message):
+    """Client or node -> node, first frame on every connection.
+
+    Names the cluster and protocol version; the node answers HELLO_REPLY and closes the
+    connection unless the status is OK (``check_hello``).
+    """
+
+    TYPE = MessageType.HELLO
+    cluster: str
+    protocol_version: int = PROTOCOL_VERSION
+    role: Literal["client", "node"] = "client"
+    node_index: int | None = None  # the sender's index when role == "node"
+    location: str = ""  # region.dc.cluster.row.rack of the sender (local SCD, placement)
+
+
+@register
+class HelloReply(Message):
+    """Node -> connecting peer, answer to HELLO.  ``node_index`` is the replying node."""
+
+    TYPE = MessageType.HELLO_REPLY
+    status: E
+    node_index: int | None = None
+    message: str = ""
+    protocol_version: int = PROTOCOL_VERSION
+
+
+@register
+class Error(Message):
+    """Node -> peer: a request could not be handled (unknown log, bad request, ...).
+
+    ``request_id`` echoes the request (0 when none), ``in_reply_to`` its message type.
+    """
+
+    TYPE = MessageType.ERROR
+    request_id: int
+    status: E
+    message: str = ""
+    in_reply_to: int = 0
+
+
+def check_hello(hello: Hello, cluster: str,
+                versions: frozenset[int] | set[int] = SUPPORTED_VERSIONS) -> tuple[E, str]:
+    """Decide whether to accept a HELLO: ``(E.OK, "")`` or ``(status, why)``.
+
+    A wrong cluster name is ``E.ACCESS``; a protocol version we do not speak is
+    ``E.PROTONOSUPPORT``; a node without an index is ``E.INVALID_PARAM``.
+    """
+    if hello.cluster != cluster:
+        return E.ACCESS, f"wrong cluster: this is {cluster!r}, peer wants {hello.cluster!r}"
+    if hello.protocol_version not in versions:
+        return E.PROTONOSUPPORT, (
+            f"protocol version {hello.protocol_version} not supported "
+            f"(this node speaks {sorted(versions)})"
+        )
+    if hello.role == "node" and hello.node_index is None:
+        return E.INVALID_PARAM, "a node HELLO must carry its node_index"
+    return E.OK, ""
+
+
+# ------------------------------------------------------------------------ write path
+
+
+@register
+class Append(Message, eq=False):
+    """Client -> sequencer node: append one record (or one BufferedWriter blob).
+
+    ``flags`` are ``AppendFlag`` bits; ``checksum`` is the crc32c of the payload when
+    ``AppendFlag.CHECKSUM`` is set.  ``timeout_ms`` 0 means the node's default.
+    """
+
+    TYPE = MessageType.APPEND
+    request_id: int
+    log_id: int
+    payload: Payload = b""
+    flags: int = 0
+    timeout_ms: int = 0
+    checksum: int = 0
+
+
+@register
+class Appended(Message):
+    """Sequencer node -> client, answer to APPEND.
+
+    OK: ``lsn`` and ``timestamp`` of the record.  ``redirect_to`` set (with status
+    NOSEQUENCER): the log's sequencer runs on that node; retry there.
+    """
+
+    TYPE = MessageType.APPENDED
+    request_id: int
+    status: E
+    lsn: int = 0
+    timestamp: int = 0
+    redirect_to: int | None = None
+    message: str = ""
+
+
+@register
+class Store(Message, eq=False):
+    """Sequencer -> storage node: a batch of records of one log to store (one wave each).
+
+    Per record i: ``lsns[i]``, ``timestamps[i]``, ``flags[i]`` (``RecordFlag``),
+    ``waves[i]``, ``copysets[i]`` (node indices, padded with -1), payload
+    ``payloads[payload_offsets[i]:payload_offsets[i+1]]`` and, when flagged CHECKSUM,
+    ``checksums[i]`` (crc32c).  ``last_known_good`` is the sequencer's LNG (an LSN of
+    ``epoch``): everything at or below it is fully replicated.  ``recovery_epoch`` is
+    non-zero for copies stored by epoch recovery (the sealing sequencer's epoch).
+    """
+
+    TYPE = MessageType.STORE
+    request_id: int
+    log_id: int
+    epoch: int
+    last_known_good: int = 0
+    sequencer_node: int = -1
+    timeout_ms: int = 0
+    recovery_epoch: int = 0
+    lsns: U64Array = EMPTY_U64
+    timestamps: I64Array = EMPTY_I64
+    flags: U32Array = EMPTY_U32
+    waves: U32Array = EMPTY_U32
+    copysets: I16Matrix = EMPTY_I16_2D
+    payload_offsets: U64Array = EMPTY_U64
+    payloads: Payload = b""
+    checksums: U32Array = EMPTY_U32
+
+    def _check(self) -> str | None:
+        n = len(self.lsns)
+        return _check_columns(
+            n,
+            {"timestamps": self.timestamps, "flags": self.flags, "waves": self.waves,
+             "copysets": self.copysets},
+            {"checksums": self.checksums},
+        ) or _check_offsets(self.payload_offsets, n, _nbytes(self.payloads))
+
+
+@register
+class Stored(Message, eq=False):
+    """Storage node -> sequencer, answer to STORE (same ``request_id``).
+
+    ``statuses[i]`` (uint16 ``E`` values) is the outcome for ``lsns[i]``.  Empty arrays
+    mean the whole batch had ``status`` (e.g. NOTFOUND, DISABLED, NOSPC).
+    """
+
+    TYPE = MessageType.STORED
+    request_id: int
+    log_id: int
+    node_index: int
+    status: E = E.OK
+    lsns: U64Array = EMPTY_U64
+    statuses: U16Array = EMPTY_U16
+
+    def _check(self) -> str | None:
+        return _check_columns(len(self.lsns), {"statuses": self.statuses})
+
+
+@register
+class Release(Message):
+    """Sequencer -> storage nodes of the nodeset: records up to ``lsn`` are released."""
+
+    TYPE = MessageType.RELEASE
+    log_id: int
+    lsn: int
+
+
+@register
+class ReleaseBatch(Message, eq=False):
+    """Sequencer -> storage node: RELEASE for many logs at once (``lsns[i]`` for
+    ``log_ids[i]``)."""
+
+    TYPE = MessageType.RELEASE_BATCH
+    log_ids: U64Array = EMPTY_U64
+    lsns: U64Array = EMPTY_U64
+
+    def _check(self) -> str | None:
+        return _check_columns(len(self.log_ids), {"lsns": self.lsns})
+
+
+# ------------------------------------------------------------------------ read path
+
+
+@register
+class Start(Message):
+    """Client -> every storage node of the nodeset: open (or rewind) a read stream.
+
+    The node sends released records of ``[start_lsn, until_lsn]`` in LSN order, up to
+    ``window_high``.  ``flags`` are ``StartFlag`` bits.  A rewind re-sends START with a
+    higher ``filter_version``; replies carry the version they answer.  SCD uses
+    ``known_down``, ``replication``, ``reorder_seed`` (None: no shuffle) and
+    ``client_location`` (local SCD).
+    """
+
+    TYPE = MessageType.START
+    read_stream_id: int
+    log_id: int
+    start_lsn: int
+    until_lsn: int
+    window_high: int
+    flags: int = 0
+    filter_version: int = 1
+    known_down: list[int] = msgspec.field(default_factory=list)
+    replication: int = 1
+    reorder_seed: int | None = None
+    client_location: str = ""
+
+
+@register
+class Started(Message):
+    """Storage node -> client, answer to START.  ``last_released`` is the node's
+    release pointer for the log."""
+
+    TYPE = MessageType.STARTED
+    read_stream_id: int
+    filter_version: int
+    status: E
+    last_released: int = 0
+
+
+@register
+class Records(Message, eq=False):
+    """Storage node -> client: a batch of records of a read stream, in LSN order.
+
+    Per record i: ``lsns[i]``, ``timestamps[i]``, ``flags[i]`` (``RecordFlag``), payload
+    ``payloads[payload_offsets[i]:payload_offsets[i+1]]`` (empty with NO_PAYLOAD),
+    ``checksums[i]`` when flagged CHECKSUM.  Optional columns are empty unless asked
+    for: ``byte_offsets`` (INCLUDE_BYTE_OFFSET), ``waves`` and ``copysets`` (DIGEST).
+    """
+
+    TYPE = MessageType.RECORDS
+    read_stream_id: int
+    filter_version: int
+    lsns: U64Array = EMPTY_U64
+    timestamps: I64Array = EMPTY_I64
+    flags: U32Array = EMPTY_U32
+    payload_offsets: U64Array = EMPTY_U64
+    payloads: Payload = b""
+    checksums: U32Array = EMPTY_U32
+    byte_offsets: U64Array = EMPTY_U64
+    waves: U32Array = EMPTY_U32
+    copysets: I16Matrix = EMPTY_I16_2D
+
+    def _check(self) -> str | None:
+        n = len(self.lsns)
+        return _check_columns(
+            n,
+            {"timestamps": self.timestamps, "flags": self.flags},
+            {"checksums": self.checksums, "byte_offsets": self.byte_offsets,
+             "waves": self.waves, "copysets": self.copysets},
+        ) or _check_offsets(self.payload_offsets, n, _nbytes(self.payloads))
+
+
+@register
+class Gap(Message):
+    """Storage node -> client: nothing to send in ``[lo, hi]`` (inclusive) for ``reason``."""
+
+    TYPE = MessageType.GAP
+    read_stream_id: int
+    filter_version: int
+    lo: int
+    hi: int
+    reason: GapReason = GapReason.NO_RECORDS
+
+
+@register
+class Window(Message):
+    """Client -> storage node: the read stream's window slid; send up to ``window_high``."""
+
+    TYPE = MessageType.WINDOW
+    read_stream_id: int
+    filter_version: int
+    window_high: int
+
+
+@register
+class Stop(Message):
+    """Client -> storage node: close the read stream."""
+
+    TYPE = MessageType.STOP
+    read_stream_id: int
+
+
+# ------------------------------------------------------------------------ cluster
+
+
+@register
+class Heartbeat(Message):
+    """Node -> every other node, periodically: I am up, and whom I believe alive.
+
+    ``generation`` grows on each restart of the node, so stale heartbeats are told apart.
+    """
+
+    TYPE = MessageType.HEARTBEAT
+    node_index: int
+    generation: int
+    time_ms: int
+    alive: list[int] = msgspec.field(default_factory=list)
+    config_version: int = 0
+
+
+@register
+class GetClusterView(Message):
+    """Client -> any node: which nodes are alive and where sequencers may run."""
+
+    TYPE = MessageType.GET_CLUSTER_VIEW
+    request_id: int
+
+
+class SequencerNode(msgspec.Struct, array_like=True):
+    """A live sequencer node and its weight for rendezvous placement."""
+
+    node_index: int
+    weight: float = 1.0
+
+
+@register
+class ClusterView(Message):
+    """Node -> client, answer to GET_CLUSTER_VIEW, from the node's failure detector."""
+
+    TYPE = MessageType.CLUSTER_VIEW
+    request_id: int
+    status: E = E.OK
+    node_index: int = -1
+    config_version: int = 0
+    alive: list[int] = msgspec.field(default_factory=list)
+    sequencers: list[SequencerNode] = msgspec.field(default_factory=list)
+    time_ms: int = 0
+
+
+# ------------------------------------------------------------------------ admin / client calls
+
+
+@register
+class GetTail(Message):
+    """Client -> the log's sequencer node: tail of the log (also answers is_log_empty)."""
+
+    TYPE = MessageType.GET_TAIL
+    request_id: int
+    log_id: int
+
+
+@register
+class Tail(Message):
+    """Sequencer node -> client: ``lsn`` is the last released LSN (LSN_INVALID if none)
+    and ``timestamp`` that record's; ``redirect_to`` as in APPENDED."""
+
+    TYPE = MessageType.TAIL
+    request_id: int
+    status: E
+    log_id: int = 0
+    lsn: int = 0
+    timestamp: int = 0
+    redirect_to: int | None = None
+
+
+@register
+class GetHead(Message):
+    """Client -> storage nodes: the log's trim point."""
+
+    TYPE = MessageType.GET_HEAD
+    request_id: int
+    log_id: int
+
+
+@register
+class Head(Message):
+    """Storage node -> client: ``trim_point`` and the timestamp of its first record
+    after it (0 if unknown)."""
+
+    TYPE = MessageType.HEAD
+    request_id: int
+    status: E
+    log_id: int = 0
+    trim_point: int = 0
+    timestamp: int = 0
+
+
+@register
+class Trim(Message):
+    """Client -> every storage node of the log: trim everything at or below ``lsn``."""
+
+    TYPE = MessageType.TRIM
+    request_id: int
+    log_id: int
+    lsn: int
+
+
+@register
+class Trimmed(Message):
+    """Storage node -> client, answer to TRIM, with the node's trim point after it."""
+
+    TYPE = MessageType.TRIMMED
+    request_id: int
+    status: E
+    log_id: int = 0
+    trim_point: int = 0
+
+
+@register
+class FindTime(Message):
+    """Client -> storage nodes: where does ``timestamp`` (ms) fall in the log?"""
+
+    TYPE = MessageType.FIND_TIME
+    request_id: int
+    log_id: int
+    timestamp: int
+
+
+@register
+class FindTimeReply(Message):
+    """Storage node -> client: ``lo`` is its last LSN with a timestamp below the target
+    (LSN_INVALID if none), ``hi`` its first at or above it (LSN_MAX if none)."""
+
+    TYPE = MessageType.FIND_TIME_REPLY
+    request_id: int
+    status: E
+    log_id: int = 0
+    lo: int = 0
+    hi: int = 0
+
+
+@register
+class DataSize(Message):
+    """Client -> storage nodes: bytes of payload with timestamps in [start_ms, end_ms]."""
+
+    TYPE = MessageType.DATA_SIZE
+    request_id: int
+    log_id: int
+    start_ms: int
+    end_ms: int
+
+
+@register
+class DataSizeReply(Message):
+    """Storage node -> client: ``size`` bytes stored on this node for the range."""
+
+    TYPE = MessageType.DATA_SIZE_REPLY
+    request_id: int
+    status: E
+    log_id: int = 0
+    size: int = 0
+
+
+@register
+class Seal(Message):
+    """Recovering sequencer -> storage nodes: refuse STOREs of epochs <= ``seal_epoch``."""
+
+    TYPE = MessageType.SEAL
+    request_id: int
+    log_id: int
+    seal_epoch: int
+    sequencer_node: int = -1
+
+
+@register
+class Sealed(Message):
+    """Storage node -> sequencer, answer to SEAL: what the node holds for recovery.
+
+    ``last_known_good``: highest LNG the node saw for the sealed epoch (an LSN);
+    ``max_seen_lsn``: highest LSN stored.  Recovery may append fields.
+    """
+
+    TYPE = MessageType.SEALED
+    request_id: int
+    status: E
+    log_id: int = 0
+    node_index: int = -1
+    seal_epoch: int = 0
+    last_known_good: int = 0
+    max_seen_lsn: int = 0
+
+
+ALL_MESSAGES: tuple[type[Message], ...] = tuple(
+    cls for cls in Message.__subclasses__() if hasattr(cls, "TYPE")
+)

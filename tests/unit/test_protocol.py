@@ -1,0 +1,435 @@
+"""logdevice.protocol: frame layout, every message round trip, streaming decode, errors,
+zero-copy arrays, and one loopback socket exchange through the asyncio glue."""
+
+import asyncio
+import struct
+
+import logdevice.protocol as p
+import msgspec
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from logdevice.errors import E, InvalidParamError, LogDeviceError, TooBigError
+from logdevice.protocol import framing
+from logdevice.protocol.flags import RecordFlag, StartFlag
+
+PREFIX = struct.Struct("<IHBBI")
+
+
+def records_msg(n=5, payload_size=10, seed=0, rsid=7):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 2 * payload_size + 1, n).astype(np.uint64)
+    offsets = np.zeros(n + 1, np.uint64)
+    np.cumsum(lengths, out=offsets[1:])
+    return p.Records(
+        read_stream_id=rsid,
+        filter_version=3,
+        lsns=np.arange(1, n + 1, dtype=np.uint64) + (5 << 32),
+        timestamps=np.arange(n, dtype=np.int64) + 1_700_000_000_000,
+        flags=np.full(n, RecordFlag.CHECKSUM, np.uint32),
+        payload_offsets=offsets,
+        payloads=rng.bytes(int(offsets[-1])),
+        checksums=rng.integers(0, 2**32, n, dtype=np.uint32),
+    )
+
+
+def sample_messages():
+    """One populated instance of every message type."""
+    return [
+        p.Hello(cluster="test", protocol_version=1, role="node", node_index=3,
+                location="r1.dc1.c1.row1.rack1"),
+        p.HelloReply(status=E.PROTONOSUPPORT, node_index=2, message="no"),
+        p.Error(request_id=9, status=E.NOTFOUND, message="unknown log 77",
+                in_reply_to=int(p.MessageType.APPEND)),
+        p.Append(request_id=1, log_id=77, payload=b"hello world", flags=int(p.AppendFlag.CHECKSUM),
+                 timeout_ms=500, checksum=0xDEADBEEF),
+        p.Appended(request_id=1, status=E.NOSEQUENCER, redirect_to=4, message="go to N4"),
+        p.Store(request_id=2, log_id=77, epoch=5, last_known_good=(5 << 32) | 9,
+                sequencer_node=1, timeout_ms=10, recovery_epoch=0,
+                lsns=np.array([(5 << 32) | 10, (5 << 32) | 11], np.uint64),
+                timestamps=np.array([100, 101], np.int64),
+                flags=np.array([RecordFlag.CHECKSUM, RecordFlag.HOLE], np.uint32),
+                waves=np.array([1, 2], np.uint32),
+                copysets=np.array([[0, 2, -1], [1, 3, 4]], np.int16),
+                payload_offsets=np.array([0, 3, 3], np.uint64), payloads=b"abc",
+                checksums=np.array([1, 2], np.uint32)),
+        p.Stored(request_id=2, log_id=77, node_index=3,
+                 lsns=np.array([10, 11], np.uint64),
+                 statuses=np.array([E.OK, E.NOSPC], np.uint16)),
+        p.Release(log_id=77, lsn=(5 << 32) | 11),
+        p.ReleaseBatch(log_ids=np.array([1, 2, 3], np.uint64),
+                       lsns=np.array([10, 20, 2**64 - 1], np.uint64)),
+        p.Start(read_stream_id=11, log_id=77, start_lsn=1, until_lsn=2**64 - 1,
+                window_high=512,
+                flags=int(StartFlag.SINGLE_COPY_DELIVERY | StartFlag.LOCAL_SCD_ENABLED),
+                filter_version=2, known_down=[1, 4], replication=2, reorder_seed=1234,
+                client_location="r1"),
+        p.Started(read_stream_id=11, filter_version=2, status=E.OK, last_released=99),
+        records_msg(),
+        p.Gap(read_stream_id=11, filter_version=2, lo=5, hi=2**64 - 1,
+              reason=p.GapReason.CHECKSUM_FAIL),
+        p.Window(read_stream_id=11, filter_version=2, window_high=1024),
+        p.Stop(read_stream_id=11),
+        p.Heartbeat(node_index=1, generation=4, time_ms=1_700_000_000_123, alive=[0, 1, 2],
+                    config_version=3),
+        p.GetClusterView(request_id=5),
+        p.ClusterView(request_id=5, node_index=1, config_version=3, alive=[0, 1, 2],
+                      sequencers=[p.SequencerNode(0, 1.0), p.SequencerNode(2, 0.5)],
+                      time_ms=12),
+        p.GetTail(request_id=6, log_id=77),
+        p.Tail(request_id=6, status=E.OK, log_id=77, lsn=99, timestamp=1234),
+        p.GetHead(request_id=7, log_id=77),
+        p.Head(request_id=7, status=E.OK, log_id=77, trim_point=50, timestamp=1000),
+        p.Trim(request_id=8, log_id=77, lsn=50),
+        p.Trimmed(request_id=8, status=E.OK, log_id=77, trim_point=50),
+        p.FindTime(request_id=9, log_id=77, timestamp=1000),
+        p.FindTimeReply(request_id=9, status=E.PARTIAL, log_id=77, lo=3, hi=4),
+        p.DataSize(request_id=10, log_id=77, start_ms=0, end_ms=2**63 - 1),
+        p.DataSizeReply(request_id=10, status=E.OK, log_id=77, size=123456),
+        p.Seal(request_id=11, log_id=77, seal_epoch=5, sequencer_node=2),
+        p.Sealed(request_id=11, status=E.OK, log_id=77, node_index=3, seal_epoch=5,
+                 last_known_good=(5 << 32) | 9, max_seen_lsn=(5 << 32) | 12),
+    ]
+
+
+def assert_same(a, b):
+    assert type(a) is type(b)
+    for name in a.__struct_fields__:
+        x, y = getattr(a, name), getattr(b, name)
+        if isinstance(x, np.ndarray):
+            assert isinstance(y, np.ndarray), name
+            assert y.dtype == x.dtype and y.dtype.byteorder in "<=|", name
+            assert y.shape == x.shape and np.array_equal(x, y), name
+        elif isinstance(x, bytes | bytearray | memoryview):
+            assert bytes(x) == bytes(y), name
+        else:
+            assert x == y and type(x) is type(y), name
+
+
+def test_every_message_type_has_a_sample():
+    covered = {type(m) for m in sample_messages()}
+    assert covered == set(p.ALL_MESSAGES)
+    assert {cls.TYPE for cls in p.ALL_MESSAGES} == set(p.MessageType)
+
+
+@pytest.mark.parametrize("msg", sample_messages(), ids=lambda m: type(m).__name__)
+def test_round_trip(msg):
+    frame = p.encode_frame(msg)
+    total, type_id, version, flags, _hl = PREFIX.unpack_from(frame)
+    assert (total, type_id, version, flags) == (len(frame), msg.TYPE, p.PROTOCOL_VERSION, 0)
+    assert_same(msg, p.decode_frame(frame))
+    (decoded,) = p.FrameDecoder().feed(frame)
+    assert_same(msg, decoded)
+
+
+def test_hello_golden_bytes():
+    hello = p.Hello(cluster="test", protocol_version=1, role="node", node_index=3,
+                    location="r1.dc1.c1.row1.rack1")
+    golden = bytes.fromhex(
+        "2e000000"  # frame_length 46
+        "0100"  # HELLO
+        "01"  # version 1
+        "00"  # flags
+        "22000000"  # header_length 34
+        "95"  # msgpack array of 5 fields
+        "a474657374"  # "test"
+        "01"  # protocol_version 1
+        "a46e6f6465"  # "node"
+        "03"  # node_index 3
+        "b47231"  # str of 20 bytes: "r1.dc1.c1.row1.rack1"
+        "2e6463312e63312e726f77312e7261636b31"
+    )
+    assert p.encode_frame(hello) == golden
+    assert p.decode_frame(golden) == hello
+
+
+def test_records_layout_is_aligned_and_padded():
+    msg = records_msg(n=3, payload_size=3)
+    bufs = p.encode(msg)
+    frame = b"".join(bufs)
+    assert len(frame) % 8 == 0
+    _total, _t, _v, _f, hl = PREFIX.unpack_from(frame)
+    header = msgspec.msgpack.decode(frame[12 : 12 + hl])
+    # raw fields hold their byte lengths at their positions
+    assert header[:2] == [7, 3]
+    assert header[2] == 3 * 8  # lsns
+    start = (12 + hl + 7) & ~7
+    assert frame[start : start + 24] == msg.lsns.tobytes()
+    # sections are the caller's buffers, not copies
+    assert any(isinstance(b, memoryview) and np.shares_memory(np.asarray(b), msg.lsns)
+               for b in bufs)
+
+
+def test_decoded_arrays_are_zero_copy_views_of_one_frame():
+    msg = records_msg(n=1000, payload_size=100)
+    (got,) = p.FrameDecoder().feed(p.encode_frame(msg))
+    owners = set()
+    for arr in (got.lsns, got.timestamps, got.flags, got.payload_offsets, got.checksums):
+        assert not arr.flags.owndata and not arr.flags.writeable and arr.flags.aligned
+        assert isinstance(arr.base, memoryview)
+        owners.add(id(arr.base.obj))
+    owners.add(id(got.payloads.obj))
+    assert len(owners) == 1  # one frame buffer backs every section
+    frame = np.frombuffer(got.lsns.base.obj, np.uint8)
+    assert np.shares_memory(frame, got.lsns) and np.shares_memory(frame, got.checksums)
+    assert got.payloads.readonly
+
+
+def test_empty_and_optional_sections():
+    msg = p.Records(read_stream_id=1, filter_version=1)
+    got = p.decode_frame(p.encode_frame(msg))
+    assert len(got.lsns) == 0 and got.copysets.shape == (0, 0) and bytes(got.payloads) == b""
+    store = p.Store(request_id=1, log_id=1, epoch=1, lsns=[1], timestamps=[1], flags=[0],
+                    waves=[1], copysets=[[3, 4]], payload_offsets=[0, 0])
+    got = p.decode_frame(p.encode_frame(store))
+    assert got.copysets.dtype == np.int16 and got.copysets.tolist() == [[3, 4]]
+
+
+def test_pack_unpack_payloads():
+    payloads = [b"", b"a", b"bcd", b"x" * 300]
+    offsets, buf = p.pack_payloads(payloads)
+    assert offsets.tolist() == [0, 0, 1, 4, 304]
+    assert [bytes(x) for x in p.unpack_payloads(offsets, buf)] == payloads
+
+
+def stream_of(msgs):
+    return b"".join(p.encode_frame(m) for m in msgs)
+
+
+def assert_same_list(expected, got):
+    assert len(got) == len(expected)
+    for a, b in zip(expected, got, strict=True):
+        assert_same(a, b)
+
+
+def test_byte_at_a_time():
+    msgs = sample_messages()
+    data = stream_of(msgs)
+    dec = p.FrameDecoder()
+    out = []
+    for i in range(len(data)):
+        out += dec.feed(data[i : i + 1])
+    assert_same_list(msgs, out)
+    assert dec.pending == 0
+
+
+def test_large_frame_in_small_chunks_and_memoryview_input():
+    big = records_msg(n=20_000, payload_size=50, seed=3)
+    msgs = [p.Hello(cluster="c"), big, p.Stop(read_stream_id=1), big]
+    data = bytearray(stream_of(msgs))
+    dec = p.FrameDecoder()
+    out = []
+    view = memoryview(data)
+    for i in range(0, len(data), 4093):
+        out += dec.feed(view[i : i + 4093])
+    view.release()
+    data[:] = b"\0" * len(data)  # the decoder must not keep views of the caller's buffer
+    assert_same_list(msgs, out)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_random_chunk_splits(data):
+    msgs = sample_messages() + [records_msg(n=300, payload_size=40, seed=1)]
+    order = data.draw(st.permutations(range(len(msgs))))
+    msgs = [msgs[i] for i in order]
+    stream = stream_of(msgs)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=40)))
+    dec = p.FrameDecoder()
+    out = []
+    prev = 0
+    for cut in [*cuts, len(stream)]:
+        out += dec.feed(stream[prev:cut])
+        prev = cut
+    assert_same_list(msgs, out)
+
+
+# ---------------------------------------------------------------------------- errors
+
+
+def prefix(total, type_id=p.MessageType.HELLO, version=1, flags=0, hl=1):
+    return PREFIX.pack(total, type_id, version, flags, hl)
+
+
+def expect_error(data, status, **kwargs):
+    dec = p.FrameDecoder(**kwargs)
+    with pytest.raises(p.ProtocolError) as info:
+        dec.feed(data)
+    assert info.value.status == status
+    assert isinstance(info.value, LogDeviceError)
+    with pytest.raises(p.ProtocolError):  # a failed decoder stays failed
+        dec.feed(p.encode_frame(p.Stop(read_stream_id=1)))
+    return info.value
+
+
+def test_oversized_frame_refused_from_its_prefix_alone():
+    err = expect_error(prefix(2**32 - 1), E.BADMSG)
+    assert "exceeds" in str(err)
+    expect_error(prefix(1025, p.MessageType.RECORDS), E.BADMSG, max_frame_size=1024)
+
+
+def test_unknown_type_bad_version_bad_lengths():
+    expect_error(prefix(20, type_id=999), E.BADMSG)
+    expect_error(prefix(20, version=2), E.PROTONOSUPPORT)
+    expect_error(prefix(20, version=0), E.PROTONOSUPPORT)
+    expect_error(prefix(20, hl=0), E.BADMSG)
+    expect_error(prefix(20, hl=100), E.BADMSG)
+    expect_error(prefix(5), E.BADMSG)  # shorter than its own prefix
+
+
+def test_garbage_header():
+    body = b"\xc1\xc1\xc1\xc1"  # 0xc1 is never valid msgpack
+    expect_error(prefix(12 + len(body), hl=len(body)) + body, E.BADMSG)
+    wrong_types = msgspec.msgpack.encode([1, 2, 3])  # cluster must be a str
+    expect_error(prefix(12 + len(wrong_types), hl=len(wrong_types)) + wrong_types, E.BADMSG)
+    good = p.encode_frame(p.Stop(read_stream_id=1))
+    padded = bytearray(good + b"\0")
+    PREFIX.pack_into(padded, 0, len(padded), p.MessageType.STOP, 1, 0, len(good) - 12)
+    expect_error(bytes(padded), E.BADMSG)  # trailing bytes after a control header
+
+
+def test_bad_status_value():
+    header = msgspec.msgpack.encode([99999])  # HELLO_REPLY with an unknown status
+    expect_error(prefix(12 + len(header), p.MessageType.HELLO_REPLY, hl=len(header)) + header,
+                 E.BADMSG)
+
+
+def craft_records(header, sections_bytes):
+    hl = len(header)
+    pad = -(12 + hl) & 7
+    body = header + b"\0" * pad + sections_bytes
+    return prefix(12 + len(body), p.MessageType.RECORDS, hl=hl) + body
+
+
+def test_bad_section_tables():
+    lsns = np.arange(2, dtype=np.uint64).tobytes()
+    # section lengths that do not add up to the frame
+    header = msgspec.msgpack.encode([1, 1, 16, 0, 0, 0, 0, 0, 0, 0, [0, 0]])
+    expect_error(craft_records(header, lsns + b"\0" * 8), E.BADMSG)
+    # a length that is not a whole number of uint64
+    header = msgspec.msgpack.encode([1, 1, 12, 0, 0, 0, 0, 0, 0, 0, [0, 0]])
+    expect_error(craft_records(header, lsns), E.BADMSG)
+    # negative length
+    header = msgspec.msgpack.encode([1, 1, -8, 0, 0, 0, 0, 0, 0, 0, [0, 0]])
+    expect_error(craft_records(header, b""), E.BADMSG)
+    # columns that disagree: 2 lsns, no timestamps
+    header = msgspec.msgpack.encode([1, 1, 16, 0, 0, 0, 0, 0, 0, 0, [0, 0]])
+    err = expect_error(craft_records(header, lsns), E.BADMSG)
+    assert "timestamps" in str(err)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200), st.sampled_from([0, 1, 2, 12, 13]))
+def test_garbage_never_escapes_as_another_exception(junk, keep):
+    data = p.encode_frame(p.Hello(cluster="c"))[:keep] + junk
+    dec = p.FrameDecoder(max_frame_size=4096)
+    try:
+        dec.feed(data)
+    except p.ProtocolError as exc:
+        assert exc.status in (E.BADMSG, E.PROTONOSUPPORT)
+    assert dec.pending <= len(data)
+
+
+def test_encode_errors():
+    with pytest.raises(InvalidParamError):
+        p.encode(object())
+    with pytest.raises(InvalidParamError, match="lsns"):
+        p.encode(p.Records(read_stream_id=1, filter_version=1, lsns=np.zeros((2, 2))))
+    with pytest.raises(InvalidParamError, match="timestamps"):
+        p.encode(p.Records(read_stream_id=1, filter_version=1, lsns=[1, 2], timestamps=[1]))
+    with pytest.raises(InvalidParamError, match="payload_offsets"):
+        p.encode(p.Records(read_stream_id=1, filter_version=1, lsns=[1], timestamps=[1],
+                           flags=[0], payload_offsets=[0, 5], payloads=b"abc"))
+    with pytest.raises(TooBigError):
+        p.encode(p.Append(request_id=1, log_id=1, payload=b"x" * 2000), max_frame_size=1024)
+
+
+def test_forward_compatible_headers():
+    """Extra trailing header fields from a newer peer are ignored; missing ones default."""
+    header = msgspec.msgpack.encode(["test", 1, "client", None, "", "a future field"])
+    (got,) = p.FrameDecoder().feed(prefix(12 + len(header), hl=len(header)) + header)
+    assert got == p.Hello(cluster="test")
+    header = msgspec.msgpack.encode(["test"])
+    assert p.decode_frame(prefix(12 + len(header), hl=len(header)) + header) == p.Hello("test")
+
+
+def test_check_hello():
+    assert p.check_hello(p.Hello(cluster="a"), "a") == (E.OK, "")
+    status, why = p.check_hello(p.Hello(cluster="b"), "a")
+    assert status == E.ACCESS and "wrong cluster" in why
+    status, why = p.check_hello(p.Hello(cluster="a", protocol_version=9), "a")
+    assert status == E.PROTONOSUPPORT and "9" in why
+    assert p.check_hello(p.Hello(cluster="a", role="node"), "a")[0] == E.INVALID_PARAM
+    assert p.check_hello(p.Hello(cluster="a", protocol_version=2), "a", {1, 2})[0] == E.OK
+
+
+def test_message_types_are_unique():
+    with pytest.raises(ValueError, match="twice"):
+        framing.register(type("Dup", (p.Stop,), {"TYPE": p.MessageType.STOP}))
+
+
+# ---------------------------------------------------------------------------- loopback
+
+
+def test_loopback_hello_and_large_records():
+    """A real TCP socket pair on 127.0.0.1: HELLO handshake, then a ~4 MB RECORDS frame
+    echoed back, through read_messages / write_message."""
+    big = records_msg(n=40_000, payload_size=100, seed=5)
+
+    async def serve(reader, writer):
+        try:
+            async for msg in p.read_messages(reader):
+                if isinstance(msg, p.Hello):
+                    status, why = p.check_hello(msg, "loop")
+                    p.write_message(writer, p.HelloReply(status=status, node_index=0,
+                                                         message=why))
+                else:
+                    p.write_message(writer, msg)  # echo
+                await writer.drain()
+        finally:
+            writer.close()
+
+    async def main():
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        async with server:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            messages = p.read_messages(reader, p.FrameDecoder())
+            p.write_message(writer, p.Hello(cluster="loop"))
+            reply = await anext(messages)
+            assert reply == p.HelloReply(status=E.OK, node_index=0)
+            p.write_messages(writer, [big, p.Stop(read_stream_id=3)])
+            await writer.drain()
+            echoed = await anext(messages)
+            stop = await anext(messages)
+            writer.close()
+            await writer.wait_closed()
+            return echoed, stop
+
+    echoed, stop = asyncio.run(asyncio.wait_for(main(), timeout=20))
+    assert_same(big, echoed)
+    assert stop == p.Stop(read_stream_id=3)
+
+
+def test_peer_closing_mid_frame_is_reported():
+    async def main():
+        async def serve(reader, writer):
+            writer.write(p.encode_frame(p.Stop(read_stream_id=1))[:7])
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        async with server:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            try:
+                with pytest.raises(p.ProtocolError) as info:
+                    async for _ in p.read_messages(reader):
+                        pass
+            finally:
+                writer.close()
+                await writer.wait_closed()
+            return info.value.status
+
+    assert asyncio.run(asyncio.wait_for(main(), timeout=10)) == E.PEER_CLOSED
