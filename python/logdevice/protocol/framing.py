@@ -308,11 +308,12 @@ class FrameDecoder:
 
     Notes
     -----
-    Small frames are parsed in place from the input (or from a bytearray holding the
-    unparsed tail, consumed with a read offset and compacted once per ``feed``).  A frame
-    with raw sections, or any frame still incomplete past 64 KiB, gets its own buffer:
-    its bytes are copied into it exactly once, and the arrays decoded from it view that
-    buffer.  After a ``ProtocolError`` the decoder stays failed: every later ``feed``
+    Complete control frames are decoded in place from the input.  An incomplete one is
+    kept in a small bytearray that is topped up only to that frame's end, so buffering
+    never exceeds one small frame and is never re-copied.  A frame with raw sections
+    (complete or not), or any incomplete frame of 64 KiB or more, gets its own buffer
+    as soon as its 12-byte prefix is validated: its bytes are copied into it exactly
+    once, and the arrays decoded from it view that buffer (never the caller's).  After a ``ProtocolError`` the decoder stays failed: every later ``feed``
     raises the same error.
     """
 
@@ -344,19 +345,27 @@ class FrameDecoder:
         out: list[Any] = []
         try:
             mv = memoryview(data).cast("B")
-            if self._frame is not None:
-                mv = self._fill(mv, out)
-                if not mv:
-                    return out
-            if self._buf:
-                self._buf += mv
-                with memoryview(self._buf) as src:
-                    used = self._parse(src, out)
-                del self._buf[:used]
-            else:
-                used = self._parse(mv, out)
-                if used < len(mv):
-                    self._buf += mv[used:]
+            while mv:
+                if self._frame is not None:
+                    mv = self._fill(mv, out)
+                elif self._buf:
+                    # _buf holds less than one small frame: top it up to that frame only,
+                    # so the rest of the input is parsed in place.
+                    have = len(self._buf)
+                    if have < PREFIX_SIZE:
+                        need = PREFIX_SIZE - have
+                    else:
+                        need = _PREFIX.unpack_from(self._buf)[0] - have
+                    self._buf += mv[:need]
+                    mv = mv[need:]
+                    with memoryview(self._buf) as src:
+                        used = self._parse(src, out)
+                    del self._buf[:used]
+                else:
+                    used = self._parse(mv, out)
+                    if self._frame is None:
+                        self._buf += mv[used:]
+                    break
         except ProtocolError as exc:
             self._error = exc
             raise
