@@ -433,3 +433,14 @@ def test_peer_closing_mid_frame_is_reported():
             return info.value.status
 
     assert asyncio.run(asyncio.wait_for(main(), timeout=10)) == E.PEER_CLOSED
+
+
+def test_record_flags_are_distinct_bits_shared_with_the_scd_kernel():
+    from ldcore import scd
+
+    bits = [int(f) for f in RecordFlag if f]
+    assert len(set(bits)) == len(bits) and all(b & (b - 1) == 0 for b in bits)
+    assert RecordFlag.HOLE == scd.FLAG_HOLE and RecordFlag.BRIDGE == scd.FLAG_BRIDGE
+    assert RecordFlag.DRAINED == scd.FLAG_DRAINED
+    assert RecordFlag.WRITTEN_BY_RECOVERY == scd.FLAG_WRITTEN_BY_RECOVERY
+    assert int(StartFlag.SINGLE_COPY_DELIVERY) == 128 and int(StartFlag.LOCAL_SCD_ENABLED) == 2048

@@ -1,7 +1,9 @@
 """Flag bits that travel on the wire.
 
 - ``RecordFlag``: per record, in the ``flags`` arrays of STORE and RECORDS (and stored
-  with the record in LogsDB).  Bit values are ours; the names follow LogDevice.
+  with the record in LogsDB).  Bit positions follow LogDevice's local log store record
+  format.  HOLE, BRIDGE, WRITTEN_BY_RECOVERY and DRAINED are defined once, in
+  ``ldcore.scd`` (its kernel reads them), and imported here.
 - ``AppendFlag``: on APPEND (the record flags a client may set).
 - ``StartFlag``: on START, with LogDevice's numbering (REFERENCE.md §A2).
 
@@ -13,12 +15,15 @@ from __future__ import annotations
 
 from enum import IntFlag
 
+from ldcore import scd as _scd
+
 __all__ = [
     "RecordFlag",
     "AppendFlag",
     "StartFlag",
     "FLAG_CHECKSUM",
     "FLAG_CHECKSUM_64BIT",
+    "FLAG_AMEND",
     "FLAG_HOLE",
     "FLAG_BRIDGE",
     "FLAG_BUFFERED_WRITER_BLOB",
@@ -31,13 +36,14 @@ class RecordFlag(IntFlag):
     """Per-record flags (uint32 on the wire)."""
 
     NONE = 0
-    CHECKSUM = 1 << 0  # checksums[i] is the crc32c of the payload
-    CHECKSUM_64BIT = 1 << 1  # reserved: a 64-bit checksum (not used yet)
-    HOLE = 1 << 2  # a hole plug stored by recovery: no record at this LSN
-    BRIDGE = 1 << 3  # a bridge record: the epoch ends here
-    BUFFERED_WRITER_BLOB = 1 << 4  # the payload is a BufferedWriter blob (REFERENCE §A8)
-    WRITTEN_BY_RECOVERY = 1 << 5  # this copy was (re)stored by epoch recovery
-    DRAINED = 1 << 6  # copyset-index flag: this copy is being drained, do not ship it
+    CHECKSUM = 1 << 2  # checksums[i] is the crc32c of the payload
+    CHECKSUM_64BIT = 1 << 3  # reserved: a 64-bit checksum (not used yet)
+    AMEND = 1 << 5  # STORE: metadata only (new copyset / seal epoch), payload unchanged
+    HOLE = _scd.FLAG_HOLE  # a hole plug stored by recovery: no record at this LSN
+    BUFFERED_WRITER_BLOB = 1 << 7  # the payload is a BufferedWriter blob (REFERENCE §A8)
+    WRITTEN_BY_RECOVERY = _scd.FLAG_WRITTEN_BY_RECOVERY  # (re)stored by epoch recovery
+    BRIDGE = _scd.FLAG_BRIDGE  # a bridge record: the epoch ends here
+    DRAINED = _scd.FLAG_DRAINED  # copyset-index flag: being drained, do not ship this copy
 
 
 class AppendFlag(IntFlag):
@@ -61,6 +67,7 @@ class StartFlag(IntFlag):
 
 FLAG_CHECKSUM = int(RecordFlag.CHECKSUM)
 FLAG_CHECKSUM_64BIT = int(RecordFlag.CHECKSUM_64BIT)
+FLAG_AMEND = int(RecordFlag.AMEND)
 FLAG_HOLE = int(RecordFlag.HOLE)
 FLAG_BRIDGE = int(RecordFlag.BRIDGE)
 FLAG_BUFFERED_WRITER_BLOB = int(RecordFlag.BUFFERED_WRITER_BLOB)

@@ -313,8 +313,9 @@ class FrameDecoder:
     never exceeds one small frame and is never re-copied.  A frame with raw sections
     (complete or not), or any incomplete frame of 64 KiB or more, gets its own buffer
     as soon as its 12-byte prefix is validated: its bytes are copied into it exactly
-    once, and the arrays decoded from it view that buffer (never the caller's).  After a ``ProtocolError`` the decoder stays failed: every later ``feed``
-    raises the same error.
+    once, and the arrays decoded from it view that buffer (never the caller's).
+    After a ``ProtocolError`` the decoder stays failed: every later ``feed`` raises the
+    same error.
     """
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
