@@ -1,0 +1,301 @@
+"""Validation of the JSON config into a ``Config``: everything is checked before any node
+starts, and every problem raises ``InvalidConfigError`` naming the file and the field."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from logdevice.config._fields import FieldError, Obj, check_int, check_list, check_str, join
+from logdevice.config.location import Location, NodeLocationScope
+from logdevice.config.model import (
+    LOGID_MIN,
+    MAX_PAYLOAD_SIZE,
+    ROLES,
+    USER_LOGID_MAX,
+    Config,
+    LogGroup,
+    NodeConfig,
+    Settings,
+    Weights,
+)
+from logdevice.config.replication import ReplicationProperty
+from logdevice.epochstore.uri import parse_epoch_store_uri
+from logdevice.errors import InvalidConfigError
+
+TOP_KEYS = ("cluster", "nodes", "logs", "epoch_store", "data_dir", "settings")
+NODE_KEYS = ("index", "host", "port", "admin_port", "location", "roles", "weights", "data_dir")
+LOG_KEYS = ("name", "id", "replication", "nodeset_size", "scd", "sticky_copysets",
+            "sticky_block_bytes", "sticky_block_ms", "backlog_retention_ms",
+            "max_writes_in_flight", "store_timeout_ms")
+MAX_NODE_INDEX = 32767  # node_index_t is 16-bit signed in LogDevice
+MAX_STORE_TIMEOUT_MS = 3_600_000
+MAX_WRITES_IN_FLIGHT = 1_000_000
+# Bounds of settings, (lo, hi) inclusive; ints default to (1, None).
+SETTING_BOUNDS: dict[str, tuple[float | None, float | None]] = {
+    "max_payload_size": (1, MAX_PAYLOAD_SIZE),
+    "read_flow_control_threshold": (0.01, 1.0),
+}
+_CLUSTER_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,127}$")
+_HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:]*:[0-9A-Fa-f:.]*"
+                   r"|[A-Za-z0-9]([A-Za-z0-9\-.]*[A-Za-z0-9])?)$")
+
+
+def load_config(path: str | os.PathLike[str]) -> Config:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise _error(path, "", f"cannot read the config file: {e}") from None
+    try:
+        d = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise _error(path, "", f"not valid JSON at line {e.lineno} column {e.colno}: "
+                               f"{e.msg}") from None
+    return parse_config(d, source=path, base_dir=path.resolve().parent)
+
+
+def parse_config(d: Mapping[str, Any], source: str | os.PathLike[str] | None = None,
+                 base_dir: str | os.PathLike[str] | None = None) -> Config:
+    if base_dir is None:
+        base_dir = Path(source).resolve().parent if source is not None else Path.cwd()
+    try:
+        return _parse(d, Path(base_dir), None if source is None else str(source))
+    except FieldError as e:
+        raise _error(source, e.path, e.problem) from None
+
+
+def _error(source: str | os.PathLike[str] | None, path: str, problem: str
+           ) -> InvalidConfigError:
+    where = str(source) if source is not None else "<config dict>"
+    err = InvalidConfigError(message=f"{where}: {path}: {problem}" if path
+                             else f"{where}: {problem}")
+    err.field = path  # type: ignore[attr-defined]
+    err.source = where  # type: ignore[attr-defined]
+    return err
+
+
+def _parse(d: Any, base_dir: Path, source: str | None) -> Config:
+    top = Obj(d, "")
+    top.done(TOP_KEYS)
+    cluster = top.str("cluster", nonempty=True)
+    if not _CLUSTER_NAME.match(cluster):
+        raise FieldError("cluster", f"{cluster!r}: use 1-127 letters, digits, '_', '-', '.'")
+    nodes = _parse_nodes(top.raw("nodes"))
+    epoch_store = top.str("epoch_store", "file:epochs.sqlite", nonempty=True)
+    try:
+        parse_epoch_store_uri(epoch_store, base_dir=base_dir)
+    except ValueError as e:
+        raise FieldError("epoch_store", getattr(e, "message", str(e))) from None
+    data_dir = top.str("data_dir", "data", nonempty=True)
+    settings = _parse_settings(top.raw("settings", {}))
+    logs = _parse_logs(top.raw("logs", []), nodes)
+    return Config(cluster=cluster, nodes=nodes, logs=logs, epoch_store=epoch_store,
+                  data_dir=data_dir, settings=settings, base_dir=base_dir, source=source)
+
+
+# -- nodes ---------------------------------------------------------------------------------
+def _parse_nodes(raw: Any) -> tuple[NodeConfig, ...]:
+    items = check_list(raw, "nodes")
+    if not items:
+        raise FieldError("nodes", "needs at least one node")
+    nodes: list[NodeConfig] = []
+    index_at: dict[int, int] = {}
+    addr_at: dict[tuple[str, int], str] = {}
+    for i, item in enumerate(items):
+        p = join("nodes", i)
+        node = _parse_node(Obj(item, p))
+        if node.index in index_at:
+            raise FieldError(join(p, "index"), f"duplicate node index {node.index} "
+                                               f"(also nodes[{index_at[node.index]}])")
+        index_at[node.index] = i
+        for key, port in (("port", node.port), ("admin_port", node.admin_port)):
+            if port is None:
+                continue
+            where = join(p, key)
+            if (node.host, port) in addr_at:
+                raise FieldError(where, f"{node.host}:{port} is already used by "
+                                        f"{addr_at[(node.host, port)]}")
+            addr_at[(node.host, port)] = where
+        nodes.append(node)
+    for role in ROLES:
+        if not any(role in n.roles for n in nodes):
+            raise FieldError("nodes", f"no node has the {role} role")
+    return tuple(nodes)
+
+
+def _parse_node(o: Obj) -> NodeConfig:
+    o.done(NODE_KEYS)
+    index = o.int("index", lo=0, hi=MAX_NODE_INDEX)
+    host = o.str("host", nonempty=True)
+    if not _HOST.match(host):
+        raise FieldError(o.path_of("host"), f"{host!r} is not a host name or IP address")
+    port = o.int("port", lo=1, hi=65535)
+    admin_port = o.int("admin_port", None, lo=1, hi=65535)
+    try:
+        location = Location.parse(o.str("location", ""))
+    except FieldError as e:
+        raise FieldError(o.path_of("location"), e.problem) from None
+    roles_raw = check_list(o.raw("roles", list(ROLES)), o.path_of("roles"))
+    roles: set[str] = set()
+    for j, r in enumerate(roles_raw):
+        rp = join(o.path_of("roles"), j)
+        if check_str(r, rp) not in ROLES:
+            raise FieldError(rp, f"unknown role {r!r} (roles: {', '.join(ROLES)})")
+        if r in roles:
+            raise FieldError(rp, f"role {r!r} listed twice")
+        roles.add(r)
+    if not roles:
+        raise FieldError(o.path_of("roles"), "needs at least one role")
+    w = Obj(o.raw("weights", {}), o.path_of("weights"))
+    w.done(ROLES)
+    weights = Weights(sequencer=w.float("sequencer", 1.0, lo=0.0),
+                      storage=w.float("storage", 1.0, lo=0.0))
+    data_dir = o.str("data_dir", None, nonempty=True)
+    return NodeConfig(index=index, host=host, port=port, admin_port=admin_port,
+                      location=location, roles=frozenset(roles), weights=weights,
+                      data_dir=data_dir)
+
+
+# -- logs ----------------------------------------------------------------------------------
+def _parse_logs(raw: Any, nodes: tuple[NodeConfig, ...]) -> tuple[LogGroup, ...]:
+    items = check_list(raw, "logs")
+    groups: list[LogGroup] = []
+    name_at: dict[str, int] = {}
+    for i, item in enumerate(items):
+        p = join("logs", i)
+        group = _parse_log_group(Obj(item, p), nodes)
+        if group.name in name_at:
+            raise FieldError(join(p, "name"), f"duplicate log group name {group.name!r} "
+                                              f"(also logs[{name_at[group.name]}])")
+        name_at[group.name] = i
+        groups.append(group)
+    order = sorted(range(len(groups)), key=lambda i: (groups[i].lo, i))
+    for a, b in zip(order, order[1:], strict=False):
+        if groups[b].lo <= groups[a].hi:
+            later, earlier = max(a, b), min(a, b)
+            g, h = groups[later], groups[earlier]
+            raise FieldError(join(join("logs", later), "id"),
+                             f"log ids {g.lo}..{g.hi} overlap logs[{earlier}] "
+                             f"({h.name!r}, {h.lo}..{h.hi})")
+    return tuple(groups)
+
+
+def _parse_id_range(raw: Any, path: str) -> tuple[int, int]:
+    if isinstance(raw, str):
+        lo_s, sep, hi_s = raw.partition("..")
+        if not sep or not lo_s.strip().isdigit() or not hi_s.strip().isdigit():
+            raise FieldError(path, f"{raw!r}: expected an id, [lo, hi] or 'lo..hi'")
+        bounds = [int(lo_s), int(hi_s)]
+    elif isinstance(raw, list | tuple):
+        if len(raw) != 2:
+            raise FieldError(path, f"expected [lo, hi], got {len(raw)} items")
+        bounds = [check_int(v, join(path, k)) for k, v in enumerate(raw)]
+    else:
+        lo = check_int(raw, path)
+        bounds = [lo, lo]
+    for v in bounds:
+        if not LOGID_MIN <= v <= USER_LOGID_MAX:
+            raise FieldError(path, f"log id {v} is out of range: user logs are "
+                                   f"{LOGID_MIN}..{USER_LOGID_MAX}")
+    if bounds[0] > bounds[1]:
+        raise FieldError(path, f"range {bounds[0]}..{bounds[1]} is empty (lo > hi)")
+    return bounds[0], bounds[1]
+
+
+def _parse_log_group(o: Obj, nodes: tuple[NodeConfig, ...]) -> LogGroup:
+    o.done(LOG_KEYS)
+    lo, hi = _parse_id_range(o.raw("id"), o.path_of("id"))
+    name = o.str("name", f"log_{lo}" if lo == hi else f"logs_{lo}_{hi}", nonempty=True)
+    rep_raw = o.raw("replication")
+    rep_path = o.path_of("replication")
+    rep = ReplicationProperty.parse(rep_raw, rep_path)
+    _check_placement(rep, rep_raw, rep_path, nodes)
+    nodeset_size = o.int("nodeset_size", None, lo=1)
+    if nodeset_size is not None and nodeset_size < rep.replication_factor:
+        raise FieldError(o.path_of("nodeset_size"), f"{nodeset_size} is smaller than the "
+                         f"replication factor {rep.replication_factor}")
+    timeouts = check_list(o.raw("store_timeout_ms", [10, 60_000]), o.path_of("store_timeout_ms"))
+    if len(timeouts) != 2:
+        raise FieldError(o.path_of("store_timeout_ms"), "expected [initial, max] in ms")
+    t_lo, t_hi = (check_int(v, join(o.path_of("store_timeout_ms"), k), 1, MAX_STORE_TIMEOUT_MS)
+                  for k, v in enumerate(timeouts))
+    if t_lo > t_hi:
+        raise FieldError(o.path_of("store_timeout_ms"), f"initial {t_lo} > max {t_hi}")
+    group = LogGroup(
+        name=name, lo=lo, hi=hi, replication=rep, nodeset_size=nodeset_size,
+        scd=o.bool("scd", True),
+        sticky_copysets=o.bool("sticky_copysets", False),
+        sticky_block_bytes=o.int("sticky_block_bytes", 32 * 1024 * 1024, lo=1),
+        sticky_block_ms=o.int("sticky_block_ms", 10 * 60 * 1000, lo=1),
+        backlog_retention_ms=o.int("backlog_retention_ms", None, lo=1),
+        max_writes_in_flight=o.int("max_writes_in_flight", 1000, lo=1, hi=MAX_WRITES_IN_FLIGHT),
+        store_timeout_ms=(t_lo, t_hi),
+    )
+    return group
+
+
+def _scope_path(rep_raw: Any, rep_path: str, scope: NodeLocationScope, copies: int) -> str:
+    """Path of the replication entry responsible for ``scope``'s requirement."""
+    if not isinstance(rep_raw, Mapping):
+        return rep_path
+    if scope.config_name in rep_raw:
+        return join(rep_path, scope.config_name)
+    # An implied NODE requirement comes from the smallest scope that asks for that many.
+    listed = [NodeLocationScope.from_config_name(k) for k in rep_raw]
+    return join(rep_path, min(s for s in listed if rep_raw[s.config_name] == copies).config_name)
+
+
+def _check_placement(rep: ReplicationProperty, rep_raw: Any, rep_path: str,
+                     nodes: tuple[NodeConfig, ...]) -> None:
+    """Can a copyset honouring the replication property be chosen from these nodes?"""
+    writable = [n for n in nodes if n.is_storage and n.weights.storage > 0]
+    r = rep.replication_factor
+    if r > len(writable):
+        raise FieldError(_scope_path(rep_raw, rep_path, NodeLocationScope.NODE, r),
+                         f"{r} copies need {r} storage nodes but the config has "
+                         f"{len(writable)} (storage role, storage weight > 0)")
+    for scope, copies in rep.requirements:
+        if scope == NodeLocationScope.NODE or copies <= 1:
+            continue
+        path = _scope_path(rep_raw, rep_path, scope, copies)
+        domains = set()
+        for n in writable:
+            d = n.location.domain(scope)
+            if d is None:
+                raise FieldError(path, f"spreading copies across {scope.config_name}s needs a "
+                                       f"{scope.config_name} label on every storage node; node "
+                                       f"{n.index} has location {str(n.location)!r}")
+            domains.add(d)
+        if len(domains) < copies:
+            raise FieldError(path, f"needs {copies} {scope.config_name}s but the storage nodes "
+                                   f"are in {len(domains)}: {', '.join(sorted(domains))}")
+
+
+# -- settings ------------------------------------------------------------------------------
+def _parse_settings(raw: Any) -> Settings:
+    o = Obj(raw, "settings")
+    known = [f.name for f in fields(Settings)]
+    o.done(known)
+    defaults = Settings()
+    values: dict[str, Any] = {}
+    for name in known:
+        default = getattr(defaults, name)
+        lo, hi = SETTING_BOUNDS.get(name, (1, None))
+        if isinstance(default, float):
+            values[name] = o.float(name, default, lo=lo, hi=hi)
+        else:
+            values[name] = o.int(name, default, lo=None if lo is None else int(lo),
+                                 hi=None if hi is None else int(hi))
+    s = Settings(**values)
+    if not s.heartbeat_interval_ms < s.suspect_timeout_ms <= s.dead_timeout_ms:
+        raise FieldError("settings.suspect_timeout_ms",
+                         f"need heartbeat_interval_ms ({s.heartbeat_interval_ms}) < "
+                         f"suspect_timeout_ms ({s.suspect_timeout_ms}) <= dead_timeout_ms "
+                         f"({s.dead_timeout_ms})")
+    return s

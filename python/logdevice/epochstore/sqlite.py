@@ -1,0 +1,232 @@
+"""``FileEpochStore``: the embedded epoch store, one SQLite file shared by the node
+processes of a machine.
+
+Why it is safe across processes: the file is in WAL mode (readers never block the
+writer), every change runs in a ``BEGIN IMMEDIATE`` transaction (the write lock is taken
+before the read, so a read-modify-write cannot interleave with another process's), waits
+for the lock are bounded by the busy timeout, and ``synchronous=FULL`` makes a committed
+epoch survive a power cut, so an epoch is never handed out twice.
+
+A connection must not cross ``fork()``: open the store in the process that uses it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from logdevice.epochstore.base import (
+    EpochStore,
+    LogEpochState,
+    VersionMismatchError,
+    _check_log_id,
+)
+from logdevice.epochstore.events import validate_event
+from logdevice.errors import E, LogDeviceError, TimedOutError
+
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS logs (
+    log_id INTEGER PRIMARY KEY,
+    version INTEGER NOT NULL,
+    epoch INTEGER NOT NULL,
+    last_clean_epoch INTEGER NOT NULL,
+    state TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS events (
+    version INTEGER PRIMARY KEY AUTOINCREMENT,
+    time_ms INTEGER NOT NULL,
+    event TEXT NOT NULL
+);
+"""
+
+
+class FileEpochStore(EpochStore):
+    """The epoch store in a SQLite file (created, with its directory, if missing).
+
+    Parameters
+    ----------
+    path : path-like
+        The SQLite file, e.g. ``<cluster root>/epochs.sqlite``.
+    timeout : float
+        Seconds to wait for another process's transaction before TIMEDOUT.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], timeout: float = 10.0) -> None:
+        super().__init__()
+        self.path = Path(path).absolute()
+        self.uri = f"file:{self.path}"
+        self.timeout = float(timeout)
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None,
+                                   check_same_thread=False)
+        except (OSError, sqlite3.Error) as e:
+            raise LogDeviceError(E.FAILED, f"cannot open the epoch store {self.path}: {e}"
+                                 ) from None
+        self._conn = conn
+        try:
+            self._retry_busy(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchone())
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute(f"PRAGMA busy_timeout={int(self.timeout * 1000)}")
+            with self._transaction() as c:
+                for stmt in filter(str.strip, _SCHEMA.split(";")):
+                    c.execute(stmt)
+                row = c.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+                if row is None:
+                    c.execute("INSERT INTO meta VALUES ('schema_version', ?)",
+                              (str(SCHEMA_VERSION),))
+                elif int(row[0]) > SCHEMA_VERSION:
+                    raise LogDeviceError(E.FAILED, f"epoch store {self.path} has schema "
+                                                   f"{row[0]}, newer than this code's "
+                                                   f"{SCHEMA_VERSION}")
+        except BaseException:
+            self.close()
+            raise
+
+    # -- plumbing -------------------------------------------------------------------------
+    def _retry_busy(self, fn: Callable[[], Any]) -> Any:
+        """Run ``fn``, retrying while SQLite says busy/locked, until ``timeout``."""
+        deadline = time.monotonic() + self.timeout
+        delay = 0.001
+        while True:
+            try:
+                return fn()
+            except sqlite3.OperationalError as e:
+                msg = str(e).lower()
+                if "locked" not in msg and "busy" not in msg:
+                    raise self._failed(e) from None
+                if time.monotonic() >= deadline:
+                    raise TimedOutError(message=f"epoch store {self.path} stayed busy for "
+                                                f"{self.timeout:g}s: {e}") from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+
+    def _failed(self, e: Exception) -> LogDeviceError:
+        return LogDeviceError(E.FAILED, f"epoch store {self.path}: {e}")
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise LogDeviceError(E.SHUTDOWN, f"epoch store {self.path} is closed")
+        return self._conn
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction: the write lock is held from the first read to the commit."""
+        with self._lock:
+            conn = self._connection()
+            self._retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"))
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            try:
+                self._retry_busy(lambda: conn.execute("COMMIT"))
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
+        with self._lock:
+            conn = self._connection()
+            try:
+                return self._retry_busy(lambda: conn.execute(sql, args).fetchall())  # type: ignore[no-any-return]
+            except sqlite3.Error as e:
+                raise self._failed(e) from None
+
+    @staticmethod
+    def _decode(version: int, text: str) -> LogEpochState:
+        d = json.loads(text)
+        d["version"] = version
+        return LogEpochState.from_dict(d)
+
+    # -- EpochStore -----------------------------------------------------------------------
+    def get(self, log_id: int) -> LogEpochState | None:
+        log_id = _check_log_id(log_id)
+        rows = self._read("SELECT version, state FROM logs WHERE log_id=?", (log_id,))
+        return self._decode(*rows[0]) if rows else None
+
+    def update(self, log_id: int,
+               fn: Callable[[LogEpochState | None], LogEpochState | None]) -> LogEpochState | None:
+        log_id = _check_log_id(log_id)
+        try:
+            with self._transaction() as c:
+                row = c.execute("SELECT version, state FROM logs WHERE log_id=?",
+                                (log_id,)).fetchone()
+                cur = self._decode(*row) if row else None
+                new = fn(cur)
+                if new is None:
+                    return cur
+                new = replace(new, log_id=log_id, version=(cur.version if cur else 0) + 1)
+                body = new.to_dict()
+                del body["version"]
+                c.execute("INSERT OR REPLACE INTO logs VALUES (?, ?, ?, ?, ?)",
+                          (log_id, new.version, new.epoch, new.last_clean_epoch,
+                           json.dumps(body, separators=(",", ":"))))
+                return new
+        except sqlite3.Error as e:
+            raise self._failed(e) from None
+
+    def remove(self, log_id: int, expected_version: int | None = None) -> bool:
+        log_id = _check_log_id(log_id)
+        try:
+            with self._transaction() as c:
+                row = c.execute("SELECT version FROM logs WHERE log_id=?", (log_id,)).fetchone()
+                have = row[0] if row else 0
+                if expected_version is not None and have != expected_version:
+                    raise VersionMismatchError(message=f"log {log_id} is at version {have}, "
+                                                       f"expected {expected_version}")
+                c.execute("DELETE FROM logs WHERE log_id=?", (log_id,))
+                return row is not None
+        except sqlite3.Error as e:
+            raise self._failed(e) from None
+
+    def logs(self) -> list[int]:
+        return [r[0] for r in self._read("SELECT log_id FROM logs ORDER BY log_id")]
+
+    def append_event(self, event: Mapping[str, Any]) -> int:
+        ev = validate_event(event)
+        try:
+            with self._transaction() as c:
+                cur = c.execute("INSERT INTO events (time_ms, event) VALUES (?, ?)",
+                                (int(time.time() * 1000), json.dumps(ev, separators=(",", ":"))))
+                return int(cur.lastrowid or 0)
+        except sqlite3.Error as e:
+            raise self._failed(e) from None
+
+    def events(self, since_version: int = 0) -> list[dict[str, Any]]:
+        rows = self._read("SELECT version, time_ms, event FROM events WHERE version > ? "
+                          "ORDER BY version", (int(since_version),))
+        out = []
+        for version, time_ms, text in rows:
+            ev = json.loads(text)
+            ev["version"] = version
+            ev["time_ms"] = time_ms
+            out.append(ev)
+        return out
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    @property
+    def closed(self) -> bool:
+        return self._conn is None
+
+    def __repr__(self) -> str:
+        return f"FileEpochStore({str(self.path)!r}{', closed' if self.closed else ''})"
