@@ -181,6 +181,10 @@ def test_make_local_config(tmp_path):
     assert cfg.node_data_dir(4) == tmp_path.resolve() / "data" / "N4"
     path = cfg.dump(tmp_path / "cluster.json")
     assert Config.load(path) == cfg
+    import pickle
+
+    back = pickle.loads(pickle.dumps(cfg))  # configs travel to worker processes
+    assert back == cfg and hash(back) == hash(cfg) and back.log_group(7).name == "logs_1_100"
     racks = make_local_config(4, {"rack": 2, "node": 2}, logs=[1, 2, 3, 10], root=tmp_path,
                               ports=[1, 2, 3, 4], locations=[f"r.d.c.w.k{i % 2}" for i in range(4)])
     assert [(g.lo, g.hi) for g in racks.logs] == [(1, 3), (10, 10)]

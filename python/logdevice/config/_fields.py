@@ -109,23 +109,23 @@ class Obj:
             return default
         return self.value[key]
 
-    def int(self, key: str, default: Any = _MISSING, lo: int | None = None,
+    def get_int(self, key: str, default: Any = _MISSING, lo: int | None = None,
             hi: int | None = None) -> Any:
         v = self.raw(key, default)
         return v if v is default and default is not _MISSING else check_int(
             v, self.path_of(key), lo, hi)
 
-    def float(self, key: str, default: Any = _MISSING, lo: float | None = None,
+    def get_float(self, key: str, default: Any = _MISSING, lo: float | None = None,
               hi: float | None = None) -> Any:
         v = self.raw(key, default)
         return v if v is default and default is not _MISSING else check_float(
             v, self.path_of(key), lo, hi)
 
-    def bool(self, key: str, default: Any = _MISSING) -> Any:
+    def get_bool(self, key: str, default: Any = _MISSING) -> Any:
         v = self.raw(key, default)
         return v if v is default and default is not _MISSING else check_bool(v, self.path_of(key))
 
-    def str(self, key: str, default: Any = _MISSING, nonempty: bool = False) -> Any:
+    def get_str(self, key: str, default: Any = _MISSING, nonempty: bool = False) -> Any:
         v = self.raw(key, default)
         return v if v is default and default is not _MISSING else check_str(
             v, self.path_of(key), nonempty)

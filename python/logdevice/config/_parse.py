@@ -83,16 +83,16 @@ def _error(source: str | os.PathLike[str] | None, path: str, problem: str
 def _parse(d: Any, base_dir: Path, source: str | None) -> Config:
     top = Obj(d, "")
     top.done(TOP_KEYS)
-    cluster = top.str("cluster", nonempty=True)
+    cluster = top.get_str("cluster", nonempty=True)
     if not _CLUSTER_NAME.match(cluster):
         raise FieldError("cluster", f"{cluster!r}: use 1-127 letters, digits, '_', '-', '.'")
     nodes = _parse_nodes(top.raw("nodes"))
-    epoch_store = top.str("epoch_store", "file:epochs.sqlite", nonempty=True)
+    epoch_store = top.get_str("epoch_store", "file:epochs.sqlite", nonempty=True)
     try:
         parse_epoch_store_uri(epoch_store, base_dir=base_dir)
     except ValueError as e:
         raise FieldError("epoch_store", getattr(e, "message", str(e))) from None
-    data_dir = top.str("data_dir", "data", nonempty=True)
+    data_dir = top.get_str("data_dir", "data", nonempty=True)
     settings = _parse_settings(top.raw("settings", {}))
     logs = _parse_logs(top.raw("logs", []), nodes)
     return Config(cluster=cluster, nodes=nodes, logs=logs, epoch_store=epoch_store,
@@ -131,14 +131,14 @@ def _parse_nodes(raw: Any) -> tuple[NodeConfig, ...]:
 
 def _parse_node(o: Obj) -> NodeConfig:
     o.done(NODE_KEYS)
-    index = o.int("index", lo=0, hi=MAX_NODE_INDEX)
-    host = o.str("host", nonempty=True)
+    index = o.get_int("index", lo=0, hi=MAX_NODE_INDEX)
+    host = o.get_str("host", nonempty=True)
     if not _HOST.match(host):
         raise FieldError(o.path_of("host"), f"{host!r} is not a host name or IP address")
-    port = o.int("port", lo=1, hi=65535)
-    admin_port = o.int("admin_port", None, lo=1, hi=65535)
+    port = o.get_int("port", lo=1, hi=65535)
+    admin_port = o.get_int("admin_port", None, lo=1, hi=65535)
     try:
-        location = Location.parse(o.str("location", ""))
+        location = Location.parse(o.get_str("location", ""))
     except FieldError as e:
         raise FieldError(o.path_of("location"), e.problem) from None
     roles_raw = check_list(o.raw("roles", list(ROLES)), o.path_of("roles"))
@@ -154,9 +154,9 @@ def _parse_node(o: Obj) -> NodeConfig:
         raise FieldError(o.path_of("roles"), "needs at least one role")
     w = Obj(o.raw("weights", {}), o.path_of("weights"))
     w.done(ROLES)
-    weights = Weights(sequencer=w.float("sequencer", 1.0, lo=0.0),
-                      storage=w.float("storage", 1.0, lo=0.0))
-    data_dir = o.str("data_dir", None, nonempty=True)
+    weights = Weights(sequencer=w.get_float("sequencer", 1.0, lo=0.0),
+                      storage=w.get_float("storage", 1.0, lo=0.0))
+    data_dir = o.get_str("data_dir", None, nonempty=True)
     return NodeConfig(index=index, host=host, port=port, admin_port=admin_port,
                       location=location, roles=frozenset(roles), weights=weights,
                       data_dir=data_dir)
@@ -211,12 +211,12 @@ def _parse_id_range(raw: Any, path: str) -> tuple[int, int]:
 def _parse_log_group(o: Obj, nodes: tuple[NodeConfig, ...]) -> LogGroup:
     o.done(LOG_KEYS)
     lo, hi = _parse_id_range(o.raw("id"), o.path_of("id"))
-    name = o.str("name", f"log_{lo}" if lo == hi else f"logs_{lo}_{hi}", nonempty=True)
+    name = o.get_str("name", f"log_{lo}" if lo == hi else f"logs_{lo}_{hi}", nonempty=True)
     rep_raw = o.raw("replication")
     rep_path = o.path_of("replication")
     rep = ReplicationProperty.parse(rep_raw, rep_path)
     _check_placement(rep, rep_raw, rep_path, nodes)
-    nodeset_size = o.int("nodeset_size", None, lo=1)
+    nodeset_size = o.get_int("nodeset_size", None, lo=1)
     if nodeset_size is not None and nodeset_size < rep.replication_factor:
         raise FieldError(o.path_of("nodeset_size"), f"{nodeset_size} is smaller than the "
                          f"replication factor {rep.replication_factor}")
@@ -229,12 +229,12 @@ def _parse_log_group(o: Obj, nodes: tuple[NodeConfig, ...]) -> LogGroup:
         raise FieldError(o.path_of("store_timeout_ms"), f"initial {t_lo} > max {t_hi}")
     group = LogGroup(
         name=name, lo=lo, hi=hi, replication=rep, nodeset_size=nodeset_size,
-        scd=o.bool("scd", True),
-        sticky_copysets=o.bool("sticky_copysets", False),
-        sticky_block_bytes=o.int("sticky_block_bytes", 32 * 1024 * 1024, lo=1),
-        sticky_block_ms=o.int("sticky_block_ms", 10 * 60 * 1000, lo=1),
-        backlog_retention_ms=o.int("backlog_retention_ms", None, lo=1),
-        max_writes_in_flight=o.int("max_writes_in_flight", 1000, lo=1, hi=MAX_WRITES_IN_FLIGHT),
+        scd=o.get_bool("scd", True),
+        sticky_copysets=o.get_bool("sticky_copysets", False),
+        sticky_block_bytes=o.get_int("sticky_block_bytes", 32 * 1024 * 1024, lo=1),
+        sticky_block_ms=o.get_int("sticky_block_ms", 10 * 60 * 1000, lo=1),
+        backlog_retention_ms=o.get_int("backlog_retention_ms", None, lo=1),
+        max_writes_in_flight=o.get_int("max_writes_in_flight", 1000, lo=1, hi=MAX_WRITES_IN_FLIGHT),
         store_timeout_ms=(t_lo, t_hi),
     )
     return group
@@ -288,9 +288,9 @@ def _parse_settings(raw: Any) -> Settings:
         default = getattr(defaults, name)
         lo, hi = SETTING_BOUNDS.get(name, (1, None))
         if isinstance(default, float):
-            values[name] = o.float(name, default, lo=lo, hi=hi)
+            values[name] = o.get_float(name, default, lo=lo, hi=hi)
         else:
-            values[name] = o.int(name, default, lo=None if lo is None else int(lo),
+            values[name] = o.get_int(name, default, lo=None if lo is None else int(lo),
                                  hi=None if hi is None else int(hi))
     s = Settings(**values)
     if not s.heartbeat_interval_ms < s.suspect_timeout_ms <= s.dead_timeout_ms:
