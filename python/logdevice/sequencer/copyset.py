@@ -72,6 +72,8 @@ class Replication:
     """
 
     __slots__ = ("r", "scopes")
+    r: int
+    scopes: tuple[tuple[str, int], ...]
 
     def __init__(self, spec: Any) -> None:
         if isinstance(spec, Replication):
@@ -232,31 +234,41 @@ class CopysetSelector:
             return None
         r = self.replication.r
         total = cum[-1]
+        rand = rng.random
         chosen: list[int] = []
-        picked: set[int] = set()
-        need = list(self._copies)
-        covered: list[set[int]] = [set() for _ in self._domains]
         domains = self._domains
+        if not domains:  # only distinct nodes matter: the common case, kept lean
+            for _ in range(16 * r):
+                n = nodes[bisect_right(cum, rand() * total)]
+                if n not in chosen:
+                    chosen.append(n)
+                    if len(chosen) == r:
+                        return tuple(chosen)
+            while len(chosen) < r:  # R close to the number of candidates
+                allowed = [n for n in nodes if n not in chosen]
+                chosen.append(rng.choices(allowed, [self.weights[n] for n in allowed])[0])
+            return tuple(chosen)
+        need = list(self._copies)
+        covered: list[set[int]] = [set() for _ in domains]
         for k in range(r, 0, -1):
             tight = [i for i, nd in enumerate(need) if nd >= k]
             node = -1
             for _ in range(16):  # rejection sampling; nearly always one or two tries
-                n = nodes[bisect_right(cum, rng.random() * total)] if total > 0 else -1
-                if n >= 0 and n not in picked and all(
+                n = nodes[bisect_right(cum, rand() * total)]
+                if n not in chosen and all(
                     domains[i][n] != -1 and domains[i][n] not in covered[i] for i in tight
                 ):
                     node = n
                     break
             if node < 0:  # many rejections: draw among the allowed nodes explicitly
                 allowed = [
-                    n for n in nodes if n not in picked and all(
+                    n for n in nodes if n not in chosen and all(
                         domains[i][n] != -1 and domains[i][n] not in covered[i] for i in tight)
                 ]
                 if not allowed:  # cannot happen after the feasibility check
                     return None
                 node = rng.choices(allowed, [self.weights[n] for n in allowed])[0]
             chosen.append(node)
-            picked.add(node)
             for i, dom in enumerate(domains):
                 d = dom[node]
                 if d != -1 and d not in covered[i]:

@@ -150,9 +150,11 @@ class Sequencer:
         try:
             base = CopysetSelector(nodeset, replication, locations, weights)
             selector: CopysetSelector | StickyCopysetSelector = base
+            if sticky is True:
+                sticky = STICKY_BLOCK
             if sticky:
-                block_bytes, block_ms = STICKY_BLOCK if sticky is True else sticky
-                selector = StickyCopysetSelector(selector, block_bytes, block_ms)
+                block_bytes, block_ms = sticky
+                selector = StickyCopysetSelector(base, int(block_bytes), float(block_ms))
             self.ctx = AppenderContext(log_id, selector, rng if rng is not None else Random(),
                                        health, store_timeout)
         except ValueError as exc:
@@ -202,7 +204,14 @@ class Sequencer:
     # -- appends --------------------------------------------------------------------------
     def append(self, request_id: Hashable, payload_len: int, flags: int = 0,
                now: float | None = None) -> list:
-        """Accept (or reject) one append; returns its wave-1 ``SendStore``s or a ``Reject``."""
+        """Accept (or reject) one append; returns its wave-1 ``SendStore``s or a ``Reject``.
+
+        Rejections (no LSN taken): TOOBIG (``payload_len > max_payload_size``), SEQNOBUFS
+        (window full), DISABLED / NOSPC / OVERLOADED (no copyset can be placed now, see
+        ``AppenderContext.failure_status``), AGAIN (epoch exhausted, a new sequencer is
+        needed), NOSEQUENCER (deactivated).  The append that takes the last ESN is accepted
+        and followed by a ``Reactivate`` action.
+        """
         out: list = []
         self._append(out, request_id, payload_len, flags,
                      self._clock() if now is None else now)
