@@ -216,3 +216,11 @@ def test_answer_to_an_old_wave_does_not_count_in_the_new_one():
     assert app.on_stored(a, 1, E.OK, 0.002) == []  # wave 1's answer arrives late
     assert app.on_stored(c, 2, E.OK, 0.003) == []  # still waiting for a in wave 2
     assert app.on_stored(a, 2, E.OK, 0.004)[0].lsn == LSN
+
+
+def test_unknown_error_status_still_blacklists():
+    ctx, app = make(nodes=range(8))
+    cs1 = app.start(0.0)[0].copyset
+    acts = stores(app.on_stored(cs1[0], 1, 9999, 0.001))
+    assert ctx.health.blacklisted(0.001) == {cs1[0]: E.FAILED}
+    assert acts[0].wave == 2

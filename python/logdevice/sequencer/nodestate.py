@@ -59,7 +59,11 @@ class NodeHealth:
         self._dirty = True
 
     def blacklist(self, node: int, status: E | int, now: float) -> None:
-        self._black[node] = (now + self.blacklist_seconds, E(status))
+        try:
+            st = E(status)
+        except ValueError:  # a status this version does not know: still an error
+            st = E.FAILED
+        self._black[node] = (now + self.blacklist_seconds, st)
         self._dirty = True
 
     def clear_graylist(self) -> None:
