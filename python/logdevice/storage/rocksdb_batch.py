@@ -1,0 +1,126 @@
+"""RocksDB write batches (:class:`WriteBatch`), with bulk puts and deletes.
+
+``put_many`` and ``delete_many`` loop over n records in C (``ld_batch_*`` in
+``_ext/build_rocksdb.py``): one cffi call per batch instead of one per record.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from logdevice._rocksdb import ffi, lib
+from logdevice.errors import E, error_for
+from logdevice.storage._rdb import as_buf, as_u64, cbuf, check_offsets, closed_error, u64p
+
+if TYPE_CHECKING:
+    from logdevice.storage.rocksdb import ColumnFamily
+
+
+def _cf_handle(cf: ColumnFamily | None):
+    return ffi.NULL if cf is None else cf._handle()
+
+
+class WriteBatch:
+    """Updates applied atomically by :meth:`DB.write`.  Data is copied in at each call."""
+
+    __slots__ = ("_ptr",)
+
+    def __init__(self) -> None:
+        self._ptr = ffi.gc(lib.rocksdb_writebatch_create(), lib.rocksdb_writebatch_destroy)
+
+    def _b(self):
+        if self._ptr is None:
+            raise closed_error("write batch")
+        return self._ptr
+
+    def put(self, key, value, cf: ColumnFamily | None = None) -> None:
+        b = self._b()
+        if cf is None:
+            lib.rocksdb_writebatch_put(b, as_buf(key), len(key), as_buf(value), len(value))
+        else:
+            lib.rocksdb_writebatch_put_cf(
+                b, cf._handle(), as_buf(key), len(key), as_buf(value), len(value)
+            )
+
+    def delete(self, key, cf: ColumnFamily | None = None) -> None:
+        b = self._b()
+        if cf is None:
+            lib.rocksdb_writebatch_delete(b, as_buf(key), len(key))
+        else:
+            lib.rocksdb_writebatch_delete_cf(b, cf._handle(), as_buf(key), len(key))
+
+    def delete_range(self, start, end, cf: ColumnFamily | None = None) -> None:
+        """Delete every key in ``[start, end)``."""
+        b = self._b()
+        if cf is None:
+            lib.rocksdb_writebatch_delete_range(b, as_buf(start), len(start), as_buf(end), len(end))
+        else:
+            lib.rocksdb_writebatch_delete_range_cf(
+                b, cf._handle(), as_buf(start), len(start), as_buf(end), len(end)
+            )
+
+    def put_many(
+        self,
+        keys,
+        key_offsets,
+        values,
+        value_offsets,
+        cf: ColumnFamily | None = None,
+        heads=None,
+        head_offsets=None,
+    ) -> None:
+        """Put n records in one call.
+
+        Key i is ``keys[key_offsets[i]:key_offsets[i+1]]``; value i is the same slice of
+        ``values``, preceded by that of ``heads`` when ``heads`` is given.  Offsets are
+        n + 1 non-decreasing integers (uint64 arrays avoid a conversion).
+        """
+        b = self._b()
+        koff = as_u64(key_offsets)
+        voff = as_u64(value_offsets)
+        n = len(koff) - 1
+        if n < 0 or len(voff) != n + 1:
+            raise error_for(E.INVALID_PARAM, "key and value offsets need n + 1 entries each")
+        check_offsets(koff, len(keys), "key")
+        check_offsets(voff, len(values), "value")
+        if heads is not None:
+            hoff = as_u64(head_offsets)
+            if len(hoff) != n + 1:
+                raise error_for(E.INVALID_PARAM, "head offsets need n + 1 entries")
+            check_offsets(hoff, len(heads), "head")
+            hp, hop = cbuf(heads), u64p(hoff)
+        else:
+            hp = hop = ffi.NULL
+        if n:
+            lib.ld_batch_put_many(
+                b, _cf_handle(cf), n, cbuf(keys), u64p(koff), hp, hop, cbuf(values),
+                u64p(voff),
+            )
+
+    def delete_many(self, keys, key_offsets, cf: ColumnFamily | None = None) -> None:
+        """Delete n keys given as one buffer and n + 1 offsets."""
+        b = self._b()
+        koff = as_u64(key_offsets)
+        check_offsets(koff, len(keys), "key")
+        if len(koff) > 1:
+            lib.ld_batch_delete_many(b, _cf_handle(cf), len(koff) - 1, cbuf(keys), u64p(koff))
+
+    def count(self) -> int:
+        return lib.rocksdb_writebatch_count(self._b())
+
+    def data_size(self) -> int:
+        """Bytes of the batch's serialized form."""
+        size = ffi.new("size_t*")
+        lib.rocksdb_writebatch_data(self._b(), size)
+        return int(size[0])
+
+    def clear(self) -> None:
+        lib.rocksdb_writebatch_clear(self._b())
+
+    def close(self) -> None:
+        ptr, self._ptr = self._ptr, None
+        if ptr is not None:
+            ffi.release(ptr)
+
+    def __len__(self) -> int:
+        return self.count()

@@ -1,0 +1,303 @@
+"""RocksDB iterators (:class:`Iterator`) and their bulk reads into numpy (:class:`Chunk`).
+
+``read_many`` and ``read_keys`` copy many entries per cffi call into growable numpy buffers
+(``ld_iter_read*`` in ``_ext/build_rocksdb.py``).  The iterator and its read options are
+owned by the database's ``_State`` so they are always freed before the database.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator as _PyIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from logdevice._rocksdb import ffi, lib
+from logdevice.storage._rdb import (
+    _U64,
+    DEFAULT_CF,
+    as_buf,
+    as_u64,
+    cbuf,
+    check_offsets,
+    closed_error,
+    raise_error,
+    u64p,
+)
+
+if TYPE_CHECKING:
+    from logdevice.storage.rocksdb import DB
+
+
+@dataclass
+class Chunk:
+    """Entries copied out of an iterator by one bulk call (all numpy, no per-entry objects).
+
+    Entry i has key ``keys[key_offsets[i]:key_offsets[i+1]]``, head ``heads[...]`` (empty
+    unless the read split values) and body ``bodies[...]``.  ``stop`` is why the read ended:
+    ``"end"`` (range exhausted), ``"count"``, ``"bytes"``.
+    """
+
+    keys: np.ndarray
+    key_offsets: np.ndarray
+    heads: np.ndarray
+    head_offsets: np.ndarray
+    bodies: np.ndarray
+    body_offsets: np.ndarray
+    stop: str
+    found: np.ndarray | None = None  # read_keys: which wanted keys were found
+
+    def __len__(self) -> int:
+        return len(self.key_offsets) - 1
+
+
+_STOP = {lib.LD_STOP_END: "end", lib.LD_STOP_COUNT: "count", lib.LD_STOP_BYTES: "bytes"}
+
+
+class _Reader:
+    """Growable output buffers for the bulk iterator helpers."""
+
+    def __init__(self, max_n: int, max_bytes: int, flags: int, key_hint: int,
+                 body_hint: int, head_hint: int) -> None:
+        self.r = ffi.new("ld_read_t*")
+        self.limit = max_n
+        cap = min(max_n, 4096)
+        self.koff = np.zeros(cap + 1, _U64)
+        self.hoff = np.zeros(cap + 1, _U64)
+        self.boff = np.zeros(cap + 1, _U64)
+        self.keys = np.empty(max(key_hint, 64), np.uint8)
+        self.heads = np.empty(max(head_hint, 64) if flags & lib.LD_SPLIT_U16 else 0, np.uint8)
+        self.bodies = np.empty(0 if flags & lib.LD_SKIP_BODY else max(body_hint, 256), np.uint8)
+        r = self.r
+        r.max_n = cap
+        r.max_bytes = max_bytes
+        r.flags = flags
+        self._point()
+
+    def _point(self) -> None:
+        r = self.r
+        self._bufs = [ffi.from_buffer(a) if len(a) else ffi.new("char[1]")
+                      for a in (self.keys, self.heads, self.bodies)]
+        r.keys, r.heads, r.bodies = self._bufs
+        r.keys_cap, r.heads_cap, r.bodies_cap = len(self.keys), len(self.heads), len(self.bodies)
+        self._offs = [u64p(a) for a in (self.koff, self.hoff, self.boff)]
+        r.key_offs, r.head_offs, r.body_offs = self._offs
+
+    def more(self) -> bool:
+        """After a call returned: grow what stopped it and say whether to call again."""
+        r = self.r
+        if r.stop == lib.LD_STOP_FULL:
+            self.grow()
+            return True
+        if r.stop == lib.LD_STOP_COUNT and r.n < self.limit:
+            cap = min(self.limit, 2 * int(r.max_n))
+            for name in ("koff", "hoff", "boff"):
+                old = getattr(self, name)
+                new = np.zeros(cap + 1, _U64)
+                new[: r.n + 1] = old[: r.n + 1]
+                setattr(self, name, new)
+            r.max_n = cap
+            self._point()
+            return True
+        return False
+
+    def grow(self) -> None:
+        r = self.r
+        n = r.n
+
+        def bigger(arr, used, need):
+            new = np.empty(max(2 * len(arr), used + need, 64), np.uint8)
+            new[:used] = arr[:used]
+            return new
+
+        if self.koff[n] + r.need_key > len(self.keys):
+            self.keys = bigger(self.keys, int(self.koff[n]), r.need_key)
+        if self.hoff[n] + r.need_head > len(self.heads):
+            self.heads = bigger(self.heads, int(self.hoff[n]), r.need_head)
+        if not r.flags & lib.LD_SKIP_BODY and self.boff[n] + r.need_body > len(self.bodies):
+            self.bodies = bigger(self.bodies, int(self.boff[n]), r.need_body)
+        self._point()
+
+    def chunk(self, found=None) -> Chunk:
+        n = self.r.n
+
+        def trim(arr, used):
+            return arr[:used].copy() if used < len(arr) // 2 else arr[:used]
+
+        skip = self.r.flags & lib.LD_SKIP_BODY
+        return Chunk(
+            keys=trim(self.keys, int(self.koff[n])),
+            key_offsets=self.koff[: n + 1],
+            heads=trim(self.heads, int(self.hoff[n])),
+            head_offsets=self.hoff[: n + 1],
+            bodies=self.bodies[:0] if skip else trim(self.bodies, int(self.boff[n])),
+            body_offsets=self.boff[: n + 1],
+            stop=_STOP[self.r.stop],
+            found=found,
+        )
+
+
+class Iterator:
+    """A RocksDB iterator over ``[lower, upper)`` of one column family.
+
+    Per-entry methods mirror the C API (``seek``, ``next``, ``valid``, ``key``, ``value``);
+    :meth:`read_many` and :meth:`read_keys` copy many entries per call into numpy buffers.
+    Iterating the object yields ``(key, value)`` from the current position.
+    """
+
+    def __init__(self, db: DB, cf, lower, upper, fill_cache=True, readahead=0) -> None:
+        dbp = db._db()
+        handle = db._state.cfs[DEFAULT_CF] if cf is None else cf._handle()
+        ro = lib.rocksdb_readoptions_create()
+        keep = []
+        # The read options point at the bound bytes: they must live as long as the iterator.
+        if lower is not None:
+            lo = ffi.new("char[]", bytes(lower))
+            keep.append(lo)
+            lib.rocksdb_readoptions_set_iterate_lower_bound(ro, lo, len(lower))
+        if upper is not None:
+            up = ffi.new("char[]", bytes(upper))
+            keep.append(up)
+            lib.rocksdb_readoptions_set_iterate_upper_bound(ro, up, len(upper))
+        lib.rocksdb_readoptions_set_fill_cache(ro, fill_cache)
+        if readahead:
+            lib.rocksdb_readoptions_set_readahead_size(ro, readahead)
+        it = lib.rocksdb_create_iterator_cf(dbp, ro, handle)
+        self._db = db
+        self._state = db._state
+        self._token = db._state.add_iter(it, ro, keep)
+        self._finalizer = weakref.finalize(self, db._state.release_iter, self._token)
+        self._size = ffi.new("size_t*")
+
+    def _it(self):
+        entry = self._state.iters.get(self._token)
+        if entry is None:
+            raise closed_error("iterator")
+        return entry[0]
+
+    def close(self) -> None:
+        self._finalizer()
+
+    def __enter__(self) -> Iterator:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- per-entry C API
+
+    def seek(self, key) -> None:
+        lib.rocksdb_iter_seek(self._it(), as_buf(key), len(key))
+
+    def seek_for_prev(self, key) -> None:
+        lib.rocksdb_iter_seek_for_prev(self._it(), as_buf(key), len(key))
+
+    def seek_to_first(self) -> None:
+        lib.rocksdb_iter_seek_to_first(self._it())
+
+    def seek_to_last(self) -> None:
+        lib.rocksdb_iter_seek_to_last(self._it())
+
+    def valid(self) -> bool:
+        return bool(lib.rocksdb_iter_valid(self._it()))
+
+    def next(self) -> None:
+        lib.rocksdb_iter_next(self._it())
+
+    def prev(self) -> None:
+        lib.rocksdb_iter_prev(self._it())
+
+    def key(self) -> bytes:
+        ptr = lib.rocksdb_iter_key(self._it(), self._size)
+        return ffi.unpack(ptr, self._size[0])
+
+    def value(self) -> bytes:
+        ptr = lib.rocksdb_iter_value(self._it(), self._size)
+        return ffi.unpack(ptr, self._size[0])
+
+    def check(self) -> None:
+        """Raise the iterator's error, if it has one (call once it stops being valid)."""
+        err = ffi.new("char**")
+        lib.rocksdb_iter_get_error(self._it(), err)
+        raise_error(err)
+
+    def __iter__(self) -> _PyIterator[tuple[bytes, bytes]]:
+        it = self._it()
+        size = self._size
+        while lib.rocksdb_iter_valid(it):
+            k = ffi.unpack(lib.rocksdb_iter_key(it, size), size[0])
+            v = ffi.unpack(lib.rocksdb_iter_value(it, size), size[0])
+            yield k, v
+            it = self._it()
+            lib.rocksdb_iter_next(it)
+        self.check()
+
+    # ---- bulk
+
+    def read_many(
+        self,
+        max_n: int = 1024,
+        max_bytes: int = 0,
+        *,
+        split_head: bool = False,
+        skip_body: bool = False,
+        key_hint: int = 32,
+        body_hint: int = 0,
+    ) -> Chunk:
+        """Copy up to ``max_n`` entries from the current position, advancing past them.
+
+        ``max_bytes`` (0: none) stops once that many body bytes are taken (at least one
+        entry is).  ``split_head`` splits each value at a head whose length is its first
+        two bytes (little-endian u16); ``skip_body`` copies heads only (body offsets then
+        still count body lengths).  Hints size the first buffers; they grow as needed.
+        """
+        it = self._it()
+        flags = (lib.LD_SPLIT_U16 if split_head else 0) | (lib.LD_SKIP_BODY if skip_body else 0)
+        if body_hint <= 0:
+            body_hint = min(max_bytes or (1 << 20), 1 << 20)
+        rd = _Reader(max_n, max_bytes, flags, key_hint * min(max_n, 4096), body_hint,
+                     64 * min(max_n, 4096))
+        while True:
+            lib.ld_iter_read(it, rd.r)
+            if not rd.more():
+                break
+        if rd.r.stop == lib.LD_STOP_END:
+            self.check()
+        return rd.chunk()
+
+    def read_keys(
+        self,
+        keys,
+        key_offsets,
+        max_bytes: int = 0,
+        *,
+        split_head: bool = False,
+        body_hint: int = 0,
+    ) -> Chunk:
+        """Copy the entries at the given sorted keys (those that exist), in order.
+
+        Returns a :class:`Chunk` of the found entries with ``found``, a bool array over the
+        wanted keys.  With ``max_bytes`` the read may end early (``stop == "bytes"``): then
+        ``found`` covers only the first ``len(found)`` wanted keys.
+        """
+        it = self._it()
+        koff = as_u64(key_offsets)
+        nwant = len(koff) - 1
+        check_offsets(koff, len(keys), "key")
+        found = np.zeros(max(nwant, 0), np.uint8)
+        flags = lib.LD_SPLIT_U16 if split_head else 0
+        if body_hint <= 0:
+            body_hint = min(max_bytes or (1 << 20), 1 << 20)
+        rd = _Reader(max(nwant, 0), max_bytes, flags, int(koff[-1]) if nwant > 0 else 0,
+                     body_hint, 64 * min(max(nwant, 1), 4096))
+        if nwant > 0:
+            kp, kop, fp = cbuf(keys), u64p(koff), ffi.from_buffer("uint8_t[]", found)
+            while True:
+                lib.ld_iter_read_keys(it, rd.r, nwant, kp, kop, fp)
+                if not rd.more():
+                    break
+            self.check()
+        consumed = int(rd.r.consumed) if nwant > 0 else 0
+        return rd.chunk(found=found[:consumed].astype(bool))
