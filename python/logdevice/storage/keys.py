@@ -1,0 +1,293 @@
+"""LogsDB's on-disk formats, encoded and decoded a whole batch at a time with numpy.
+
+Keys are big-endian so RocksDB's byte order is (log, LSN) order; values are little-endian.
+
+Data record, in a partition column family::
+
+    key   = b"d" | log id u64 BE | lsn u64 BE                               (17 bytes)
+    value = head | payload
+    head  = 0: u16 head length H = 24 + 2k   2: u8 format (1)   3: u8 k (copyset size)
+            4: i64 timestamp (ms)   12: u32 flags   16: u32 wave   20: u32 crc32c(payload)
+           24: u16 x k copyset (node indices)
+
+The head length leads the value so the binding's bulk reader can split heads (decoded
+here) from payloads (handed out as one contiguous buffer) without knowing the format.
+
+Copyset index (CSI) entry, in the same partition column family::
+
+    key   = b"C" | log id u64 BE | lsn u64 BE | type u8                     (18 bytes)
+    value = u32 flags | u8 k | u16 x k copyset [| u64 last lsn]   (the last lsn: blocks only)
+
+Type ``CSI_SINGLE`` describes one record; ``CSI_BLOCK`` a run of consecutive LSNs
+``[lsn, last]`` that share flags and copyset (a sticky-copyset block).
+
+Metadata column family (``meta``), values little-endian::
+
+    b"t" | log  -> trim point        b"m" | log -> last released
+    b"s" | log  -> seal epoch        b"c" | log -> last clean epoch          (u64)
+    b"P" | pid        -> partition: start ms, min ts, max ts (i64), records, bytes (u64)
+    b"p" | pid | log  -> the log in the partition: min lsn, max lsn (u64),
+                         min ts, max ts (i64), records, bytes (u64)
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from logdevice.errors import E, error_for
+
+DATA = b"d"
+CSI = b"C"
+CSI_SINGLE = 0
+CSI_BLOCK = 1
+DATA_KEY_LEN = 17
+CSI_KEY_LEN = 18
+HEAD_FIXED = 24
+FORMAT = 1
+MAX_NODE = 32767  # copysets come back as int16
+MAX_COPYSET = 255
+
+META_TRIM = b"t"
+META_RELEASED = b"m"
+META_SEAL = b"s"
+META_CLEAN = b"c"
+META_PARTITION = b"P"
+META_DIR = b"p"
+
+_U64BE = struct.Struct(">Q")
+_U64LE = struct.Struct("<Q")
+PARTITION_VALUE = struct.Struct("<qqqQQ")  # start, min ts, max ts, records, bytes
+DIR_VALUE = struct.Struct("<QQqqQQ")  # min lsn, max lsn, min ts, max ts, records, bytes
+
+
+# --------------------------------------------------------------------------- keys
+
+
+def data_key(log_id: int, lsn: int) -> bytes:
+    return DATA + _U64BE.pack(log_id) + _U64BE.pack(lsn)
+
+
+def csi_key(log_id: int, lsn: int, kind: int = CSI_SINGLE) -> bytes:
+    return CSI + _U64BE.pack(log_id) + _U64BE.pack(lsn) + bytes((kind,))
+
+
+def log_prefix(prefix: bytes, log_id: int) -> bytes:
+    return prefix + _U64BE.pack(log_id)
+
+
+def meta_key(kind: bytes, log_id: int) -> bytes:
+    return kind + _U64BE.pack(log_id)
+
+
+def partition_key(pid: int) -> bytes:
+    return META_PARTITION + _U64BE.pack(pid)
+
+
+def dir_prefix(pid: int) -> bytes:
+    return META_DIR + _U64BE.pack(pid)
+
+
+def dir_key(pid: int, log_id: int) -> bytes:
+    return META_DIR + _U64BE.pack(pid) + _U64BE.pack(log_id)
+
+
+def u64(value: int) -> bytes:
+    return _U64LE.pack(value)
+
+
+def read_u64(data: bytes) -> int:
+    return _U64LE.unpack(data)[0]
+
+
+def read_be(data, at: int) -> int:
+    return _U64BE.unpack_from(data, at)[0]
+
+
+def fixed_offsets(n: int, width: int) -> np.ndarray:
+    return np.arange(n + 1, dtype=np.uint64) * np.uint64(width)
+
+
+def _be_bytes(values: np.ndarray) -> np.ndarray:
+    """(n, 8) uint8: each uint64 big-endian."""
+    return values.astype(">u8").view(np.uint8).reshape(-1, 8)
+
+
+def data_keys(log_id: int, lsns: np.ndarray) -> np.ndarray:
+    """Keys of records ``lsns`` of ``log_id``, back to back (17 bytes each)."""
+    n = len(lsns)
+    out = np.empty((n, DATA_KEY_LEN), np.uint8)
+    out[:, 0] = DATA[0]
+    out[:, 1:9] = np.frombuffer(_U64BE.pack(log_id), np.uint8)
+    out[:, 9:17] = _be_bytes(lsns)
+    return out.reshape(-1)
+
+
+def csi_keys(log_id: int, lsns: np.ndarray, kinds) -> np.ndarray:
+    n = len(lsns)
+    out = np.empty((n, CSI_KEY_LEN), np.uint8)
+    out[:, 0] = CSI[0]
+    out[:, 1:9] = np.frombuffer(_U64BE.pack(log_id), np.uint8)
+    out[:, 9:17] = _be_bytes(lsns)
+    out[:, 17] = kinds
+    return out.reshape(-1)
+
+
+def lsns_of_keys(keys: np.ndarray, n: int, width: int) -> np.ndarray:
+    """The LSN field (bytes 9..17) of n fixed-width keys."""
+    if n == 0:
+        return np.empty(0, np.uint64)
+    k = keys[: n * width].reshape(n, width)
+    return np.ascontiguousarray(k[:, 9:17]).view(">u8")[:, 0].astype(np.uint64)
+
+
+# --------------------------------------------------------------------------- copysets
+
+
+def normalize_copysets(copysets, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Left-packed copysets as (n, K) int64 with -1 padding, and each row's size."""
+    cs = np.asarray(copysets)
+    if cs.ndim == 1 and n and cs.size == 0:
+        cs = cs.reshape(n, 0)
+    if cs.ndim != 2 or cs.shape[0] != n:
+        raise error_for(E.INVALID_PARAM, f"copysets must be 2-D with {n} rows, got {cs.shape}")
+    if cs.shape[1] > MAX_COPYSET:
+        raise error_for(E.INVALID_PARAM, f"copysets wider than {MAX_COPYSET}")
+    if cs.dtype.kind not in "iu":
+        raise error_for(E.INVALID_PARAM, f"copysets must be integers, got {cs.dtype}")
+    cs = cs.astype(np.int64, copy=False)
+    valid = cs >= 0
+    if cs.size and int(cs.max(initial=0)) > MAX_NODE:
+        raise error_for(E.INVALID_PARAM, f"node index above {MAX_NODE} in copysets")
+    counts = valid.sum(axis=1)
+    if not valid.all():
+        order = np.argsort(~valid, axis=1, kind="stable")
+        cs = np.where(np.arange(cs.shape[1]) < counts[:, None],
+                      np.take_along_axis(cs, order, axis=1), -1)
+    return cs, counts
+
+
+def _pack_rows(full: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``full`` cut to ``lengths`` and joined, with n + 1 offsets."""
+    n, width = full.shape
+    offsets = np.zeros(n + 1, np.uint64)
+    np.cumsum(lengths, out=offsets[1:])
+    if n == 0 or bool(np.all(lengths == width)):
+        return full.reshape(-1), offsets
+    return full[np.arange(width) < lengths[:, None]], offsets
+
+
+def _copyset_bytes(cs: np.ndarray) -> np.ndarray:
+    return np.where(cs >= 0, cs, 0).astype("<u2").view(np.uint8).reshape(len(cs), -1)
+
+
+# --------------------------------------------------------------------------- record heads
+
+
+def encode_heads(timestamps, flags, waves, checksums, cs, counts) -> tuple[np.ndarray, np.ndarray]:
+    """Heads of n records (see the module docstring), back to back, and n + 1 offsets."""
+    n, width = cs.shape
+    full = np.zeros((n, HEAD_FIXED + 2 * width), np.uint8)
+    lengths = HEAD_FIXED + 2 * counts
+    full[:, 0:2] = lengths.astype("<u2").view(np.uint8).reshape(n, 2)
+    full[:, 2] = FORMAT
+    full[:, 3] = counts
+    full[:, 4:12] = np.asarray(timestamps).astype("<i8").view(np.uint8).reshape(n, 8)
+    full[:, 12:16] = np.asarray(flags).astype("<u4").view(np.uint8).reshape(n, 4)
+    full[:, 16:20] = np.asarray(waves).astype("<u4").view(np.uint8).reshape(n, 4)
+    full[:, 20:24] = np.asarray(checksums).astype("<u4").view(np.uint8).reshape(n, 4)
+    full[:, HEAD_FIXED:] = _copyset_bytes(cs)
+    return _pack_rows(full, lengths)
+
+
+def _rows(buf: np.ndarray, offsets: np.ndarray, width: int) -> np.ndarray:
+    """(n, width) uint8: the first ``width`` bytes of each row (past-the-end reads clipped)."""
+    n = len(offsets) - 1
+    if n <= 0:
+        return np.zeros((0, width), np.uint8)
+    starts = offsets[:-1]
+    first = int(offsets[1] - offsets[0])
+    o0 = int(offsets[0])
+    if first >= width and int(offsets[-1]) - o0 == n * first and bool(
+        np.all(offsets[1:] - starts == first)
+    ):
+        return buf[o0 : o0 + n * first].reshape(n, first)[:, :width]
+    if len(buf) == 0:
+        return np.zeros((n, width), np.uint8)
+    idx = starts[:, None] + np.arange(width, dtype=np.uint64)
+    return buf[np.minimum(idx, len(buf) - 1)]
+
+
+def _field(rows: np.ndarray, at: int, dtype: str) -> np.ndarray:
+    size = np.dtype(dtype).itemsize
+    return np.ascontiguousarray(rows[:, at : at + size]).view(dtype)[:, 0]
+
+
+def _decode_copysets(buf, starts, counts) -> np.ndarray:
+    n = len(starts)
+    kmax = int(counts.max(initial=0))
+    if n == 0 or kmax == 0:
+        return np.full((n, kmax), -1, np.int16)
+    idx = starts[:, None] + np.arange(2 * kmax, dtype=np.uint64)
+    raw = buf[np.minimum(idx, len(buf) - 1)]
+    cs = np.ascontiguousarray(raw).view("<u2").astype(np.int16)
+    cs[np.arange(kmax) >= counts[:, None]] = -1
+    return cs
+
+
+def decode_heads(heads: np.ndarray, offsets: np.ndarray):
+    """(timestamps i64, flags u32, waves u32, checksums u32, copysets int16 2-D)."""
+    n = len(offsets) - 1
+    rows = _rows(heads, offsets, HEAD_FIXED)
+    if n and bool(np.any(rows[:, 2] != FORMAT)):
+        raise error_for(E.CHECKSUM_MISMATCH, "logsdb: unknown record format (corrupt record?)")
+    counts = rows[:, 3].astype(np.int64)
+    return (
+        _field(rows, 4, "<i8").astype(np.int64),
+        _field(rows, 12, "<u4").astype(np.uint32),
+        _field(rows, 16, "<u4").astype(np.uint32),
+        _field(rows, 20, "<u4").astype(np.uint32),
+        _decode_copysets(heads, offsets[:-1] + np.uint64(HEAD_FIXED), counts),
+    )
+
+
+# --------------------------------------------------------------------------- CSI values
+
+
+def encode_csi_values(flags, cs, counts, last=None) -> tuple[np.ndarray, np.ndarray]:
+    n, width = cs.shape
+    tail = 0 if last is None else 8
+    full = np.zeros((n, 5 + 2 * width + tail), np.uint8)
+    full[:, 0:4] = np.asarray(flags).astype("<u4").view(np.uint8).reshape(n, 4)
+    full[:, 4] = counts
+    full[:, 5 : 5 + 2 * width] = _copyset_bytes(cs)
+    lengths = 5 + 2 * counts + tail
+    if last is not None:
+        lb = np.asarray(last).astype("<u8").view(np.uint8).reshape(n, 8)
+        if bool(np.all(counts == width)):
+            full[:, 5 + 2 * width :] = lb
+        else:  # the last lsn follows the packed copyset
+            cols = (5 + 2 * counts)[:, None] + np.arange(8)
+            np.put_along_axis(full, cols, lb, axis=1)
+    return _pack_rows(full, lengths)
+
+
+def decode_csi(keys: np.ndarray, values: np.ndarray, value_offsets: np.ndarray):
+    """CSI entries -> (first lsns u64, kinds u8, flags u32, copysets int16 2-D, last u64)."""
+    n = len(value_offsets) - 1
+    first = lsns_of_keys(keys, n, CSI_KEY_LEN)
+    kinds = keys[: n * CSI_KEY_LEN].reshape(n, CSI_KEY_LEN)[:, 17].copy() if n else np.empty(
+        0, np.uint8
+    )
+    rows = _rows(values, value_offsets, 5)
+    flags = _field(rows, 0, "<u4").astype(np.uint32)
+    counts = rows[:, 4].astype(np.int64)
+    cs = _decode_copysets(values, value_offsets[:-1] + np.uint64(5), counts)
+    last = first.copy()
+    blocks = np.flatnonzero(kinds == CSI_BLOCK)
+    if len(blocks):
+        at = value_offsets[blocks] + np.uint64(5) + (2 * counts[blocks]).astype(np.uint64)
+        raw = values[at[:, None] + np.arange(8, dtype=np.uint64)]
+        last[blocks] = np.ascontiguousarray(raw).view("<u8")[:, 0]
+    return first, kinds, flags, cs, last

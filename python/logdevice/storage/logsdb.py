@@ -1,0 +1,439 @@
+"""LogsDB: a storage node's local log store, on RocksDB (REFERENCE.md §A7, DESIGN.md §3).
+
+Time partitions are column families ``p<id>`` holding data records and copyset index
+entries; a ``meta`` column family holds the partition directory and per-log metadata
+(trim point, last released, seal epoch, last clean epoch).  Formats: :mod:`.keys`.
+Writes: :mod:`.writes`; reads: :mod:`.reads`; the directory: :mod:`.partitions`.
+
+A record goes to the partition its timestamp falls in.  A new partition starts when a
+record is ``partition_duration_ms`` past the newest partition's start, or once that
+partition holds ``partition_size_limit`` bytes.  Retention drops whole partitions whose
+records are all trimmed or older than every one of their logs' backlog.
+
+Thread use: one writer at a time commits (a lock); reads may run in other threads.
+``close()`` waits for operations in flight.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import replace
+from os import fspath
+
+import numpy as np
+
+from logdevice.errors import E, error_for
+from logdevice.storage import keys as K
+from logdevice.storage import reads
+from logdevice.storage.batch import CsiBatch, RecordBatch
+from logdevice.storage.partitions import Directory, Partition
+from logdevice.storage.rocksdb import DB, ColumnFamily, Options, WriteBatch
+from logdevice.storage.writes import PendingWrite
+
+__all__ = ["LogsDB", "PendingWrite", "RecordBatch", "CsiBatch", "Partition"]
+
+LSN_MAX = 2**64 - 1
+META_CF = "meta"
+_PARTITION_CF = re.compile(r"p(\d+)$")
+_SLOTS = {K.META_TRIM: 0, K.META_RELEASED: 1, K.META_SEAL: 2, K.META_CLEAN: 3}
+_NO_META = (0, 0, 0, 0)
+
+
+class _Gate:
+    """Counts operations in flight so ``close()`` can wait for them."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._busy = 0
+        self.closed = False
+
+    def __enter__(self) -> None:
+        with self._cv:
+            if self.closed:
+                raise error_for(E.SHUTDOWN, "logsdb is closed")
+            self._busy += 1
+
+    def __exit__(self, *exc) -> None:
+        with self._cv:
+            self._busy -= 1
+            if not self._busy:
+                self._cv.notify_all()
+
+    def close(self, timeout: float) -> None:
+        with self._cv:
+            self.closed = True
+            self._cv.wait_for(lambda: self._busy == 0, timeout)
+
+
+class LogsDB:
+    """The log store of one storage node (one shard), in directory ``path``.
+
+    Parameters
+    ----------
+    path : str or PathLike
+        Database directory (created when missing).
+    partition_duration_ms : int
+        Time span of a partition (default 15 minutes).
+    partition_size_limit : int
+        Bytes after which the newest partition is closed to new timestamps.
+    sync_writes : bool
+        Make every commit wait for the write-ahead log to reach the disk.
+    block_cache_bytes : int
+        RocksDB block cache shared by all partitions.
+    compression : str
+        RocksDB compression of SST files ("none", "lz4", "zstd", ...).
+    max_payload : int or None
+        Reject payloads above this size with ``E.TOOBIG``.
+    """
+
+    def __init__(
+        self,
+        path,
+        *,
+        partition_duration_ms: int = 900_000,
+        partition_size_limit: int = 512 << 20,
+        sync_writes: bool = False,
+        block_cache_bytes: int = 64 << 20,
+        compression: str = "lz4",
+        write_buffer_size: int = 32 << 20,
+        max_background_jobs: int = 2,
+        statistics: bool = False,
+        max_payload: int | None = None,
+    ) -> None:
+        if partition_duration_ms <= 0 or partition_size_limit <= 0:
+            raise error_for(E.INVALID_PARAM, "partition duration and size limit must be > 0")
+        self.path = fspath(path)
+        self.partition_duration_ms = int(partition_duration_ms)
+        self.partition_size_limit = int(partition_size_limit)
+        self.sync_writes = sync_writes
+        self.max_payload = max_payload
+        options = Options(
+            compression=compression, block_cache_bytes=block_cache_bytes,
+            write_buffer_size=write_buffer_size, max_background_jobs=max_background_jobs,
+            statistics=statistics,
+        )
+        self._db = DB.open(self.path, [META_CF], options)
+        self._meta_cf = self._db[META_CF]
+        self._cfs: dict[int, ColumnFamily] = {}
+        self._dir = Directory()
+        self._meta: dict[int, tuple[int, int, int, int]] = {}
+        self._lock = threading.RLock()
+        self._gate = _Gate()
+        try:
+            self._load()
+        except BaseException:
+            self._db.close()
+            raise
+
+    # ------------------------------------------------------------------ open / close
+
+    def _load(self) -> None:
+        for name in self._db.column_families():
+            m = _PARTITION_CF.match(name)
+            if m:
+                self._cfs[int(m.group(1))] = self._db[name]
+        seen: dict[int, bytes] = {}
+        stale = WriteBatch()
+        for key, value in self._db.iterate(self._meta_cf):
+            kind = key[:1]
+            if kind in _SLOTS and len(key) == 9:
+                meta = list(self._meta.get(K.read_be(key, 1), _NO_META))
+                meta[_SLOTS[kind]] = K.read_u64(value)
+                self._meta[K.read_be(key, 1)] = tuple(meta)  # type: ignore[assignment]
+            elif kind == K.META_PARTITION and len(key) == 9:
+                pid = K.read_be(key, 1)
+                if pid in self._cfs:
+                    seen[pid] = value
+                else:
+                    stale.delete(key, self._meta_cf)
+            elif kind == K.META_DIR and len(key) == 17:
+                pid = K.read_be(key, 1)
+                if pid in self._cfs:
+                    self._dir.load_usage(pid, K.read_be(key, 9), value)
+                else:
+                    stale.delete(key, self._meta_cf)
+        for pid in sorted(self._cfs):
+            self._dir.load_partition(pid, seen.get(pid))
+        if stale.count():  # left behind by a drop that crashed half-way
+            self._db.write(stale, sync=True)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Wait (up to ``timeout`` s) for operations in flight, then close.  Idempotent."""
+        self._gate.close(timeout)
+        self._db.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._gate.closed
+
+    def __enter__(self) -> LogsDB:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._gate.closed:
+            raise error_for(E.SHUTDOWN, "logsdb is closed")
+
+    @staticmethod
+    def _check_log(log_id) -> int:
+        log_id = int(log_id)
+        if not 0 < log_id < 2**64:
+            raise error_for(E.INVALID_PARAM, f"logsdb: invalid log id {log_id}")
+        return log_id
+
+    # ------------------------------------------------------------------ partitions
+
+    def _cf(self, pid: int) -> ColumnFamily:
+        cf = self._cfs.get(pid)
+        if cf is None:
+            raise error_for(E.AGAIN, f"logsdb: partition {pid} was dropped")
+        return cf
+
+    def _new_partition(self, start_ms: int) -> Partition:
+        latest = self._dir.latest()
+        pid = latest.id + 1 if latest else 1
+        start = max(int(start_ms), latest.start_ms if latest else int(start_ms))
+        part = Partition(pid, start)
+        self._cfs[pid] = self._db.create_cf(part.name)
+        self._db.put(K.partition_key(pid), part.encode(), self._meta_cf)
+        self._dir.add_partition(part)
+        return part
+
+    def _assign(self, ts: np.ndarray) -> np.ndarray:
+        """Partition id per timestamp, starting new partitions where needed."""
+        with self._lock:
+            if not self._dir.parts:
+                self._new_partition(int(ts.min()))
+            while True:
+                latest = self._dir.latest()
+                assert latest is not None
+                pids = self._dir.place(ts)
+                newest = ts[pids == latest.id]
+                if not len(newest):
+                    return pids
+                if latest.records and latest.bytes >= self.partition_size_limit:
+                    self._new_partition(int(newest.min()))
+                    continue
+                late = newest[newest >= latest.start_ms + self.partition_duration_ms]
+                if not len(late):
+                    return pids
+                self._new_partition(int(late.min()))
+
+    def partitions(self) -> list[Partition]:
+        """The partitions, oldest first (copies)."""
+        self._check_open()
+        return [replace(self._dir.parts[pid]) for pid in sorted(self._dir.parts)]
+
+    def apply_retention(
+        self,
+        now_ms: int,
+        backlog_ms: dict[int, int | None] | None = None,
+        default_backlog_ms: int | None = None,
+    ) -> list[int]:
+        """Drop whole partitions nobody needs; returns the dropped partition ids.
+
+        A partition (never the newest) goes once, for every log with records in it, either
+        all those records are at or below the log's trim point, or the newest of them is
+        older than ``now_ms`` minus the log's backlog (``backlog_ms[log]``, else
+        ``default_backlog_ms``; None: kept forever).  Logs that lose records to their
+        backlog get their trim point moved past them, so readers see a trim gap.
+        """
+        backlog_ms = backlog_ms or {}
+        with self._gate, self._lock:
+            latest = self._dir.latest()
+            by_pid: dict[int, list[int]] = {}
+            for log_id, usage in self._dir.logs.items():
+                for pid in usage:
+                    by_pid.setdefault(pid, []).append(log_id)
+            drop, expired = [], []
+            for pid in sorted(self._dir.parts):
+                if latest is None or pid == latest.id:
+                    continue
+                ok, aged = True, []
+                for log_id in by_pid.get(pid, []):
+                    u = self._dir.logs[log_id][pid]
+                    if u.max_lsn <= self.trim_point(log_id):
+                        continue
+                    keep = backlog_ms.get(log_id, default_backlog_ms)
+                    if keep is not None and u.max_ts < now_ms - keep:
+                        aged.append(log_id)
+                        continue
+                    ok = False
+                    break
+                if ok:
+                    drop.append(pid)
+                    expired.extend((log_id, pid) for log_id in aged)
+            if not drop:
+                return []
+            trims: dict[int, int] = {}
+            for log_id, pid in expired:
+                rest = [u.min_lsn for p, u in self._dir.logs[log_id].items() if p not in drop]
+                upto = self._dir.logs[log_id][pid].max_lsn
+                if rest and min(rest) <= upto:
+                    upto = min(rest) - 1
+                trims[log_id] = max(trims.get(log_id, 0), upto)
+            for log_id, upto in trims.items():
+                self._set_meta(log_id, K.META_TRIM, upto, sync=True)
+            for pid in drop:
+                self._db.drop_cf(self._cfs.pop(pid))
+                cleanup = WriteBatch()
+                cleanup.delete(K.partition_key(pid), self._meta_cf)
+                cleanup.delete_range(K.dir_prefix(pid), K.dir_prefix(pid + 1), self._meta_cf)
+                self._db.write(cleanup)
+                self._dir.remove_partition(pid)
+            return drop
+
+    # ------------------------------------------------------------------ writes
+
+    def pending(self) -> PendingWrite:
+        """A :class:`PendingWrite`: add records of any logs, then commit them at once."""
+        self._check_open()
+        return PendingWrite(self)
+
+    def write_records(
+        self, log_id: int, lsns, timestamps, flags, copysets, payloads, offsets, waves=None,
+        *, sync: bool = False, sticky_block: bool = False,
+    ) -> None:
+        """Store n records of one log in one atomic write (see :meth:`PendingWrite.add`)."""
+        pw = self.pending()
+        pw.add(log_id, lsns, timestamps, flags, copysets, payloads, offsets, waves,
+               sticky_block=sticky_block)
+        pw.commit(sync=sync)
+
+    # ------------------------------------------------------------------ reads
+
+    def read_records(
+        self, log_id: int, lo: int, hi: int = LSN_MAX, *, max_records: int = 4096,
+        max_bytes: int = 8 << 20,
+    ) -> RecordBatch:
+        """Records of ``log_id`` in ``[lo, hi]`` above the trim point, in LSN order.
+
+        Stops after ``max_records`` records or once ``max_bytes`` payload bytes are taken
+        (at least one record; 0: no byte limit).  ``.next_lsn`` of the result is where to
+        continue (``hi + 1`` when the range is done, capped at ``LSN_MAX``).
+        """
+        log_id = self._check_log(log_id)
+        if max_records <= 0:
+            return RecordBatch.empty(log_id, lo)
+        with self._gate:
+            rb = reads.read_records(self, log_id, int(lo), int(hi), max_records, max_bytes)
+        rb.next_lsn = min(rb.next_lsn, LSN_MAX)
+        return rb
+
+    def read_csi(self, log_id: int, lo: int, hi: int = LSN_MAX, *,
+                 max_entries: int = 4096) -> CsiBatch:
+        """Copyset index of ``[lo, hi]``: one row per stored LSN (lsns, flags, copysets),
+        without reading payloads.  ``.next_lsn`` is where to continue."""
+        log_id = self._check_log(log_id)
+        if max_entries <= 0:
+            return reads.read_csi(self, log_id, 1, 0, 1)
+        with self._gate:
+            csi = reads.read_csi(self, log_id, int(lo), int(hi), max_entries)
+        csi.next_lsn = min(csi.next_lsn, LSN_MAX)
+        return csi
+
+    def read_records_at(self, log_id: int, lsns) -> RecordBatch:
+        """The records at the given strictly increasing ``lsns`` that exist (above the trim
+        point), in LSN order: e.g. those a single-copy-delivery decision chose."""
+        log_id = self._check_log(log_id)
+        with self._gate:
+            rb = reads.read_records_at(self, log_id, lsns)
+        rb.next_lsn = min(rb.next_lsn, LSN_MAX)
+        return rb
+
+    def find_time(self, log_id: int, ms: int) -> int:
+        """First LSN above the trim point whose timestamp is >= ``ms`` (exact when
+        timestamps do not decrease along LSNs); ``max(tail, trim point) + 1`` if none."""
+        log_id = self._check_log(log_id)
+        with self._gate:
+            return reads.find_time(self, log_id, int(ms))
+
+    def tail(self, log_id: int) -> int:
+        """Highest LSN stored for ``log_id`` (0 if none)."""
+        self._check_open()
+        return self._dir.tail(self._check_log(log_id))
+
+    def logs(self) -> list[int]:
+        """Log ids with records or metadata here."""
+        self._check_open()
+        return sorted(set(self._dir.logs) | set(self._meta))
+
+    def data_size(self, log_id: int, start_ms: int, end_ms: int) -> int:
+        """Estimated payload bytes of ``log_id`` with timestamps in ``[start_ms, end_ms]``
+        (partitions partly in range count in proportion to their time overlap)."""
+        self._check_open()
+        log_id = self._check_log(log_id)
+        trim = self.trim_point(log_id)
+        total = 0.0
+        for u in list(self._dir.logs.get(log_id, {}).values()):
+            if u.max_lsn <= trim or u.max_ts < start_ms or u.min_ts > end_ms:
+                continue
+            span = u.max_ts - u.min_ts
+            inside = min(u.max_ts, end_ms) - max(u.min_ts, start_ms)
+            total += u.bytes * (1.0 if span <= 0 else max(inside, 0) / span)
+        return int(total)
+
+    # ------------------------------------------------------------------ per-log metadata
+
+    def _set_meta(self, log_id: int, kind: bytes, value: int, sync: bool) -> int:
+        slot = _SLOTS[kind]
+        with self._gate, self._lock:
+            meta = self._meta.get(log_id, _NO_META)
+            if value <= meta[slot]:
+                return meta[slot]
+            self._db.put(K.meta_key(kind, log_id), K.u64(value), self._meta_cf, sync=sync)
+            new = list(meta)
+            new[slot] = value
+            self._meta[log_id] = tuple(new)  # type: ignore[assignment]
+            return value
+
+    def _get_meta(self, log_id: int, kind: bytes) -> int:
+        self._check_open()
+        return self._meta.get(self._check_log(log_id), _NO_META)[_SLOTS[kind]]
+
+    def trim(self, log_id: int, lsn: int, *, sync: bool = True) -> int:
+        """Move the trim point of ``log_id`` up to ``lsn`` (never down); returns it.
+        Reads then skip everything at or below it; retention frees the space later."""
+        return self._set_meta(self._check_log(log_id), K.META_TRIM, int(lsn), sync)
+
+    def trim_point(self, log_id: int) -> int:
+        return self._get_meta(log_id, K.META_TRIM)
+
+    def set_last_released(self, log_id: int, lsn: int, *, sync: bool = False) -> int:
+        return self._set_meta(self._check_log(log_id), K.META_RELEASED, int(lsn), sync)
+
+    def last_released(self, log_id: int) -> int:
+        return self._get_meta(log_id, K.META_RELEASED)
+
+    def seal(self, log_id: int, epoch: int, *, sync: bool = True) -> int:
+        """Seal ``log_id`` up to ``epoch`` (never lowers it); returns the seal in force,
+        which is above ``epoch`` when someone sealed higher first."""
+        return self._set_meta(self._check_log(log_id), K.META_SEAL, int(epoch), sync)
+
+    def sealed_epoch(self, log_id: int) -> int:
+        return self._get_meta(log_id, K.META_SEAL)
+
+    def set_last_clean_epoch(self, log_id: int, epoch: int, *, sync: bool = True) -> int:
+        return self._set_meta(self._check_log(log_id), K.META_CLEAN, int(epoch), sync)
+
+    def last_clean_epoch(self, log_id: int) -> int:
+        return self._get_meta(log_id, K.META_CLEAN)
+
+    # ------------------------------------------------------------------ maintenance
+
+    def flush(self) -> None:
+        """Flush memtables to SST files (every partition)."""
+        with self._gate:
+            self._db.flush()
+
+    def property(self, name: str, partition: int | None = None) -> str | None:
+        """A RocksDB property of the database or of one partition."""
+        with self._gate:
+            return self._db.property(name, None if partition is None else self._cf(partition))
+
+    def statistics(self) -> str | None:
+        with self._gate:
+            return self._db.statistics()

@@ -1,0 +1,219 @@
+"""LogsDB's write path: :class:`PendingWrite`, records of any number of logs in one
+RocksDB write batch.
+
+Per record: a data entry and, in the same partition, a copyset index (CSI) entry; with
+``sticky_block`` a run of consecutive LSNs sharing flags and copyset gets one CSI block
+entry instead.  The partition directory is updated in the same batch, so a crash leaves
+either all of a commit or none of it.
+
+An LSN rewritten into a different partition than the one holding it (recovery, rebuilding
+with old timestamps) is deleted from the old one in the same batch: every LSN lives in one
+partition.  CSI blocks are only written over LSN ranges the log has nowhere yet, and a
+single entry wins over a block when both cover an LSN, so rewrites never need to split
+a block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ldcore.checksum import crc32c_many
+from logdevice.errors import E, error_for
+from logdevice.storage import keys as K
+from logdevice.storage.partitions import Usage
+from logdevice.storage.rocksdb import WriteBatch
+
+if TYPE_CHECKING:
+    from logdevice.storage.logsdb import LogsDB
+
+LSN_MAX = 2**64 - 1
+
+
+def _invalid(message: str):
+    return error_for(E.INVALID_PARAM, f"logsdb: {message}")
+
+
+def _column(values, n: int, dtype, name: str) -> np.ndarray:
+    arr = np.ascontiguousarray(values, dtype=dtype)
+    if arr.shape != (n,):
+        raise _invalid(f"{name} must have {n} entries, got shape {arr.shape}")
+    return arr
+
+
+class PendingWrite:
+    """Records for one atomic commit; fill with :meth:`add`, then :meth:`commit` once.
+
+    The node group-commits concurrent STOREs by adding them all to one pending write.
+    """
+
+    def __init__(self, store: LogsDB) -> None:
+        self._store = store
+        self._batch = WriteBatch()
+        self._usage: dict[tuple[int, int], Usage] = {}  # (pid, log) -> what this write adds
+        self.records = 0
+        self.payload_bytes = 0
+        self._done = False
+
+    def add(
+        self,
+        log_id: int,
+        lsns,
+        timestamps,
+        flags,
+        copysets,
+        payloads,
+        offsets,
+        waves=None,
+        *,
+        sticky_block: bool = False,
+    ) -> None:
+        """Add n records of ``log_id``.
+
+        Parameters
+        ----------
+        lsns : uint64[n], strictly increasing
+        timestamps : int64[n], milliseconds; they choose the partition
+        flags : uint32[n], ``storage.flags`` bits
+        copysets : int[n, k], node indices, padded with -1
+        payloads : bytes-like, all payloads back to back
+        offsets : uint64[n + 1], record i is ``payloads[offsets[i]:offsets[i + 1]]``
+        waves : uint32[n] or None (all 1)
+        sticky_block : bool
+            Runs of consecutive LSNs with equal flags and copyset get one CSI entry.
+        """
+        if self._done:
+            raise _invalid("this pending write was already committed")
+        store = self._store
+        store._check_open()
+        log_id = store._check_log(log_id)
+        lsns = np.ascontiguousarray(lsns, dtype=np.uint64)
+        if lsns.ndim != 1:
+            raise _invalid("lsns must be 1-D")
+        n = len(lsns)
+        ts = _column(timestamps, n, np.int64, "timestamps")
+        fl = _column(flags, n, np.uint32, "flags")
+        wv = np.ones(n, np.uint32) if waves is None else _column(waves, n, np.uint32, "waves")
+        offs = _column(offsets, n + 1, np.uint64, "offsets")
+        payloads = payloads if isinstance(payloads, bytes | np.ndarray) else memoryview(payloads)
+        if isinstance(payloads, memoryview) and payloads.itemsize != 1:
+            payloads = payloads.cast("B")
+        if n == 0:
+            return
+        if int(lsns[0]) == 0 or int(lsns[-1]) == LSN_MAX or bool(np.any(lsns[1:] <= lsns[:-1])):
+            raise _invalid("lsns must be strictly increasing, between 1 and LSN_MAX - 1")
+        if int(offs[-1]) > len(payloads) or bool(np.any(offs[1:] < offs[:-1])):
+            raise _invalid("payload offsets are decreasing or run past the buffer")
+        if store.max_payload is not None and int(np.max(offs[1:] - offs[:-1])) > store.max_payload:
+            raise error_for(E.TOOBIG, f"logsdb: payload above {store.max_payload} bytes")
+        cs, counts = K.normalize_copysets(copysets, n)
+        crcs = crc32c_many(payloads, offs)
+        pids = store._assign(ts)
+        cuts = [0, *(np.flatnonzero(pids[1:] != pids[:-1]) + 1).tolist(), n]
+        for a, b in zip(cuts, cuts[1:], strict=False):
+            self._add_run(
+                log_id, int(pids[a]), lsns[a:b], ts[a:b], fl[a:b], wv[a:b], crcs[a:b],
+                cs[a:b], counts[a:b], payloads, offs[a : b + 1], sticky_block,
+            )
+        self.records += n
+        self.payload_bytes += int(offs[-1] - offs[0])
+
+    def _known(self, log_id: int) -> list[tuple[int, Usage]]:
+        known = dict(self._store._dir.logs.get(log_id, {}))
+        for (pid, log), u in self._usage.items():
+            if log == log_id:
+                known[pid] = u.merged(known.get(pid))
+        return list(known.items())
+
+    def _add_run(self, log_id, pid, lsns, ts, fl, wv, crcs, cs, counts, payloads, offs,
+                 sticky) -> None:
+        store = self._store
+        batch = self._batch
+        cf = store._cf(pid)
+        m = len(lsns)
+        heads, head_offs = K.encode_heads(ts, fl, wv, crcs, cs, counts)
+        batch.put_many(
+            K.data_keys(log_id, lsns), K.fixed_offsets(m, K.DATA_KEY_LEN), payloads, offs, cf,
+            heads=heads, head_offsets=head_offs,
+        )
+        lo, hi = int(lsns[0]), int(lsns[-1])
+        overlap = False
+        for other, u in self._known(log_id):
+            if u.max_lsn < lo or u.min_lsn > hi:
+                continue
+            overlap = True
+            if other != pid and other in store._dir.parts:
+                a = int(np.searchsorted(lsns, np.uint64(u.min_lsn), side="left"))
+                b = int(np.searchsorted(lsns, np.uint64(u.max_lsn), side="right"))
+                moved = lsns[a:b]
+                if len(moved):
+                    ocf = store._cf(other)
+                    batch.delete_many(K.data_keys(log_id, moved),
+                                      K.fixed_offsets(len(moved), K.DATA_KEY_LEN), ocf)
+                    batch.delete_many(K.csi_keys(log_id, moved, K.CSI_SINGLE),
+                                      K.fixed_offsets(len(moved), K.CSI_KEY_LEN), ocf)
+        self._put_csi(cf, log_id, lsns, fl, cs, counts, blocks=sticky and not overlap)
+        nbytes = int(offs[-1] - offs[0]) + len(heads)
+        delta = Usage(lo, hi, int(ts.min()), int(ts.max()), m, nbytes)
+        self._usage[pid, log_id] = delta.merged(self._usage.get((pid, log_id)))
+
+    def _put_csi(self, cf, log_id, lsns, fl, cs, counts, blocks: bool) -> None:
+        m = len(lsns)
+        if blocks and m > 1:
+            brk = np.ones(m, bool)
+            brk[1:] = (
+                (lsns[1:] != lsns[:-1] + np.uint64(1))
+                | (fl[1:] != fl[:-1])
+                | np.any(cs[1:] != cs[:-1], axis=1)
+            )
+            starts = np.flatnonzero(brk)
+            ends = np.append(starts[1:], m) - 1
+            one = starts == ends
+            single, block, last = starts[one], starts[~one], lsns[ends[~one]]
+        else:
+            single, block, last = slice(None), np.empty(0, np.int64), None
+        for idx, kind, tail in ((single, K.CSI_SINGLE, None), (block, K.CSI_BLOCK, last)):
+            sel = lsns[idx]
+            if not len(sel):
+                continue
+            values, voffs = K.encode_csi_values(fl[idx], cs[idx], counts[idx], tail)
+            self._batch.put_many(
+                K.csi_keys(log_id, sel, kind), K.fixed_offsets(len(sel), K.CSI_KEY_LEN),
+                values, voffs, cf,
+            )
+
+    def commit(self, sync: bool = False) -> None:
+        """Write everything added, atomically; ``sync`` (or the store's ``sync_writes``)
+        waits for the write-ahead log to reach the disk."""
+        if self._done:
+            raise _invalid("this pending write was already committed")
+        store = self._store
+        with store._gate, store._lock:
+            parts: dict[int, Usage] = {}
+            updates = []
+            for (pid, log_id), delta in self._usage.items():
+                if pid not in store._dir.parts:
+                    raise error_for(E.AGAIN, f"logsdb: partition {pid} was dropped meanwhile")
+                new = delta.merged(store._dir.logs.get(log_id, {}).get(pid))
+                self._batch.put(K.dir_key(pid, log_id), new.encode(), store._meta_cf)
+                updates.append((pid, log_id, new))
+                parts[pid] = delta.merged(parts.get(pid))
+            new_parts = []
+            for pid, delta in parts.items():
+                part = store._dir.parts[pid]
+                grown = replace(part)
+                grown.add(delta)
+                self._batch.put(K.partition_key(pid), grown.encode(), store._meta_cf)
+                new_parts.append(grown)
+            store._db.write(self._batch, sync=sync or store.sync_writes)
+            for pid, log_id, new in updates:
+                store._dir.logs.setdefault(log_id, {})[pid] = new
+            for part in new_parts:
+                store._dir.parts[part.id] = part
+        self._done = True
+        self._batch.close()
+
+    def __len__(self) -> int:
+        return self.records

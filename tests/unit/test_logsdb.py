@@ -1,0 +1,421 @@
+"""LogsDB against real RocksDB in tmp dirs: round trips, partitions, CSI, trim, retention,
+metadata, errors and a kill -9 crash test."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from logdevice.errors import E, LogDeviceError
+from logdevice.storage import keys as K
+from logdevice.storage.flags import FLAG_HOLE, FLAG_WRITTEN_BY_RECOVERY
+from logdevice.storage.logsdb import LSN_MAX, LogsDB
+
+from tests.unit import crash_writer
+
+MIN = 60_000
+
+
+class Model:
+    """What the store should hold: log -> lsn -> (ts, flags, wave, copyset, payload)."""
+
+    def __init__(self):
+        self.logs = {}
+
+    def add(self, log_id, lsns, ts, flags, waves, copysets, payloads):
+        d = self.logs.setdefault(log_id, {})
+        for i, lsn in enumerate(lsns):
+            cs = tuple(int(x) for x in copysets[i] if x >= 0)
+            d[int(lsn)] = (int(ts[i]), int(flags[i]), int(waves[i]), cs, payloads[i])
+
+    def rows(self, log_id, lo, hi, trim=0):
+        d = self.logs.get(log_id, {})
+        return [(lsn, *d[lsn]) for lsn in sorted(d) if max(lo, trim + 1) <= lsn <= hi]
+
+
+def rows_of(rb):
+    out = []
+    for i in range(len(rb)):
+        cs = tuple(int(x) for x in rb.copysets[i] if x >= 0)
+        out.append((int(rb.lsns[i]), int(rb.timestamps[i]), int(rb.flags[i]), int(rb.waves[i]),
+                    cs, bytes(rb.payload(i))))
+    return out
+
+
+def make_batch(rng, lsns, t0, k=3, max_payload=600, ragged=True):
+    n = len(lsns)
+    payloads = [bytes(rng.integers(0, 256, rng.integers(0, max_payload), dtype=np.uint8))
+                for _ in range(n)]
+    offsets = np.zeros(n + 1, np.uint64)
+    np.cumsum([len(p) for p in payloads], out=offsets[1:])
+    ts = t0 + np.sort(rng.integers(0, 5 * MIN, n)).astype(np.int64)
+    flags = rng.choice([0, FLAG_HOLE, FLAG_WRITTEN_BY_RECOVERY], n).astype(np.uint32)
+    waves = rng.integers(1, 4, n).astype(np.uint32)
+    cs = np.array([rng.choice(50, k, replace=False) for _ in range(n)], np.int16)
+    if ragged:
+        cs[rng.random((n, k)) < 0.2] = -1
+    return dict(lsns=np.asarray(lsns, np.uint64), timestamps=ts, flags=flags, waves=waves,
+                copysets=cs, payloads=b"".join(payloads), offsets=offsets), payloads
+
+
+def write(db, model, log_id, batch, payloads, **kw):
+    db.write_records(log_id, **batch, **kw)
+    model.add(log_id, batch["lsns"], batch["timestamps"], batch["flags"], batch["waves"],
+              batch["copysets"], payloads)
+
+
+def read_all(db, log_id, lo=1, hi=LSN_MAX, **limits):
+    out, nxt, calls = [], lo, 0
+    while nxt <= hi and calls < 10_000:
+        rb = db.read_records(log_id, nxt, hi, **limits)
+        assert rb.next_lsn > nxt or len(rb) == 0
+        out += rows_of(rb)
+        assert bool(np.all(rb.checksum_ok()))
+        if rb.next_lsn >= min(hi + 1, LSN_MAX):
+            break
+        nxt = rb.next_lsn
+        calls += 1
+    return out
+
+
+def csi_all(db, log_id, lo=1, hi=LSN_MAX, max_entries=4096):
+    out, nxt = [], lo
+    for _ in range(10_000):
+        c = db.read_csi(log_id, nxt, hi, max_entries=max_entries)
+        out += [(int(c.lsns[i]), int(c.flags[i]), tuple(int(x) for x in c.copysets[i] if x >= 0))
+                for i in range(len(c))]
+        if c.next_lsn >= min(hi + 1, LSN_MAX):
+            break
+        assert c.next_lsn > nxt
+        nxt = c.next_lsn
+    return out
+
+
+def csi_of_model(model, log_id, lo=1, hi=LSN_MAX, trim=0):
+    return [(r[0], r[2], r[4]) for r in model.rows(log_id, lo, hi, trim)]
+
+
+@pytest.fixture
+def store(tmp_path):
+    with LogsDB(tmp_path / "db", partition_duration_ms=10 * MIN) as db:
+        yield db
+
+
+def fill(db, rng, logs=(1, 2, 3), batches=6, per=120):
+    model = Model()
+    for log_id in logs:
+        for b in range(batches):
+            lsns = np.arange(b * per + 1, (b + 1) * per + 1)
+            batch, payloads = make_batch(rng, lsns, t0=b * 4 * MIN)
+            write(db, model, log_id, batch, payloads)
+    return model
+
+
+def test_round_trip_random_batches(store):
+    rng = np.random.default_rng(7)
+    model = fill(store, rng)
+    assert len(store.partitions()) >= 3  # 24 min of timestamps, 10 min partitions
+    for log_id in (1, 2, 3):
+        assert read_all(store, log_id) == model.rows(log_id, 1, LSN_MAX)
+        assert read_all(store, log_id, max_records=37) == model.rows(log_id, 1, LSN_MAX)
+        assert read_all(store, log_id, 100, 400, max_bytes=5000) == model.rows(log_id, 100, 400)
+        assert store.tail(log_id) == 720
+    assert store.read_records(9, 1).lsns.size == 0
+    assert store.logs() == [1, 2, 3]
+
+
+def test_csi_matches_data_and_chosen_reads(store):
+    rng = np.random.default_rng(8)
+    model = fill(store, rng, logs=(5,))
+    assert csi_all(store, 5) == csi_of_model(model, 5)
+    assert csi_all(store, 5, 50, 500, max_entries=33) == csi_of_model(model, 5, 50, 500)
+    c = store.read_csi(5, 1, max_entries=100)
+    assert len(c) == 100 and c.next_lsn == 101
+    # Pick a subset from the CSI (as single copy delivery does) and read only those.
+    chosen = np.sort(rng.choice(720, 200, replace=False) + 1).astype(np.uint64)
+    rb = store.read_records_at(5, np.append(chosen, [900, 1000]))
+    want = {int(x) for x in chosen}
+    assert rows_of(rb) == [r for r in model.rows(5, 1, LSN_MAX) if r[0] in want]
+
+
+def test_reopen_finds_partitions_and_metadata(tmp_path):
+    rng = np.random.default_rng(9)
+    path = tmp_path / "db"
+    with LogsDB(path, partition_duration_ms=10 * MIN) as db:
+        model = fill(db, rng, logs=(1, 4))
+        parts = db.partitions()
+        db.trim(4, 10)
+        db.seal(1, 3)
+        db.set_last_released(1, 700)
+        db.set_last_clean_epoch(1, 2)
+    with LogsDB(path, partition_duration_ms=10 * MIN) as db:
+        assert db.partitions() == parts
+        assert (db.trim_point(4), db.sealed_epoch(1), db.last_released(1),
+                db.last_clean_epoch(1)) == (10, 3, 700, 2)
+        assert read_all(db, 1) == model.rows(1, 1, LSN_MAX)
+        assert read_all(db, 4) == model.rows(4, 1, LSN_MAX, trim=10)
+        # writes after reopen continue in the right partitions
+        batch, payloads = make_batch(rng, np.arange(721, 800), t0=30 * MIN)
+        write(db, model, 1, batch, payloads)
+        assert read_all(db, 1, 700) == model.rows(1, 700, LSN_MAX)
+
+
+def test_rewrite_into_older_partition_keeps_one_copy(store):
+    rng = np.random.default_rng(10)
+    model = Model()
+    for b in range(3):  # three partitions, 10 min apart
+        batch, payloads = make_batch(rng, np.arange(b * 100 + 1, b * 100 + 101), t0=b * 10 * MIN)
+        write(store, model, 1, batch, payloads)
+    assert len(store.partitions()) == 3
+    # Recovery rewrites LSNs 150..250 (partitions 2 and 3) with an old timestamp: all go to
+    # partition 1, the other copies go away.
+    batch, payloads = make_batch(rng, np.arange(150, 251), t0=0)
+    batch["timestamps"][:] = 5
+    batch["flags"][:] = FLAG_WRITTEN_BY_RECOVERY
+    write(store, model, 1, batch, payloads)
+    assert read_all(store, 1) == model.rows(1, 1, LSN_MAX)
+    assert read_all(store, 1, max_records=13) == model.rows(1, 1, LSN_MAX)
+    assert csi_all(store, 1) == csi_of_model(model, 1)
+    assert csi_all(store, 1, max_entries=7) == csi_of_model(model, 1)
+    rb = store.read_records_at(1, np.arange(140, 260))
+    assert rows_of(rb) == model.rows(1, 140, 259)
+    assert store.tail(1) == 300
+
+
+def test_sticky_blocks_expand_and_singles_override(store):
+    rng = np.random.default_rng(11)
+    model = Model()
+    batch, payloads = make_batch(rng, np.arange(1, 201), t0=0, ragged=False)
+    batch["copysets"][:] = [3, 1, 4]
+    batch["flags"][:] = 0
+    batch["flags"][100] = FLAG_HOLE  # breaks the run: blocks 1..100, single 101, 102..200
+    write(store, model, 1, batch, payloads, sticky_block=True)
+    pid = store.partitions()[0].id
+    cf = store._cf(pid)
+    raw = list(store._db.iterate(cf, K.log_prefix(K.CSI, 1), K.log_prefix(K.CSI, 2)))
+    assert [(K.read_be(k, 9), k[17]) for k, _ in raw] == [(1, 1), (101, 0), (102, 1)]
+    assert csi_all(store, 1) == csi_of_model(model, 1)
+    assert csi_all(store, 1, 50, 150, max_entries=9) == csi_of_model(model, 1, 50, 150)
+    # Rewriting LSN 150 with another copyset: the single entry wins over the block.
+    batch2, payloads2 = make_batch(rng, [150], t0=0)
+    write(store, model, 1, batch2, payloads2, sticky_block=True)
+    assert csi_all(store, 1) == csi_of_model(model, 1)
+    assert read_all(store, 1) == model.rows(1, 1, LSN_MAX)
+    # A block written past everything stays a block; trim clips what CSI reads return.
+    batch3, payloads3 = make_batch(rng, np.arange(201, 301), t0=MIN, ragged=False)
+    batch3["copysets"][:] = [7, 8, 9]
+    batch3["flags"][:] = 0
+    write(store, model, 1, batch3, payloads3, sticky_block=True)
+    store.trim(1, 250)
+    assert csi_all(store, 1) == csi_of_model(model, 1, trim=250)
+
+
+def test_trim_hides_records_and_persists(store):
+    rng = np.random.default_rng(12)
+    model = fill(store, rng, logs=(1,), batches=2)
+    assert store.trim(1, 100) == 100
+    assert store.trim(1, 50) == 100  # never goes down
+    assert store.trim_point(1) == 100
+    assert read_all(store, 1) == model.rows(1, 1, LSN_MAX, trim=100)
+    rb = store.read_records(1, 1, 100)
+    assert len(rb) == 0 and rb.next_lsn == 101
+    assert len(store.read_records_at(1, [5, 99, 100])) == 0
+    assert store.read_records_at(1, [5, 101]).lsns.tolist() == [101]
+    assert csi_all(store, 1) == csi_of_model(model, 1, trim=100)
+
+
+def test_retention_drops_whole_partitions(tmp_path):
+    rng = np.random.default_rng(13)
+    path = tmp_path / "db"
+    with LogsDB(path, partition_duration_ms=10 * MIN) as db:
+        model = Model()
+        for b in range(4):  # partitions at 0, 10, 20, 30 min; logs 1 and 2 in each
+            for log_id in (1, 2):
+                lsns = np.arange(b * 50 + 1, b * 50 + 51)
+                batch, payloads = make_batch(rng, lsns, t0=b * 10 * MIN)
+                batch["timestamps"] = np.full(50, b * 10 * MIN + 1000, np.int64)
+                write(db, model, log_id, batch, payloads)
+        pids = [p.id for p in db.partitions()]
+        assert len(pids) == 4
+        # Nothing is old enough or trimmed: nothing goes.
+        assert db.apply_retention(now_ms=35 * MIN, default_backlog_ms=60 * MIN) == []
+        # Log 1 trimmed past partition 1; log 2 has no backlog limit: partition 1 stays.
+        db.trim(1, 50)
+        assert db.apply_retention(now_ms=35 * MIN) == []
+        db.trim(2, 60)  # partition 1 is now all trimmed
+        assert db.apply_retention(now_ms=35 * MIN) == [pids[0]]
+        # Backlog of 20 min at 35 min: partition 2 (records at ~10 min) is too old for both.
+        assert db.apply_retention(now_ms=35 * MIN, backlog_ms={1: 20 * MIN, 2: 20 * MIN}) == [
+            pids[1]
+        ]
+        assert db.trim_point(1) == 100 and db.trim_point(2) == 100  # readers see trim gaps
+        # The newest partition is never dropped, however old.
+        assert db.apply_retention(now_ms=10**12, default_backlog_ms=0) == [pids[2]]
+        assert [p.id for p in db.partitions()] == [pids[3]]
+        assert read_all(db, 1) == model.rows(1, 1, LSN_MAX, trim=150)
+    with LogsDB(path, partition_duration_ms=10 * MIN) as db:
+        assert [p.id for p in db.partitions()] == [pids[3]]
+        assert db.trim_point(1) == 150
+        assert read_all(db, 2) == model.rows(2, 1, LSN_MAX, trim=150)
+        assert csi_all(db, 2) == csi_of_model(model, 2, trim=150)
+
+
+def test_size_limit_starts_new_partitions(tmp_path):
+    rng = np.random.default_rng(14)
+    with LogsDB(tmp_path / "db", partition_size_limit=8_000) as db:
+        model = Model()
+        for b in range(10):
+            batch, payloads = make_batch(rng, np.arange(b * 20 + 1, b * 20 + 21), t0=0,
+                                         max_payload=400)
+            batch["timestamps"] = np.full(20, 1000 + b, np.int64)  # same 15 min window
+            write(db, model, 1, batch, payloads)
+        assert len(db.partitions()) >= 3
+        assert read_all(db, 1) == model.rows(1, 1, LSN_MAX)
+
+
+def test_metadata_is_monotonic(store):
+    assert store.seal(3, 5) == 5
+    assert store.seal(3, 4) == 5  # a lower seal does not replace a higher one
+    assert store.sealed_epoch(3) == 5
+    assert store.set_last_released(3, 10) == 10
+    assert store.last_released(3) == 10
+    assert store.set_last_clean_epoch(3, 4) == 4
+    assert store.last_clean_epoch(3) == 4
+    assert store.trim_point(3) == 0 and store.tail(3) == 0
+    assert store.logs() == [3]
+
+
+def test_find_time_tail_and_data_size(store):
+    rng = np.random.default_rng(15)
+    model = Model()
+    for b in range(3):
+        batch, payloads = make_batch(rng, np.arange(b * 100 + 1, b * 100 + 101), t0=b * 10 * MIN)
+        write(store, model, 1, batch, payloads)
+    rows = model.rows(1, 1, LSN_MAX)
+    for ms in (0, 3 * MIN, 10 * MIN + 1, 17 * MIN, 24 * MIN, rows[-1][1]):
+        want = next((r[0] for r in rows if r[1] >= ms), 301)
+        assert store.find_time(1, ms) == want
+    assert store.find_time(1, 10**12) == 301
+    assert store.find_time(2, 0) == 1  # empty log
+    store.trim(1, 120)
+    assert store.find_time(1, 0) == 121
+    total = sum(len(r[5]) for r in rows if r[0] > 120)
+    size = store.data_size(1, 0, 10**12)
+    assert 0.9 * total <= size <= 1.3 * total
+    assert store.data_size(1, 10**11, 10**12) == 0
+
+
+def test_pending_write_spans_logs(store):
+    rng = np.random.default_rng(16)
+    model = Model()
+    pw = store.pending()
+    for log_id in (1, 2, 3):
+        batch, payloads = make_batch(rng, np.arange(1, 51), t0=0)
+        pw.add(log_id, **batch)
+        model.add(log_id, batch["lsns"], batch["timestamps"], batch["flags"], batch["waves"],
+                  batch["copysets"], payloads)
+    assert len(pw) == 150
+    assert store.read_records(1, 1).lsns.size == 0  # nothing visible before commit
+    pw.commit(sync=True)
+    for log_id in (1, 2, 3):
+        assert read_all(store, log_id) == model.rows(log_id, 1, LSN_MAX)
+    with pytest.raises(LogDeviceError):
+        pw.commit()
+
+
+def test_numpy_and_memoryview_payloads_and_empty_records(store):
+    data = np.frombuffer(b"aaabbbbcc", np.uint8)
+    store.write_records(1, [1, 2, 3, 4], [0, 1, 2, 3], [0, 0, 0, 0], [[1], [2], [3], [4]],
+                        data, [0, 3, 7, 7, 9])
+    store.write_records(1, [5], [4], [0], [[1, 2]], memoryview(b"zz"), [0, 2])
+    rb = store.read_records(1, 1)
+    assert [bytes(rb.payload(i)) for i in range(len(rb))] == [b"aaa", b"bbbb", b"", b"cc", b"zz"]
+    assert rb.waves.tolist() == [1] * 5
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        dict(lsns=[3, 2, 4]),
+        dict(lsns=[0, 1, 2]),
+        dict(lsns=[1, 2, LSN_MAX]),
+        dict(offsets=[0, 2, 1, 3]),
+        dict(offsets=[0, 1, 2, 99]),
+        dict(offsets=[0, 1, 2]),
+        dict(timestamps=[1, 2]),
+        dict(copysets=[[1], [2]]),
+        dict(copysets=[[1], [2], [70000]]),
+        dict(copysets=[[1.0], [2.0], [3.0]]),
+    ],
+)
+def test_bad_input_is_invalid_param(store, change):
+    args = dict(lsns=[1, 2, 3], timestamps=[1, 2, 3], flags=[0, 0, 0],
+                copysets=[[1], [2], [3]], payloads=b"abc", offsets=[0, 1, 2, 3])
+    args.update(change)
+    with pytest.raises(LogDeviceError) as ei:
+        store.write_records(1, **args)
+    assert ei.value.status == E.INVALID_PARAM
+    with pytest.raises(LogDeviceError) as ei:
+        store.read_records(0, 1)
+    assert ei.value.status == E.INVALID_PARAM
+
+
+def test_errors_open_file_and_use_after_close(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_bytes(b"x")
+    with pytest.raises(LogDeviceError):
+        LogsDB(afile)
+    db = LogsDB(tmp_path / "db")
+    db.write_records(1, [1], [0], [0], [[1]], b"x", [0, 1])
+    db.close()
+    db.close()
+    for call in (
+        lambda: db.read_records(1, 1), lambda: db.read_csi(1, 1), lambda: db.trim(1, 5),
+        lambda: db.write_records(1, [2], [0], [0], [[1]], b"x", [0, 1]),
+        lambda: db.tail(1), lambda: db.trim_point(1), lambda: db.apply_retention(0),
+        lambda: db.partitions(), lambda: db.find_time(1, 0), lambda: db.pending(),
+    ):
+        with pytest.raises(LogDeviceError) as ei:
+            call()
+        assert ei.value.status == E.SHUTDOWN
+
+
+def test_crash_keeps_every_acknowledged_batch(tmp_path):
+    path = tmp_path / "db"
+    writer = os.path.join(os.path.dirname(__file__), "crash_writer.py")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.Popen([sys.executable, writer, str(path), "50"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    acked = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(acked) < 15 and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            acked.append(int(line))
+        os.kill(proc.pid, signal.SIGKILL)
+        rest, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    acked += [int(x) for x in rest.split()]
+    assert len(acked) >= 15, err.decode()
+    assert acked == list(range(len(acked)))
+    with LogsDB(path, partition_duration_ms=10_000) as db:
+        rb = db.read_records(crash_writer.LOG, 1, max_records=10**6)
+        n_batches = len(rb) // 50
+        assert len(rb) % 50 == 0  # batches are atomic
+        assert n_batches >= len(acked)  # every acknowledged batch survived
+        assert rb.lsns.tolist() == list(range(1, len(rb) + 1))
+        for b in range(n_batches):
+            lsns, ts, cs, data, offs = crash_writer.batch_arrays(b, 50)
+            part = rb.take(slice(b * 50, (b + 1) * 50)).compact()
+            assert part.payloads.tobytes() == data
+            assert part.timestamps.tolist() == ts.tolist()
+        assert len(db.read_csi(crash_writer.LOG, 1, max_entries=10**6)) == len(rb)
+        assert db.tail(crash_writer.LOG) == len(rb)
