@@ -1,0 +1,680 @@
+# Single copy delivery (SCD): which storage node ships each record to a reader.
+#
+# A storage node reading for an SCD reader asks, for every record it holds, "am I the one
+# that ships this?"  ``ship_mask`` answers for a whole batch of records in one nogil pass.
+# For a record with copyset C, this node ``me`` and the reader's known-down list K:
+#
+#   1. flags & DRAINED                         -> skip (the record moved elsewhere)
+#   2. a rebuilding set is given and no member
+#      of C is in it                           -> skip
+#   3. flags & (HOLE | BRIDGE)                 -> ship (every reader needs these)
+#   4. SCD off (me is None)                    -> ship
+#   5. reorder C (seed=None: keep the stored order; an int: the shuffle below)
+#   6. local SCD: walk C over the client's region only; the first node that is me or
+#      not in K decides (ship iff it is me); no such node -> go on
+#   7. walk C; the first node that is me or not in K decides (ship iff it is me).
+#      Testing "is me" before "is in K" is what makes a node that sees itself in K act
+#      as if it were not there: that is how the reader learns it is back.
+#   8. every member of C is in K               -> ship
+#
+# Copysets arrive as one 2-D int array, a row per record; negative entries are padding
+# (-1 by convention).  Node indices are below 65536, so K, the local region and the
+# rebuilding set become one 64 KiB table of bits indexed by node.
+#
+# The shuffle (seed is an int): identical on every node, process and platform, so that
+# the nodes of a copyset agree on who ships.  With GAMMA = 0x9E3779B97F4A7C15 and
+# mix64 = the splitmix64 finalizer (xor-shift 30, * 0xBF58476D1CE4E5B9, xor-shift 27,
+# * 0x94D049BB133111EB, xor-shift 31), all arithmetic mod 2**64:
+#
+#   key   = mix64(seed + GAMMA)                      seed taken mod 2**64
+#   h     = key ^ n                                  n = number of members (padding dropped)
+#   h     = (h ^ w) * 0xBF58476D1CE4E5B9  for each word w packing 4 members (in stored
+#           order) 16 bits apiece, the first member in the low bits; the last word may
+#           hold fewer.  (One multiply per word: next() below does the avalanche.)
+#   state = h;  next() = mix64(state += GAMMA)       (splitmix64)
+#   for i in 0 .. n-2:  j = i + (((next() >> 32) * (n - i)) >> 32);  swap(c[i], c[j])
+#
+# The swaps run front to back, so position i is final after step i: the kernel shuffles
+# only as far as it has to look, which is usually one step.
+import operator
+
+import numpy as np
+
+cimport numpy as cnp
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc
+
+cnp.import_array()
+
+cdef extern from *:
+    """
+    #define LD_SCD_GAMMA 0x9E3779B97F4A7C15ULL
+    #define LD_SCD_MUL1 0xBF58476D1CE4E5B9ULL
+    #define LD_SCD_MUL2 0x94D049BB133111EBULL
+
+    /* The common case as straight-line code the compiler vectorises across rows: stored
+       order, no local SCD, no rebuilding filter, at most 4 known-down nodes, width <= 8.
+       Lanes are all-ones/all-zero masks of the copyset's own integer type.  The columns
+       are walked from last to first, so the first member that is me or up decides; no
+       such member leaves res at "ship" (rule 8).  `over` collects indices >= 2**16. */
+    #define LD_SCD_STEP(T, c) { \
+        T v = row[c]; \
+        T isme = (T)-(T)(v == me); \
+        T down = (T)-(T)((v == k0) | (v == k1) | (v == k2) | (v == k3)); \
+        T up = (T)((T)-(T)(v >= 0) & (isme | (T)~down)); \
+        res = (T)((up & isme) | ((T)~up & res)); \
+        over |= (T)(v > 65535); }
+    #define LD_SCD_S1(T) LD_SCD_STEP(T, 0)
+    #define LD_SCD_S2(T) LD_SCD_STEP(T, 1) LD_SCD_S1(T)
+    #define LD_SCD_S3(T) LD_SCD_STEP(T, 2) LD_SCD_S2(T)
+    #define LD_SCD_S4(T) LD_SCD_STEP(T, 3) LD_SCD_S3(T)
+    #define LD_SCD_S5(T) LD_SCD_STEP(T, 4) LD_SCD_S4(T)
+    #define LD_SCD_S6(T) LD_SCD_STEP(T, 5) LD_SCD_S5(T)
+    #define LD_SCD_S7(T) LD_SCD_STEP(T, 6) LD_SCD_S6(T)
+    #define LD_SCD_S8(T) LD_SCD_STEP(T, 7) LD_SCD_S7(T)
+    #define LD_SCD_ROWS(T, W) \
+        for (Py_ssize_t r = 0; r < n; r++) { \
+            const T *row = cs + r * W; \
+            T res = (T)-1; \
+            LD_SCD_S##W(T) \
+            out[r] = (uint8_t)(res & 1); \
+        } break;
+    #define LD_SCD_DEFINE_PLAIN(T) \
+    static int ld_scd_plain_##T(const T *restrict cs, Py_ssize_t n, Py_ssize_t w, \
+                                const T *kd, T me, uint8_t *restrict out) { \
+        const T k0 = kd[0], k1 = kd[1], k2 = kd[2], k3 = kd[3]; \
+        T over = 0; \
+        switch (w) { \
+        case 1: LD_SCD_ROWS(T, 1) case 2: LD_SCD_ROWS(T, 2) \
+        case 3: LD_SCD_ROWS(T, 3) case 4: LD_SCD_ROWS(T, 4) \
+        case 5: LD_SCD_ROWS(T, 5) case 6: LD_SCD_ROWS(T, 6) \
+        case 7: LD_SCD_ROWS(T, 7) case 8: LD_SCD_ROWS(T, 8) \
+        default: return -1; \
+        } \
+        return over != 0; \
+    }
+    LD_SCD_DEFINE_PLAIN(int8_t)
+    LD_SCD_DEFINE_PLAIN(int16_t)
+    LD_SCD_DEFINE_PLAIN(int32_t)
+    LD_SCD_DEFINE_PLAIN(int64_t)
+    """
+    const uint64_t LD_SCD_GAMMA
+    const uint64_t LD_SCD_MUL1
+    const uint64_t LD_SCD_MUL2
+    # 0 done, 1 some index >= 2**16 (out is then garbage), -1 width not handled.
+    int ld_scd_plain_int8_t(const int8_t* cs, Py_ssize_t n, Py_ssize_t w, const int8_t* kd,
+                            int8_t me, uint8_t* out) noexcept nogil
+    int ld_scd_plain_int16_t(const int16_t* cs, Py_ssize_t n, Py_ssize_t w,
+                             const int16_t* kd, int16_t me, uint8_t* out) noexcept nogil
+    int ld_scd_plain_int32_t(const int32_t* cs, Py_ssize_t n, Py_ssize_t w,
+                             const int32_t* kd, int32_t me, uint8_t* out) noexcept nogil
+    int ld_scd_plain_int64_t(const int64_t* cs, Py_ssize_t n, Py_ssize_t w,
+                             const int64_t* kd, int64_t me, uint8_t* out) noexcept nogil
+
+FLAG_HOLE = LD_FLAG_HOLE
+FLAG_WRITTEN_BY_RECOVERY = LD_FLAG_WRITTEN_BY_RECOVERY
+FLAG_BRIDGE = LD_FLAG_BRIDGE
+FLAG_DRAINED = LD_FLAG_DRAINED
+MAX_NODES = LD_MAX_NODES
+
+# Bits of the per-node lookup table.
+cdef enum:
+    T_DOWN = 1
+    T_LOCAL = 2
+    T_REBUILDING = 4
+
+ctypedef fused cs_t:
+    int8_t
+    int16_t
+    int32_t
+    int64_t
+
+
+# --- the shuffle -----------------------------------------------------------------------
+
+cdef inline uint64_t ld_mix64(uint64_t z) noexcept nogil:
+    z = (z ^ (z >> 30)) * LD_SCD_MUL1
+    z = (z ^ (z >> 27)) * LD_SCD_MUL2
+    return z ^ (z >> 31)
+
+
+cdef inline uint64_t ld_seed_key(uint64_t seed) noexcept nogil:
+    return ld_mix64(seed + LD_SCD_GAMMA)
+
+
+cdef inline void ld_shuffle_start(ld_shuffle_t* st, uint64_t key,
+                                  const int32_t* members, Py_ssize_t n) noexcept nogil:
+    cdef uint64_t h = key ^ <uint64_t>n
+    cdef uint64_t w = 0
+    cdef Py_ssize_t i
+    for i in range(n):
+        w |= <uint64_t>members[i] << (16 * (i & 3))
+        if (i & 3) == 3 or i == n - 1:
+            h = (h ^ w) * LD_SCD_MUL1
+            w = 0
+    st.state = h
+    st.fixed = 0
+
+
+cdef inline int32_t ld_shuffle_at(ld_shuffle_t* st, int32_t* members, Py_ssize_t n,
+                                  Py_ssize_t i) noexcept nogil:
+    # Member at position i of the shuffled copyset, shuffling (Fisher-Yates, front to
+    # back) only as far as position i.
+    cdef Py_ssize_t k, j
+    cdef uint64_t z
+    cdef int32_t t
+    while st.fixed <= i:
+        k = st.fixed
+        if k < n - 1:
+            st.state += LD_SCD_GAMMA
+            z = ld_mix64(st.state)
+            j = k + <Py_ssize_t>(((z >> 32) * <uint64_t>(n - k)) >> 32)
+            t = members[k]
+            members[k] = members[j]
+            members[j] = t
+        st.fixed = k + 1
+    return members[i]
+
+
+# --- per-row helpers -------------------------------------------------------------------
+
+cdef inline Py_ssize_t _load_row(const cs_t* row, Py_ssize_t width, int32_t* buf,
+                                 int64_t* bad) noexcept nogil:
+    # Members of one row into buf (padding dropped); -1 and *bad set on a bad index.
+    cdef Py_ssize_t c, n = 0
+    cdef int64_t v
+    for c in range(width):
+        v = row[c]
+        if v < 0:
+            continue
+        if cs_t is int32_t or cs_t is int64_t:
+            if v >= LD_MAX_NODES:
+                bad[0] = v
+                return -1
+        buf[n] = <int32_t>v
+        n += 1
+    return n
+
+
+cdef inline void _start(ld_shuffle_t* st, bint shuffle, uint64_t key, int32_t* m,
+                        Py_ssize_t n) noexcept nogil:
+    if shuffle:
+        ld_shuffle_start(st, key, m, n)
+    else:
+        st.state = 0
+        st.fixed = n
+
+
+cdef inline int _decide(int32_t* m, Py_ssize_t n, int32_t me, const uint8_t* table,
+                        bint have_local, ld_shuffle_t* st) noexcept nogil:
+    # Rules 6-8 for one record: 1 ship, 0 do not.  "Up or me" is tested first and the
+    # answer returned as a value, so the usual case (first node is up) does not hinge on
+    # a data-dependent branch.
+    cdef Py_ssize_t i
+    cdef int32_t x
+    if have_local:
+        for i in range(n):
+            x = ld_shuffle_at(st, m, n, i)
+            if (table[x] & T_LOCAL) and ((table[x] & T_DOWN) == 0 or x == me):
+                return x == me
+    for i in range(n):
+        x = ld_shuffle_at(st, m, n, i)
+        if (table[x] & T_DOWN) == 0 or x == me:
+            return x == me
+    return 1
+
+
+cdef inline int32_t _first(int32_t* m, Py_ssize_t n, const uint8_t* table,
+                           bint have_local, ld_shuffle_t* st) noexcept nogil:
+    # The node that rules 6-7 pick, as the reader sees it; -1 if every member is down.
+    cdef Py_ssize_t i
+    cdef int32_t x
+    if have_local:
+        for i in range(n):
+            x = ld_shuffle_at(st, m, n, i)
+            if (table[x] & (T_LOCAL | T_DOWN)) == T_LOCAL:
+                return x
+    for i in range(n):
+        x = ld_shuffle_at(st, m, n, i)
+        if not (table[x] & T_DOWN):
+            return x
+    return -1
+
+
+# --- kernels (one per dtype via the fused type) ----------------------------------------
+
+cdef Py_ssize_t _ship_kernel(const cs_t* cs, Py_ssize_t nrows, Py_ssize_t width,
+                             const uint32_t* flags, const uint8_t* table, int32_t me,
+                             bint have_local, bint have_rebuilding, bint shuffle,
+                             uint64_t key, int32_t* buf, uint8_t* out,
+                             int64_t* bad) noexcept nogil:
+    # Returns -1 when done, else the row holding the bad node index *bad.
+    cdef Py_ssize_t r, i, n
+    cdef uint32_t f
+    cdef ld_shuffle_t st
+    cdef bint hit
+    for r in range(nrows):
+        n = _load_row(cs + r * width, width, buf, bad)
+        if n < 0:
+            return r
+        f = flags[r] if flags != NULL else 0
+        if f & LD_FLAG_DRAINED:
+            out[r] = 0
+            continue
+        if have_rebuilding:
+            hit = False
+            for i in range(n):
+                if table[buf[i]] & T_REBUILDING:
+                    hit = True
+                    break
+            if not hit:
+                out[r] = 0
+                continue
+        if (f & (LD_FLAG_HOLE | LD_FLAG_BRIDGE)) or me < 0:
+            out[r] = 1
+            continue
+        _start(&st, shuffle, key, buf, n)
+        out[r] = <uint8_t>_decide(buf, n, me, table, have_local, &st)
+    return -1
+
+
+cdef Py_ssize_t _ship_small(const cs_t* cs, Py_ssize_t nrows, Py_ssize_t width,
+                            const uint8_t* table, int32_t me, bint shuffle, uint64_t key,
+                            uint8_t* out, int64_t* bad) noexcept nogil:
+    # Rules 5, 7, 8 for rows of at most 8 entries (no local SCD, no rebuilding filter;
+    # the caller applies flags).  The same steps as _ship_kernel with the members in a
+    # stack array and the shuffle state in registers.
+    cdef int32_t m[8]
+    cdef Py_ssize_t r, c, n, i
+    cdef const cs_t* row
+    cdef int64_t v
+    cdef int32_t x
+    cdef uint64_t w0, w1, prev_w0 = 0, prev_w1 = 0
+    cdef Py_ssize_t prev_n = -1
+    cdef bint neg
+    cdef ld_shuffle_t st
+    cdef uint8_t res = 1
+    for r in range(nrows):
+        # _load_row and the hash words of ld_shuffle_start in one pass.  Packing by
+        # column (not by member count) keeps the loop free of a dependency chain; a row
+        # with padding is packed again after compaction.
+        row = cs + r * width
+        w0 = 0
+        w1 = 0
+        neg = 0
+        for c in range(width):
+            v = row[c]
+            if cs_t is int32_t or cs_t is int64_t:
+                if v >= LD_MAX_NODES:
+                    bad[0] = v
+                    return r
+            neg |= v < 0
+            m[c] = <int32_t>v
+            if c < 4:
+                w0 |= <uint64_t>(v & 0xFFFF) << (16 * c)
+            else:
+                w1 |= <uint64_t>(v & 0xFFFF) << (16 * (c - 4))
+        n = width
+        if neg:
+            n = _load_row(row, width, m, bad)
+            w0 = 0
+            w1 = 0
+            for c in range(n):
+                if c < 4:
+                    w0 |= <uint64_t>m[c] << (16 * c)
+                else:
+                    w1 |= <uint64_t>m[c] << (16 * (c - 4))
+        # Sticky copysets repeat row after row, and the answer depends on nothing else.
+        if n == prev_n and w0 == prev_w0 and w1 == prev_w1:
+            out[r] = res
+            continue
+        prev_n = n
+        prev_w0 = w0
+        prev_w1 = w1
+        st.fixed = n
+        st.state = 0
+        if shuffle:
+            st.fixed = 0
+            st.state = key ^ <uint64_t>n
+            if n > 0:
+                st.state = (st.state ^ w0) * LD_SCD_MUL1
+            if n > 4:
+                st.state = (st.state ^ w1) * LD_SCD_MUL1
+        res = 1
+        for i in range(n):
+            x = ld_shuffle_at(&st, m, n, i)
+            if (table[x] & T_DOWN) == 0 or x == me:
+                res = x == me
+                break
+        out[r] = res
+    return -1
+
+
+cdef void _apply_flags(const uint32_t* flags, uint8_t* out, Py_ssize_t n) noexcept nogil:
+    # Rules 1 and 3 over a mask computed without them.
+    cdef Py_ssize_t r
+    cdef uint32_t f
+    for r in range(n):
+        f = flags[r]
+        out[r] = ((out[r] | ((f & (LD_FLAG_HOLE | LD_FLAG_BRIDGE)) != 0))
+                  & ((f & LD_FLAG_DRAINED) == 0))
+
+
+cdef Py_ssize_t _first_kernel(const cs_t* cs, Py_ssize_t nrows, Py_ssize_t width,
+                              const uint8_t* table, bint have_local, bint shuffle,
+                              uint64_t key, int32_t* buf, int32_t* out,
+                              int64_t* bad) noexcept nogil:
+    cdef Py_ssize_t r, n
+    cdef ld_shuffle_t st
+    for r in range(nrows):
+        n = _load_row(cs + r * width, width, buf, bad)
+        if n < 0:
+            return r
+        _start(&st, shuffle, key, buf, n)
+        out[r] = _first(buf, n, table, have_local, &st)
+    return -1
+
+
+cdef Py_ssize_t _shuffle_kernel(const cs_t* cs, Py_ssize_t nrows, Py_ssize_t width,
+                                uint64_t key, int32_t* buf, cs_t* out,
+                                int64_t* bad) noexcept nogil:
+    cdef Py_ssize_t r, c, n
+    cdef ld_shuffle_t st
+    for r in range(nrows):
+        n = _load_row(cs + r * width, width, buf, bad)
+        if n < 0:
+            return r
+        ld_shuffle_start(&st, key, buf, n)
+        if n > 0:
+            ld_shuffle_at(&st, buf, n, n - 1)
+        for c in range(n):
+            out[r * width + c] = <cs_t>buf[c]
+        for c in range(n, width):
+            out[r * width + c] = -1
+    return -1
+
+
+# Fused def entry points: Cython picks the specialisation from the array's dtype.
+
+cdef int _ship_vectorised(const cs_t* cs, Py_ssize_t nrows, Py_ssize_t width, list kd,
+                    int32_t me, const uint32_t* flags, uint8_t* out) except -2:
+    # The vectorised C path; -1 when it does not apply or found a bad index (the general
+    # kernel then runs and reports it).
+    cdef cs_t k[4]
+    cdef cs_t me_c
+    cdef int64_t lim
+    cdef Py_ssize_t i
+    cdef int rc
+    if cs_t is int8_t:
+        lim = 127
+    elif cs_t is int16_t:
+        lim = 32767
+    else:
+        lim = LD_MAX_NODES - 1
+    # Nodes the dtype cannot hold cannot match any entry: -2 (padding) matches only
+    # entries that are ignored anyway.
+    for i in range(4):
+        k[i] = <cs_t>kd[i] if i < len(kd) and kd[i] <= lim else -2
+    me_c = <cs_t>me if me <= lim else -2
+    with nogil:
+        if cs_t is int8_t:
+            rc = ld_scd_plain_int8_t(cs, nrows, width, k, me_c, out)
+        elif cs_t is int16_t:
+            rc = ld_scd_plain_int16_t(cs, nrows, width, k, me_c, out)
+        elif cs_t is int32_t:
+            rc = ld_scd_plain_int32_t(cs, nrows, width, k, me_c, out)
+        else:
+            rc = ld_scd_plain_int64_t(cs, nrows, width, k, me_c, out)
+        if rc == 0 and flags != NULL:
+            _apply_flags(flags, out, nrows)
+    return 0 if rc == 0 else -1
+
+
+def _ship_impl(const cs_t[:, ::1] cs, const uint32_t[::1] flags, const uint8_t[::1] table,
+               list kd, int32_t me, bint have_local, bint have_rebuilding, bint shuffle,
+               uint64_t key, uint8_t[::1] out):
+    cdef Py_ssize_t nrows = cs.shape[0], width = cs.shape[1], bad_row
+    cdef int64_t bad = 0
+    if nrows == 0:
+        return
+    cdef const cs_t* p = &cs[0, 0] if width > 0 else NULL
+    cdef const uint32_t* fp = &flags[0] if flags is not None else NULL
+    if (me >= 0 and 1 <= width <= 8 and len(kd) <= 4
+            and not (have_local or have_rebuilding or shuffle)):
+        if _ship_vectorised(p, nrows, width, kd, me, fp, &out[0]) == 0:
+            return
+    if me >= 0 and width <= 8 and not (have_rebuilding or have_local):
+        with nogil:
+            bad_row = _ship_small(p, nrows, width, &table[0], me, shuffle, key, &out[0],
+                                  &bad)
+            if bad_row < 0 and fp != NULL:
+                _apply_flags(fp, &out[0], nrows)
+        if bad_row >= 0:
+            _raise_bad(bad_row, bad)
+        return
+    cdef int32_t* buf = <int32_t*>malloc(sizeof(int32_t) * (width + 1))
+    if buf == NULL:
+        raise MemoryError()
+    try:
+        with nogil:
+            bad_row = _ship_kernel(p, nrows, width, fp, &table[0], me, have_local,
+                                   have_rebuilding, shuffle, key, buf, &out[0], &bad)
+    finally:
+        free(buf)
+    if bad_row >= 0:
+        _raise_bad(bad_row, bad)
+
+
+def _first_impl(const cs_t[:, ::1] cs, const uint8_t[::1] table, bint have_local,
+                bint shuffle, uint64_t key, int32_t[::1] out):
+    cdef Py_ssize_t nrows = cs.shape[0], width = cs.shape[1], bad_row
+    cdef int64_t bad = 0
+    cdef const cs_t* p = &cs[0, 0] if nrows > 0 and width > 0 else NULL
+    cdef int32_t* buf = <int32_t*>malloc(sizeof(int32_t) * (width + 1))
+    if buf == NULL:
+        raise MemoryError()
+    try:
+        with nogil:
+            bad_row = _first_kernel(p, nrows, width, &table[0], have_local, shuffle, key,
+                                    buf, &out[0] if nrows > 0 else NULL, &bad)
+    finally:
+        free(buf)
+    if bad_row >= 0:
+        _raise_bad(bad_row, bad)
+
+
+def _shuffle_impl(const cs_t[:, ::1] cs, uint64_t key, cs_t[:, ::1] out):
+    cdef Py_ssize_t nrows = cs.shape[0], width = cs.shape[1], bad_row
+    cdef int64_t bad = 0
+    if nrows == 0 or width == 0:
+        return
+    cdef int32_t* buf = <int32_t*>malloc(sizeof(int32_t) * (width + 1))
+    if buf == NULL:
+        raise MemoryError()
+    try:
+        with nogil:
+            bad_row = _shuffle_kernel(&cs[0, 0], nrows, width, key, buf, &out[0, 0], &bad)
+    finally:
+        free(buf)
+    if bad_row >= 0:
+        _raise_bad(bad_row, bad)
+
+
+# --- argument handling -----------------------------------------------------------------
+
+def _raise_bad(Py_ssize_t row, int64_t value):
+    raise ValueError(
+        f"copysets[{row}] holds node index {value}; node indices must be in "
+        f"[0, {LD_MAX_NODES}) (negative entries are padding)"
+    )
+
+
+def _as_copysets(copysets):
+    a = np.asarray(copysets)
+    if a.ndim != 2:
+        raise ValueError(f"copysets must be a 2-D int array (one row per record), "
+                         f"got {a.ndim} dimension(s)")
+    if a.size == 0 and a.dtype.kind not in "iu":
+        a = a.astype(np.int32)
+    if a.dtype.kind == "u":
+        if a.dtype.itemsize == 8 and a.size and int(a.max()) > 0x7FFFFFFFFFFFFFFF:
+            raise ValueError("copysets hold a node index >= 2**63")
+        a = a.astype(np.int64)
+    elif a.dtype.kind != "i":
+        raise ValueError(f"copysets must be an integer array, got dtype {a.dtype}")
+    # Normalise byte order and the platform's C int names to int8/16/32/64.
+    return np.ascontiguousarray(a, dtype=np.dtype(f"i{a.dtype.itemsize}"))
+
+
+def _node_index(x, what):
+    try:
+        v = operator.index(x)
+    except TypeError:
+        raise ValueError(f"{what} must hold integer node indices, got {x!r}") from None
+    if not 0 <= v < LD_MAX_NODES:
+        raise ValueError(f"{what}: node index {v} is not in [0, {LD_MAX_NODES})")
+    return v
+
+
+def _node_list(nodes, what):
+    if isinstance(nodes, np.ndarray):
+        if nodes.size and nodes.dtype.kind not in "iu":
+            raise ValueError(f"{what} must hold integer node indices, got dtype {nodes.dtype}")
+        nodes = nodes.ravel().tolist()
+    return [_node_index(x, what) for x in nodes]
+
+
+def _seed_key(seed):
+    try:
+        s = operator.index(seed)
+    except TypeError:
+        raise ValueError(f"seed must be None or an int, got {seed!r}") from None
+    if not -(1 << 63) <= s < (1 << 64):
+        raise ValueError(f"seed {s} does not fit in 64 bits")
+    return ld_seed_key(<uint64_t>(s & 0xFFFFFFFFFFFFFFFF))
+
+
+def _node_table(known_down, local_nodes, rebuilding):
+    """The per-node bit table, the sorted known-down list, and whether the local and
+    rebuilding sets are non-empty."""
+    table = np.zeros(LD_MAX_NODES, dtype=np.uint8)
+    sizes = []
+    for bit, nodes, what in ((T_DOWN, known_down, "known_down"),
+                             (T_LOCAL, local_nodes, "local_nodes"),
+                             (T_REBUILDING, rebuilding, "rebuilding")):
+        idx = [] if nodes is None else _node_list(nodes, what)
+        if idx:
+            table[np.asarray(idx, dtype=np.int64)] |= bit
+        sizes.append(len(idx))
+    kd = np.flatnonzero(table & T_DOWN).tolist() if sizes[0] else []
+    return table, kd, sizes[1] > 0, sizes[2] > 0
+
+
+def _as_flags(flags, Py_ssize_t nrows):
+    f = np.asarray(flags)
+    if f.ndim != 1 or f.shape[0] != nrows:
+        raise ValueError(f"flags must be a 1-D array with one entry per record "
+                         f"({nrows}), got shape {f.shape}")
+    if f.size and f.dtype.kind not in "iu":
+        raise ValueError(f"flags must be an unsigned 32-bit int array, got dtype {f.dtype}")
+    if f.dtype != np.uint32 and f.size and (int(f.min()) < 0 or int(f.max()) > 0xFFFFFFFF):
+        raise ValueError("flags must fit in 32 unsigned bits")
+    return np.ascontiguousarray(f, dtype=np.uint32)
+
+
+# --- public API ------------------------------------------------------------------------
+
+def ship_mask(copysets, me, known_down=(), *, seed=None, local_nodes=None, flags=None,
+              rebuilding=None):
+    """Which records this storage node ships to a single-copy-delivery reader.
+
+    Parameters
+    ----------
+    copysets : array_like of int, shape (n_records, width)
+        One copyset per record, padded with -1 (any negative entry is padding).
+        Any integer dtype; int16/int32 are read without a copy.
+    me : int or None
+        This node's index.  None means SCD is off: only rules 1-3 filter (DRAINED,
+        rebuilding), everything else ships.
+    known_down : iterable of int
+        The reader's known-down list.  ``me`` being in it changes nothing for ``me``.
+    seed : int, optional
+        None keeps each copyset's stored order.  An int (in ``[-2**63, 2**64)``) shuffles
+        each copyset deterministically (see the module comment); every node of the
+        copyset gets the same order for the same seed.
+    local_nodes : iterable of int, optional
+        The nodes in the reader's region (local SCD): among them, the first one not
+        known down ships; if none qualifies the normal rule applies.
+    flags : array_like of uint32, shape (n_records,), optional
+        Record flags.  ``FLAG_DRAINED`` never ships; ``FLAG_HOLE`` and ``FLAG_BRIDGE``
+        always ship.
+    rebuilding : iterable of int, optional
+        Rebuilding filter: when non-empty, a record none of whose members is in it is
+        skipped.
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape (n_records,)
+        True where this node ships the record.
+
+    Raises
+    ------
+    ValueError
+        A node index outside ``[0, 65536)``, a non-integer array, mismatched shapes.
+    """
+    cdef int32_t me_c = -1 if me is None else _node_index(me, "me")
+    cs = _as_copysets(copysets)
+    cdef Py_ssize_t nrows = cs.shape[0]
+    f = None if flags is None else _as_flags(flags, nrows)
+    table, kd, have_local, have_rebuilding = _node_table(known_down, local_nodes, rebuilding)
+    shuffle = seed is not None
+    key = _seed_key(seed) if shuffle else 0
+    out = np.empty(nrows, dtype=np.bool_)
+    _ship_impl(cs, f, table, kd, me_c, have_local, have_rebuilding, shuffle, key,
+               out.view(np.uint8))
+    return out
+
+
+def first_eligible(copysets, known_down=(), *, seed=None, local_nodes=None):
+    """The node expected to ship each record to an SCD reader (the reader's view).
+
+    Same rules and arguments as :func:`ship_mask`, without a node of its own: the first
+    member (after the optional shuffle) in ``local_nodes`` and not in ``known_down``,
+    else the first member not in ``known_down``.
+
+    Returns
+    -------
+    numpy.ndarray of int32, shape (n_records,)
+        The responsible node index, or -1 where every member is known down (then every
+        member ships) or the copyset is empty.
+    """
+    cs = _as_copysets(copysets)
+    table, _, have_local, _ = _node_table(known_down, local_nodes, None)
+    shuffle = seed is not None
+    key = _seed_key(seed) if shuffle else 0
+    out = np.empty(cs.shape[0], dtype=np.int32)
+    _first_impl(cs, table, have_local, shuffle, key, out)
+    return out
+
+
+def shuffle_copysets(copysets, seed):
+    """Each copyset in the order the shuffle for ``seed`` gives it.
+
+    Parameters
+    ----------
+    copysets : array_like of int, shape (n_records, width)
+        As for :func:`ship_mask`.
+    seed : int
+        As for :func:`ship_mask`.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n_records, width)
+        Same integer dtype as the (normalised) input; each row holds its members in
+        shuffled order followed by -1 padding.
+    """
+    cs = _as_copysets(copysets)
+    key = _seed_key(seed)
+    out = np.empty_like(cs)
+    _shuffle_impl(cs, key, out)
+    return out

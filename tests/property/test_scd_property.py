@@ -1,0 +1,145 @@
+"""ldcore.scd against the plain-Python reference (tests/reference/scd.py), and the
+invariants that make single copy delivery work (every node agrees on the shipper)."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ldcore.scd import (
+    FLAG_BRIDGE,
+    FLAG_DRAINED,
+    FLAG_HOLE,
+    FLAG_WRITTEN_BY_RECOVERY,
+    first_eligible,
+    ship_mask,
+    shuffle_copysets,
+)
+from tests.reference import scd as ref
+
+DTYPES = {"i1": 127, "i2": 32767, "i4": 65535, "i8": 65535}
+# Mostly a small cluster, so rows collide with known-down and local sets; a few large
+# indices to cross the int8/int16 limits of the vectorised path.
+NODES = st.one_of(st.integers(0, 9), st.sampled_from([100, 127, 128, 200, 32767, 40000, 65535]))
+NODE_SETS = st.lists(NODES, max_size=7)
+SEEDS = st.one_of(st.none(), st.integers(-(2**63), 2**64 - 1))
+FLAG_VALUES = st.sampled_from(
+    [
+        0,
+        0,
+        0,
+        FLAG_HOLE,
+        FLAG_BRIDGE,
+        FLAG_DRAINED,
+        FLAG_WRITTEN_BY_RECOVERY,
+        FLAG_HOLE | FLAG_DRAINED,
+        FLAG_HOLE | FLAG_WRITTEN_BY_RECOVERY,
+        1 << 2,
+        0xFFFFFFFF,
+    ]
+)
+
+
+@st.composite
+def copysets(draw, max_width=10):
+    dtype = draw(st.sampled_from(sorted(DTYPES)))
+    width = draw(st.integers(0, max_width))
+    nrows = draw(st.integers(0, 12))
+    entry = st.one_of(NODES.filter(lambda x: x <= DTYPES[dtype]), st.just(-1), st.just(-5))
+    rows = draw(
+        st.lists(st.lists(entry, min_size=width, max_size=width), min_size=nrows, max_size=nrows)
+    )
+    # Sticky copysets: runs of identical rows.
+    if rows and draw(st.booleans()):
+        rows = [rows[0]] * draw(st.integers(1, 4)) + rows
+    return np.array(rows, dtype=dtype).reshape(len(rows), width)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    cs=copysets(),
+    me=st.one_of(st.none(), NODES),
+    known_down=NODE_SETS,
+    seed=SEEDS,
+    local=st.one_of(st.none(), NODE_SETS),
+    rebuilding=st.one_of(st.none(), NODE_SETS),
+    data=st.data(),
+)
+def test_ship_mask_matches_reference(cs, me, known_down, seed, local, rebuilding, data):
+    flags = None
+    if data.draw(st.booleans()):
+        flags = np.array(
+            data.draw(st.lists(FLAG_VALUES, min_size=len(cs), max_size=len(cs))), dtype=np.uint32
+        )
+    got = ship_mask(
+        cs, me, known_down, seed=seed, local_nodes=local, flags=flags, rebuilding=rebuilding
+    )
+    expected = ref.ship_mask(
+        cs.tolist(),
+        me,
+        known_down,
+        seed=seed,
+        local_nodes=local,
+        flags=flags,
+        rebuilding=rebuilding,
+    )
+    assert got.dtype == np.bool_
+    assert got.tolist() == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(cs=copysets(), known_down=NODE_SETS, seed=SEEDS, local=st.one_of(st.none(), NODE_SETS))
+def test_first_eligible_matches_reference(cs, known_down, seed, local):
+    got = first_eligible(cs, known_down, seed=seed, local_nodes=local)
+    assert got.dtype == np.int32
+    assert got.tolist() == ref.first_eligible(cs.tolist(), known_down, seed=seed, local_nodes=local)
+
+
+@settings(max_examples=300, deadline=None)
+@given(cs=copysets(max_width=20), seed=st.integers(-(2**63), 2**64 - 1))
+def test_shuffle_matches_reference(cs, seed):
+    got = shuffle_copysets(cs, seed)
+    assert got.dtype == cs.dtype
+    assert got.tolist() == ref.shuffle_copysets(cs.tolist(), seed)
+
+
+@st.composite
+def distinct_copysets(draw):
+    nodes = draw(st.integers(1, 16))
+    width = draw(st.integers(1, min(nodes, 10)))
+    nrows = draw(st.integers(1, 20))
+    rows = [draw(st.permutations(range(nodes)))[:width] for _ in range(nrows)]
+    return nodes, np.array(rows, dtype=np.int16)
+
+
+@settings(max_examples=200, deadline=None)
+@given(case=distinct_copysets(), seed=SEEDS, local=st.one_of(st.none(), NODE_SETS))
+def test_exactly_one_member_ships_when_nobody_is_down(case, seed, local):
+    nodes, cs = case
+    total = np.zeros(len(cs), dtype=int)
+    for me in range(nodes):
+        mask = ship_mask(cs, me, seed=seed, local_nodes=local)
+        total += mask
+        assert (mask == (first_eligible(cs, seed=seed, local_nodes=local) == me)).all()
+    assert (total == 1).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    case=distinct_copysets(),
+    known_down=NODE_SETS,
+    seed=SEEDS,
+    local=st.one_of(st.none(), NODE_SETS),
+)
+def test_every_record_ships_somewhere_and_the_reader_knows_who(case, known_down, seed, local):
+    nodes, cs = case
+    fe = first_eligible(cs, known_down, seed=seed, local_nodes=local)
+    masks = np.array(
+        [ship_mask(cs, me, known_down, seed=seed, local_nodes=local) for me in range(nodes)]
+    )
+    assert masks.any(axis=0).all()  # nothing is lost
+    for me in range(nodes):
+        if me in known_down:
+            continue
+        # A node that is not known down ships exactly what the reader expects of it
+        # (fe == -1: every member is down, and whoever holds a copy ships it).
+        assert (masks[me] == ((fe == me) | (fe == -1))).all()
