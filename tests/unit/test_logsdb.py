@@ -98,9 +98,10 @@ def csi_of_model(model, log_id, lo=1, hi=LSN_MAX, trim=0):
     return [(r[0], r[2], r[4]) for r in model.rows(log_id, lo, hi, trim)]
 
 
-@pytest.fixture
-def store(tmp_path):
-    with LogsDB(tmp_path / "db", partition_duration_ms=10 * MIN) as db:
+@pytest.fixture(params=[True, False], ids=["csi_ranges", "csi_per_record"])
+def store(tmp_path, request):
+    with LogsDB(tmp_path / "db", partition_duration_ms=10 * MIN,
+                csi_ranges=request.param) as db:
         yield db
 
 
@@ -185,32 +186,76 @@ def test_rewrite_into_older_partition_keeps_one_copy(store):
     assert store.tail(1) == 300
 
 
-def test_sticky_blocks_expand_and_singles_override(store):
+def raw_csi(db, log_id):
+    """(lsn, type) of the CSI entries in every partition: (single entries, range entries)."""
+    out = ([], [])
+    for p in db.partitions():
+        cf = db._cf(p.id)
+        for i, prefix in enumerate((K.CSI, K.CSI_RANGE)):
+            lo, hi = K.log_prefix(prefix, log_id), K.log_prefix(prefix, log_id + 1)
+            out[i].extend((K.read_be(k, 9), k[17]) for k, _ in db._db.iterate(cf, lo, hi))
+    return out
+
+
+@pytest.mark.parametrize("csi_ranges", [False, True])
+def test_csi_blocks_runs_and_single_overrides(tmp_path, csi_ranges):
     rng = np.random.default_rng(11)
     model = Model()
-    batch, payloads = make_batch(rng, np.arange(1, 201), t0=0, ragged=False)
+    db = LogsDB(tmp_path / "db", partition_duration_ms=10 * MIN, csi_ranges=csi_ranges)
+    # A sticky copyset block (consecutive LSNs, one copyset and flag word): a block entry.
+    batch, payloads = make_batch(rng, np.arange(1, 101), t0=0, ragged=False)
     batch["copysets"][:] = [3, 1, 4]
     batch["flags"][:] = 0
-    batch["flags"][100] = FLAG_HOLE  # breaks the run: blocks 1..100, single 101, 102..200
-    write(store, model, 1, batch, payloads, sticky_block=True)
-    pid = store.partitions()[0].id
-    cf = store._cf(pid)
-    raw = list(store._db.iterate(cf, K.log_prefix(K.CSI, 1), K.log_prefix(K.CSI, 2)))
-    assert [(K.read_be(k, 9), k[17]) for k, _ in raw] == [(1, 1), (101, 0), (102, 1)]
-    assert csi_all(store, 1) == csi_of_model(model, 1)
-    assert csi_all(store, 1, 50, 150, max_entries=9) == csi_of_model(model, 1, 50, 150)
-    # Rewriting LSN 150 with another copyset: the single entry wins over the block.
-    batch2, payloads2 = make_batch(rng, [150], t0=0)
-    write(store, model, 1, batch2, payloads2, sticky_block=True)
-    assert csi_all(store, 1) == csi_of_model(model, 1)
+    write(db, model, 1, batch, payloads, sticky_block=True)
+    # Consecutive but not uniform (a hole plug in the middle): a run entry.
+    batch, payloads = make_batch(rng, np.arange(101, 201), t0=0, ragged=False)
+    batch["copysets"][:] = [3, 1, 4]
+    batch["flags"][:] = 0
+    batch["flags"][50] = FLAG_HOLE
+    write(db, model, 1, batch, payloads, sticky_block=True)
+    # Sparse LSNs with their own copysets (what a storage node gets): grouped or singles.
+    sparse = np.sort(rng.choice(np.arange(201, 1000), 150, replace=False))
+    batch, payloads = make_batch(rng, sparse, t0=0)
+    write(db, model, 1, batch, payloads)
+    singles, ranges = raw_csi(db, 1)
+    assert ranges[:2] == [(1, K.CSI_BLOCK), (101, K.CSI_RUN)]
+    if csi_ranges:
+        assert ranges == [(1, K.CSI_BLOCK), (101, K.CSI_RUN), (int(sparse[0]), K.CSI_RUN)]
+        assert singles == []
+    else:
+        assert len(singles) == 150
+    assert csi_all(db, 1) == csi_of_model(model, 1)
+    for lo, hi, budget in ((50, 150, 9), (120, 700, 17), (1, LSN_MAX, 1), (99, 101, 2)):
+        assert csi_all(db, 1, lo, hi, max_entries=budget) == csi_of_model(model, 1, lo, hi)
+    # Rewrites (recovery) get single entries, which win over the range entries.
+    for lsns in ([50], [150, 151], [int(sparse[3]), int(sparse[4])]):
+        batch, payloads = make_batch(rng, lsns, t0=0)
+        write(db, model, 1, batch, payloads, sticky_block=True)
+    assert csi_all(db, 1) == csi_of_model(model, 1)
+    assert csi_all(db, 1, 45, 160, max_entries=4) == csi_of_model(model, 1, 45, 160)
+    assert read_all(db, 1) == model.rows(1, 1, LSN_MAX)
+    db.trim(1, 120)
+    assert csi_all(db, 1) == csi_of_model(model, 1, trim=120)
+    db.close()
+    with LogsDB(tmp_path / "db", csi_ranges=csi_ranges) as db:
+        assert csi_all(db, 1, max_entries=33) == csi_of_model(model, 1, trim=120)
+
+
+def test_lsns_near_the_top_of_the_range(store):
+    rng = np.random.default_rng(17)
+    model = Model()
+    top = 2**64 - 2
+    for lsns in (np.arange(top - 300, top - 100, dtype=np.uint64),
+                 np.arange(top - 99, top + 1, dtype=np.uint64),
+                 np.array([2**63 - 1, 2**63, 2**63 + 1], np.uint64)):
+        batch, payloads = make_batch(rng, lsns, t0=0)
+        write(store, model, 1, batch, payloads)
     assert read_all(store, 1) == model.rows(1, 1, LSN_MAX)
-    # A block written past everything stays a block; trim clips what CSI reads return.
-    batch3, payloads3 = make_batch(rng, np.arange(201, 301), t0=MIN, ragged=False)
-    batch3["copysets"][:] = [7, 8, 9]
-    batch3["flags"][:] = 0
-    write(store, model, 1, batch3, payloads3, sticky_block=True)
-    store.trim(1, 250)
-    assert csi_all(store, 1) == csi_of_model(model, 1, trim=250)
+    assert csi_all(store, 1, max_entries=64) == csi_of_model(model, 1)
+    assert store.tail(1) == top
+    assert store.read_records(1, top - 5).next_lsn == LSN_MAX
+    rb = store.read_records_at(1, np.array([2**63, top], np.uint64))
+    assert rb.lsns.tolist() == [2**63, top]
 
 
 def test_trim_hides_records_and_persists(store):

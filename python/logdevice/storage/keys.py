@@ -13,13 +13,24 @@ Data record, in a partition column family::
 The head length leads the value so the binding's bulk reader can split heads (decoded
 here) from payloads (handed out as one contiguous buffer) without knowing the format.
 
-Copyset index (CSI) entry, in the same partition column family::
+Copyset index (CSI) entries, in the same partition column family, one per record::
 
-    key   = b"C" | log id u64 BE | lsn u64 BE | type u8                     (18 bytes)
-    value = u32 flags | u8 k | u16 x k copyset [| u64 last lsn]   (the last lsn: blocks only)
+    key   = b"C" | log id u64 BE | lsn u64 BE | type u8 (CSI_SINGLE)        (18 bytes)
+    value = u32 flags | u8 k | u16 x k copyset
 
-Type ``CSI_SINGLE`` describes one record; ``CSI_BLOCK`` a run of consecutive LSNs
-``[lsn, last]`` that share flags and copyset (a sticky-copyset block).
+or one per write batch ("range" entries; ``B`` keys, never overlapping each other)::
+
+    key   = b"B" | log id u64 BE | first lsn u64 BE | type u8               (18 bytes)
+    CSI_BLOCK value = u64 last lsn | u32 flags | u8 k | u16 x k copyset
+        every LSN in [first, last] has this flag word and copyset (sticky copysets)
+    CSI_RUN value   = u64 last lsn | u32 count | u8 width w |
+                      count x (u64 lsn | u32 flags | u8 k | u16 x w copyset)
+        exactly the listed LSNs, each with its own flags and copyset
+
+Range entries are only written over LSN ranges the log has nowhere yet; a record written
+again later gets a single entry, and a single entry wins over a range entry.  Keeping the
+two kinds under different prefixes lets a reader find the one range entry that may cover
+an LSN with a single ``seek_for_prev``.
 
 Metadata column family (``meta``), values little-endian::
 
@@ -40,8 +51,10 @@ from logdevice.errors import E, error_for
 
 DATA = b"d"
 CSI = b"C"
+CSI_RANGE = b"B"
 CSI_SINGLE = 0
 CSI_BLOCK = 1
+CSI_RUN = 2
 DATA_KEY_LEN = 17
 CSI_KEY_LEN = 18
 HEAD_FIXED = 24
@@ -71,6 +84,10 @@ def data_key(log_id: int, lsn: int) -> bytes:
 
 def csi_key(log_id: int, lsn: int, kind: int = CSI_SINGLE) -> bytes:
     return CSI + _U64BE.pack(log_id) + _U64BE.pack(lsn) + bytes((kind,))
+
+
+def csi_range_key(log_id: int, first: int, kind: int) -> bytes:
+    return CSI_RANGE + _U64BE.pack(log_id) + _U64BE.pack(first) + bytes((kind,))
 
 
 def log_prefix(prefix: bytes, log_id: int) -> bytes:
@@ -201,27 +218,40 @@ def encode_heads(timestamps, flags, waves, checksums, cs, counts) -> tuple[np.nd
     return _pack_rows(full, lengths)
 
 
+def _uniform(buf: np.ndarray, offsets: np.ndarray) -> np.ndarray | None:
+    """The rows as an (n, length) view when they all have the same length, else None."""
+    n = len(offsets) - 1
+    if n <= 0:
+        return None
+    length = int(offsets[1] - offsets[0])
+    o0 = int(offsets[0])
+    if int(offsets[-1]) - o0 != n * length:
+        return None
+    if not bool(np.all(offsets[1:] - offsets[:-1] == length)):
+        return None
+    return buf[o0 : o0 + n * length].reshape(n, length)
+
+
 def _rows(buf: np.ndarray, offsets: np.ndarray, width: int) -> np.ndarray:
     """(n, width) uint8: the first ``width`` bytes of each row (past-the-end reads clipped)."""
     n = len(offsets) - 1
     if n <= 0:
         return np.zeros((0, width), np.uint8)
-    starts = offsets[:-1]
-    first = int(offsets[1] - offsets[0])
-    o0 = int(offsets[0])
-    if first >= width and int(offsets[-1]) - o0 == n * first and bool(
-        np.all(offsets[1:] - starts == first)
-    ):
-        return buf[o0 : o0 + n * first].reshape(n, first)[:, :width]
+    rows = _uniform(buf, offsets)
+    if rows is not None and rows.shape[1] >= width:
+        return rows[:, :width]
     if len(buf) == 0:
         return np.zeros((n, width), np.uint8)
-    idx = starts[:, None] + np.arange(width, dtype=np.uint64)
+    idx = offsets[:-1, None] + np.arange(width, dtype=np.uint64)
     return buf[np.minimum(idx, len(buf) - 1)]
 
 
 def _field(rows: np.ndarray, at: int, dtype: str) -> np.ndarray:
     size = np.dtype(dtype).itemsize
-    return np.ascontiguousarray(rows[:, at : at + size]).view(dtype)[:, 0]
+    cols = rows[:, at : at + size]
+    if cols.strides[1] != 1:
+        cols = np.ascontiguousarray(cols)
+    return cols.view(dtype)[:, 0]  # a strided view; callers' astype makes the one copy
 
 
 def _decode_copysets(buf, starts, counts) -> np.ndarray:
@@ -238,56 +268,99 @@ def _decode_copysets(buf, starts, counts) -> np.ndarray:
 
 def decode_heads(heads: np.ndarray, offsets: np.ndarray):
     """(timestamps i64, flags u32, waves u32, checksums u32, copysets int16 2-D)."""
-    n = len(offsets) - 1
-    rows = _rows(heads, offsets, HEAD_FIXED)
-    if n and bool(np.any(rows[:, 2] != FORMAT)):
+    full = _uniform(heads, offsets)
+    if full is not None and full.shape[1] >= HEAD_FIXED:
+        rows = full
+    else:
+        full = None
+        rows = _rows(heads, offsets, HEAD_FIXED)
+    if len(rows) and bool(np.any(rows[:, 2] != FORMAT)):
         raise error_for(E.CHECKSUM_MISMATCH, "logsdb: unknown record format (corrupt record?)")
-    counts = rows[:, 3].astype(np.int64)
+    if full is not None:  # every head has the same copyset size
+        cs = np.ascontiguousarray(full[:, HEAD_FIXED:]).view("<u2").astype(np.int16)
+    else:
+        counts = rows[:, 3].astype(np.int64)
+        cs = _decode_copysets(heads, offsets[:-1] + np.uint64(HEAD_FIXED), counts)
     return (
         _field(rows, 4, "<i8").astype(np.int64),
         _field(rows, 12, "<u4").astype(np.uint32),
         _field(rows, 16, "<u4").astype(np.uint32),
         _field(rows, 20, "<u4").astype(np.uint32),
-        _decode_copysets(heads, offsets[:-1] + np.uint64(HEAD_FIXED), counts),
+        cs,
     )
 
 
 # --------------------------------------------------------------------------- CSI values
 
 
-def encode_csi_values(flags, cs, counts, last=None) -> tuple[np.ndarray, np.ndarray]:
+def encode_csi_values(flags, cs, counts) -> tuple[np.ndarray, np.ndarray]:
+    """Values of single CSI entries: u32 flags | u8 k | u16 x k."""
     n, width = cs.shape
-    tail = 0 if last is None else 8
-    full = np.zeros((n, 5 + 2 * width + tail), np.uint8)
+    full = np.zeros((n, 5 + 2 * width), np.uint8)
     full[:, 0:4] = np.asarray(flags).astype("<u4").view(np.uint8).reshape(n, 4)
     full[:, 4] = counts
-    full[:, 5 : 5 + 2 * width] = _copyset_bytes(cs)
-    lengths = 5 + 2 * counts + tail
-    if last is not None:
-        lb = np.asarray(last).astype("<u8").view(np.uint8).reshape(n, 8)
-        if bool(np.all(counts == width)):
-            full[:, 5 + 2 * width :] = lb
-        else:  # the last lsn follows the packed copyset
-            cols = (5 + 2 * counts)[:, None] + np.arange(8)
-            np.put_along_axis(full, cols, lb, axis=1)
-    return _pack_rows(full, lengths)
+    full[:, 5:] = _copyset_bytes(cs)
+    return _pack_rows(full, 5 + 2 * counts)
 
 
 def decode_csi(keys: np.ndarray, values: np.ndarray, value_offsets: np.ndarray):
-    """CSI entries -> (first lsns u64, kinds u8, flags u32, copysets int16 2-D, last u64)."""
+    """Single CSI entries -> (lsns u64, flags u32, copysets int16 2-D)."""
     n = len(value_offsets) - 1
-    first = lsns_of_keys(keys, n, CSI_KEY_LEN)
-    kinds = keys[: n * CSI_KEY_LEN].reshape(n, CSI_KEY_LEN)[:, 17].copy() if n else np.empty(
-        0, np.uint8
-    )
     rows = _rows(values, value_offsets, 5)
-    flags = _field(rows, 0, "<u4").astype(np.uint32)
     counts = rows[:, 4].astype(np.int64)
-    cs = _decode_copysets(values, value_offsets[:-1] + np.uint64(5), counts)
-    last = first.copy()
-    blocks = np.flatnonzero(kinds == CSI_BLOCK)
-    if len(blocks):
-        at = value_offsets[blocks] + np.uint64(5) + (2 * counts[blocks]).astype(np.uint64)
-        raw = values[at[:, None] + np.arange(8, dtype=np.uint64)]
-        last[blocks] = np.ascontiguousarray(raw).view("<u8")[:, 0]
-    return first, kinds, flags, cs, last
+    return (
+        lsns_of_keys(keys, n, CSI_KEY_LEN),
+        _field(rows, 0, "<u4").astype(np.uint32),
+        _decode_copysets(values, value_offsets[:-1] + np.uint64(5), counts),
+    )
+
+
+def encode_block(last: int, flag: int, copyset: np.ndarray, count: int) -> bytes:
+    """Value of a CSI block: every LSN of ``[first, last]`` has this flag word and copyset."""
+    return (_U64LE.pack(last) + struct.pack("<IB", flag, count)
+            + copyset[:count].astype("<u2").tobytes())
+
+
+_RUN_HEAD = struct.Struct("<QIB")  # last lsn, count, copyset width
+
+
+def _run_dtype(width: int) -> np.dtype:
+    return np.dtype([("lsn", "<u8"), ("flags", "<u4"), ("k", "u1"), ("cs", "<u2", (width,))])
+
+
+def encode_run(lsns, flags, cs, counts) -> bytes:
+    """Value of a CSI run: the listed LSNs, each with its own flags and copyset."""
+    n, width = cs.shape
+    rows = np.zeros(n, _run_dtype(width))
+    rows["lsn"], rows["flags"], rows["k"] = lsns, flags, counts
+    rows["cs"] = np.where(cs >= 0, cs, 0)
+    return _RUN_HEAD.pack(int(lsns[-1]), n, width) + rows.tobytes()
+
+
+def range_last(value: bytes) -> int:
+    """Last LSN covered by a block or run entry."""
+    return _U64LE.unpack_from(value, 0)[0]
+
+
+def range_count(first: int, kind: int, value: bytes) -> int:
+    """How many LSNs a block or run entry lists."""
+    if kind == CSI_BLOCK:
+        return range_last(value) - first + 1
+    return _RUN_HEAD.unpack_from(value, 0)[1]
+
+
+def decode_range(first: int, kind: int, value: bytes):
+    """A block or run entry -> (lsns u64, flags u32, copysets int16 2-D), all its LSNs."""
+    if kind == CSI_BLOCK:
+        last, flag, count = struct.unpack_from("<QIB", value, 0)
+        cs = np.frombuffer(value, "<u2", count, 13).astype(np.int16)
+        n = last - first + 1
+        lsns = np.arange(n, dtype=np.uint64) + np.uint64(first)
+        return lsns, np.full(n, flag, np.uint32), np.tile(cs, (n, 1))
+    if kind != CSI_RUN:
+        raise error_for(E.CHECKSUM_MISMATCH, f"logsdb: unknown CSI entry type {kind}")
+    _, n, width = _RUN_HEAD.unpack_from(value, 0)
+    rows = np.frombuffer(value, _run_dtype(width), n, _RUN_HEAD.size)
+    cs = rows["cs"].astype(np.int16).reshape(n, width)
+    cs[np.arange(width) >= rows["k"][:, None]] = -1
+    return rows["lsn"].astype(np.uint64), rows["flags"].astype(np.uint32), cs

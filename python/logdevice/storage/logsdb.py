@@ -85,6 +85,9 @@ class LogsDB:
         RocksDB compression of SST files ("none", "lz4", "zstd", ...).
     max_payload : int or None
         Reject payloads above this size with ``E.TOOBIG``.
+    csi_ranges : bool
+        One copyset index entry per log and partition of each write (a block or a run)
+        instead of one per record (LogDevice's layout): about half the write cost.
     """
 
     def __init__(
@@ -100,6 +103,7 @@ class LogsDB:
         max_background_jobs: int = 2,
         statistics: bool = False,
         max_payload: int | None = None,
+        csi_ranges: bool = True,
     ) -> None:
         if partition_duration_ms <= 0 or partition_size_limit <= 0:
             raise error_for(E.INVALID_PARAM, "partition duration and size limit must be > 0")
@@ -108,6 +112,7 @@ class LogsDB:
         self.partition_size_limit = int(partition_size_limit)
         self.sync_writes = sync_writes
         self.max_payload = max_payload
+        self.csi_ranges = csi_ranges
         options = Options(
             compression=compression, block_cache_bytes=block_cache_bytes,
             write_buffer_size=write_buffer_size, max_background_jobs=max_background_jobs,

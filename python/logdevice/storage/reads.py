@@ -128,53 +128,82 @@ def read_records_at(store: LogsDB, log_id: int, lsns) -> RecordBatch:
     return RecordBatch.concat(log_id, parts, nxt)
 
 
-def _csi_entries(store: LogsDB, pid: int, log_id: int, lo: int, hi: int, max_entries: int):
-    """CSI entries of one partition that may cover ``[lo, hi]``, and the LSN through which
+def _csi_partition(store: LogsDB, pid: int, log_id: int, lo: int, hi: int, budget: int):
+    """One row per LSN of ``[lo, hi]`` in one partition's CSI (lsns, priority, flags,
+    copysets; single entries have priority 0, range entries 1), and the LSN through which
     the partition was read completely."""
-    lower = K.log_prefix(K.CSI, log_id)
-    upper = _upper(K.CSI, log_id, hi, b"\x00")
-    with store._db.iterator(store._cf(pid), lower, upper) as it:
-        pre_keys, pre_vals = b"", b""
-        it.seek_for_prev(K.csi_key(log_id, lo - 1, 255))  # a block that starts before lo
-        if it.valid():
-            key = it.key()
-            if key[17] == K.CSI_BLOCK:
-                pre_keys, pre_vals = key, it.value()
-        it.seek(K.csi_key(log_id, lo, 0))
-        ch = it.read_many(max_entries, key_hint=K.CSI_KEY_LEN, body_hint=64 * max_entries)
-    first, kinds, flags, cs, last = K.decode_csi(ch.keys, ch.bodies, ch.body_offsets)
-    done = hi if ch.stop == "end" else int(first[-1])
-    if pre_keys:
-        p = K.decode_csi(np.frombuffer(pre_keys, np.uint8), np.frombuffer(pre_vals, np.uint8),
-                         np.array([0, len(pre_vals)], np.uint64))
-        width = max(cs.shape[1], p[3].shape[1])
+    cf = store._cf(pid)
+    lower = K.csi_key(log_id, lo, K.CSI_SINGLE)
+    with store._db.iterator(cf, lower, _upper(K.CSI, log_id, hi, b"\x00")) as it:
+        it.seek(lower)
+        ch = it.read_many(budget, key_hint=K.CSI_KEY_LEN, body_hint=16 * min(budget, 4096))
+    lsns, flags, cs = K.decode_csi(ch.keys, ch.bodies, ch.body_offsets)
+    done = hi if ch.stop == "end" else int(lsns[-1])
+    rows = [(lsns, np.zeros(len(lsns), np.uint8), flags, cs)]
+    # Range entries never overlap each other: at most one starts before lo and covers it.
+    lower = K.log_prefix(K.CSI_RANGE, log_id)
+    with store._db.iterator(cf, lower, _upper(K.CSI_RANGE, log_id, hi, b"\x00")) as it:
+        entries = []
+        it.seek_for_prev(K.csi_range_key(log_id, lo - 1, 255))
+        if it.valid() and K.range_last(value := it.value()) >= lo:
+            entries.append((it.key(), value))
+        it.seek(K.csi_range_key(log_id, lo, 0))
+        covered = 0
+        while covered < budget and it.valid():
+            key, value = it.key(), it.value()
+            entries.append((key, value))
+            covered += K.range_count(K.read_be(key, 9), key[17], value)
+            it.next()
+        if it.valid():  # stopped for the budget: later range entries start past this one
+            done = min(done, K.range_last(entries[-1][1]))
+        else:
+            it.check()
+    for key, value in entries:
+        r_lsns, r_flags, r_cs = K.decode_range(K.read_be(key, 9), key[17], value)
+        keep = (r_lsns >= np.uint64(lo)) & (r_lsns <= np.uint64(done))
+        if not bool(keep.all()):
+            r_lsns, r_flags, r_cs = r_lsns[keep], r_flags[keep], r_cs[keep]
+        rows.append((r_lsns, np.ones(len(r_lsns), np.uint8), r_flags, r_cs))
+    return rows, done
 
-        def pad(a):
-            return np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=-1)
 
-        first, kinds, flags, last = (np.concatenate([x, y]) for x, y in
-                                     zip(p[:3] + p[4:], (first, kinds, flags, last),
-                                         strict=True))
-        cs = np.concatenate([pad(p[3]), pad(cs)])
-    return (first, kinds, flags, cs, last), done
+def _pad(cs: np.ndarray, width: int) -> np.ndarray:
+    return np.pad(cs, ((0, 0), (0, width - cs.shape[1])), constant_values=-1)
+
+
+def _merge_rows(rows: list[tuple], horizon: int):
+    """Rows in LSN order up to ``horizon``, one per LSN (single entries win)."""
+    lsns = np.concatenate([r[0] for r in rows])
+    prio = np.concatenate([r[1] for r in rows])
+    flags = np.concatenate([r[2] for r in rows])
+    width = max(r[3].shape[1] for r in rows)
+    cs = np.concatenate([_pad(r[3], width) for r in rows])
+    keep = lsns <= np.uint64(horizon)
+    order = np.lexsort((prio[keep], lsns[keep]))
+    lsns, flags, cs = lsns[keep][order], flags[keep][order], cs[keep][order]
+    if len(lsns) > 1:
+        uniq = np.ones(len(lsns), bool)
+        uniq[1:] = lsns[1:] != lsns[:-1]
+        if not bool(uniq.all()):
+            lsns, flags, cs = lsns[uniq], flags[uniq], cs[uniq]
+    return lsns, flags, cs
 
 
 def read_csi(store: LogsDB, log_id: int, lo: int, hi: int, max_entries: int) -> CsiBatch:
     lo = max(lo, store.trim_point(log_id) + 1)
-    empty = (np.empty(0, np.uint64), np.empty(0, np.uint32), np.empty((0, 0), np.int16))
-    if lo > hi:
-        return CsiBatch(log_id, *empty, lo)
     out: list[tuple] = []
     left = max_entries
-    for group in store._dir.groups(log_id, lo, hi):
+    nxt = max(lo, hi + 1)
+    for group in store._dir.groups(log_id, lo, hi) if lo <= hi else []:
         if left <= 0:
+            nxt = int(out[-1][0][-1]) + 1
             break
-        cols, horizon = [], hi
+        rows, horizon = [], hi
         for pid, _ in group:
-            entries, done = _csi_entries(store, pid, log_id, lo, hi, left)
+            part_rows, done = _csi_partition(store, pid, log_id, lo, hi, left)
+            rows += part_rows
             horizon = min(horizon, done)
-            cols.append(entries)
-        lsns, kinds, flags, cs = _expand(cols, lo, min(hi, horizon), left)
+        lsns, flags, cs = _merge_rows(rows, horizon)
         full = len(lsns)
         if full > left:
             lsns, flags, cs = lsns[:left], flags[:left], cs[:left]
@@ -183,41 +212,7 @@ def read_csi(store: LogsDB, log_id: int, lo: int, hi: int, max_entries: int) -> 
             left -= len(lsns)
         if full > len(lsns) or horizon < hi:
             nxt = int(lsns[-1]) + 1 if full > len(lsns) else horizon + 1
-            return _csi_batch(log_id, out, nxt)
-    if left <= 0 and out:
-        return _csi_batch(log_id, out, int(out[-1][0][-1]) + 1)
-    return _csi_batch(log_id, out, hi + 1)
-
-
-def _expand(cols, lo: int, hi: int, budget: int):
-    """One row per LSN in ``[lo, hi]`` from CSI entries; single entries beat blocks."""
-    first = np.concatenate([c[0] for c in cols])
-    kinds = np.concatenate([c[1] for c in cols])
-    flags = np.concatenate([c[2] for c in cols])
-    width = max(c[3].shape[1] for c in cols)
-    cs = np.concatenate([np.pad(c[3], ((0, 0), (0, width - c[3].shape[1])), constant_values=-1)
-                         for c in cols])
-    last = np.concatenate([c[4] for c in cols])
-    start = np.maximum(first, np.uint64(lo))
-    # Nothing past the first `budget` LSNs of a block can be among the first `budget` rows.
-    end = np.minimum(np.minimum(last, np.uint64(hi)), start + np.uint64(max(budget, 1) - 1))
-    keep = end >= start
-    start, end, kinds, flags, cs = start[keep], end[keep], kinds[keep], flags[keep], cs[keep]
-    counts = (end - start + np.uint64(1)).astype(np.int64)
-    total = int(counts.sum())
-    rows = np.repeat(np.arange(len(counts)), counts)
-    step = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-    lsns = start[rows] + step.astype(np.uint64)
-    order = np.lexsort((kinds[rows], lsns))
-    lsns, rows = lsns[order], rows[order]
-    if total > 1:
-        uniq = np.ones(total, bool)
-        uniq[1:] = lsns[1:] != lsns[:-1]
-        lsns, rows = lsns[uniq], rows[uniq]
-    return lsns, kinds[rows], flags[rows], cs[rows]
-
-
-def _csi_batch(log_id: int, out: list[tuple], nxt: int) -> CsiBatch:
+            break
     if not out:
         return CsiBatch(log_id, np.empty(0, np.uint64), np.empty(0, np.uint32),
                         np.empty((0, 0), np.int16), nxt)
@@ -226,8 +221,7 @@ def _csi_batch(log_id: int, out: list[tuple], nxt: int) -> CsiBatch:
         log_id,
         np.concatenate([o[0] for o in out]),
         np.concatenate([o[1] for o in out]),
-        np.concatenate([np.pad(o[2], ((0, 0), (0, width - o[2].shape[1])), constant_values=-1)
-                        for o in out]),
+        np.concatenate([_pad(o[2], width) for o in out]),
         nxt,
     )
 

@@ -124,7 +124,8 @@ class _Reader:
         n = self.r.n
 
         def trim(arr, used):
-            return arr[:used].copy() if used < len(arr) // 2 else arr[:used]
+            # A view keeps the whole buffer alive: copy only when most of it is unused.
+            return arr[:used].copy() if used < len(arr) // 8 else arr[:used]
 
         skip = self.r.flags & lib.LD_SKIP_BODY
         return Chunk(

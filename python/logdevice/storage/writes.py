@@ -1,10 +1,14 @@
 """LogsDB's write path: :class:`PendingWrite`, records of any number of logs in one
 RocksDB write batch.
 
-Per record: a data entry and, in the same partition, a copyset index (CSI) entry; with
-``sticky_block`` a run of consecutive LSNs sharing flags and copyset gets one CSI block
-entry instead.  The partition directory is updated in the same batch, so a crash leaves
-either all of a commit or none of it.
+Per record: a data entry.  In the same partition, copyset index (CSI) entries: one per
+record, or (LogsDB's ``csi_ranges``, the default, or ``sticky_block``) one range entry per
+log and partition in the write: a block when the LSNs are consecutive and share flags and
+copyset, else a run listing each LSN's flags and copyset.  A RocksDB entry costs about as
+much as a small record, so range entries nearly halve the write cost.
+
+The partition directory is updated in the same batch, so a crash leaves either all of a
+commit or none of it.
 
 An LSN rewritten into a different partition than the one holding it (recovery, rebuilding
 with old timestamps) is deleted from the old one in the same batch: every LSN lives in one
@@ -82,7 +86,8 @@ class PendingWrite:
         offsets : uint64[n + 1], record i is ``payloads[offsets[i]:offsets[i + 1]]``
         waves : uint32[n] or None (all 1)
         sticky_block : bool
-            Runs of consecutive LSNs with equal flags and copyset get one CSI entry.
+            The records share one sticky copyset: describe them with one CSI block entry
+            (also done whenever the store groups CSI entries, ``LogsDB(csi_ranges=True)``).
         """
         if self._done:
             raise _invalid("this pending write was already committed")
@@ -154,35 +159,31 @@ class PendingWrite:
                                       K.fixed_offsets(len(moved), K.DATA_KEY_LEN), ocf)
                     batch.delete_many(K.csi_keys(log_id, moved, K.CSI_SINGLE),
                                       K.fixed_offsets(len(moved), K.CSI_KEY_LEN), ocf)
-        self._put_csi(cf, log_id, lsns, fl, cs, counts, blocks=sticky and not overlap)
+        grouped = (sticky or store.csi_ranges) and not overlap
+        self._put_csi(cf, log_id, lsns, fl, cs, counts, grouped)
         nbytes = int(offs[-1] - offs[0]) + len(heads)
         delta = Usage(lo, hi, int(ts.min()), int(ts.max()), m, nbytes)
         self._usage[pid, log_id] = delta.merged(self._usage.get((pid, log_id)))
 
-    def _put_csi(self, cf, log_id, lsns, fl, cs, counts, blocks: bool) -> None:
+    def _put_csi(self, cf, log_id, lsns, fl, cs, counts, grouped: bool) -> None:
         m = len(lsns)
-        if blocks and m > 1:
-            brk = np.ones(m, bool)
-            brk[1:] = (
-                (lsns[1:] != lsns[:-1] + np.uint64(1))
-                | (fl[1:] != fl[:-1])
-                | np.any(cs[1:] != cs[:-1], axis=1)
-            )
-            starts = np.flatnonzero(brk)
-            ends = np.append(starts[1:], m) - 1
-            one = starts == ends
-            single, block, last = starts[one], starts[~one], lsns[ends[~one]]
-        else:
-            single, block, last = slice(None), np.empty(0, np.int64), None
-        for idx, kind, tail in ((single, K.CSI_SINGLE, None), (block, K.CSI_BLOCK, last)):
-            sel = lsns[idx]
-            if not len(sel):
-                continue
-            values, voffs = K.encode_csi_values(fl[idx], cs[idx], counts[idx], tail)
-            self._batch.put_many(
-                K.csi_keys(log_id, sel, kind), K.fixed_offsets(len(sel), K.CSI_KEY_LEN),
-                values, voffs, cf,
-            )
+        batch = self._batch
+        if grouped and m > 1:
+            first = int(lsns[0])
+            if int(lsns[-1]) - first == m - 1 and bool(np.all(fl == fl[0])) and bool(
+                np.all(cs == cs[0])
+            ):
+                value = K.encode_block(int(lsns[-1]), int(fl[0]), cs[0], int(counts[0]))
+                batch.put(K.csi_range_key(log_id, first, K.CSI_BLOCK), value, cf)
+            else:
+                value = K.encode_run(lsns, fl, cs, counts)
+                batch.put(K.csi_range_key(log_id, first, K.CSI_RUN), value, cf)
+            return
+        values, voffs = K.encode_csi_values(fl, cs, counts)
+        batch.put_many(
+            K.csi_keys(log_id, lsns, K.CSI_SINGLE), K.fixed_offsets(m, K.CSI_KEY_LEN),
+            values, voffs, cf,
+        )
 
     def commit(self, sync: bool = False) -> None:
         """Write everything added, atomically; ``sync`` (or the store's ``sync_writes``)
