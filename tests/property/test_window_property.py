@@ -1,0 +1,84 @@
+"""ldcore.window.Window against the dict-based reference (tests/reference/window.py):
+random sequences of inserts, pops, advances (small steps, epoch jumps, past LSN_MAX) and
+rewinds, compared after every step."""
+
+import numpy as np
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from ldcore.window import Window
+
+from tests.reference.window import Window as RefWindow
+
+LSN_MAX = 2**64 - 1
+PAST_END = 2**64
+
+HEADS = st.one_of(
+    st.integers(0, 40),
+    st.sampled_from([2**32 - 3, 2**32, (5 << 32) | 1, 2**63, LSN_MAX - 20, LSN_MAX - 1]),
+    st.integers(LSN_MAX - 12, PAST_END),
+)
+HANDLES = st.integers(0, 2**63 - 1)
+
+
+class WindowMachine(RuleBasedStateMachine):
+    @initialize(head=HEADS, capacity=st.integers(1, 9))
+    def start(self, head, capacity):
+        self.w = Window(head, capacity)
+        self.ref = RefWindow(head, capacity)
+
+    def _lsn(self, off):
+        # Clamped rather than assumed: near 2**64 most offsets would be rejected.
+        return min(max(self.ref.head + off, 0), LSN_MAX)
+
+    @rule(off=st.integers(-3, 11), handle=HANDLES)
+    def insert(self, off, handle):
+        lsn = self._lsn(off)
+        assert self.w.insert(lsn, handle) == self.ref.insert(lsn, handle)
+
+    @rule(offs=st.lists(st.integers(-3, 11), max_size=12), data=st.data())
+    def insert_many(self, offs, data):
+        lsns = [self._lsn(o) for o in offs]
+        handles = data.draw(st.lists(HANDLES, min_size=len(lsns), max_size=len(lsns)))
+        codes = self.w.insert_many(np.array(lsns, dtype=np.uint64), np.array(handles, np.int64))
+        assert codes.tolist() == self.ref.insert_many(lsns, handles)
+
+    @rule()
+    def pop_ready(self):
+        lsns, handles = self.w.pop_ready()
+        assert (lsns.tolist(), handles.tolist()) == self.ref.pop_ready()
+
+    @rule(
+        step=st.one_of(
+            st.integers(0, 12),
+            st.sampled_from([2**32, 2**32 + 5, 2**40]),
+            st.just("past_end"),
+        )
+    )
+    def advance(self, step):
+        target = PAST_END if step == "past_end" else min(self.ref.head + step, PAST_END)
+        lsns, handles = self.w.advance(target)
+        assert (lsns.tolist(), handles.tolist()) == self.ref.advance(target)
+
+    @rule(head=HEADS)
+    def clear(self, head):
+        self.w.clear(head)
+        self.ref.clear(head)
+
+    @rule(off=st.integers(-3, 12))
+    def get(self, off):
+        lsn = self._lsn(off)
+        assert self.w.get(lsn) == self.ref.get(lsn)
+
+    @invariant()
+    def same_state(self):
+        assert self.w.head == self.ref.head
+        assert len(self.w) == len(self.ref)
+        assert self.w.first_filled() == self.ref.first_filled()
+        for lsn in range(self.ref.head - 1, self.ref.head + self.ref.capacity + 1):
+            if 0 <= lsn <= LSN_MAX:
+                assert self.w.get(lsn) == self.ref.get(lsn)
+
+
+WindowMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+TestWindow = WindowMachine.TestCase
