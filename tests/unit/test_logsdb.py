@@ -464,3 +464,33 @@ def test_crash_keeps_every_acknowledged_batch(tmp_path):
             assert part.timestamps.tolist() == ts.tolist()
         assert len(db.read_csi(crash_writer.LOG, 1, max_entries=10**6)) == len(rb)
         assert db.tail(crash_writer.LOG) == len(rb)
+
+
+def test_nested_path_and_reads_beside_a_writer(tmp_path):
+    import threading
+
+    db = LogsDB(tmp_path / "a" / "b" / "db")
+    errors, done = [], threading.Event()
+
+    def reader():
+        try:
+            while not done.is_set():
+                rb = db.read_records(1, 1)
+                assert rb.lsns.tolist() == list(range(1, len(rb) + 1))
+                db.read_csi(1, 1)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        for b in range(40):
+            lsns = np.arange(b * 25 + 1, b * 25 + 26)
+            db.write_records(1, lsns, lsns, np.zeros(25), np.ones((25, 2), np.int16),
+                             bytes(250), np.arange(26) * 10)
+    finally:
+        done.set()
+        t.join(timeout=30)
+    assert not errors and not t.is_alive()
+    assert len(db.read_records(1, 1)) == 1000
+    db.close()

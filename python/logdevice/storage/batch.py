@@ -64,7 +64,8 @@ class RecordBatch:
         return int(self.offsets[-1] - self.offsets[0]) if len(self.offsets) else 0
 
     def payload(self, i: int) -> memoryview:
-        return memoryview(self.payloads)[int(self.offsets[i]) : int(self.offsets[i + 1])]
+        view = memoryview(self.payloads)  # type: ignore[arg-type]
+        return view[int(self.offsets[i]) : int(self.offsets[i + 1])]
 
     def checksum_ok(self) -> np.ndarray:
         """Bool per record: does the payload still match its stored crc32c?"""
@@ -80,7 +81,7 @@ class RecordBatch:
             np.empty(0, np.uint8), np.zeros(1, np.uint64), next_lsn,
         )
 
-    def take(self, index: np.ndarray, next_lsn: int | None = None) -> RecordBatch:
+    def take(self, index: np.ndarray | slice, next_lsn: int | None = None) -> RecordBatch:
         """The records at ``index`` (an int array or a slice), payloads gathered."""
         if isinstance(index, slice):
             start, stop, step = index.indices(len(self))

@@ -16,6 +16,8 @@ Thread use: one writer at a time commits (a lock); reads may run in other thread
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import threading
 from dataclasses import replace
@@ -118,6 +120,10 @@ class LogsDB:
             write_buffer_size=write_buffer_size, max_background_jobs=max_background_jobs,
             statistics=statistics,
         )
+        # RocksDB creates the directory itself but not its parents; if this fails, RocksDB
+        # reports the problem with the path.
+        with contextlib.suppress(OSError):
+            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
         self._db = DB.open(self.path, [META_CF], options)
         self._meta_cf = self._db[META_CF]
         self._cfs: dict[int, ColumnFamily] = {}
@@ -219,7 +225,7 @@ class LogsDB:
                 newest = ts[pids == latest.id]
                 if not len(newest):
                     return pids
-                if latest.records and latest.bytes >= self.partition_size_limit:
+                if latest.records and latest.nbytes >= self.partition_size_limit:
                     self._new_partition(int(newest.min()))
                     continue
                 late = newest[newest >= latest.start_ms + self.partition_duration_ms]
@@ -253,7 +259,8 @@ class LogsDB:
             for log_id, usage in self._dir.logs.items():
                 for pid in usage:
                     by_pid.setdefault(pid, []).append(log_id)
-            drop, expired = [], []
+            drop: list[int] = []
+            expired: list[tuple[int, int]] = []
             for pid in sorted(self._dir.parts):
                 if latest is None or pid == latest.id:
                     continue
@@ -378,7 +385,7 @@ class LogsDB:
                 continue
             span = u.max_ts - u.min_ts
             inside = min(u.max_ts, end_ms) - max(u.min_ts, start_ms)
-            total += u.bytes * (1.0 if span <= 0 else max(inside, 0) / span)
+            total += u.nbytes * (1.0 if span <= 0 else max(inside, 0) / span)
         return int(total)
 
     # ------------------------------------------------------------------ per-log metadata

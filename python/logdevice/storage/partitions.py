@@ -19,14 +19,14 @@ TS_NONE_MAX = -(2**63)
 
 @dataclass
 class Partition:
-    """One time partition: when it started and what it holds (records, payload bytes)."""
+    """One time partition: when it started and what it holds (records, stored bytes)."""
 
     id: int
     start_ms: int
     min_ts: int = TS_NONE_MIN
     max_ts: int = TS_NONE_MAX
     records: int = 0
-    bytes: int = 0
+    nbytes: int = 0
 
     @property
     def name(self) -> str:
@@ -34,7 +34,7 @@ class Partition:
 
     def encode(self) -> bytes:
         return K.PARTITION_VALUE.pack(self.start_ms, self.min_ts, self.max_ts, self.records,
-                                      self.bytes)
+                                      self.nbytes)
 
     @classmethod
     def decode(cls, pid: int, value: bytes) -> Partition:
@@ -44,7 +44,7 @@ class Partition:
         self.min_ts = min(self.min_ts, d.min_ts)
         self.max_ts = max(self.max_ts, d.max_ts)
         self.records += d.records
-        self.bytes += d.bytes
+        self.nbytes += d.nbytes
 
 
 @dataclass
@@ -56,11 +56,11 @@ class Usage:
     min_ts: int
     max_ts: int
     records: int
-    bytes: int
+    nbytes: int
 
     def encode(self) -> bytes:
         return K.DIR_VALUE.pack(self.min_lsn, self.max_lsn, self.min_ts, self.max_ts,
-                                self.records, self.bytes)
+                                self.records, self.nbytes)
 
     @classmethod
     def decode(cls, value: bytes) -> Usage:
@@ -72,7 +72,7 @@ class Usage:
         return Usage(
             min(self.min_lsn, other.min_lsn), max(self.max_lsn, other.max_lsn),
             min(self.min_ts, other.min_ts), max(self.max_ts, other.max_ts),
-            self.records + other.records, self.bytes + other.bytes,
+            self.records + other.records, self.nbytes + other.nbytes,
         )
 
 

@@ -102,9 +102,10 @@ class PendingWrite:
         fl = _column(flags, n, np.uint32, "flags")
         wv = np.ones(n, np.uint32) if waves is None else _column(waves, n, np.uint32, "waves")
         offs = _column(offsets, n + 1, np.uint64, "offsets")
-        payloads = payloads if isinstance(payloads, bytes | np.ndarray) else memoryview(payloads)
-        if isinstance(payloads, memoryview) and payloads.itemsize != 1:
-            payloads = payloads.cast("B")
+        if isinstance(payloads, np.ndarray):
+            payloads = np.ascontiguousarray(payloads).reshape(-1).view(np.uint8)
+        elif not isinstance(payloads, bytes):
+            payloads = memoryview(payloads).cast("B")
         if n == 0:
             return
         if int(lsns[0]) == 0 or int(lsns[-1]) == LSN_MAX or bool(np.any(lsns[1:] <= lsns[:-1])):
