@@ -394,6 +394,10 @@ def test_numpy_and_memoryview_payloads_and_empty_records(store):
         dict(copysets=[[1], [2]]),
         dict(copysets=[[1], [2], [70000]]),
         dict(copysets=[[1.0], [2.0], [3.0]]),
+        dict(lsns=[-1, 2, 3]),
+        dict(flags=[0, -5, 0]),
+        dict(payloads="abc"),
+        dict(timestamps=["a", "b", "c"]),
     ],
 )
 def test_bad_input_is_invalid_param(store, change):
@@ -494,3 +498,10 @@ def test_nested_path_and_reads_beside_a_writer(tmp_path):
     assert not errors and not t.is_alive()
     assert len(db.read_records(1, 1)) == 1000
     db.close()
+
+
+def test_read_records_at_rejects_unsorted(store):
+    with pytest.raises(LogDeviceError) as ei:
+        store.read_records_at(1, [3, 2])
+    assert ei.value.status == E.INVALID_PARAM
+    assert len(store.read_records_at(1, [])) == 0

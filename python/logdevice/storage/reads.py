@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from logdevice.errors import E, error_for
 from logdevice.storage import keys as K
 from logdevice.storage.batch import CsiBatch, RecordBatch
 from logdevice.storage.rocksdb import Chunk
@@ -99,9 +100,7 @@ def read_records(store: LogsDB, log_id: int, lo: int, hi: int, max_records: int,
 def read_records_at(store: LogsDB, log_id: int, lsns) -> RecordBatch:
     want = np.ascontiguousarray(lsns, dtype=np.uint64)
     if want.ndim != 1 or (len(want) > 1 and bool(np.any(want[1:] <= want[:-1]))):
-        from logdevice.storage.writes import _invalid
-
-        raise _invalid("lsns must be a strictly increasing 1-D array")
+        raise error_for(E.INVALID_PARAM, "logsdb: lsns must be a strictly increasing 1-D array")
     if not len(want):
         return RecordBatch.empty(log_id, 0)
     nxt = int(want[-1]) + 1

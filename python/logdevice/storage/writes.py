@@ -40,8 +40,15 @@ def _invalid(message: str):
     return error_for(E.INVALID_PARAM, f"logsdb: {message}")
 
 
+def _array(values, dtype, name: str) -> np.ndarray:
+    try:
+        return np.ascontiguousarray(values, dtype=dtype)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise _invalid(f"{name}: {e}") from None
+
+
 def _column(values, n: int, dtype, name: str) -> np.ndarray:
-    arr = np.ascontiguousarray(values, dtype=dtype)
+    arr = _array(values, dtype, name)
     if arr.shape != (n,):
         raise _invalid(f"{name} must have {n} entries, got shape {arr.shape}")
     return arr
@@ -60,6 +67,7 @@ class PendingWrite:
         self.records = 0
         self.payload_bytes = 0
         self._done = False
+        self._broken = False
 
     def add(
         self,
@@ -94,7 +102,7 @@ class PendingWrite:
         store = self._store
         store._check_open()
         log_id = store._check_log(log_id)
-        lsns = np.ascontiguousarray(lsns, dtype=np.uint64)
+        lsns = _array(lsns, np.uint64, "lsns")
         if lsns.ndim != 1:
             raise _invalid("lsns must be 1-D")
         n = len(lsns)
@@ -105,7 +113,10 @@ class PendingWrite:
         if isinstance(payloads, np.ndarray):
             payloads = np.ascontiguousarray(payloads).reshape(-1).view(np.uint8)
         elif not isinstance(payloads, bytes):
-            payloads = memoryview(payloads).cast("B")
+            try:
+                payloads = memoryview(payloads).cast("B")
+            except TypeError as e:
+                raise _invalid(f"payloads must be bytes-like: {e}") from None
         if n == 0:
             return
         if int(lsns[0]) == 0 or int(lsns[-1]) == LSN_MAX or bool(np.any(lsns[1:] <= lsns[:-1])):
@@ -118,11 +129,15 @@ class PendingWrite:
         crcs = crc32c_many(payloads, offs)
         pids = store._assign(ts)
         cuts = [0, *(np.flatnonzero(pids[1:] != pids[:-1]) + 1).tolist(), n]
-        for a, b in zip(cuts, cuts[1:], strict=False):
-            self._add_run(
-                log_id, int(pids[a]), lsns[a:b], ts[a:b], fl[a:b], wv[a:b], crcs[a:b],
-                cs[a:b], counts[a:b], payloads, offs[a : b + 1], sticky_block,
-            )
+        try:
+            for a, b in zip(cuts, cuts[1:], strict=False):
+                self._add_run(
+                    log_id, int(pids[a]), lsns[a:b], ts[a:b], fl[a:b], wv[a:b], crcs[a:b],
+                    cs[a:b], counts[a:b], payloads, offs[a : b + 1], sticky_block,
+                )
+        except BaseException:
+            self._broken = True  # part of the records are in the batch: never commit it
+            raise
         self.records += n
         self.payload_bytes += int(offs[-1] - offs[0])
 
@@ -191,6 +206,8 @@ class PendingWrite:
         waits for the write-ahead log to reach the disk."""
         if self._done:
             raise _invalid("this pending write was already committed")
+        if self._broken:
+            raise error_for(E.FAILED, "logsdb: an add() to this pending write failed half-way")
         store = self._store
         with store._gate, store._lock:
             parts: dict[int, Usage] = {}
