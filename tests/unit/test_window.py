@@ -4,6 +4,7 @@ import time
 
 import numpy as np
 import pytest
+
 from ldcore.window import Window
 
 LSN_MAX = 2**64 - 1
