@@ -1,0 +1,331 @@
+"""The storage-node side of one read stream, as a state machine without network I/O.
+
+A client opens a read stream on every node of a log's nodeset with START; this module
+decides, for one such stream, what the node sends next (REFERENCE.md §A2-§A4):
+
+- only released records (at or below the release pointer), in LSN order, batched into
+  large RECORDS frames;
+- with single copy delivery (SCD) only the records this node is the shipper of: the
+  decision is made on the copyset index (CSI) arrays by ``ldcore.scd.ship_mask`` for a
+  whole chunk at once, and only the chosen records are then read from disk, so skipped
+  payloads are never read;
+- explicit gaps: TRIM ``[start, trim point]``; NO_RECORDS "I have nothing to send you in
+  ``[x, y]``" after the last thing sent, up to where the node has looked (the tail, the
+  window's end, the end of a budget-limited turn), so the client's gap detection moves
+  on; CHECKSUM_FAIL for a single LSN whose stored copy fails its crc32c (that copy is
+  never sent as data);
+- flow control: nothing past ``window_high`` until WINDOW raises it; the stream is done
+  past ``until_lsn``.
+
+``ServerReadStream.step(db, last_released, trim_point, budget_bytes)`` reads LogsDB and
+returns the messages to send now; ``state(last_released)`` says what the stream waits for.
+The disk is the only I/O here (the caller may run ``step`` in a thread): no sockets, no
+clock, no event loop, so tests drive it directly against a real LogsDB.
+
+Records are sent with their stored crc32c in ``checksums`` and the CHECKSUM flag set, so
+the client can check them end to end.  With NO_PAYLOAD, payloads are neither sent nor
+checked (the reader never sees them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ldcore.scd import ship_mask
+from logdevice.protocol.flags import FLAG_CHECKSUM, FLAG_DRAINED, StartFlag
+from logdevice.protocol.messages import Gap, GapReason, Records, Start
+from logdevice.storage.batch import RecordBatch
+
+if TYPE_CHECKING:
+    from logdevice.storage.logsdb import LogsDB
+
+__all__ = [
+    "ServerReadStream",
+    "StreamState",
+    "ReadStats",
+    "DEFAULT_BUDGET_BYTES",
+    "MAX_FRAME_BYTES",
+    "MAX_FRAME_RECORDS",
+]
+
+LSN_MAX = 2**64 - 1
+MAX_FRAME_BYTES = 1 << 20  # payload bytes per RECORDS frame (one larger record still goes)
+MAX_FRAME_RECORDS = 4096
+DEFAULT_BUDGET_BYTES = 1 << 20  # what one step() sends at most (about; >= one record)
+CSI_CHUNK = 16384  # CSI rows read per SCD decision
+_RECORD_OVERHEAD = 32  # bytes charged per record besides its payload (lsn, ts, flags, crc)
+_CSI_ROW_COST = 4  # bytes charged per CSI row looked at, so scans that ship nothing end
+_EMPTY_U32 = np.empty(0, np.uint32)
+
+
+class StreamState(Enum):
+    """What a stream waits for (``ServerReadStream.state``)."""
+
+    READY = "ready"  # has released LSNs to look at within its window
+    WINDOW = "window"  # past window_high: waits for WINDOW
+    RELEASE = "release"  # caught up with the release pointer: waits for RELEASE (tailing)
+    DONE = "done"  # past until_lsn: nothing more, ever
+
+
+@dataclass
+class ReadStats:
+    """What a stream read and sent (counted in this module, for tests and metrics)."""
+
+    csi_rows: int = 0  # copyset index rows examined (SCD)
+    records_read: int = 0  # records whose data (head + payload) was read from disk
+    payload_bytes_read: int = 0
+    range_reads: int = 0  # LogsDB.read_records calls (all-send-all)
+    point_reads: int = 0  # LogsDB.read_records_at calls (SCD: the shipped LSNs only)
+    records_sent: int = 0
+    payload_bytes_sent: int = 0
+    frames_sent: int = 0
+    gaps_sent: int = 0
+    checksum_failures: int = 0
+
+
+class ServerReadStream:
+    """One read stream of one client on this storage node.
+
+    Parameters
+    ----------
+    start : Start
+        The START message that opened (or rewound) the stream.
+    me : int
+        This node's index (the SCD decision asks "am I the shipper?").
+    local_nodes : iterable of int, optional
+        Nodes in the client's region, for local SCD (used only with LOCAL_SCD_ENABLED).
+    max_frame_bytes, max_frame_records : int
+        Size of RECORDS frames.
+    csi_chunk : int
+        Copyset index rows read per SCD decision.
+    """
+
+    def __init__(
+        self,
+        start: Start,
+        me: int,
+        *,
+        local_nodes: Iterable[int] | None = None,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
+        max_frame_records: int = MAX_FRAME_RECORDS,
+        csi_chunk: int = CSI_CHUNK,
+    ) -> None:
+        self.read_stream_id = int(start.read_stream_id)
+        self.log_id = int(start.log_id)
+        self.filter_version = int(start.filter_version)
+        self.start_lsn = max(int(start.start_lsn), 1)
+        self.until_lsn = min(int(start.until_lsn), LSN_MAX)
+        self.window_high = int(start.window_high)
+        self.flags = StartFlag(int(start.flags))
+        self.known_down = tuple(sorted({int(n) for n in start.known_down}))
+        self.replication = int(start.replication)
+        self.reorder_seed = start.reorder_seed
+        self.me = int(me)
+        self.scd = bool(self.flags & StartFlag.SINGLE_COPY_DELIVERY)
+        self.no_payload = bool(self.flags & StartFlag.NO_PAYLOAD)
+        self.local_nodes: tuple[int, ...] | None = None
+        if self.flags & StartFlag.LOCAL_SCD_ENABLED and local_nodes is not None:
+            self.local_nodes = tuple(sorted({int(n) for n in local_nodes}))
+        self.max_frame_bytes = max(int(max_frame_bytes), 1)
+        self.max_frame_records = max(int(max_frame_records), 1)
+        self.csi_chunk = max(int(csi_chunk), 1)
+        self.next_lsn = self.start_lsn  # first LSN not yet looked at
+        self.reported_to = self.start_lsn - 1  # the client knows about everything up to here
+        self.stats = ReadStats()
+        # Payload bytes per record, to size SCD point reads to the budget before reading.
+        self._avg_record = 512.0
+        self._guessing = True  # no record read yet: the estimate is a guess
+
+    def __repr__(self) -> str:
+        return (f"ServerReadStream(id={self.read_stream_id}, log={self.log_id}, "
+                f"v{self.filter_version}, next={self.next_lsn}, window={self.window_high}, "
+                f"until={self.until_lsn}, scd={self.scd})")
+
+    # ------------------------------------------------------------------ events
+
+    def on_window(self, window_high: int, filter_version: int) -> bool:
+        """WINDOW from the client; returns whether the window grew.  A WINDOW of another
+        filter version (from before a rewind) is ignored."""
+        if int(filter_version) != self.filter_version or int(window_high) <= self.window_high:
+            return False
+        self.window_high = int(window_high)
+        return True
+
+    def state(self, last_released: int, trim_point: int = 0) -> StreamState:
+        """What the stream waits for, given the log's release pointer and trim point
+        (a trim point at or past ``next_lsn`` is a TRIM gap to send now)."""
+        if self.next_lsn > self.until_lsn:
+            return StreamState.DONE
+        if self.next_lsn <= trim_point:
+            return StreamState.READY
+        if self.next_lsn > self.window_high:
+            return StreamState.WINDOW
+        if self.next_lsn > last_released:
+            return StreamState.RELEASE
+        return StreamState.READY
+
+    @property
+    def done(self) -> bool:
+        return self.next_lsn > self.until_lsn
+
+    # ------------------------------------------------------------------ the read step
+
+    def step(self, db: LogsDB, last_released: int, trim_point: int,
+             budget_bytes: int = DEFAULT_BUDGET_BYTES) -> list[Records | Gap]:
+        """Read what can be sent now and return it as messages, in LSN order.
+
+        Sends at most about ``budget_bytes`` (payload plus a small per-record and per-CSI-
+        row charge; always at least one record when one is due), then one NO_RECORDS gap
+        covering what was looked at past the last thing sent.
+        """
+        out: list[Records | Gap] = []
+        if self.done:
+            return out
+        if self.next_lsn <= trim_point:
+            hi = min(int(trim_point), self.until_lsn)
+            self._gap(out, self.next_lsn, hi, GapReason.TRIM)
+            self.next_lsn = hi + 1
+            if self.done:
+                return out
+        hi = min(self.until_lsn, self.window_high, int(last_released))
+        budget = int(budget_bytes)
+        frame = _Frame()
+        while self.next_lsn <= hi and budget > 0:
+            room_n = self.max_frame_records - frame.records
+            room_b = max(min(budget, self.max_frame_bytes - frame.bytes), 1)
+            if self.scd:
+                rb, scanned_to, cost = self._read_scd(db, hi, room_n, room_b)
+            else:
+                rb, scanned_to, cost = self._read_all(db, hi, room_n, room_b)
+            budget -= cost + rb.nbytes + _RECORD_OVERHEAD * len(rb)
+            if len(rb):
+                self._take(out, frame, rb)
+            self.next_lsn = scanned_to + 1
+            if frame.records >= self.max_frame_records or frame.bytes >= self.max_frame_bytes:
+                self._flush(out, frame)
+        self._flush(out, frame)
+        if self.next_lsn - 1 > self.reported_to:
+            self._gap(out, self.reported_to + 1, self.next_lsn - 1, GapReason.NO_RECORDS)
+        return out
+
+    def _read_scd(self, db: LogsDB, hi: int, room_n: int,
+                  room_b: int) -> tuple[RecordBatch, int, int]:
+        """SCD: decide on the CSI, then read only the shipped records' data."""
+        csi = db.read_csi(self.log_id, self.next_lsn, hi, max_entries=self.csi_chunk)
+        self.stats.csi_rows += len(csi)
+        scanned_to = min(int(csi.next_lsn) - 1, hi)
+        cost = _CSI_ROW_COST * len(csi)
+        if not len(csi):
+            return RecordBatch.empty(self.log_id, scanned_to + 1), scanned_to, cost
+        mask = ship_mask(csi.copysets, self.me, self.known_down, seed=self.reorder_seed,
+                         local_nodes=self.local_nodes, flags=csi.flags)
+        lsns = csi.lsns[mask]
+        want = int(min(room_n, max(1, room_b // (self._avg_record + _RECORD_OVERHEAD))))
+        if len(lsns) > want:
+            lsns = lsns[:want]
+            scanned_to = int(lsns[-1])
+        if not len(lsns):
+            return RecordBatch.empty(self.log_id, scanned_to + 1), scanned_to, cost
+        rb = db.read_records_at(self.log_id, lsns)
+        self.stats.point_reads += 1
+        self._count_read(rb)
+        return rb, scanned_to, cost
+
+    def _read_all(self, db: LogsDB, hi: int, room_n: int,
+                  room_b: int) -> tuple[RecordBatch, int, int]:
+        """All-send-all: every record of the range except drained copies."""
+        rb = db.read_records(self.log_id, self.next_lsn, hi, max_records=room_n,
+                             max_bytes=room_b)
+        self.stats.range_reads += 1
+        self._count_read(rb)
+        scanned_to = min(int(rb.next_lsn) - 1, hi)
+        if len(rb):
+            keep = (rb.flags & np.uint32(FLAG_DRAINED)) == 0
+            if not bool(keep.all()):
+                rb = rb.take(np.flatnonzero(keep))
+        return rb, scanned_to, 0
+
+    def _count_read(self, rb: RecordBatch) -> None:
+        self.stats.records_read += len(rb)
+        self.stats.payload_bytes_read += rb.nbytes
+        if len(rb):
+            seen = rb.nbytes / len(rb)
+            self._avg_record = seen if self._guessing else 0.5 * (self._avg_record + seen)
+            self._guessing = False
+
+    # ------------------------------------------------------------------ output
+
+    def _take(self, out: list[Records | Gap], frame: _Frame, rb: RecordBatch) -> None:
+        """Queue the records of ``rb``; a copy failing its checksum becomes a gap."""
+        if self.no_payload:
+            frame.add(rb)
+            return
+        bad = np.flatnonzero(~rb.checksum_ok())
+        start = 0
+        for i in bad.tolist():
+            if i > start:
+                frame.add(rb.take(slice(start, i)))
+            self._flush(out, frame)
+            lsn = int(rb.lsns[i])
+            self._gap(out, lsn, lsn, GapReason.CHECKSUM_FAIL)
+            self.stats.checksum_failures += 1
+            start = i + 1
+        if start < len(rb):
+            frame.add(rb if start == 0 else rb.take(slice(start, len(rb))))
+
+    def _flush(self, out: list[Records | Gap], frame: _Frame) -> None:
+        if not frame.records:
+            return
+        rb = RecordBatch.concat(self.log_id, frame.parts, 0)
+        frame.clear()
+        n = len(rb)
+        if self.no_payload:
+            payloads: bytes | memoryview = b""
+            offsets = np.zeros(n + 1, np.uint64)
+            checksums = _EMPTY_U32
+            flags = rb.flags & np.uint32(~FLAG_CHECKSUM & 0xFFFFFFFF)
+        else:
+            o0, o1 = int(rb.offsets[0]), int(rb.offsets[-1])
+            payloads = rb.payloads[o0:o1].data
+            offsets = rb.offsets - np.uint64(o0) if o0 else rb.offsets
+            checksums = rb.checksums
+            flags = rb.flags | np.uint32(FLAG_CHECKSUM)
+        out.append(Records(
+            read_stream_id=self.read_stream_id, filter_version=self.filter_version,
+            lsns=rb.lsns, timestamps=rb.timestamps, flags=flags, payload_offsets=offsets,
+            payloads=payloads, checksums=checksums,
+        ))
+        self.reported_to = int(rb.lsns[-1])
+        self.stats.records_sent += n
+        self.stats.payload_bytes_sent += 0 if self.no_payload else rb.nbytes
+        self.stats.frames_sent += 1
+
+    def _gap(self, out: list[Records | Gap], lo: int, hi: int, reason: GapReason) -> None:
+        out.append(Gap(read_stream_id=self.read_stream_id, filter_version=self.filter_version,
+                       lo=lo, hi=hi, reason=reason))
+        self.reported_to = max(self.reported_to, hi)
+        self.stats.gaps_sent += 1
+
+
+class _Frame:
+    """Record batches collected for the next RECORDS frame."""
+
+    __slots__ = ("parts", "records", "bytes")
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self.parts: list[RecordBatch] = []
+        self.records = 0
+        self.bytes = 0
+
+    def add(self, rb: RecordBatch) -> None:
+        self.parts.append(rb)
+        self.records += len(rb)
+        self.bytes += rb.nbytes
