@@ -16,4 +16,13 @@ __all__ = [
     "GapType",
     "DataRecord",
     "GapRecord",
+    "LocalCluster",
 ]
+
+
+def __getattr__(name: str):  # lazy: ``import logdevice`` stays light
+    if name == "LocalCluster":
+        from logdevice.local_cluster import LocalCluster
+
+        return LocalCluster
+    raise AttributeError(f"module 'logdevice' has no attribute {name!r}")

@@ -19,6 +19,7 @@ class E(IntEnum):
     CONNFAILED = 4
     TOOBIG = 6
     TOOMANY = 7
+    PREEMPTED = 8
     NOBUFS = 9
     ACCESS = 15
     DISABLED = 21
@@ -35,6 +36,7 @@ class E(IntEnum):
     SEQSYSLIMIT = 44
     REBUILDING = 45
     BADPAYLOAD = 48
+    NOTSUPPORTED = 53
     NOTINSERVERCONFIG = 54
     PEER_UNAVAILABLE = 59
     DATALOSS = 61

@@ -1,0 +1,394 @@
+"""``LocalCluster``: a real cluster of ``logdeviced`` processes on 127.0.0.1.
+
+    with ld.LocalCluster(nodes=5, replication=2, logs=range(1, 101)) as cluster:
+        client = cluster.client()
+        cluster.kill(2); cluster.start(2)
+
+It writes a config into ``root`` (a temporary directory, removed on exit, when ``root`` is
+None), picks free loopback ports, starts one node process per node with the embedded
+(SQLite) epoch store and waits until every node answers HELLO and every node's cluster
+view shows all running nodes alive.  Each node's stderr goes to ``<root>/N<i>.log``; a
+node that does not come up in time raises ``TimeoutError`` naming it and quoting the end
+of its log.
+
+Processes never outlive the cluster: ``close()`` (also on ``__exit__``, on interpreter
+exit, and on any error while starting) resumes paused nodes, sends SIGTERM, waits a
+bounded time and SIGKILLs what is left.  On Linux the nodes also get SIGKILL if the
+thread that started them dies (``PR_SET_PDEATHSIG``), so even a crashed test runner
+leaves no orphans.
+
+``ld-dev-cluster`` (``main``) starts one, prints the config path and runs until Ctrl-C or
+SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import ctypes
+import dataclasses
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from logdevice.config import Config, LogGroup, Settings, make_local_config
+
+__all__ = ["LocalCluster", "main"]
+
+#: Settings a local cluster uses unless told otherwise: notice a dead node in 1.5 s.
+LOCAL_SETTINGS: dict[str, Any] = {"dead_timeout_ms": 1500, "suspect_timeout_ms": 1000}
+_SETTING_NAMES = {f.name for f in dataclasses.fields(Settings)}
+_LOG_ATTR_NAMES = {f.name for f in dataclasses.fields(LogGroup)} - {"name", "lo", "hi",
+                                                                    "replication"}
+_LIVE: weakref.WeakSet[LocalCluster] = weakref.WeakSet()
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    with contextlib.suppress(OSError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct TCP ports that were free a moment ago."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((host, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
+
+
+class LocalCluster:
+    """Node processes on free 127.0.0.1 ports, started on construction.
+
+    Parameters
+    ----------
+    nodes : int
+        Number of nodes (each sequencer and storage unless ``roles`` says otherwise).
+    replication : int or dict
+        Replication property of every log (``2``, ``{"rack": 2, "node": 3}``).
+    logs : iterable of int
+        Log ids to provision.
+    root : path, optional
+        Where config, data and node logs go; a temporary directory (removed on close)
+        when None.  An explicit root is kept.
+    roles, locations, weights : per-node sequences, optional
+        As in ``config.make_local_config``.
+    ready_timeout : float
+        Seconds to wait for the nodes to come up.
+    log_level : str
+        The nodes' stderr log level.
+    **options
+        Log-group attributes (``max_writes_in_flight``, ``sticky_copysets``,
+        ``store_timeout_ms``, ``nodeset_size``...) and settings (``heartbeat_interval_ms``,
+        ``dead_timeout_ms``, ``max_payload_size``...), by name.
+    """
+
+    def __init__(self, nodes: int = 5, replication: int | Mapping[str, int] = 2,
+                 logs: Iterable[int] = range(1, 101), root: str | os.PathLike[str] | None = None,
+                 *, cluster: str = "local", roles: Any = None, locations: Any = None,
+                 weights: Any = None, ready_timeout: float = 30.0, log_level: str = "INFO",
+                 **options: Any) -> None:
+        settings = dict(LOCAL_SETTINGS)
+        log_attrs: dict[str, Any] = {}
+        for key, value in options.items():
+            if key in _SETTING_NAMES:
+                settings[key] = value
+            elif key in _LOG_ATTR_NAMES:
+                log_attrs[key] = value
+            else:
+                raise TypeError(f"LocalCluster got an unknown option {key!r} (neither a "
+                                f"setting nor a log attribute)")
+        self._own_root = root is None
+        self.root = Path(tempfile.mkdtemp(prefix="ld-cluster-") if root is None
+                         else root).resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.n = nodes
+        self.ready_timeout = ready_timeout
+        self.log_level = log_level
+        self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._paused: set[int] = set()
+        self._closed = False
+        self._lock = threading.RLock()
+        try:
+            self.config: Config = make_local_config(
+                nodes, replication, logs, root=self.root, ports=free_ports(nodes),
+                cluster=cluster, roles=roles, locations=locations, weights=weights,
+                log_attrs=log_attrs, settings=settings)
+            self.config_path = self.config.dump(self.root / "cluster.json")
+            _LIVE.add(self)
+            for i in range(nodes):
+                self._spawn(i)
+            self.wait_ready()
+        except BaseException:
+            self.close()
+            raise
+
+    def __repr__(self) -> str:
+        return f"<LocalCluster {self.n} nodes in {self.root}>"
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- where things are -------------------------------------------------------------------
+    def node_address(self, i: int) -> tuple[str, int]:
+        return self.config.node(i).address
+
+    def node_data_dir(self, i: int) -> Path:
+        return self.config.node_data_dir(i)
+
+    def logsdb_path(self, i: int) -> Path:
+        """Node ``i``'s LogsDB directory (open it with ``LogsDB`` once the node stopped)."""
+        return self.node_data_dir(i) / "logsdb"
+
+    def log_path(self, i: int) -> Path:
+        """Node ``i``'s stderr."""
+        return self.root / f"N{i}.log"
+
+    def pid(self, i: int) -> int | None:
+        p = self._procs.get(i)
+        return p.pid if p is not None and p.poll() is None else None
+
+    def is_running(self, i: int) -> bool:
+        p = self._procs.get(i)
+        return p is not None and p.poll() is None
+
+    def running(self) -> list[int]:
+        return [i for i in range(self.n) if self.is_running(i)]
+
+    def returncode(self, i: int) -> int | None:
+        p = self._procs.get(i)
+        return None if p is None else p.poll()
+
+    # -- processes --------------------------------------------------------------------------
+    def _spawn(self, i: int) -> None:
+        cmd = [sys.executable, "-m", "logdevice.node.main", "--config", str(self.config_path),
+               "--node-index", str(i), "--log-level", self.log_level]
+        with open(self.log_path(i), "ab") as err:
+            err.write(f"==== starting N{i} at {time.strftime('%H:%M:%S')} ====\n".encode())
+            err.flush()
+            self._procs[i] = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err, cwd=self.root,
+                start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+
+    def start(self, i: int, timeout: float | None = None) -> None:
+        """(Re)start node ``i`` (same data directory) and wait until the cluster sees it."""
+        with self._lock:
+            if self.is_running(i):
+                raise RuntimeError(f"N{i} is already running")
+            self._paused.discard(i)
+            self._spawn(i)
+        self.wait_ready(timeout=timeout)
+
+    def kill(self, i: int) -> None:
+        """SIGKILL node ``i`` and reap it."""
+        p = self._procs.get(i)
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.wait(10)
+        self._paused.discard(i)
+
+    def pause(self, i: int) -> None:
+        """SIGSTOP node ``i``: it keeps its sockets but answers nothing."""
+        p = self._procs[i]
+        p.send_signal(signal.SIGSTOP)
+        self._paused.add(i)
+
+    def resume(self, i: int) -> None:
+        """SIGCONT node ``i``."""
+        p = self._procs[i]
+        p.send_signal(signal.SIGCONT)
+        self._paused.discard(i)
+
+    def stop(self, i: int, timeout: float = 15.0) -> int | None:
+        """SIGTERM node ``i`` (clean shutdown), SIGKILL after ``timeout``; its exit code."""
+        p = self._procs.get(i)
+        if p is None:
+            return None
+        if p.poll() is None:
+            if i in self._paused:
+                p.send_signal(signal.SIGCONT)
+                self._paused.discard(i)
+            p.terminate()
+            try:
+                p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(10)
+        return p.returncode
+
+    def stop_all(self, timeout: float = 15.0) -> dict[int, int | None]:
+        """Stop every node (in parallel); exit codes by node."""
+        procs = {i: p for i, p in self._procs.items() if p.poll() is None}
+        for i, p in procs.items():
+            if i in self._paused:
+                with contextlib.suppress(ProcessLookupError):
+                    p.send_signal(signal.SIGCONT)
+            with contextlib.suppress(ProcessLookupError):
+                p.terminate()
+        self._paused.clear()
+        deadline = time.monotonic() + timeout
+        for p in procs.values():
+            try:
+                p.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(10)
+        return {i: p.returncode for i, p in self._procs.items()}
+
+    def close(self) -> None:
+        """Stop every node; remove the root if it was a temporary directory."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self.stop_all()
+        finally:
+            _LIVE.discard(self)
+            if self._own_root:
+                shutil.rmtree(self.root, ignore_errors=True)
+
+    # -- readiness --------------------------------------------------------------------------
+    def views(self, timeout: float = 2.0) -> dict[int, Any]:
+        """Each running, unpaused node's cluster view (nodes that do not answer omitted)."""
+        from logdevice.node.probe import cluster_view
+
+        out = {}
+        for i in self.running():
+            if i in self._paused:
+                continue
+            with contextlib.suppress(Exception):
+                out[i] = cluster_view(self.node_address(i), self.config.cluster, timeout)
+        return out
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Wait until every running node answers and sees all running nodes alive."""
+        self.wait_alive(set(self.running()) - self._paused, timeout)
+
+    def wait_alive(self, expected: Iterable[int], timeout: float | None = None) -> None:
+        """Wait until every node in ``expected`` answers HELLO and its view's ``alive`` set
+        is exactly ``expected``.  TimeoutError names the node that is not there and quotes
+        the end of its log."""
+        from logdevice.node.probe import cluster_view
+
+        expected = set(expected)
+        timeout = self.ready_timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        pending = set(expected)
+        last: dict[int, str] = {}
+        while True:
+            for i in sorted(pending):
+                p = self._procs.get(i)
+                if p is not None and p.poll() is not None:
+                    raise RuntimeError(f"N{i} exited with code {p.returncode} while starting; "
+                                       f"end of {self.log_path(i)}:\n{_tail(self.log_path(i))}")
+                try:
+                    view = cluster_view(self.node_address(i), self.config.cluster, 1.0)
+                except Exception as exc:
+                    last[i] = f"not answering: {exc}"
+                    continue
+                if set(view.alive) == expected:
+                    pending.discard(i)
+                else:
+                    last[i] = f"sees alive {sorted(view.alive)}, expected {sorted(expected)}"
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                i = min(pending)
+                raise TimeoutError(f"N{i} not ready after {timeout:g} s ({last.get(i)}); end "
+                                   f"of {self.log_path(i)}:\n{_tail(self.log_path(i))}")
+            time.sleep(0.05)
+
+    # -- clients ----------------------------------------------------------------------------
+    def client(self, **kwargs: Any) -> Any:
+        """``logdevice.client.Client(self.config_path, **kwargs)``."""
+        from logdevice.client import Client
+
+        return Client(self.config_path, **kwargs)
+
+
+@atexit.register
+def _close_all() -> None:
+    for cluster in list(_LIVE):
+        with contextlib.suppress(Exception):
+            cluster.close()
+
+
+def _parse_logs(text: str) -> list[int]:
+    out: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``ld-dev-cluster``: start a local cluster, print its config path, run until Ctrl-C."""
+    p = argparse.ArgumentParser(prog="ld-dev-cluster",
+                                description="Run a local logdevice cluster on 127.0.0.1.")
+    p.add_argument("--nodes", type=int, default=5)
+    p.add_argument("--replication", type=int, default=2)
+    p.add_argument("--logs", default="1-100", help="log ids, e.g. 1-100 or 1,5,7-9")
+    p.add_argument("--root", default=None, help="directory for config, data and node logs "
+                                                "(default: a temporary one, removed on exit)")
+    p.add_argument("--log-level", default="INFO")
+    args = p.parse_args(argv)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        cluster = LocalCluster(nodes=args.nodes, replication=args.replication,
+                               logs=_parse_logs(args.logs), root=args.root,
+                               log_level=args.log_level)
+    except (TimeoutError, RuntimeError, ValueError) as exc:
+        print(f"ld-dev-cluster: {exc}", file=sys.stderr)
+        return 1
+    with cluster:
+        print(cluster.config_path, flush=True)
+        print(f"{args.nodes} nodes running (logs in {cluster.root}); Ctrl-C stops them",
+              file=sys.stderr, flush=True)
+        while not stop.wait(0.5):
+            dead = [i for i in range(cluster.n) if not cluster.is_running(i)]
+            if dead:
+                print(f"ld-dev-cluster: N{dead[0]} exited with code "
+                      f"{cluster.returncode(dead[0])}", file=sys.stderr)
+                return 1
+    print("stopped", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,27 @@
+"""Which roles a node runs: ``build_node`` wires a ``Node`` from the config.
+
+Every node runs the failure detector, the sequencer role (a node without the sequencer
+role never owns a log, so it only redirects) and the storage role (disabled on a node
+without the storage role: STOREs get DISABLED).  A new role is one more ``add_role`` line
+here; the failure detector comes first because the others read its view.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from logdevice.config import Config
+from logdevice.node.failure_detector import FailureDetectorRole
+from logdevice.node.sequencer_role import SequencerRole
+from logdevice.node.server import Node
+from logdevice.node.storage_role import StorageRole
+
+
+def build_node(config: Config, index: int,
+               loop: asyncio.AbstractEventLoop | None = None) -> Node:
+    """A node with its roles, not started yet (``await node.start()``)."""
+    node = Node(config, index, loop)
+    node.add_role(FailureDetectorRole(node))
+    node.add_role(StorageRole(node))
+    node.add_role(SequencerRole(node))
+    return node

@@ -1,0 +1,256 @@
+"""One TCP connection of a node: framing, the HELLO handshake, dispatch, back-pressure.
+
+The same class serves both directions:
+
+- *inbound* (a client or another node connected to us): the first frame must be HELLO;
+  ``check_hello`` decides, the node answers HELLO_REPLY and, unless the status is OK,
+  closes the connection.  After that every frame goes to ``Node.dispatch``.
+- *outbound* (our link to another node, see ``links``): we send HELLO(role="node") and
+  wait for an OK HELLO_REPLY before the link counts as connected.
+
+Bad input closes this connection only (DESIGN.md §5, invariant 5): a frame the decoder
+refuses is answered with an ERROR frame naming the problem (status BADMSG or
+PROTONOSUPPORT), then the connection is closed; the node keeps serving the others.
+
+Writes are queued and flushed once per event-loop turn, so many small replies (one
+APPENDED per append) leave in one ``writelines`` call.  ``encode`` does not copy raw
+sections: arrays handed to ``send`` must not be modified afterwards.  Back-pressure: when
+the transport's write buffer passes its high-water mark, an inbound connection stops
+being read until it drains (a client that does not read its replies stops being served);
+an outbound link instead drops frames once its buffer is above ``LINK_DROP_BYTES``
+(STOREs time out and go elsewhere, heartbeats are periodic anyway).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any
+
+from logdevice.errors import E
+from logdevice.protocol import (
+    Error,
+    FrameDecoder,
+    Hello,
+    HelloReply,
+    ProtocolError,
+    check_hello,
+    encode,
+)
+
+if TYPE_CHECKING:
+    from logdevice.node.links import PeerLink
+    from logdevice.node.server import Node
+
+log = logging.getLogger("logdevice.node.connection")
+
+#: Transport write-buffer marks (bytes) for pause/resume of an inbound connection.
+WRITE_HIGH_WATER = 8 << 20
+WRITE_LOW_WATER = 2 << 20
+#: An outbound link drops frames while this much is already waiting to be written.
+LINK_DROP_BYTES = 128 << 20
+#: Seconds an inbound connection may take to send its HELLO.
+HELLO_TIMEOUT = 10.0
+
+_ids = itertools.count(1)
+
+
+class Connection(asyncio.Protocol):
+    """A framed connection.  ``link`` set: outbound to node ``link.index``."""
+
+    def __init__(self, node: Node, link: PeerLink | None = None) -> None:
+        self.node = node
+        self.link = link
+        self.id = next(_ids)
+        self.outbound = link is not None
+        self.peer_role: str | None = "node" if link is not None else None
+        self.peer_node: int | None = link.index if link is not None else None
+        self.peer_location = ""
+        self.attrs: dict[str, Any] = {}
+        self.ready = False
+        self.closed = False
+        self.transport: asyncio.Transport | None = None
+        self._decoder = FrameDecoder()
+        self._out: list[Any] = []
+        self._flush_scheduled = False
+        self._read_pauses: set[str] = set()
+        self._hello_timer: asyncio.TimerHandle | None = None
+        self.peername = ""
+
+    def __repr__(self) -> str:
+        who = f"N{self.peer_node}" if self.peer_node is not None else self.peer_role or "?"
+        way = "to" if self.outbound else "from"
+        return f"<Connection #{self.id} {way} {who} {self.peername}>"
+
+    # -- asyncio.Protocol -------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is no subclass
+        peer = transport.get_extra_info("peername")
+        self.peername = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)
+        if self.outbound:
+            me = self.node.me
+            self._write_now(Hello(cluster=self.node.config.cluster, role="node",
+                                  node_index=me.index, location=str(me.location)))
+        else:
+            self.node.connections.add(self)
+            self._hello_timer = self.node.loop.call_later(HELLO_TIMEOUT, self._hello_timeout)
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        try:
+            msgs = self._decoder.feed(data)
+        except ProtocolError as exc:
+            log.warning("%r: bad frame, closing: %s", self, exc)
+            self._fail(exc.status, exc.message or str(exc))
+            return
+        dispatch = self.node.dispatch
+        for msg in msgs:
+            if self.closed:
+                return
+            if self.ready:
+                dispatch(self, msg)
+            else:
+                self._handshake(msg)
+
+    def eof_received(self) -> bool | None:
+        return None  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        was_ready = self.ready
+        self.closed = True
+        self.ready = False
+        self._out.clear()
+        if self._hello_timer is not None:
+            self._hello_timer.cancel()
+        self.node.connections.discard(self)
+        if self.link is not None:
+            self.link.on_closed(self, was_ready)
+        if was_ready:
+            self.node.on_connection_lost(self)
+
+    def pause_writing(self) -> None:
+        if not self.outbound:
+            self.pause_reading("write-buffer")
+
+    def resume_writing(self) -> None:
+        if not self.outbound:
+            self.resume_reading("write-buffer")
+
+    # -- handshake --------------------------------------------------------------------------
+    def _handshake(self, msg: Any) -> None:
+        if self.outbound:
+            if type(msg) is not HelloReply:
+                self._fail(E.BADMSG, f"expected HELLO_REPLY, got {type(msg).__name__}")
+                return
+            if msg.status != E.OK:
+                log.error("%r refused our HELLO: %s %s", self, msg.status.name, msg.message)
+                self.close()
+                return
+            if msg.node_index is not None and msg.node_index != self.peer_node:
+                log.error("%r: expected node N%s, the peer says it is N%s", self,
+                          self.peer_node, msg.node_index)
+                self.close()
+                return
+            self.ready = True
+            assert self.link is not None
+            self.link.on_ready(self)
+            return
+        if type(msg) is not Hello:
+            self._fail(E.BADMSG, f"expected HELLO first, got {type(msg).__name__}")
+            return
+        if self._hello_timer is not None:
+            self._hello_timer.cancel()
+            self._hello_timer = None
+        node = self.node
+        status, why = check_hello(msg, node.config.cluster)
+        if status == E.OK and msg.role == "node" and not node.config.has_node(msg.node_index):
+            status, why = E.NOTINSERVERCONFIG, f"node {msg.node_index} is not in the config"
+        reply = HelloReply(status=status, node_index=node.index, message=why)
+        if status != E.OK:
+            log.warning("%r: refusing HELLO: %s", self, why)
+            self._write_now(reply)
+            self.close()
+            return
+        self.peer_role = msg.role
+        self.peer_node = msg.node_index if msg.role == "node" else None
+        self.peer_location = msg.location
+        self.ready = True
+        self.send(reply)
+
+    def _hello_timeout(self) -> None:
+        self._hello_timer = None
+        if not self.ready and not self.closed:
+            self._fail(E.TIMEDOUT, f"no HELLO within {HELLO_TIMEOUT:g} s")
+
+    def _fail(self, status: E, message: str) -> None:
+        """Answer ERROR (status, message) and close: the peer sent something invalid."""
+        self._out.clear()
+        self._write_now(Error(request_id=0, status=status, message=message))
+        self.close()
+
+    # -- sending ----------------------------------------------------------------------------
+    def send(self, msg: Any) -> bool:
+        """Queue ``msg``; it leaves at the end of this loop turn.  False if closed/dropped."""
+        if self.closed:
+            return False
+        if self.outbound and self._backlogged():
+            return False
+        self._out.extend(encode(msg))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.node.loop.call_soon(self._flush)
+        return True
+
+    def send_many(self, msgs: Collection[Any]) -> bool:
+        ok = True
+        for msg in msgs:
+            ok = self.send(msg) and ok
+        return ok
+
+    def _backlogged(self) -> bool:
+        t = self.transport
+        return t is not None and t.get_write_buffer_size() > LINK_DROP_BYTES
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self._out and not self.closed and self.transport is not None:
+            out, self._out = self._out, []
+            self.transport.writelines(out)
+
+    def _write_now(self, msg: Any) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.writelines(encode(msg))
+
+    @property
+    def write_buffer_size(self) -> int:
+        t = self.transport
+        return (t.get_write_buffer_size() if t is not None else 0) + sum(map(len, self._out))
+
+    # -- control ----------------------------------------------------------------------------
+    def pause_reading(self, reason: str) -> None:
+        """Stop reading from the peer until ``resume_reading(reason)``."""
+        if not self._read_pauses and self.transport is not None and not self.closed:
+            self.transport.pause_reading()
+        self._read_pauses.add(reason)
+
+    def resume_reading(self, reason: str) -> None:
+        if reason not in self._read_pauses:
+            return
+        self._read_pauses.discard(reason)
+        if not self._read_pauses and self.transport is not None and not self.closed:
+            self.transport.resume_reading()
+
+    def close(self) -> None:
+        """Flush what is queued and close (``connection_lost`` follows)."""
+        if self.transport is None or self.transport.is_closing():
+            return
+        self._flush()
+        self.transport.close()
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()

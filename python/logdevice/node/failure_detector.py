@@ -1,0 +1,191 @@
+"""Who is alive: heartbeats between nodes, and the cluster view clients fetch.
+
+``FailureDetector`` is the sans-I/O state: heartbeat arrivals and clock ticks in, changes
+of the live set out.  A node is *alive* while its last heartbeat is younger than
+``dead_after``, dead after that, and alive again on its next heartbeat.  At start-up a
+node has heard from nobody; rather than grabbing every log's sequencer in its first
+moments, it presumes the nodes it has not heard from alive for one ``dead_after`` grace
+period (so a restarted node agrees with the rest of the cluster at once, and a node that
+really is down is noticed after the same delay as any failure).  If the detector itself
+was stalled (the process was paused, the machine starved) for longer than ``dead_after``,
+silence during the stall proves nothing: the next tick starts a new grace period instead
+of declaring everyone dead.
+
+``FailureDetectorRole`` drives it: sends a HEARTBEAT to every peer each
+``heartbeat_interval_ms``, feeds received heartbeats in, reports changes to the node
+(``Node.notify_cluster_change``, which the sequencer role uses for ownership) and answers
+GET_CLUSTER_VIEW.  The view lists ``alive``: nodes actually heard from (and this one);
+``sequencers``: the sequencer nodes placement currently counts as live, with weights —
+what ``placement.sequencer_for`` takes, so clients route exactly as nodes decide.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import zlib
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from logdevice.errors import E
+from logdevice.node.role import Peer, Role
+from logdevice.protocol import ClusterView, GetClusterView, Heartbeat, SequencerNode
+
+if TYPE_CHECKING:
+    from logdevice.node.server import Node
+
+log = logging.getLogger("logdevice.node.failure_detector")
+
+
+class FailureDetector:
+    """Live set of one node's view of the cluster (sans-I/O; times in seconds).
+
+    Parameters
+    ----------
+    me : int
+        This node (always alive).
+    nodes : iterable of int
+        Every node of the config.
+    dead_after : float
+        Silence after which a node is dead.
+    now : float
+        The clock at start (monotonic seconds).
+    """
+
+    def __init__(self, me: int, nodes: Iterable[int], dead_after: float, now: float) -> None:
+        self.me = me
+        self.dead_after = float(dead_after)
+        self._last: dict[int, float | None] = {n: None for n in nodes if n != me}
+        self._generation: dict[int, int] = {}
+        self._grace_until = now + self.dead_after
+        self._last_tick = now
+        self.live: set[int] = {me, *self._last}  # what placement uses
+
+    def heard(self, now: float) -> set[int]:
+        """Nodes heard from within ``dead_after`` (and this node)."""
+        out = {self.me}
+        for n, t in self._last.items():
+            if t is not None and now - t < self.dead_after:
+                out.add(n)
+        return out
+
+    def on_heartbeat(self, node: int, generation: int, now: float) -> tuple[set[int], set[int]]:
+        """A heartbeat from ``node``; returns (went down, came up): ``({}, {node})`` when
+        it was dead.  Heartbeats from an older generation (before a restart) are ignored."""
+        if node not in self._last:
+            return set(), set()
+        known = self._generation.get(node)
+        if known is not None and generation < known:
+            return set(), set()
+        self._generation[node] = generation
+        self._last[node] = now
+        if node in self.live:
+            return set(), set()
+        self.live.add(node)
+        return set(), {node}
+
+    def tick(self, now: float) -> tuple[set[int], set[int]]:
+        """Re-evaluate at ``now``; returns (went down, came up)."""
+        if now - self._last_tick > self.dead_after:
+            # We were not running: do not blame the others for our stall.
+            self._grace_until = now + self.dead_after
+        self._last_tick = now
+        live = {self.me}
+        for n, t in self._last.items():
+            if t is not None and now - t < self.dead_after:
+                live.add(n)
+            elif now < self._grace_until and n in self.live:
+                live.add(n)  # in a grace period: presumed alive until it runs out
+        down, up = self.live - live, live - self.live
+        self.live = live
+        return down, up
+
+
+def config_version(config: Any) -> int:
+    """A stable 32-bit fingerprint of the config (clients compare it with theirs)."""
+    text = json.dumps(config.to_dict(), sort_keys=True, separators=(",", ":"))
+    return zlib.crc32(text.encode())
+
+
+class FailureDetectorRole(Role):
+    """Heartbeats out and in; answers GET_CLUSTER_VIEW."""
+
+    name = "failure_detector"
+
+    def __init__(self, node: Node) -> None:
+        super().__init__(node)
+        settings = node.config.settings
+        self.interval = settings.heartbeat_interval_ms / 1000
+        self.fd = FailureDetector(node.index, (n.index for n in node.config.nodes),
+                                  settings.dead_timeout_ms / 1000, node.loop.time())
+        self.weights: dict[int, float] = {
+            i: w for i, w in node.config.sequencer_weights().items() if w > 0}
+        self.config_version = config_version(node.config)
+        self._task: asyncio.Task[None] | None = None
+
+    def handlers(self) -> Mapping[type, Any]:
+        return {Heartbeat: self._on_heartbeat, GetClusterView: self._on_get_cluster_view}
+
+    async def start(self) -> None:
+        self._task = self.node.loop.create_task(self._beat(), name="heartbeats")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    # -- views ------------------------------------------------------------------------------
+    @property
+    def live(self) -> set[int]:
+        """Nodes placement counts as alive now."""
+        return self.fd.live
+
+    def sequencer_weights(self) -> dict[int, float]:
+        """Live sequencer nodes and their weights (input of ``placement.sequencer_for``)."""
+        live = self.fd.live
+        return {i: w for i, w in self.weights.items() if i in live}
+
+    def view(self, request_id: int = 0) -> ClusterView:
+        now = self.node.loop.time()
+        return ClusterView(
+            request_id=request_id, status=E.OK, node_index=self.node.index,
+            config_version=self.config_version, alive=sorted(self.fd.heard(now)),
+            sequencers=[SequencerNode(i, w) for i, w in sorted(self.sequencer_weights().items())],
+            time_ms=time.time_ns() // 1_000_000)
+
+    # -- events -----------------------------------------------------------------------------
+    def _on_heartbeat(self, conn: Peer, msg: Heartbeat) -> None:
+        if conn.peer_role != "node" or msg.node_index != conn.peer_node:
+            return  # only nodes vouch for themselves
+        down, up = self.fd.on_heartbeat(msg.node_index, msg.generation, self.node.loop.time())
+        if down or up:
+            self._report(down, up)
+
+    def _on_get_cluster_view(self, conn: Peer, msg: GetClusterView) -> None:
+        conn.send(self.view(msg.request_id))
+
+    async def _beat(self) -> None:
+        node = self.node
+        loop = node.loop
+        while True:
+            now = loop.time()
+            down, up = self.fd.tick(now)
+            if down or up:
+                self._report(down, up)
+            hb = Heartbeat(node_index=node.index, generation=node.generation,
+                           time_ms=time.time_ns() // 1_000_000,
+                           alive=sorted(self.fd.heard(now)), config_version=self.config_version)
+            for link in node.links.values():
+                link.send(hb)
+            await asyncio.sleep(self.interval)
+
+    def _report(self, down: set[int], up: set[int]) -> None:
+        if down:
+            log.warning("failure detector: %s now dead", ", ".join(f"N{n}" for n in sorted(down)))
+        if up:
+            log.info("failure detector: %s alive", ", ".join(f"N{n}" for n in sorted(up)))
+        self.node.notify_cluster_change(down, up)

@@ -1,0 +1,201 @@
+"""Group commit: STOREs that arrive while a RocksDB write is in flight go into the next one.
+
+The storage role hands every accepted STORE to ``GroupCommitter.submit``.  If no write is
+in flight the STORE is written at once; otherwise it waits in ``pending`` and, when the
+write in flight finishes, *all* pending STOREs become the next write: one LogsDB
+``PendingWrite`` (one RocksDB write batch: data and copyset index of every record
+together, so a crash keeps all of it or none).  Under load the batches grow by themselves
+and the per-write cost (syscalls, WAL append, Python overhead) is paid once per batch.
+
+Writes run in one dedicated thread, so they are ordered and the event loop keeps serving
+while RocksDB works (the cffi calls release the GIL).  Each STORE gets its own outcome:
+per record (a checksum mismatch rejects only that record) and per STORE (bad input), and
+a failed commit (NOSPC when the disk is full, or another storage error) fails every STORE
+of the batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ldcore.checksum import crc32c_many
+from logdevice.errors import E, LogDeviceError
+from logdevice.protocol import RecordFlag, Store
+from logdevice.storage.logsdb import LogsDB
+
+log = logging.getLogger("logdevice.node.group_commit")
+
+_CHECKSUM = np.uint32(int(RecordFlag.CHECKSUM))
+
+
+@dataclass(eq=False)
+class StoreJob:
+    """One STORE on its way to disk, and its outcome once written."""
+
+    conn: Any  # where the STORED goes
+    msg: Store
+    sticky: bool = False
+    nbytes: int = 0
+    status: E = E.OK  # of the whole STORE
+    statuses: np.ndarray | None = None  # per record (uint16 E), when they differ
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _select(msg: Store, keep: np.ndarray) -> tuple[Any, ...]:
+    """The STORE's columns restricted to records ``keep`` (an index array, increasing)."""
+    offs = msg.payload_offsets.astype(np.int64)
+    buf = np.frombuffer(msg.payloads, dtype=np.uint8) if len(offs) else np.empty(0, np.uint8)
+    parts = [buf[offs[i]:offs[i + 1]] for i in keep.tolist()]
+    lengths = np.fromiter((len(p) for p in parts), dtype=np.uint64, count=len(parts))
+    new_offs = np.zeros(len(parts) + 1, np.uint64)
+    np.cumsum(lengths, out=new_offs[1:])
+    payloads = np.concatenate(parts) if parts else np.empty(0, np.uint8)
+    return (msg.lsns[keep], msg.timestamps[keep], msg.flags[keep], msg.copysets[keep],
+            payloads, new_offs, msg.waves[keep])
+
+
+def prepare(job: StoreJob) -> tuple[Any, ...] | None:
+    """Check a STORE's records; returns the columns to write (None: nothing to write).
+
+    Records flagged CHECKSUM whose payload does not match get CHECKSUM_MISMATCH and are
+    left out.  Records out of LSN order are sorted; for an LSN sent twice the last copy
+    (the later wave) wins.
+    """
+    msg = job.msg
+    n = len(msg.lsns)
+    if n == 0:
+        return None
+    lsns = msg.lsns
+    statuses = None
+    keep: np.ndarray | None = None
+    if len(msg.checksums):
+        flagged = (msg.flags & _CHECKSUM) != 0
+        if flagged.any():
+            bad = flagged & (crc32c_many(msg.payloads, msg.payload_offsets) != msg.checksums)
+            if bad.any():
+                statuses = np.zeros(n, np.uint16)
+                statuses[bad] = E.CHECKSUM_MISMATCH
+                keep = np.flatnonzero(~bad)
+    if n > 1 and bool(np.any(lsns[1:] <= lsns[:-1])):
+        idx = keep if keep is not None else np.arange(n)
+        # The last occurrence of each LSN; np.unique returns them in LSN order.
+        rev = idx[::-1]
+        _, first_in_rev = np.unique(lsns[rev], return_index=True)
+        keep = rev[first_in_rev]
+    job.statuses = statuses
+    if keep is None:
+        return (msg.lsns, msg.timestamps, msg.flags, msg.copysets, msg.payloads,
+                msg.payload_offsets, msg.waves)
+    if len(keep) == 0:
+        return None
+    return _select(msg, keep)
+
+
+class GroupCommitter:
+    """Batches STOREs into single LogsDB writes in one writer thread.
+
+    Parameters
+    ----------
+    loop : asyncio event loop
+    db : LogsDB
+    done : callable(list[StoreJob])
+        Called on the loop with each written batch (statuses filled in).
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, db: LogsDB,
+                 done: Callable[[list[StoreJob]], None]) -> None:
+        self.loop = loop
+        self.db = db
+        self.done = done
+        self.pending: list[StoreJob] = []
+        self.pending_bytes = 0
+        self.in_flight: list[StoreJob] | None = None
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="logsdb-writer")
+        self._idle = asyncio.Event()
+        self._idle.set()
+        # Figures for tests and benchmarks.
+        self.writes = 0
+        self.records = 0
+
+    def submit(self, job: StoreJob) -> None:
+        self.pending.append(job)
+        self.pending_bytes += job.nbytes
+        if self.in_flight is None:
+            self._start()
+
+    def _start(self) -> None:
+        batch, self.pending = self.pending, []
+        self.pending_bytes = 0
+        self.in_flight = batch
+        self._idle.clear()
+        fut = self.loop.run_in_executor(self._executor, self._write, batch)
+        fut.add_done_callback(self._written)
+
+    def _write(self, batch: list[StoreJob]) -> int:
+        """In the writer thread: one PendingWrite for every STORE of the batch."""
+        db = self.db
+        try:
+            pw = db.pending()
+        except LogDeviceError as exc:
+            for job in batch:
+                job.status = exc.status
+            return 0
+        added: list[StoreJob] = []
+        for job in batch:
+            try:
+                cols = prepare(job)
+                if cols is None:
+                    continue
+                lsns, ts, flags, copysets, payloads, offsets, waves = cols
+                pw.add(job.msg.log_id, lsns, ts, flags, copysets, payloads, offsets, waves,
+                       sticky_block=job.sticky)
+                added.append(job)
+            except LogDeviceError as exc:
+                job.status = exc.status
+            except (ValueError, TypeError) as exc:
+                log.warning("bad STORE for log %d: %s", job.msg.log_id, exc)
+                job.status = E.INVALID_PARAM
+        if not added:
+            return 0
+        try:
+            pw.commit()
+        except LogDeviceError as exc:
+            log.error("LogsDB write of %d records failed: %s", pw.records, exc)
+            for job in added:
+                job.status = exc.status
+            return 0
+        return pw.records
+
+    def _written(self, fut: asyncio.Future[int]) -> None:
+        batch = self.in_flight or []
+        self.in_flight = None
+        exc = fut.exception()
+        if exc is not None:  # a bug, not a storage error: fail the batch, keep serving
+            log.error("group commit failed", exc_info=exc)
+            for job in batch:
+                job.status = E.FAILED
+        else:
+            self.writes += 1
+            self.records += fut.result()
+        try:
+            self.done(batch)
+        finally:
+            if self.pending:
+                self._start()
+            else:
+                self._idle.set()
+
+    async def flush(self) -> None:
+        """Wait until everything submitted so far is written."""
+        while self.in_flight is not None or self.pending:
+            await self._idle.wait()
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)

@@ -1,0 +1,83 @@
+"""The ``Role`` interface: how a piece of node logic plugs into the node process.
+
+A node runs a few roles (failure detector, sequencer, storage, and later the storage side
+of read streams, recovery, rebuilding...).  Each role owns some message types: the node
+reads frames off every connection and calls the handler its owner registered
+(``handlers()``).  Roles also get the node's events through hooks with no-op defaults, so
+a role overrides only what it needs:
+
+- ``on_release(log_id, lsn)``: the storage role took a RELEASE (read streams wake up the
+  readers tailing the log here);
+- ``on_connection_closed(conn)``: drop per-connection state (read streams of a client);
+- ``on_cluster_change(down, up)``: the failure detector's view changed;
+- ``on_link_change(node, connected)``: the node's own connection to a peer came up / went
+  down (faster than the failure detector, used by copyset selection).
+
+Handlers are plain functions ``handler(conn, msg) -> None`` called on the event loop; a
+handler that has slow work to do schedules it (a task, an executor) and answers later
+with ``conn.send(...)``.  A handler that raises ``LogDeviceError`` makes the node answer
+``Error(status)`` to the peer; any other exception is logged and answered with FAILED.
+Neither closes the connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from logdevice.node.server import Node
+
+
+class Peer(Protocol):
+    """What a handler can do with the connection a message came on (a TCP
+    ``Connection`` or the node's in-process loopback)."""
+
+    id: int  # unique in the node process
+    peer_role: str | None  # "client" or "node" once the HELLO was accepted
+    peer_node: int | None  # the peer's node index when peer_role == "node"
+    closed: bool
+    attrs: dict[str, Any]  # per-connection state of the roles, keyed by role
+
+    def send(self, msg: Any) -> bool: ...
+
+    def send_many(self, msgs: Collection[Any]) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+Handler = Callable[[Peer, Any], None]
+
+
+class Role:
+    """Base class of node roles: every hook is a no-op, override what you use."""
+
+    name = "role"
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    def handlers(self) -> Mapping[type, Handler]:
+        """Message class -> handler, for the message types this role answers."""
+        return {}
+
+    async def start(self) -> None:
+        """Called once the node's loop runs, before the port opens."""
+
+    async def stop(self) -> None:
+        """Stop taking work and flush (the server no longer accepts connections)."""
+
+    def close(self) -> None:
+        """Release resources after ``stop`` (also called when startup failed)."""
+
+    def on_release(self, log_id: int, lsn: int) -> None:
+        """Records of ``log_id`` up to ``lsn`` are released on this storage node."""
+
+    def on_connection_closed(self, conn: Peer) -> None:
+        """``conn`` went away; drop what the role kept for it."""
+
+    def on_cluster_change(self, down: Collection[int], up: Collection[int]) -> None:
+        """The failure detector now believes ``down`` dead and ``up`` alive (changes only)."""
+
+    def on_link_change(self, node: int, connected: bool) -> None:
+        """This node's own connection to ``node`` connected or broke."""

@@ -1,0 +1,442 @@
+"""The sequencer role: APPEND -> LSN -> STOREs on R nodes -> APPENDED, per log.
+
+Ownership.  A log's sequencer runs on ``placement.sequencer_for(log_id, weights of the
+live sequencer nodes)``, with liveness from the failure detector.  An APPEND (or
+GET_TAIL) for a log another node owns is answered NOSEQUENCER with ``redirect_to`` the
+owner; an unknown log NOTFOUND; a payload above ``settings.max_payload_size`` TOOBIG.
+When the failure detector's view changes, sequencers of logs this node no longer owns are
+deactivated: their appends not yet acknowledged are answered PREEMPTED with
+``redirect_to`` the new owner (the record may or may not have been stored: the client may
+retry there, at the price of a possible duplicate).
+
+Activation.  The first APPEND or GET_TAIL of a log this node owns activates a
+``Sequencer``: the epoch store hands out the next epoch (a blocking SQLite transaction,
+run in a dedicated thread) together with the log's metadata (nodeset, replication).
+Requests arriving meanwhile wait in a queue (bounded by the window size).
+
+Epoch recovery seam.  Before a new epoch may release anything, LogDevice recovers the
+earlier epochs (REFERENCE.md §A6: seal, digest, re-replicate, hole plugs, bridge record).
+That is a separate piece of work; ``_recovery_needed`` is where it plugs in, and today it
+answers False, so sequencers are built with ``needs_recovery=False``.  Consequence: after
+a sequencer moves (failover, restart), records of the previous epoch that were stored on
+fewer than R nodes, or stored but never released, are neither re-replicated nor plugged:
+the new epoch's first RELEASE releases past them, so readers may see such a record on
+some nodes and a gap on others, and the log's tail as GET_TAIL reports it restarts from
+the epoch store's tail record (empty until recovery writes one).  Records acknowledged
+to clients are not affected: they are on R nodes before the ack.
+
+Driving the state machines.  Actions come back from every sequencer call: ``SendStore``
+and ``Release`` go to ``StoreSender`` (one STORE frame per node and log per loop turn, one
+RELEASE per node), ``AckAppend`` / ``Reject`` become APPENDED on the client's connection,
+``Reactivate`` starts a new epoch.  Each sequencer has one timer (``loop.call_at`` at its
+``next_deadline()``) for store timeouts.  Storage-node health: a node is *down* for
+copyset selection while the failure detector says so or while our link to it is broken
+(a broken link is noticed at once; silence only after ``dead_timeout_ms``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import random
+from collections.abc import Collection, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from ldcore.checksum import crc32c
+from logdevice.config import LogGroup
+from logdevice.epochstore import EpochMetadata, EpochStore, open_epoch_store
+from logdevice.errors import E, LogDeviceError
+from logdevice.node.role import Peer, Role
+from logdevice.node.store_sender import StoreSender
+from logdevice.placement import score, sequencer_for
+from logdevice.protocol import Append, Appended, AppendFlag, GetTail, Stored, Tail
+from logdevice.sequencer import (
+    AckAppend,
+    CopysetSelector,
+    NodeHealth,
+    Reactivate,
+    Reject,
+    Release,
+    SendStore,
+    Sequencer,
+    SequencerState,
+)
+
+if TYPE_CHECKING:
+    from logdevice.node.failure_detector import FailureDetectorRole
+    from logdevice.node.server import Node
+
+log = logging.getLogger("logdevice.node.sequencer")
+
+_APPEND_FLAGS = int(AppendFlag.CHECKSUM | AppendFlag.BUFFERED_WRITER_BLOB)
+_CHECKSUM = int(AppendFlag.CHECKSUM)
+#: Seconds between sweeps of unanswered STORE bookkeeping.
+SWEEP_INTERVAL = 5.0
+
+
+class _Append:
+    """An APPEND being served: who asked, and the payload until it is answered."""
+
+    __slots__ = ("conn", "request_id", "log_id", "payload", "checksum")
+
+    def __init__(self, conn: Peer, request_id: int, log_id: int, payload: Any,
+                 checksum: int) -> None:
+        self.conn = conn
+        self.request_id = request_id
+        self.log_id = log_id
+        self.payload = payload
+        self.checksum = checksum
+
+
+class SequencerRole(Role):
+    """Runs the sequencers of the logs this node owns."""
+
+    name = "sequencer"
+
+    def __init__(self, node: Node, epoch_store: EpochStore | None = None) -> None:
+        super().__init__(node)
+        config = node.config
+        self.settings = config.settings
+        self.fd: FailureDetectorRole = node.role("failure_detector")
+        self.health = NodeHealth(graylist_seconds=self.settings.store_graylist_ms / 1000,
+                                 blacklist_seconds=self.settings.store_blacklist_ms / 1000)
+        self.rng = random.Random()
+        self.sequencers: dict[int, Sequencer] = {}  # the active one per log
+        self._live: dict[tuple[int, int], Sequencer] = {}  # (log, epoch) -> not deactivated
+        self._activating: dict[int, list[tuple[Any, ...]]] = {}  # log -> queued requests
+        self._appends: dict[int, _Append] = {}
+        self._rids = itertools.count(1)
+        self._timers: dict[Sequencer, tuple[float, asyncio.TimerHandle]] = {}
+        self._owners: dict[int, int | None] = {}
+        self.sender = StoreSender(node, self._payload_of, self._sequencer_of)
+        self._epoch_store = epoch_store
+        self._epoch_exec = ThreadPoolExecutor(1, thread_name_prefix="epochstore")
+        self._fd_down: set[int] = set()
+        self._link_down: set[int] = {n.index for n in config.nodes if n.index != node.index}
+        for n in self._link_down:  # until their links come up
+            self.health.mark_down(n)
+        self._locations = {n.index: n.location for n in config.nodes}
+        self._weights = {n.index: n.storage_weight for n in config.nodes if n.is_storage}
+        self._sweeper: asyncio.TimerHandle | None = None
+        self._stopping = False
+
+    def handlers(self) -> Mapping[type, Any]:
+        return {Append: self._on_append, GetTail: self._on_get_tail, Stored: self._on_stored}
+
+    async def start(self) -> None:
+        self._sweeper = self.node.loop.call_later(SWEEP_INTERVAL, self._sweep)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        for log_id in list(self.sequencers):
+            self._deactivate(log_id, E.SHUTDOWN)
+        for log_id in list(self._activating):
+            self._fail_queue(log_id, E.SHUTDOWN)
+        self.sender.flush()
+
+    def close(self) -> None:
+        self._epoch_exec.shutdown(wait=True)
+        if self._epoch_store is not None:
+            self._epoch_store.close()
+            self._epoch_store = None
+
+    # -- ownership --------------------------------------------------------------------------
+    def owner(self, log_id: int) -> int | None:
+        """The node that should sequence ``log_id`` in the current cluster view."""
+        try:
+            return self._owners[log_id]
+        except KeyError:
+            owner = self._owners[log_id] = sequencer_for(log_id, self.fd.sequencer_weights())
+            return owner
+
+    def on_cluster_change(self, down: Collection[int], up: Collection[int]) -> None:
+        self._owners.clear()
+        me = self.node.index
+        for log_id in list(self.sequencers):
+            if self.owner(log_id) != me:
+                log.info("log %d: sequencer moves to N%s", log_id, self.owner(log_id))
+                self._deactivate(log_id, E.PREEMPTED)
+        self._fd_down.difference_update(up)
+        self._fd_down.update(down)
+        for n in (*down, *up):
+            self._health_changed(n)
+
+    def on_link_change(self, node: int, connected: bool) -> None:
+        if connected:
+            self._link_down.discard(node)
+            self._resend_releases(node)
+        else:
+            self._link_down.add(node)
+            self.sender.forget_node(node)
+        self._health_changed(node)
+
+    def _health_changed(self, node: int) -> None:
+        down = node in self._fd_down or node in self._link_down
+        if down == (node in self.health.down):
+            return
+        for seq in list(self._live.values()):
+            self._run(seq, seq.on_node_down(node) if down else seq.on_node_up(node))
+        if down:  # also when no sequencer is active yet
+            self.health.mark_down(node)
+        else:
+            self.health.mark_up(node)
+
+    def _resend_releases(self, node: int) -> None:
+        """A storage node (re)connected: tell it where our logs are released up to."""
+        for seq in self.sequencers.values():
+            if node in seq.nodeset and seq.release_lsn:
+                self.sender.release(seq.log_id, seq.release_lsn, (node,))
+
+    # -- requests ---------------------------------------------------------------------------
+    def _check(self, log_id: int) -> tuple[E, int | None, str]:
+        """(status, redirect, message) for a request on ``log_id``; OK if we serve it."""
+        if self._stopping:
+            return E.SHUTDOWN, None, "the node is shutting down"
+        if not self.node.config.has_log(log_id):
+            return E.NOTFOUND, None, f"log {log_id} is not in the config"
+        owner = self.owner(log_id)
+        if owner != self.node.index:
+            if owner is None:
+                return E.NOSEQUENCER, None, "no sequencer node is alive"
+            return E.NOSEQUENCER, owner, f"log {log_id} is sequenced by N{owner}"
+        return E.OK, None, ""
+
+    def _on_append(self, conn: Peer, msg: Append) -> None:
+        log_id = msg.log_id
+        status, redirect, why = self._check(log_id)
+        if status == E.OK:
+            size = memoryview(msg.payload).nbytes
+            if size > self.settings.max_payload_size:
+                status, why = E.TOOBIG, (f"payload of {size} bytes is above the limit of "
+                                         f"{self.settings.max_payload_size}")
+            elif msg.flags & _CHECKSUM and crc32c(msg.payload) != msg.checksum:
+                status, why = E.CHECKSUM_MISMATCH, "payload does not match its checksum"
+        if status != E.OK:
+            conn.send(Appended(request_id=msg.request_id, status=status, redirect_to=redirect,
+                               message=why))
+            return
+        rid = next(self._rids)
+        self._appends[rid] = _Append(conn, msg.request_id, log_id, msg.payload, msg.checksum)
+        flags = msg.flags & _APPEND_FLAGS
+        seq = self.sequencers.get(log_id)
+        if seq is None:
+            self._enqueue(log_id, ("append", rid, size, flags))
+        else:
+            self._run(seq, seq.append(rid, size, flags))
+
+    def _on_get_tail(self, conn: Peer, msg: GetTail) -> None:
+        status, redirect, _ = self._check(msg.log_id)
+        if status != E.OK:
+            conn.send(Tail(request_id=msg.request_id, status=status, log_id=msg.log_id,
+                           redirect_to=redirect))
+            return
+        seq = self.sequencers.get(msg.log_id)
+        if seq is None:
+            self._enqueue(msg.log_id, ("tail", conn, msg.request_id))
+        else:
+            self._send_tail(seq, conn, msg.request_id)
+
+    def _send_tail(self, seq: Sequencer, conn: Peer, request_id: int) -> None:
+        lsn, ts = seq.tail()
+        conn.send(Tail(request_id=request_id, status=E.OK, log_id=seq.log_id, lsn=lsn,
+                       timestamp=ts))
+
+    def _on_stored(self, conn: Peer, msg: Stored) -> None:
+        node = conn.peer_node if conn.peer_node is not None else msg.node_index
+        seq, replies = self.sender.take_reply(msg, node)
+        if seq is None or seq.state == SequencerState.DEACTIVATED:
+            return
+        self._run(seq, seq.on_stored_many(replies))
+        if seq.state != SequencerState.DEACTIVATED and any(r[3] == E.PREEMPTED
+                                                           for r in replies):
+            # A storage node says a newer epoch sealed ours: another sequencer took over.
+            log.warning("log %d epoch %d: preempted (sealed on N%d)", seq.log_id, seq.epoch,
+                        node)
+            if self.sequencers.get(seq.log_id) is seq:
+                self._deactivate(seq.log_id, E.PREEMPTED)
+
+    # -- activation -------------------------------------------------------------------------
+    def _enqueue(self, log_id: int, item: tuple[Any, ...]) -> None:
+        queue = self._activating.get(log_id)
+        if queue is None:
+            queue = self._activating[log_id] = []
+            self.node.loop.create_task(self._activate(log_id), name=f"activate-{log_id}")
+        if item[0] == "append" and len(queue) >= self.node.config.log_group(
+                log_id).max_writes_in_flight:
+            self._answer(item[1], E.SEQNOBUFS, message="sequencer window is full (activating)")
+            return
+        queue.append(item)
+
+    def _nodeset(self, log_id: int, group: LogGroup) -> tuple[int, ...]:
+        """The storage nodes of the log: all writable ones, or the ``nodeset_size`` ones
+        scoring highest for the log (rendezvous by storage weight), if that subset can
+        satisfy the replication property."""
+        config = self.node.config
+        writable = [n.index for n in config.writable_storage_nodes()]
+        size = config.nodeset_size(group)
+        if size >= len(writable):
+            return tuple(writable)
+        ranked = sorted(writable, key=lambda n: -score(log_id, n, self._weights[n]))
+        subset = tuple(sorted(ranked[:size]))
+        try:
+            if CopysetSelector(subset, group.replication, self._locations,
+                               self._weights).can_satisfy():
+                return subset
+        except ValueError:
+            pass
+        return tuple(writable)
+
+    def _store(self) -> EpochStore:
+        """The epoch store, opened on first use (in the epoch-store thread)."""
+        if self._epoch_store is None:
+            self._epoch_store = open_epoch_store(self.node.config.epoch_store_uri)
+        return self._epoch_store
+
+    def _activate_blocking(self, log_id: int, metadata: EpochMetadata) -> Any:
+        return self._store().activate(log_id, metadata)
+
+    async def _activate(self, log_id: int) -> None:
+        loop = self.node.loop
+        group = self.node.config.log_group(log_id)
+        try:
+            metadata = EpochMetadata(0, self._nodeset(log_id, group), group.replication,
+                                     sticky_copysets=group.sticky_copysets)
+            epoch, state = await loop.run_in_executor(self._epoch_exec, self._activate_blocking,
+                                                      log_id, metadata)
+        except Exception as exc:
+            status = exc.status if isinstance(exc, LogDeviceError) else E.FAILED
+            log.error("log %d: activation failed: %s", log_id, exc,
+                      exc_info=not isinstance(exc, LogDeviceError))
+            self._fail_queue(log_id, status, f"sequencer activation failed: {exc}")
+            return
+        status, redirect, why = self._check(log_id)
+        if status != E.OK:  # the view changed while we waited; the epoch is just skipped
+            self._fail_queue(log_id, status, why, redirect)
+            return
+        md = state.metadata
+        tail = state.tail
+        if self._recovery_needed(state):  # pragma: no cover - see the module docstring
+            raise NotImplementedError("epoch recovery")
+        try:
+            seq = Sequencer(
+                log_id, epoch, md.nodeset, group.replication, self._locations, self._weights,
+                clock=loop.time, rng=self.rng, max_in_flight=group.max_writes_in_flight,
+                store_timeout=(group.store_timeout_ms[0] / 1000,
+                               group.store_timeout_ms[1] / 1000),
+                sticky=((group.sticky_block_bytes, float(group.sticky_block_ms))
+                        if group.sticky_copysets else None),
+                max_payload_size=self.settings.max_payload_size, health=self.health,
+                last_released=tail.lsn if tail is not None else 0,
+                last_timestamp=tail.timestamp if tail is not None else 0,
+                needs_recovery=False)
+        except LogDeviceError as exc:
+            log.error("log %d: cannot start a sequencer: %s", log_id, exc)
+            self._fail_queue(log_id, exc.status, str(exc))
+            return
+        log.info("log %d: sequencer active in epoch %d on nodeset %s", log_id, epoch,
+                 list(md.nodeset))
+        self.sequencers[log_id] = seq
+        self._live[(log_id, epoch)] = seq
+        queue = self._activating.pop(log_id, [])
+        for item in queue:
+            if item[0] == "append":
+                self._run(seq, seq.append(item[1], item[2], item[3]))
+            elif item[0] == "tail":
+                self._send_tail(seq, item[1], item[2])
+
+    def _recovery_needed(self, state: Any) -> bool:
+        """Epoch recovery of the earlier epochs would start here (not built yet: see the
+        module docstring for what skipping it means)."""
+        return False
+
+    def _fail_queue(self, log_id: int, status: E, message: str = "",
+                    redirect: int | None = None) -> None:
+        for item in self._activating.pop(log_id, []):
+            if item[0] == "append":
+                self._answer(item[1], status, redirect, message)
+            elif item[0] == "tail":
+                item[1].send(Tail(request_id=item[2], status=status, log_id=log_id,
+                                  redirect_to=redirect))
+
+    def _deactivate(self, log_id: int, status: E) -> None:
+        seq = self.sequencers.pop(log_id, None)
+        if seq is None:
+            return
+        redirect = self.owner(log_id) if status == E.PREEMPTED else None
+        actions = seq.deactivate(status)
+        self._live.pop((log_id, seq.epoch), None)
+        timer = self._timers.pop(seq, None)
+        if timer is not None:
+            timer[1].cancel()
+        for a in actions:
+            if type(a) is Reject:
+                self._answer(a.request_id, a.status, redirect,
+                             "the sequencer stopped before the record was fully stored; "
+                             "it may be stored", lsn=a.lsn)
+
+    # -- actions ----------------------------------------------------------------------------
+    def _payload_of(self, rid: Any) -> tuple[Any, int] | None:
+        a = self._appends.get(rid)
+        return None if a is None else (a.payload, a.checksum)
+
+    def _sequencer_of(self, log_id: int, epoch: int) -> Sequencer | None:
+        return self._live.get((log_id, epoch))
+
+    def _answer(self, rid: Any, status: E, redirect: int | None = None, message: str = "",
+                lsn: int = 0, timestamp: int = 0) -> None:
+        a = self._appends.pop(rid, None)
+        if a is not None:
+            a.conn.send(Appended(request_id=a.request_id, status=status, lsn=lsn,
+                                 timestamp=timestamp, redirect_to=redirect, message=message))
+
+    def _run(self, seq: Sequencer, actions: list) -> None:
+        """Carry out a sequencer's actions, then re-arm its timer."""
+        sender = self.sender
+        for a in actions:
+            t = type(a)
+            if t is SendStore:
+                sender.store(a)
+            elif t is AckAppend:
+                self._answer(a.request_id, E.OK, lsn=a.lsn, timestamp=a.timestamp)
+            elif t is Release:
+                sender.release(a.log_id, a.lsn, a.nodes)
+            elif t is Reject:
+                self._answer(a.request_id, a.status, lsn=a.lsn)
+            elif t is Reactivate:
+                self._reactivate(seq)
+        self._arm(seq)
+
+    def _reactivate(self, seq: Sequencer) -> None:
+        """The epoch ran out of ESNs: the exhausted sequencer finishes its window (it stays
+        in ``_live``) while a new epoch is activated for new appends."""
+        if self.sequencers.get(seq.log_id) is seq:
+            del self.sequencers[seq.log_id]
+            self._enqueue(seq.log_id, ("noop",))
+
+    def _arm(self, seq: Sequencer) -> None:
+        deadline = seq.next_deadline()
+        if deadline is None:
+            return
+        armed = self._timers.get(seq)
+        if armed is not None:
+            if armed[0] <= deadline:
+                return
+            armed[1].cancel()
+        # (when, handle): uvloop's timer handles have no when()
+        self._timers[seq] = (deadline, self.node.loop.call_at(deadline, self._on_timer, seq))
+
+    def _on_timer(self, seq: Sequencer) -> None:
+        self._timers.pop(seq, None)
+        if seq.state == SequencerState.DEACTIVATED:
+            return
+        self._run(seq, seq.on_timer())
+        if seq.state == SequencerState.EXHAUSTED and not seq.in_flight:
+            self._live.pop((seq.log_id, seq.epoch), None)
+
+    def _sweep(self) -> None:
+        self.sender.forget_old(self.node.loop.time())
+        self._sweeper = self.node.loop.call_later(SWEEP_INTERVAL, self._sweep)

@@ -1,0 +1,190 @@
+"""The node process's core: the event loop, the TCP server, links, roles and dispatch.
+
+``Node`` owns one asyncio loop (uvloop when installed, see ``main``), a TCP server on the
+node's port, one ``PeerLink`` per other node plus a ``Loopback`` to itself, and a list of
+roles (``role.Role``).  Every frame received on any connection after the HELLO handshake
+goes through ``dispatch``: a table from message class to the handler of the role that
+registered it.  Roles added later (read streams, recovery...) only register their message
+types; nothing here changes.
+
+Node-wide events fan out to every role: releases (``notify_release``), failure detector
+changes (``notify_cluster_change``), link changes (``on_link_change``) and closed
+connections (``on_connection_lost``).
+
+Shutdown (``stop``): close the listening socket, stop the roles in reverse order (the
+storage role flushes its group commit and closes LogsDB), close the links and every
+remaining connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Collection
+from typing import Any
+
+from logdevice.config import Config
+from logdevice.errors import E, LogDeviceError
+from logdevice.node.connection import Connection
+from logdevice.node.links import Loopback, PeerLink
+from logdevice.node.role import Handler, Peer, Role
+from logdevice.protocol import Error
+
+log = logging.getLogger("logdevice.node")
+
+#: The accept backlog of the listening socket.
+BACKLOG = 1024
+
+
+class Node:
+    """One LogDevice node: config, roles, connections.
+
+    Parameters
+    ----------
+    config : Config
+    index : int
+        This node's index in ``config``.
+    loop : asyncio.AbstractEventLoop, optional
+        Defaults to the running loop (build the node inside it).
+    """
+
+    def __init__(self, config: Config, index: int,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.config = config
+        self.index = index
+        self.me = config.node(index)
+        self.loop = loop if loop is not None else asyncio.get_running_loop()
+        # Grows on every restart: peers tell a restarted node from a stale heartbeat.
+        self.generation = time.time_ns() // 1000
+        self.roles: list[Role] = []
+        self._handlers: dict[type, Handler] = {}
+        self._owners: dict[type, str] = {}
+        self.connections: set[Connection] = set()
+        self.links: dict[int, PeerLink] = {
+            n.index: PeerLink(self, n.index, n.host, n.port)
+            for n in config.nodes if n.index != index}
+        self.loopback = Loopback(self)
+        self.server: asyncio.AbstractServer | None = None
+        self.stopping = False
+        self._by_name: dict[str, Role] = {}
+
+    def __repr__(self) -> str:
+        return f"<Node N{self.index} of {self.config.cluster!r} on {self.me.host}:{self.me.port}>"
+
+    # -- roles ------------------------------------------------------------------------------
+    def add_role(self, role: Role) -> Role:
+        """Register ``role`` and its handlers (a message type has exactly one owner)."""
+        for cls, handler in role.handlers().items():
+            if cls in self._handlers:
+                raise ValueError(f"{cls.__name__} is already handled by role "
+                                 f"{self._owners[cls]!r}")
+            self._handlers[cls] = handler
+            self._owners[cls] = role.name
+        self.roles.append(role)
+        self._by_name[role.name] = role
+        return role
+
+    def role(self, name: str) -> Any:
+        """The role registered under ``name`` (KeyError if none)."""
+        return self._by_name[name]
+
+    def has_role(self, name: str) -> bool:
+        return name in self._by_name
+
+    # -- dispatch ---------------------------------------------------------------------------
+    def dispatch(self, conn: Peer, msg: Any) -> None:
+        """Hand ``msg`` (received on ``conn``) to its handler; errors become ERROR frames."""
+        handler = self._handlers.get(type(msg))
+        if handler is None:
+            conn.send(Error(request_id=getattr(msg, "request_id", 0), status=E.NOTSUPPORTED,
+                            message=f"N{self.index} does not handle {type(msg).__name__}",
+                            in_reply_to=int(msg.TYPE)))
+            return
+        try:
+            handler(conn, msg)
+        except LogDeviceError as exc:
+            conn.send(Error(request_id=getattr(msg, "request_id", 0), status=exc.status,
+                            message=exc.message or str(exc), in_reply_to=int(msg.TYPE)))
+        except Exception as exc:  # a bug in a handler must not take the node down
+            log.exception("N%d: handler of %s failed", self.index, type(msg).__name__)
+            conn.send(Error(request_id=getattr(msg, "request_id", 0), status=E.FAILED,
+                            message=f"internal error: {type(exc).__name__}: {exc}",
+                            in_reply_to=int(msg.TYPE)))
+
+    # -- sending to nodes -------------------------------------------------------------------
+    def link(self, node: int) -> PeerLink | Loopback | None:
+        if node == self.index:
+            return self.loopback
+        return self.links.get(node)
+
+    def send_to_node(self, node: int, msg: Any) -> bool:
+        """Send ``msg`` to node ``node`` on our link; False if it is down (dropped)."""
+        link = self.loopback if node == self.index else self.links.get(node)
+        return link is not None and link.send(msg)
+
+    def is_connected(self, node: int) -> bool:
+        if node == self.index:
+            return True
+        link = self.links.get(node)
+        return link is not None and link.connected
+
+    # -- events -----------------------------------------------------------------------------
+    def notify_release(self, log_id: int, lsn: int) -> None:
+        for role in self.roles:
+            role.on_release(log_id, lsn)
+
+    def notify_cluster_change(self, down: Collection[int], up: Collection[int]) -> None:
+        for role in self.roles:
+            role.on_cluster_change(down, up)
+
+    def on_link_change(self, node: int, connected: bool) -> None:
+        for role in self.roles:
+            role.on_link_change(node, connected)
+
+    def on_connection_lost(self, conn: Peer) -> None:
+        for role in self.roles:
+            role.on_connection_closed(conn)
+
+    # -- life cycle -------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Start the roles, the links and the server."""
+        for role in self.roles:
+            await role.start()
+        for link in self.links.values():
+            link.start()
+        self.server = await self.loop.create_server(
+            lambda: Connection(self), self.me.host, self.me.port, backlog=BACKLOG,
+            reuse_address=True)
+        log.info("N%d listening on %s:%d (roles: %s)", self.index, self.me.host, self.me.port,
+                 ", ".join(r.name for r in self.roles))
+
+    async def stop(self) -> None:
+        """Stop accepting, stop the roles (flushing their work), close everything."""
+        if self.stopping:
+            return
+        self.stopping = True
+        if self.server is not None:
+            self.server.close()
+        for role in reversed(self.roles):
+            try:
+                await role.stop()
+            except Exception:
+                log.exception("N%d: stopping role %s failed", self.index, role.name)
+        for link in self.links.values():
+            await link.stop()
+        for conn in list(self.connections):
+            conn.close()
+        if self.server is not None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.server.wait_closed(), 2.0)
+        self.close_roles()
+        log.info("N%d stopped", self.index)
+
+    def close_roles(self) -> None:
+        for role in reversed(self.roles):
+            try:
+                role.close()
+            except Exception:
+                log.exception("N%d: closing role %s failed", self.index, role.name)

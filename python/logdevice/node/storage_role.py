@@ -1,0 +1,290 @@
+"""The storage role: STORE into LogsDB, RELEASE, and the per-node admin answers.
+
+- STORE -> ``GroupCommitter`` (one RocksDB write per batch of concurrent STOREs, in the
+  writer thread) -> STORED on the connection the STORE came on, with a status for the
+  whole STORE or one per record: OK; NOTFOUND (log not in the config); DISABLED (this
+  node has no storage role); PREEMPTED (the STORE's epoch is at or below the log's seal:
+  a newer sequencer sealed it — LogDevice answers a sealed STORE with PREEMPTED too);
+  NOSPC (disk full); CHECKSUM_MISMATCH (a record's payload does not match its crc32c);
+  SHUTDOWN (the node is stopping).
+- RELEASE / RELEASE_BATCH: the last released LSN per log is kept in memory, persisted to
+  LogsDB lazily (every ``PERSIST_INTERVAL`` in one batch, and on shutdown), and every role
+  hears about it through ``Node.notify_release`` (read streams wake their tailing
+  readers).  ``last_released(log_id)`` is the read side's view.
+- TRIM, GET_HEAD, FIND_TIME, DATA_SIZE: this node's answer only; the client combines the
+  answers of the nodeset.
+
+Back-pressure: when STOREs waiting for the writer exceed ``MAX_QUEUED_BYTES`` the role
+stops reading from the connections that send them until the queue drains.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from logdevice.errors import E, LogDeviceError
+from logdevice.node.group_commit import GroupCommitter, StoreJob
+from logdevice.node.role import Peer, Role
+from logdevice.protocol import (
+    DataSize,
+    DataSizeReply,
+    FindTime,
+    FindTimeReply,
+    GetHead,
+    Head,
+    Release,
+    ReleaseBatch,
+    Store,
+    Stored,
+    Trim,
+    Trimmed,
+)
+from logdevice.storage.logsdb import LogsDB
+
+if TYPE_CHECKING:
+    from logdevice.node.server import Node
+
+log = logging.getLogger("logdevice.node.storage")
+
+LSN_MAX = 2**64 - 1
+#: Seconds between lazy writes of last-released pointers.
+PERSIST_INTERVAL = 0.1
+#: Stop reading STOREs while this many payload bytes wait for the writer.
+MAX_QUEUED_BYTES = 64 << 20
+RESUME_QUEUED_BYTES = 16 << 20
+
+
+def open_logsdb(node: Node) -> LogsDB:
+    """The node's LogsDB in its data directory (created when missing)."""
+    path = node.config.node_data_dir(node.index)
+    path.mkdir(parents=True, exist_ok=True)
+    return LogsDB(path / "logsdb", max_payload=node.config.settings.max_payload_size)
+
+
+class StorageRole(Role):
+    """Stores records and answers per-node queries.  ``db`` is None on a node without
+    the storage role (every STORE gets DISABLED)."""
+
+    name = "storage"
+
+    def __init__(self, node: Node, db: LogsDB | None = None) -> None:
+        super().__init__(node)
+        self.enabled = node.me.is_storage
+        self.db = db
+        self.committer: GroupCommitter | None = None
+        self._released: dict[int, int] = {}
+        self._dirty: dict[int, int] = {}
+        self._persist_handle: asyncio.TimerHandle | None = None
+        self._persisting: asyncio.Future[Any] | None = None
+        self._meta_exec = ThreadPoolExecutor(1, thread_name_prefix="logsdb-meta")
+        self._read_exec = ThreadPoolExecutor(2, thread_name_prefix="logsdb-read")
+        self._paused: set[Any] = set()
+        self._stopping = False
+        self._sticky: dict[int, bool] = {}
+
+    def handlers(self) -> Mapping[type, Any]:
+        return {Store: self._on_store, Release: self._on_release,
+                ReleaseBatch: self._on_release_batch, Trim: self._on_trim,
+                GetHead: self._on_get_head, FindTime: self._on_find_time,
+                DataSize: self._on_data_size}
+
+    async def start(self) -> None:
+        if self.enabled and self.db is None:
+            self.db = await self.node.loop.run_in_executor(self._meta_exec, open_logsdb,
+                                                           self.node)
+        if self.db is not None:
+            self.committer = GroupCommitter(self.node.loop, self.db, self._on_written)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self.committer is not None:
+            await self.committer.flush()
+        if self._persist_handle is not None:
+            self._persist_handle.cancel()
+            self._persist_handle = None
+        if self._persisting is not None:
+            await self._persisting
+        await self._persist_now()
+
+    def close(self) -> None:
+        if self.committer is not None:
+            self.committer.close()
+        self._meta_exec.shutdown(wait=True)
+        self._read_exec.shutdown(wait=True)
+        if self.db is not None:
+            self.db.close()
+            self.db = None
+
+    # -- STORE ------------------------------------------------------------------------------
+    def _on_store(self, conn: Peer, msg: Store) -> None:
+        status = self._store_status(msg)
+        if status != E.OK:
+            conn.send(Stored(request_id=msg.request_id, log_id=msg.log_id,
+                             node_index=self.node.index, status=status))
+            return
+        committer = self.committer
+        assert committer is not None
+        nbytes = memoryview(msg.payloads).nbytes
+        committer.submit(StoreJob(conn, msg, self._is_sticky(msg.log_id), nbytes))
+        if committer.pending_bytes > MAX_QUEUED_BYTES and conn not in self._paused:
+            conn.pause_reading("storage")
+            self._paused.add(conn)
+
+    def _store_status(self, msg: Store) -> E:
+        if self._stopping:
+            return E.SHUTDOWN
+        if not self.enabled or self.db is None:
+            return E.DISABLED
+        if not self.node.config.has_log(msg.log_id):
+            return E.NOTFOUND
+        sealed = self.db.sealed_epoch(msg.log_id)
+        if sealed:
+            epoch = msg.recovery_epoch or msg.epoch
+            if (epoch < sealed) if msg.recovery_epoch else (epoch <= sealed):
+                return E.PREEMPTED
+        return E.OK
+
+    def _is_sticky(self, log_id: int) -> bool:
+        sticky = self._sticky.get(log_id)
+        if sticky is None:
+            sticky = self._sticky[log_id] = self.node.config.log_group(log_id).sticky_copysets
+        return sticky
+
+    def _on_written(self, batch: list[StoreJob]) -> None:
+        me = self.node.index
+        for job in batch:
+            msg = job.msg
+            if job.status == E.OK and job.statuses is not None:
+                reply = Stored(request_id=msg.request_id, log_id=msg.log_id, node_index=me,
+                               status=E.OK, lsns=msg.lsns, statuses=job.statuses)
+            else:
+                reply = Stored(request_id=msg.request_id, log_id=msg.log_id, node_index=me,
+                               status=job.status)
+            job.conn.send(reply)
+        if self._paused and self.committer is not None \
+                and self.committer.pending_bytes < RESUME_QUEUED_BYTES:
+            for conn in self._paused:
+                conn.resume_reading("storage")
+            self._paused.clear()
+
+    def on_connection_closed(self, conn: Peer) -> None:
+        self._paused.discard(conn)
+
+    # -- RELEASE ----------------------------------------------------------------------------
+    def last_released(self, log_id: int) -> int:
+        """The last released LSN of ``log_id`` this node knows of (0 if none)."""
+        lsn = self._released.get(log_id)
+        if lsn is None:
+            lsn = self.db.last_released(log_id) if self.db is not None else 0
+            self._released[log_id] = lsn
+        return lsn
+
+    def _on_release(self, conn: Peer, msg: Release) -> None:
+        self._release(msg.log_id, msg.lsn)
+
+    def _on_release_batch(self, conn: Peer, msg: ReleaseBatch) -> None:
+        for log_id, lsn in zip(msg.log_ids.tolist(), msg.lsns.tolist(), strict=True):
+            self._release(log_id, lsn)
+
+    def _release(self, log_id: int, lsn: int) -> None:
+        if not self.node.config.has_log(log_id) or lsn <= self.last_released(log_id):
+            return
+        self._released[log_id] = lsn
+        if self.db is not None:
+            self._dirty[log_id] = lsn
+            if self._persist_handle is None and not self._stopping:
+                self._persist_handle = self.node.loop.call_later(PERSIST_INTERVAL,
+                                                                 self._persist_soon)
+        self.node.notify_release(log_id, lsn)
+
+    def _persist_soon(self) -> None:
+        self._persist_handle = None
+        if self._persisting is None:
+            self._persisting = asyncio.ensure_future(self._persist_now())
+
+    async def _persist_now(self) -> None:
+        try:
+            while self._dirty and self.db is not None:
+                dirty, self._dirty = self._dirty, {}
+                await self.node.loop.run_in_executor(self._meta_exec, self._persist, dirty)
+        except LogDeviceError as exc:
+            log.error("persisting last-released pointers failed: %s", exc)
+        finally:
+            self._persisting = None
+
+    def _persist(self, dirty: dict[int, int]) -> None:
+        db = self.db
+        assert db is not None
+        for log_id, lsn in dirty.items():
+            db.set_last_released(log_id, lsn)
+
+    # -- admin queries ----------------------------------------------------------------------
+    def _check_query(self, log_id: int) -> E:
+        if not self.node.config.has_log(log_id):
+            return E.NOTFOUND
+        if not self.enabled or self.db is None:
+            return E.DISABLED
+        return E.OK
+
+    def _run_query(self, conn: Peer, request: Any, executor: ThreadPoolExecutor,
+                   work: Any, reply: Any) -> None:
+        """Run ``work(db)`` in ``executor``; send ``reply(result)`` or an error reply."""
+        status = self._check_query(request.log_id)
+        if status != E.OK:
+            conn.send(reply(None, status))
+            return
+        db = self.db
+
+        def done(fut: asyncio.Future[Any]) -> None:
+            exc = fut.exception()
+            if exc is None:
+                conn.send(reply(fut.result(), E.OK))
+            else:
+                if not isinstance(exc, LogDeviceError):
+                    log.error("%s failed", type(request).__name__, exc_info=exc)
+                conn.send(reply(None, getattr(exc, "status", E.FAILED)))
+
+        self.node.loop.run_in_executor(executor, work, db).add_done_callback(done)
+
+    def _on_trim(self, conn: Peer, msg: Trim) -> None:
+        self._run_query(
+            conn, msg, self._meta_exec, lambda db: db.trim(msg.log_id, msg.lsn),
+            lambda r, st: Trimmed(request_id=msg.request_id, status=st, log_id=msg.log_id,
+                                  trim_point=r or 0))
+
+    def _on_get_head(self, conn: Peer, msg: GetHead) -> None:
+        def work(db: LogsDB) -> tuple[int, int]:
+            trim = db.trim_point(msg.log_id)
+            first = db.read_records(msg.log_id, trim + 1, max_records=1, max_bytes=1)
+            ts = int(first.timestamps[0]) if len(first) else 0
+            return trim, ts
+
+        self._run_query(
+            conn, msg, self._read_exec, work,
+            lambda r, st: Head(request_id=msg.request_id, status=st, log_id=msg.log_id,
+                               trim_point=r[0] if r else 0, timestamp=r[1] if r else 0))
+
+    def _on_find_time(self, conn: Peer, msg: FindTime) -> None:
+        def work(db: LogsDB) -> tuple[int, int]:
+            hi = db.find_time(msg.log_id, msg.timestamp)
+            tail = max(db.tail(msg.log_id), db.trim_point(msg.log_id))
+            if hi > tail:  # nothing here at or after the time
+                return tail, LSN_MAX
+            return hi - 1, hi
+
+        self._run_query(
+            conn, msg, self._read_exec, work,
+            lambda r, st: FindTimeReply(request_id=msg.request_id, status=st,
+                                        log_id=msg.log_id, lo=r[0] if r else 0,
+                                        hi=r[1] if r else 0))
+
+    def _on_data_size(self, conn: Peer, msg: DataSize) -> None:
+        self._run_query(
+            conn, msg, self._read_exec,
+            lambda db: db.data_size(msg.log_id, msg.start_ms, msg.end_ms),
+            lambda r, st: DataSizeReply(request_id=msg.request_id, status=st,
+                                        log_id=msg.log_id, size=r or 0))

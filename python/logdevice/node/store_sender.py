@@ -1,0 +1,197 @@
+"""From the sequencers' ``SendStore`` / ``Release`` actions to STORE and RELEASE frames.
+
+Sequencers emit one ``SendStore`` per record and copyset member.  ``StoreSender`` queues
+them during a loop turn and, at the end of the turn, sends one STORE frame per storage
+node and log (``stores_by_node``): columns as numpy arrays, payloads back to back in one
+buffer.  It remembers what each STORE carried (``outstanding``: the sequencer, LSNs and
+waves, keyed by node and request id) because STORED only echoes the request id and the
+statuses; ``take_reply`` turns a STORED back into ``(node, lsn, wave, status)`` tuples for
+``Sequencer.on_stored_many``.  Entries of STOREs that are never answered (the node died;
+its link dropped them) are forgotten when the link goes down or after ``FORGET_AFTER``.
+
+``Release`` actions are merged per node (the highest LSN per log wins) and leave once per
+turn as a RELEASE (one log) or a RELEASE_BATCH (several).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+from logdevice.errors import E
+from logdevice.protocol import RecordFlag, Release, ReleaseBatch, Store, Stored
+from logdevice.sequencer import SendStore, stores_by_node
+
+if TYPE_CHECKING:
+    from logdevice.node.server import Node
+    from logdevice.sequencer import Sequencer
+
+log = logging.getLogger("logdevice.node.store_sender")
+
+#: Seconds after which an unanswered STORE is forgotten (its wave timed out long ago).
+FORGET_AFTER = 120.0
+_CHECKSUM = int(RecordFlag.CHECKSUM)
+
+
+class Outstanding(NamedTuple):
+    seq: Sequencer
+    lsns: np.ndarray
+    waves: np.ndarray
+    sent_at: float
+
+
+class StoreSender:
+    """Batches STOREs and RELEASEs per loop turn.
+
+    Parameters
+    ----------
+    node : Node
+    payload_of : callable(request_id) -> (payload, checksum) or None
+        The payload (and client crc32c) kept for an append; None once it was answered.
+    sequencer_of : callable(log_id, epoch) -> Sequencer or None
+    """
+
+    def __init__(self, node: Node, payload_of: Callable[[Any], tuple[Any, int] | None],
+                 sequencer_of: Callable[[int, int], Sequencer | None]) -> None:
+        self.node = node
+        self.payload_of = payload_of
+        self.sequencer_of = sequencer_of
+        self._stores: list[SendStore] = []
+        self._releases: dict[int, dict[int, int]] = {}
+        self._scheduled = False
+        self._next_id = 1
+        self.outstanding: OrderedDict[tuple[int, int], Outstanding] = OrderedDict()
+        # Figures.
+        self.frames = 0
+        self.records = 0
+
+    # -- queueing ---------------------------------------------------------------------------
+    def store(self, action: SendStore) -> None:
+        self._stores.append(action)
+        self._schedule()
+
+    def release(self, log_id: int, lsn: int, nodes: Iterable[int]) -> None:
+        for n in nodes:
+            per_node = self._releases.setdefault(n, {})
+            if per_node.get(log_id, 0) < lsn:
+                per_node[log_id] = lsn
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if not self._scheduled:
+            self._scheduled = True
+            self.node.loop.call_soon(self.flush)
+
+    # -- sending ----------------------------------------------------------------------------
+    def flush(self) -> None:
+        self._scheduled = False
+        stores, self._stores = self._stores, []
+        if stores:
+            now = self.node.loop.time()
+            for node, actions in stores_by_node(stores).items():
+                groups: dict[tuple[int, int], list[SendStore]] = {}
+                for a in actions:
+                    key = (a.log_id, a.lsn >> 32)
+                    lst = groups.get(key)
+                    if lst is None:
+                        groups[key] = [a]
+                    else:
+                        lst.append(a)
+                for (log_id, epoch), group in groups.items():
+                    self._send_store(node, log_id, epoch, group, now)
+        releases, self._releases = self._releases, {}
+        for node, logs in releases.items():
+            if len(logs) == 1:
+                ((log_id, lsn),) = logs.items()
+                msg: Any = Release(log_id=log_id, lsn=lsn)
+            else:
+                msg = ReleaseBatch(log_ids=np.fromiter(logs.keys(), np.uint64, len(logs)),
+                                   lsns=np.fromiter(logs.values(), np.uint64, len(logs)))
+            self.node.send_to_node(node, msg)
+
+    def _send_store(self, node: int, log_id: int, epoch: int, actions: list[SendStore],
+                    now: float) -> None:
+        seq = self.sequencer_of(log_id, epoch)
+        if seq is None:
+            return
+        lsns = np.fromiter((a.lsn for a in actions), np.uint64, len(actions))
+        if len(lsns) > 1 and bool(np.any(lsns[1:] <= lsns[:-1])):
+            latest = {a.lsn: a for a in actions}  # a later wave of the same LSN wins
+            actions = [latest[k] for k in sorted(latest)]
+        payloads = []
+        kept = []
+        checksums = []
+        any_checksum = False
+        for a in actions:
+            entry = self.payload_of(a.request_id)
+            if entry is None:
+                continue  # answered meanwhile (the sequencer was deactivated)
+            payload, checksum = entry
+            kept.append(a)
+            payloads.append(payload)
+            checksums.append(checksum)
+            any_checksum = any_checksum or bool(a.flags & _CHECKSUM)
+        n = len(kept)
+        if n == 0:
+            return
+        lsns = np.fromiter((a.lsn for a in kept), np.uint64, n)
+        waves = np.fromiter((a.wave for a in kept), np.uint32, n)
+        lengths = np.fromiter((len(p) for p in payloads), np.uint64, n)
+        offsets = np.zeros(n + 1, np.uint64)
+        np.cumsum(lengths, out=offsets[1:])
+        width = max(len(a.copyset) for a in kept)
+        copysets = np.full((n, width), -1, np.int16)
+        for i, a in enumerate(kept):
+            copysets[i, : len(a.copyset)] = a.copyset
+        rid = self._next_id
+        self._next_id += 1
+        msg = Store(
+            request_id=rid, log_id=log_id, epoch=epoch,
+            last_known_good=max(a.lng for a in kept), sequencer_node=self.node.index,
+            lsns=lsns,
+            timestamps=np.fromiter((a.timestamp for a in kept), np.int64, n),
+            flags=np.fromiter((a.flags for a in kept), np.uint32, n),
+            waves=waves, copysets=copysets, payload_offsets=offsets,
+            payloads=b"".join(payloads),
+            checksums=np.array(checksums, np.uint32) if any_checksum else np.empty(0, np.uint32),
+        )
+        if self.node.send_to_node(node, msg):
+            self.outstanding[(node, rid)] = Outstanding(seq, lsns, waves, now)
+            self.frames += 1
+            self.records += n
+        # Not sent (link down): the wave times out or is moved by on_node_down.
+
+    # -- replies ----------------------------------------------------------------------------
+    def take_reply(self, msg: Stored, node: int) -> tuple[Sequencer | None, list[tuple]]:
+        """The sequencer and ``(node, lsn, wave, status)`` tuples a STORED answers."""
+        entry = self.outstanding.pop((node, msg.request_id), None)
+        if entry is None:
+            return None, []
+        lsns, waves = entry.lsns.tolist(), entry.waves.tolist()
+        if len(msg.statuses):
+            if len(msg.lsns) == len(lsns) and np.array_equal(msg.lsns, entry.lsns):
+                statuses = msg.statuses.tolist()
+            else:  # answered in another order or a subset: match by LSN
+                by_lsn = dict(zip(msg.lsns.tolist(), msg.statuses.tolist(), strict=True))
+                statuses = [by_lsn.get(x, int(E.FAILED)) for x in lsns]
+            return entry.seq, [(node, x, w, s)
+                               for x, w, s in zip(lsns, waves, statuses, strict=True)]
+        status = msg.status
+        return entry.seq, [(node, x, w, status) for x, w in zip(lsns, waves, strict=True)]
+
+    def forget_node(self, node: int) -> None:
+        """The link to ``node`` broke: its STOREs will never be answered."""
+        for key in [k for k in self.outstanding if k[0] == node]:
+            del self.outstanding[key]
+
+    def forget_old(self, now: float) -> None:
+        out = self.outstanding
+        while out:
+            key, entry = next(iter(out.items()))
+            if now - entry.sent_at < FORGET_AFTER:
+                break
+            del out[key]

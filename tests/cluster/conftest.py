@@ -1,0 +1,160 @@
+"""Fixtures for cluster tests: real ``logdeviced`` processes on 127.0.0.1.
+
+- ``local_cluster`` (per test) and ``module_cluster`` (per module, to share one cluster
+  between the tests of a file) are factories: ``local_cluster(nodes=3, replication=2,
+  **options)`` starts a ``LocalCluster`` under the test's temporary directory and it is
+  stopped when the fixture's scope ends, also when the test fails.  The nodes' logs stay
+  in the temporary directory; the end of each is printed when a test fails.
+- ``RawClient``: a blocking protocol client that follows redirects, for tests that talk
+  to nodes without the user-facing client.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from logdevice.errors import E, error_for
+from logdevice.local_cluster import LocalCluster
+from logdevice.node.probe import NodeConnection
+from logdevice.placement import sequencer_for
+from logdevice.protocol import Append, Appended, ClusterView, GetClusterView
+
+Factory = Callable[..., LocalCluster]
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, f"rep_{rep.when}", rep)
+
+
+def _tail(path: Path, n: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+def _make_factory(root: Path) -> tuple[Factory, list[LocalCluster]]:
+    clusters: list[LocalCluster] = []
+    counter = itertools.count()
+
+    def make(**kw: Any) -> LocalCluster:
+        kw.setdefault("root", root / f"cluster{next(counter)}")
+        kw.setdefault("ready_timeout", 60.0)
+        cluster = LocalCluster(**kw)
+        clusters.append(cluster)
+        return cluster
+
+    return make, clusters
+
+
+def _close(clusters: list[LocalCluster], failed: bool) -> None:
+    for c in clusters:
+        if failed:
+            for i in range(c.n):
+                print(f"---- {c.log_path(i)} ----\n{_tail(c.log_path(i))}")
+        c.close()
+
+
+@pytest.fixture
+def local_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Factory]:
+    """Factory of clusters that live for one test."""
+    make, clusters = _make_factory(tmp_path)
+    yield make
+    rep = getattr(request.node, "rep_call", None)
+    _close(clusters, rep is not None and rep.failed)
+
+
+@pytest.fixture(scope="module")
+def module_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Factory]:
+    """Factory of clusters shared by the tests of a module."""
+    make, clusters = _make_factory(tmp_path_factory.mktemp("cluster"))
+    yield make
+    _close(clusters, False)
+
+
+class RawClient:
+    """Appends over raw protocol connections, one per node, following redirects."""
+
+    def __init__(self, cluster: LocalCluster, timeout: float = 10.0) -> None:
+        self.cluster = cluster
+        self.timeout = timeout
+        self.conns: dict[int, NodeConnection] = {}
+        self._ids = itertools.count(1)
+
+    def conn(self, node: int) -> NodeConnection:
+        c = self.conns.get(node)
+        if c is None:
+            c = self.conns[node] = NodeConnection(self.cluster.node_address(node),
+                                                  self.cluster.config.cluster,
+                                                  timeout=self.timeout)
+        return c
+
+    def drop(self, node: int) -> None:
+        c = self.conns.pop(node, None)
+        if c is not None:
+            c.close()
+
+    def close(self) -> None:
+        for node in list(self.conns):
+            self.drop(node)
+
+    def __enter__(self) -> RawClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def view(self, node: int | None = None) -> ClusterView:
+        if node is None:
+            node = self._some_node(None)
+        return self.conn(node).request(GetClusterView(request_id=next(self._ids)), ClusterView)
+
+    def owner(self, log_id: int, node: int | None = None) -> int | None:
+        view = self.view(node)
+        return sequencer_for(log_id, {s.node_index: s.weight for s in view.sequencers})
+
+    def append_once(self, node: int, log_id: int, payload: bytes, **kw: Any) -> Appended:
+        return self.conn(node).request(
+            Append(request_id=next(self._ids), log_id=log_id, payload=payload, **kw),
+            Appended)
+
+    def append(self, log_id: int, payload: bytes, *, retries: int = 50,
+               node: int | None = None) -> Appended:
+        """Append, following redirects and retrying transient errors; the OK reply."""
+        target = self.owner(log_id) if node is None else node
+        last = None
+        for _ in range(retries):
+            try:
+                reply = self.append_once(target, log_id, payload)
+            except (ConnectionError, OSError) as exc:
+                last = exc
+                self.drop(target)
+                time.sleep(0.1)
+                target = self.owner(log_id, self._some_node(target))
+                continue
+            if reply.status == E.OK:
+                return reply
+            last = reply
+            if reply.redirect_to is not None:
+                target = reply.redirect_to
+            elif reply.status not in (E.NOSEQUENCER, E.PREEMPTED, E.AGAIN, E.SEQNOBUFS,
+                                      E.DISABLED, E.SHUTDOWN):
+                raise error_for(reply.status, reply.message)
+            else:
+                time.sleep(0.1)
+                target = self.owner(log_id, self._some_node(target))
+        raise AssertionError(f"append to log {log_id} kept failing: {last}")
+
+    def _some_node(self, avoid: int | None) -> int:
+        for i in self.cluster.running():
+            if i != avoid:
+                return i
+        return self.cluster.running()[0]
