@@ -1,0 +1,28 @@
+"""The client: appends, BufferedWriter, tail/head/trim/find_time/data_size.
+
+- ``client``: ``Client``, the synchronous thread-safe facade users call.
+- ``core``: the coroutines on the client loop (routing, retries, storage fan-out).
+- ``connection``: one pipelined connection to one node.
+- ``loop``: the client's event loop thread.
+- ``routing``: cluster view, suspects and sequencer routing (sans-I/O).
+- ``combine``: per-node answers into one (sans-I/O).
+- ``buffered_writer``, ``batching``, ``futures``: the BufferedWriter.
+- ``retry``, ``settings``: retry rules and client settings.
+"""
+
+from logdevice.client.buffered_writer import MODES, BufferedWriter
+from logdevice.client.client import Client
+from logdevice.client.combine import HeadAttributes, TailAttributes
+from logdevice.client.futures import BatchFuture, PayloadFuture
+from logdevice.client.settings import ClientSettings
+
+__all__ = [
+    "Client",
+    "ClientSettings",
+    "BufferedWriter",
+    "MODES",
+    "PayloadFuture",
+    "BatchFuture",
+    "TailAttributes",
+    "HeadAttributes",
+]

@@ -1,0 +1,277 @@
+"""``ld.Client``: the synchronous, thread-safe face of a client (DESIGN.md §4).
+
+A ``Client`` runs its own asyncio loop in one background daemon thread (``LoopThread``);
+every method hands a coroutine of ``ClientCore`` to that loop and waits for it, bounded
+by the client's timeout.  Any number of threads may call it at once, and many appends
+in flight share one connection per node (pipelined, matched by request id).
+
+Bad input is refused before anything is sent: a log that is not in the config gives
+``NotFoundError`` (E.NOTFOUND), a payload over the limit ``TooBigError`` (E.TOOBIG),
+a wrong type ``InvalidParamError``.  Every failure is a ``LogDeviceError`` with
+``.status``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from ldcore.checksum import crc32c
+from logdevice.client import combine
+from logdevice.client.combine import HeadAttributes, TailAttributes
+from logdevice.client.core import ClientCore
+from logdevice.client.loop import LoopThread
+from logdevice.client.settings import ClientSettings
+from logdevice.config import Config, LogGroup
+from logdevice.errors import E, InvalidParamError, LogDeviceError, error_for
+from logdevice.protocol import AppendFlag, DataSize, FindTime, GetHead, Trim
+from logdevice.records import LSN_INVALID, LSN_MAX
+
+if TYPE_CHECKING:
+    from logdevice.client.buffered_writer import BufferedWriter
+
+__all__ = ["Client", "as_payload"]
+
+# Added to the client timeout when a sync call waits for its coroutine: the coroutine
+# enforces the timeout itself; this only catches a stuck loop.
+_WAIT_SLACK = 5.0
+
+
+def as_payload(payload: Any) -> bytes:
+    """A payload as an immutable bytes-like the client may keep until it is sent.
+
+    ``bytes`` pass as they are; ``str`` is UTF-8 encoded; other buffers (bytearray,
+    memoryview, numpy arrays) are copied, so the caller may reuse them at once.
+    """
+    if isinstance(payload, bytes):
+        return payload
+    if isinstance(payload, str):
+        return payload.encode()
+    try:
+        return bytes(memoryview(payload).cast("B"))
+    except TypeError:
+        raise InvalidParamError(
+            message=f"payload must be bytes-like or str, not {type(payload).__name__}"
+        ) from None
+
+
+class Client:
+    """A connection to one cluster.
+
+    Parameters
+    ----------
+    config : path or Config
+        The cluster config file (DESIGN.md §4), or an already loaded ``Config``.
+    timeout : float
+        Seconds any call may take before it fails with ``TimedOutError`` (E.TIMEDOUT).
+    **settings
+        Client settings (``ClientSettings``): ``connect_timeout``, ``max_payload_size``,
+        ``initial_backoff``, ``max_backoff``, ``view_refresh_interval``,
+        ``suspect_time``, ``append_checksum``, ``max_redirects``.
+
+    Examples
+    --------
+    >>> with ld.Client("cluster.json") as client:          # doctest: +SKIP
+    ...     lsn = client.append(1, b"hello")
+    """
+
+    def __init__(self, config: str | os.PathLike[str] | Config, timeout: float = 10.0,
+                 **settings: Any) -> None:
+        self.config = config if isinstance(config, Config) else Config.load(config)
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+            raise InvalidParamError(message=f"timeout must be a positive number, got {timeout!r}")
+        self.timeout = float(timeout)
+        self.settings = ClientSettings.from_config(self.config, settings)
+        self._core = ClientCore(self.config, self.settings)
+        self._loop = LoopThread(name=f"logdevice-client-{self.config.cluster}")
+        self._writers: weakref.WeakSet[BufferedWriter] = weakref.WeakSet()
+        self._close_lock = threading.Lock()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<Client cluster={self.config.cluster!r} {state}>"
+
+    # ------------------------------------------------------------------ checks
+
+    def _log_group(self, log_id: int) -> LogGroup:
+        if isinstance(log_id, bool) or not isinstance(log_id, int):
+            raise InvalidParamError(message=f"log id must be an int, not {type(log_id).__name__}")
+        return self.config.log_group(log_id)  # NotFoundError names the log and cluster
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogDeviceError(E.SHUTDOWN, "the client is closed")
+
+    def _call(self, fn: Any, *args: Any, timeout: float | None) -> Any:
+        self._check_open()
+        t = self.timeout if timeout is None else float(timeout)
+        return self._loop.run(fn, *args, timeout=t + _WAIT_SLACK)
+
+    def _timeout(self, timeout: float | None) -> float:
+        return self.timeout if timeout is None else float(timeout)
+
+    def _prepare_append(self, log_id: int, payload: Any) -> tuple[Any, int, int]:
+        self._log_group(log_id)
+        data = as_payload(payload)
+        size = len(data)
+        if size > self.settings.max_payload_size:
+            raise error_for(E.TOOBIG, f"payload of {size} bytes exceeds the limit of "
+                                      f"{self.settings.max_payload_size} bytes")
+        if self.settings.append_checksum:
+            return data, int(AppendFlag.CHECKSUM), crc32c(data)
+        return data, 0, 0
+
+    # ------------------------------------------------------------------ appends
+
+    def append(self, log_id: int, payload: Any, *, timeout: float | None = None) -> int:
+        """Append one record and wait until it is acknowledged (stored on R nodes).
+
+        Returns
+        -------
+        int
+            The record's LSN.  LSNs of records appended synchronously to one log by one
+            client increase.
+
+        Raises
+        ------
+        NotFoundError, TooBigError, InvalidParamError
+            Bad input (nothing sent).
+        TimedOutError
+            Not acknowledged within the timeout (it may still be stored).
+        LogDeviceError
+            The sequencer refused it (SEQNOBUFS, OVERLOADED, NOSPC, ...) or the
+            connection dropped after it was sent (PEER_CLOSED).
+        """
+        data, flags, checksum = self._prepare_append(log_id, payload)
+        return self._call(self._append_lsn, log_id, data, flags, checksum,
+                          self._timeout(timeout), timeout=timeout)  # type: ignore[no-any-return]
+
+    def append_async(self, log_id: int, payload: Any, *,
+                     timeout: float | None = None) -> concurrent.futures.Future[int]:
+        """Start an append; a Future of its LSN (failures as for ``append``).
+
+        Bad input raises here, at once.  The payload is copied unless it is ``bytes``.
+        """
+        self._check_open()
+        data, flags, checksum = self._prepare_append(log_id, payload)
+        return self._loop.submit(self._append_lsn, log_id, data, flags, checksum,
+                                 self._timeout(timeout))
+
+    async def _append_lsn(self, log_id: int, data: Any, flags: int, checksum: int,
+                          timeout: float) -> int:
+        reply = await self._core.append(log_id, data, flags, checksum, timeout)
+        return int(reply.lsn)
+
+    # ------------------------------------------------------------------ tail and head
+
+    def get_tail_lsn(self, log_id: int, *, timeout: float | None = None) -> int:
+        """The last released LSN of the log (LSN_INVALID if nothing was released)."""
+        return self.get_tail_attributes(log_id, timeout=timeout).last_released_real_lsn
+
+    def get_tail_attributes(self, log_id: int, *,
+                            timeout: float | None = None) -> TailAttributes:
+        """Last released LSN, its timestamp (and byte offset when tracked), from the
+        log's sequencer."""
+        self._log_group(log_id)
+        return self._call(self._tail, log_id, self._timeout(timeout),  # type: ignore[no-any-return]
+                          timeout=timeout)
+
+    async def _tail(self, log_id: int, timeout: float) -> TailAttributes:
+        reply = await self._core.get_tail(log_id, timeout)
+        return TailAttributes(int(reply.lsn), int(reply.timestamp), None)
+
+    def get_head_attributes(self, log_id: int, *,
+                            timeout: float | None = None) -> HeadAttributes:
+        """Trim point and the timestamp of the first record after it (see ``combine``)."""
+        group = self._log_group(log_id)
+        return self._call(self._storage, log_id, lambda: GetHead(request_id=0, log_id=log_id),
+                          combine.combine_head, group, self._timeout(timeout),
+                          timeout=timeout)  # type: ignore[no-any-return]
+
+    def is_log_empty(self, log_id: int, *, timeout: float | None = None) -> bool:
+        """True if the log holds no record past its trim point."""
+        tail = self.get_tail_lsn(log_id, timeout=timeout)
+        if tail == LSN_INVALID:
+            return True
+        return tail <= self.get_head_attributes(log_id, timeout=timeout).trim_point
+
+    # ------------------------------------------------------------------ storage-side calls
+
+    def trim(self, log_id: int, lsn: int, *, timeout: float | None = None) -> None:
+        """Trim the log: records at or below ``lsn`` go away; the trim point is persisted
+        on the storage nodes.  Needs OK answers from an f-majority of them, else
+        ``LogDeviceError(E.PARTIAL)`` (some trimmed) or the common failure."""
+        group = self._log_group(log_id)
+        if isinstance(lsn, bool) or not isinstance(lsn, int) or not 0 <= lsn < LSN_MAX:
+            raise InvalidParamError(message=f"trim lsn must be an int in [0, LSN_MAX), got {lsn!r}")
+        self._call(self._storage, log_id, lambda: Trim(request_id=0, log_id=log_id, lsn=lsn),
+                   combine.combine_trim, group, self._timeout(timeout), timeout=timeout)
+
+    def find_time(self, log_id: int, ms: float, *, timeout: float | None = None) -> int:
+        """The first LSN whose record has a timestamp >= ``ms`` (ms since the Unix epoch);
+        one past the last record if all are older.  The rule is in ``combine``."""
+        group = self._log_group(log_id)
+        t = _as_ms(ms, "ms")
+        return self._call(self._storage, log_id,  # type: ignore[no-any-return]
+                          lambda: FindTime(request_id=0, log_id=log_id, timestamp=t),
+                          combine.combine_find_time, group, self._timeout(timeout),
+                          timeout=timeout)
+
+    def data_size(self, log_id: int, start_ms: float, end_ms: float, *,
+                  timeout: float | None = None) -> int:
+        """Approximate payload bytes of the log's records with timestamps in
+        ``[start_ms, end_ms]``."""
+        group = self._log_group(log_id)
+        a, b = _as_ms(start_ms, "start_ms"), _as_ms(end_ms, "end_ms")
+        if b < a:
+            raise InvalidParamError(message=f"end_ms {b} is before start_ms {a}")
+        return self._call(self._storage, log_id,  # type: ignore[no-any-return]
+                          lambda: DataSize(request_id=0, log_id=log_id, start_ms=a, end_ms=b),
+                          combine.combine_data_size, group, self._timeout(timeout),
+                          timeout=timeout)
+
+    async def _storage(self, log_id: int, make: Any, rule: Any, group: LogGroup,
+                       timeout: float) -> Any:
+        r = group.replication_factor
+        answers = await self._core.storage_call(log_id, make, timeout, r)
+        return rule(answers, len(answers), r)
+
+    # ------------------------------------------------------------------ writers
+
+    def create_buffered_writer(self, **options: Any) -> BufferedWriter:
+        """A ``BufferedWriter`` on this client (options: see ``BufferedWriter``)."""
+        from logdevice.client.buffered_writer import BufferedWriter
+
+        self._check_open()
+        w = BufferedWriter(self, **options)
+        self._writers.add(w)
+        return w
+
+    # ------------------------------------------------------------------ closing
+
+    def close(self) -> None:
+        """Close writers (their unsent payloads fail with E.SHUTDOWN), connections and
+        the loop thread.  Idempotent."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        for w in list(self._writers):
+            w._abort(LogDeviceError(E.SHUTDOWN, "the client was closed"))
+        self._loop.stop(self._core.close)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _as_ms(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidParamError(message=f"{name} must be a number of milliseconds, got {value!r}")
+    return int(value)

@@ -1,0 +1,309 @@
+"""One client connection to one node: connect, HELLO, pipelined requests, replies by id.
+
+A ``Connection`` lives on the client's event loop.  Requests are written as soon as they
+are made and matched to replies by ``request_id``, so any number may be in flight at once
+(appends pipeline; nothing waits for the previous reply).  Reading is done by an
+``asyncio.Protocol`` (``data_received`` feeds a ``FrameDecoder`` and resolves futures
+directly), which costs no task switch per read.
+
+Failure rules:
+
+- connect (TCP + HELLO round trip) is bounded by ``connect_timeout``; refused, reset or
+  silent peers give ``ConnectionFailedError(E.CONNFAILED)``; a HELLO refused by the node
+  (wrong cluster, protocol version) raises the node's status (``E.ACCESS``, ...).
+- when the connection drops, every pending request fails with ``E.PEER_CLOSED``
+  (``ConnectionFailedError``); the next request reconnects (on demand, no background
+  reconnect loop).
+- a request not answered by its deadline fails with ``TimedOutError`` (the connection
+  stays up: a slow node is not a dead one).
+- an ``Error`` reply is raised as ``error_for(status, message)``.
+- ``close()`` fails what is pending with ``E.SHUTDOWN`` and refuses new requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from typing import Any
+
+from logdevice.errors import E, LogDeviceError, TimedOutError, error_for
+from logdevice.protocol import (
+    Error,
+    FrameDecoder,
+    Hello,
+    HelloReply,
+    ProtocolError,
+    encode,
+)
+
+__all__ = ["Connection"]
+
+# Let the transport buffer this much before writers wait (blobs are up to 32 MiB).
+_WRITE_HIGH_WATER = 8 * 1024 * 1024
+
+
+class _Protocol(asyncio.Protocol):
+    """Bytes in -> messages -> the owning Connection; write back-pressure."""
+
+    def __init__(self, owner: Connection) -> None:
+        self.owner = owner
+        self.decoder = FrameDecoder()
+        self.transport: asyncio.Transport | None = None
+        self.paused = False
+        self.drain_waiters: list[asyncio.Future[None]] = []
+        self.lost = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            msgs = self.decoder.feed(data)
+        except ProtocolError as exc:
+            self.owner._lost(self, exc.status, f"bad frame from the node: {exc}")
+            return
+        dispatch = self.owner._dispatch
+        for msg in msgs:
+            dispatch(self, msg)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        self.owner._lost(self, E.PEER_CLOSED, f"connection closed ({exc or 'by the peer'})")
+        self._wake_writers()
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        self._wake_writers()
+
+    def _wake_writers(self) -> None:
+        waiters, self.drain_waiters = self.drain_waiters, []
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
+
+
+class Connection:
+    """A connection from this client to node ``node_index`` at ``host:port``.
+
+    Parameters
+    ----------
+    node_index : int
+        The node's index in the config (used in messages and errors).
+    host, port : str, int
+        Where the node listens.
+    cluster : str
+        The cluster name sent in HELLO.
+    connect_timeout : float
+        Seconds for TCP connect plus the HELLO round trip.
+    location : str
+        This client's location, sent in HELLO.
+
+    Notes
+    -----
+    Not thread safe: use it only on the loop it was first used on.
+    """
+
+    def __init__(self, node_index: int, host: str, port: int, cluster: str, *,
+                 connect_timeout: float = 2.0, location: str = "") -> None:
+        self.node_index = node_index
+        self.host = host
+        self.port = port
+        self.cluster = cluster
+        self.connect_timeout = connect_timeout
+        self.location = location
+        self._proto: _Protocol | None = None  # set once HELLO succeeded
+        self._connecting: asyncio.Task[_Protocol] | None = None
+        self._pending: dict[int, tuple[asyncio.Future[Any], asyncio.TimerHandle | None]] = {}
+        self._ids = itertools.count(1)
+        self._hello_waiter: asyncio.Future[HelloReply] | None = None
+        self._closed = False
+        self.connects = 0  # successful connects so far (tests, stats)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "up" if self.connected else "down"
+        return f"<Connection N{self.node_index} {self.host}:{self.port} {state}>"
+
+    @property
+    def connected(self) -> bool:
+        return self._proto is not None and not self._proto.lost
+
+    @property
+    def in_flight(self) -> int:
+        """Requests sent and not yet answered."""
+        return len(self._pending)
+
+    # ------------------------------------------------------------------ connecting
+
+    async def connect(self, deadline: float | None = None) -> None:
+        """Connect and complete HELLO unless already connected.
+
+        Concurrent callers share one attempt.  ``deadline`` (loop time) bounds this
+        caller's wait only; the attempt itself is bounded by ``connect_timeout``.
+        """
+        if self.connected:
+            return
+        if self._closed:
+            raise LogDeviceError(E.SHUTDOWN, f"connection to N{self.node_index} is closed")
+        if self._connecting is None or self._connecting.done():
+            self._connecting = asyncio.ensure_future(self._open())
+        task = self._connecting
+        if deadline is None:
+            await asyncio.shield(task)
+            return
+        remaining = deadline - asyncio.get_running_loop().time()
+        if remaining <= 0:
+            raise TimedOutError(message=f"deadline passed before connecting to N{self.node_index}")
+        done, _ = await asyncio.wait({task}, timeout=remaining)
+        if not done:
+            raise TimedOutError(message=f"connecting to N{self.node_index} took too long")
+        task.result()
+
+    async def _open(self) -> _Protocol:
+        loop = asyncio.get_running_loop()
+        where = f"N{self.node_index} at {self.host}:{self.port}"
+        proto: _Protocol | None = None
+        try:
+            async with asyncio.timeout(self.connect_timeout):
+                _, proto = await loop.create_connection(
+                    lambda: _Protocol(self), self.host, self.port)
+                self._hello_waiter = loop.create_future()
+                assert proto.transport is not None
+                proto.transport.writelines(encode(
+                    Hello(cluster=self.cluster, role="client", location=self.location)))
+                reply = await self._hello_waiter
+            if reply.status != E.OK:
+                raise error_for(reply.status, f"{where} refused HELLO: {reply.message}")
+            if self._closed:  # close() ran while we were connecting
+                raise LogDeviceError(E.SHUTDOWN, f"connection to N{self.node_index} is closed")
+        except BaseException as exc:
+            if proto is not None and proto.transport is not None:
+                proto.transport.abort()
+            if isinstance(exc, TimeoutError):
+                raise error_for(E.CONNFAILED, f"{where}: no HELLO reply within "
+                                              f"{self.connect_timeout:g} s") from None
+            if isinstance(exc, OSError):
+                raise error_for(E.CONNFAILED, f"{where}: {exc}") from None
+            raise
+        finally:
+            self._hello_waiter = None
+        self._proto = proto
+        self.connects += 1
+        return proto
+
+    # ------------------------------------------------------------------ requests
+
+    def send(self, msg: Any, deadline: float | None = None) -> asyncio.Future[Any]:
+        """Write ``msg`` now (must be connected) and return the future of its reply.
+
+        Sets ``msg.request_id``.  The future fails with ``TimedOutError`` at ``deadline``
+        (loop time), ``ConnectionFailedError`` if the connection drops first, or the
+        error an ``Error`` reply carries.
+
+        Raises
+        ------
+        ConnectionFailedError
+            Not connected.
+        TooBigError, InvalidParamError
+            The message cannot be encoded.
+        """
+        proto = self._proto
+        if proto is None or proto.lost or proto.transport is None:
+            raise error_for(E.CONNFAILED, f"not connected to N{self.node_index}")
+        rid = next(self._ids)
+        msg.request_id = rid
+        buffers = encode(msg)
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+        timer = loop.call_at(deadline, self._expire, rid) if deadline is not None else None
+        self._pending[rid] = (fut, timer)
+        proto.transport.writelines(buffers)
+        return fut
+
+    async def request(self, msg: Any, deadline: float | None = None) -> Any:
+        """Connect if needed, send ``msg``, wait for its reply (see ``send``)."""
+        if not self.connected:
+            await self.connect(deadline)
+        fut = self.send(msg, deadline)
+        await self.drain()
+        return await fut
+
+    async def drain(self) -> None:
+        """Wait while the transport's write buffer is above its high-water mark."""
+        proto = self._proto
+        if proto is not None and proto.paused and not proto.lost:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            proto.drain_waiters.append(waiter)
+            await waiter
+
+    def _expire(self, rid: int) -> None:
+        entry = self._pending.pop(rid, None)
+        if entry is not None and not entry[0].done():
+            entry[0].set_exception(TimedOutError(
+                message=f"no reply from N{self.node_index} before the deadline"))
+
+    def _dispatch(self, proto: _Protocol, msg: Any) -> None:
+        if isinstance(msg, HelloReply):
+            waiter = self._hello_waiter
+            if waiter is not None and not waiter.done():
+                waiter.set_result(msg)
+            return
+        rid = getattr(msg, "request_id", None)
+        entry = self._pending.pop(rid, None) if rid is not None else None
+        if entry is None:
+            return  # a late reply to a request that timed out; or unsolicited
+        fut, timer = entry
+        if timer is not None:
+            timer.cancel()
+        if fut.done():
+            return
+        if isinstance(msg, Error):
+            fut.set_exception(error_for(msg.status, f"N{self.node_index}: {msg.message}"))
+        else:
+            fut.set_result(msg)
+
+    def _lost(self, proto: _Protocol, status: E, why: str) -> None:
+        if proto.transport is not None:
+            proto.transport.abort()
+        waiter = self._hello_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(error_for(E.CONNFAILED, f"N{self.node_index}: {why}"))
+        if self._proto is proto:
+            self._proto = None
+            self._fail_pending(status, f"N{self.node_index}: {why}")
+
+    def _fail_pending(self, status: E, why: str) -> None:
+        pending, self._pending = self._pending, {}
+        for fut, timer in pending.values():
+            if timer is not None:
+                timer.cancel()
+            if not fut.done():
+                fut.set_exception(error_for(status, why))
+
+    # ------------------------------------------------------------------ closing
+
+    def close(self) -> None:
+        """Close for good: pending requests fail with ``E.SHUTDOWN``."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._connecting is not None and not self._connecting.done():
+            self._connecting.cancel()
+        proto, self._proto = self._proto, None
+        self._fail_pending(E.SHUTDOWN, f"connection to N{self.node_index} closed by the client")
+        if proto is not None and proto.transport is not None:
+            proto.transport.close()
+
+    async def aclose(self) -> None:
+        """``close()`` and let the transport finish closing."""
+        task = self._connecting
+        self.close()
+        if task is not None:
+            with contextlib.suppress(BaseException):
+                await task
+        await asyncio.sleep(0)

@@ -1,0 +1,236 @@
+"""The client's network side: coroutines on the client loop for every call it makes.
+
+``ClientCore`` owns one ``Connection`` per node (opened on first use, reconnected on
+demand) and the ``Routing`` state.  Two kinds of request:
+
+- sequencer requests (APPEND, GET_TAIL) go to the log's sequencer node.  The route comes
+  from the cluster view (fetched from any reachable node) and ``placement.sequencer_for``.
+  A NOSEQUENCER answer with ``redirect_to`` is followed at once; without one (or after
+  ``max_redirects`` in a row) the client refreshes its view and retries after a backoff.
+  A node it cannot connect to is suspected and routed around.  All of this repeats until
+  the call's deadline, then ``TimedOutError``.  A connection that drops *after* the
+  request was written fails the call with PEER_CLOSED instead of retrying (the record
+  may have been stored: retrying could append it twice; LogDevice does the same).
+- storage requests (GET_HEAD, TRIM, FIND_TIME, DATA_SIZE) go to every storage node at
+  once; the answers are combined by ``combine``.  Once an f-majority has answered OK, the
+  call waits at most ``straggler_grace`` more for the rest (a paused node must not hold
+  every call to the full timeout).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from logdevice.client.connection import Connection
+from logdevice.client.retry import Backoff
+from logdevice.client.routing import Routing
+from logdevice.client.settings import ClientSettings
+from logdevice.config import Config
+from logdevice.errors import E, LogDeviceError, TimedOutError, error_for
+from logdevice.protocol import Append, Appended, GetClusterView, GetTail, Tail
+
+__all__ = ["ClientCore"]
+
+# Storage calls: once an f-majority answered, wait at most this much for the others.
+STRAGGLER_GRACE = 0.5
+
+
+class ClientCore:
+    """Connections, routing and the request coroutines of one client (loop side only)."""
+
+    def __init__(self, config: Config, settings: ClientSettings) -> None:
+        self.config = config
+        self.settings = settings
+        self.routing = Routing(config, suspect_time=settings.suspect_time,
+                               view_refresh_interval=settings.view_refresh_interval)
+        self.conns: dict[int, Connection] = {}
+        self._view_task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    def conn(self, node: int) -> Connection:
+        c = self.conns.get(node)
+        if c is None:
+            if self._closed:
+                raise LogDeviceError(E.SHUTDOWN, "the client is closed")
+            nc = self.config.node(node)
+            c = Connection(node, nc.host, nc.port, self.config.cluster,
+                           connect_timeout=self.settings.connect_timeout)
+            self.conns[node] = c
+        return c
+
+    # ------------------------------------------------------------------ cluster view
+
+    async def refresh_view(self, deadline: float, *, force: bool = False) -> None:
+        """Fetch the cluster view from the first node that answers (shared by concurrent
+        callers; at most once per ``view_refresh_interval`` unless ``force``).  Failing
+        to get one is not an error: routing keeps its last view."""
+        task = self._view_task
+        if task is None or task.done():
+            if not force and not self.routing.view_due():
+                return
+            task = self._view_task = asyncio.ensure_future(self._fetch_view(deadline))
+        remaining = deadline - asyncio.get_running_loop().time()
+        if remaining > 0:
+            await asyncio.wait({task}, timeout=remaining)
+
+    async def _fetch_view(self, deadline: float) -> None:
+        loop = asyncio.get_running_loop()
+        for node in self.routing.view_sources():
+            now = loop.time()
+            if now >= deadline:
+                return
+            c = self.conn(node)
+            try:
+                view = await c.request(GetClusterView(request_id=0),
+                                       min(deadline, now + self.settings.connect_timeout))
+            except LogDeviceError:
+                self.routing.suspect(node)
+                continue
+            if view.status == E.OK:
+                self.routing.clear_suspect(node)
+                self.routing.update_view(view)
+                return
+
+    # ------------------------------------------------------------------ sequencer requests
+
+    async def append(self, log_id: int, payload: Any, flags: int, checksum: int,
+                     timeout: float) -> Appended:
+        """APPEND one record (or blob) to ``log_id``'s sequencer; the OK ``Appended``."""
+        def make(remaining_ms: int) -> Append:
+            return Append(request_id=0, log_id=log_id, payload=payload, flags=flags,
+                          timeout_ms=remaining_ms, checksum=checksum)
+
+        reply: Appended = await self._sequencer_request(log_id, make, timeout, "append")
+        return reply
+
+    async def get_tail(self, log_id: int, timeout: float) -> Tail:
+        reply: Tail = await self._sequencer_request(
+            log_id, lambda _ms: GetTail(request_id=0, log_id=log_id), timeout, "get_tail")
+        return reply
+
+    async def _sequencer_request(self, log_id: int, make: Callable[[int], Any], timeout: float,
+                                 what: str) -> Any:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        backoff = Backoff(self.settings.initial_backoff, self.settings.max_backoff)
+        redirects = 0
+        last = "no attempt"
+        routing = self.routing
+        if routing.view_time is None:
+            await self.refresh_view(deadline)
+        while True:
+            now = loop.time()
+            if now >= deadline:
+                raise TimedOutError(message=f"{what} to log {log_id}: not acknowledged within "
+                                            f"{timeout:g} s (last: {last})")
+            node = routing.sequencer(log_id)
+            if node is None:
+                last = "no sequencer node is alive"
+                await self._back_off(backoff, deadline, refresh=True)
+                continue
+            c = self.conn(node)
+            try:
+                if not c.connected:
+                    await c.connect(deadline)
+                reply = await c.request(make(max(1, int((deadline - loop.time()) * 1000))),
+                                        deadline)
+            except TimedOutError:
+                last = f"N{node} did not answer"
+                continue  # the loop head raises with the full story
+            except LogDeviceError as exc:
+                if exc.status != E.CONNFAILED:
+                    raise
+                last = f"N{node}: {exc.message}"
+                routing.suspect(node)
+                await self._back_off(backoff, deadline, refresh=True)
+                continue
+            status = reply.status
+            if status == E.OK:
+                routing.clear_suspect(node)
+                return reply
+            if status == E.NOSEQUENCER:
+                target = reply.redirect_to
+                if target is not None and target != node and redirects < \
+                        self.settings.max_redirects and self.config.has_node(target):
+                    redirects += 1
+                    routing.redirect(log_id, target)
+                    last = f"N{node} redirected to N{target}"
+                    continue
+                redirects = 0
+                routing.forget(log_id)
+                last = f"N{node}: no sequencer for log {log_id}"
+                await self._back_off(backoff, deadline, refresh=True)
+                continue
+            raise error_for(status, f"{what} to log {log_id} on N{node}: "
+                                    f"{getattr(reply, 'message', '') or status.name}")
+
+    async def _back_off(self, backoff: Backoff, deadline: float, *, refresh: bool) -> None:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        if refresh:
+            await self.refresh_view(min(deadline, start + self.settings.connect_timeout),
+                                    force=True)
+        delay = backoff.next_delay() - (loop.time() - start)
+        delay = min(delay, deadline - loop.time())
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+    # ------------------------------------------------------------------ storage requests
+
+    async def storage_call(self, log_id: int, make: Callable[[], Any], timeout: float,
+                           replication: int) -> dict[int, Any]:
+        """Send ``make()`` to every storage node; node -> reply or exception.
+
+        Returns when all answered, at the deadline, or ``STRAGGLER_GRACE`` after an
+        f-majority answered OK, whichever comes first (missing nodes map to
+        ``TimedOutError``).
+        """
+        from logdevice.client.combine import f_majority
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        nodes = self.routing.storage_nodes(log_id)
+        need = f_majority(len(nodes), replication)
+
+        async def one(node: int) -> Any:
+            try:
+                return await self.conn(node).request(make(), deadline)
+            except LogDeviceError as exc:
+                if exc.status == E.CONNFAILED:
+                    self.routing.suspect(node)
+                return exc
+
+        tasks = {asyncio.ensure_future(one(n)): n for n in nodes}
+        answers: dict[int, Any] = {}
+        pending = set(tasks)
+        ok = 0
+        grace_end: float | None = None
+        while pending:
+            end = deadline if grace_end is None else min(deadline, grace_end)
+            remaining = end - loop.time()
+            if remaining <= 0:
+                break
+            done, pending = await asyncio.wait(pending, timeout=remaining,
+                                               return_when=asyncio.FIRST_COMPLETED)
+            for t in done:
+                a = t.result()
+                answers[tasks[t]] = a
+                if not isinstance(a, BaseException) and a.status == E.OK:
+                    ok += 1
+            if grace_end is None and ok >= need:
+                grace_end = loop.time() + STRAGGLER_GRACE
+        for t in pending:
+            t.cancel()
+            answers[tasks[t]] = TimedOutError(message=f"N{tasks[t]} did not answer in time")
+        return answers
+
+    # ------------------------------------------------------------------ closing
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._view_task is not None and not self._view_task.done():
+            self._view_task.cancel()
+        for c in list(self.conns.values()):
+            await c.aclose()

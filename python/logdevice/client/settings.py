@@ -1,0 +1,77 @@
+"""Client-side settings: the ``**settings`` of ``ld.Client(config_path, timeout, **settings)``.
+
+Defaults come from the cluster config's ``settings`` where a matching one exists
+(connect timeout, payload limit), so a client and the nodes agree without repeating
+themselves; anything passed to ``Client`` overrides them.  Unknown names are an error
+(``InvalidParamError``), so a typo does not silently keep a default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from logdevice.config import Config
+from logdevice.errors import InvalidParamError
+
+__all__ = ["ClientSettings"]
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSettings:
+    """Tunables of one client.  Durations are in seconds.
+
+    Attributes
+    ----------
+    connect_timeout : float
+        TCP connect plus HELLO round trip to one node.
+    max_payload_size : int
+        Appends with a larger payload fail with TOOBIG before anything is sent.
+    initial_backoff, max_backoff : float
+        Waits between routing retries (no sequencer, connection failed); doubles each
+        time, with jitter, up to ``max_backoff``.
+    view_refresh_interval : float
+        The cluster view is fetched again at most this often unless routing fails.
+    suspect_time : float
+        A node the client could not reach is routed around for this long.
+    append_checksum : bool
+        Send a CRC32C of each APPEND payload (``AppendFlag.CHECKSUM``).
+    max_redirects : int
+        Redirects followed in a row before the client refreshes its view and backs off.
+    """
+
+    connect_timeout: float = 2.0
+    max_payload_size: int = 32 * 1024 * 1024
+    initial_backoff: float = 0.01
+    max_backoff: float = 0.5
+    view_refresh_interval: float = 0.1
+    suspect_time: float = 1.0
+    append_checksum: bool = True
+    max_redirects: int = 3
+
+    @classmethod
+    def from_config(cls, config: Config, overrides: dict[str, Any]) -> ClientSettings:
+        """Defaults from ``config.settings``, then ``overrides`` (checked by name and type)."""
+        base = cls(
+            connect_timeout=config.settings.connect_timeout_ms / 1000.0,
+            max_payload_size=config.settings.max_payload_size,
+        )
+        known = {f.name: f for f in fields(cls)}
+        clean: dict[str, Any] = {}
+        for name, value in overrides.items():
+            if name not in known:
+                raise InvalidParamError(
+                    message=f"unknown client setting {name!r} (known: {', '.join(sorted(known))})"
+                )
+            default = getattr(base, name)
+            if isinstance(default, bool):
+                if not isinstance(value, bool):
+                    raise InvalidParamError(message=f"client setting {name} must be a bool")
+            elif isinstance(default, int | float):
+                if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                    raise InvalidParamError(
+                        message=f"client setting {name} must be a non-negative number, "
+                                f"got {value!r}")
+                value = type(default)(value)
+            clean[name] = value
+        return replace(base, **clean)
