@@ -407,6 +407,16 @@ def test_no_payload(db):
     assert s.stats.payload_bytes_sent == 0
 
 
+def test_digest_reads_unreleased_with_waves_and_copysets(db):
+    write(db, range(1, 6), [[1, 0], [0, 1], [2, 0], [0, 2], [1, 0]])
+    s = ServerReadStream(start(until_lsn=8, flags=StartFlag.DIGEST | SCD), me=0)
+    msgs = wire(run(s, db, 2))  # released only up to 2: a digest reads past it
+    assert summary(msgs) == [("R", [1, 2, 3, 4, 5]), ("G", "NO_RECORDS", 6, 8)]
+    assert msgs[0].copysets[:, :2].tolist() == [[1, 0], [0, 1], [2, 0], [0, 2], [1, 0]]
+    assert msgs[0].waves.tolist() == [1] * 5
+    assert s.state(2) is StreamState.DONE
+
+
 # ------------------------------------------------------------------------------ rewind, tailing
 
 

@@ -22,6 +22,9 @@ returns the messages to send now; ``state(last_released)`` says what the stream 
 The disk is the only I/O here (the caller may run ``step`` in a thread): no sockets, no
 clock, no event loop, so tests drive it directly against a real LogsDB.
 
+A START with DIGEST (epoch recovery) reads past the release pointer, in all-send-all
+mode, and its RECORDS carry waves and copysets.
+
 Records are sent with their stored crc32c in ``checksums`` and the CHECKSUM flag set, so
 the client can check them end to end.  With NO_PAYLOAD, payloads are neither sent nor
 checked (the reader never sees them).
@@ -128,6 +131,11 @@ class ServerReadStream:
         self.me = int(me)
         self.scd = bool(self.flags & StartFlag.SINGLE_COPY_DELIVERY)
         self.no_payload = bool(self.flags & StartFlag.NO_PAYLOAD)
+        # A recovery digest reads what the sequencer never released, with waves and
+        # copysets; it is never single-copy.
+        self.digest = bool(self.flags & StartFlag.DIGEST)
+        if self.digest:
+            self.scd = False
         self.local_nodes: tuple[int, ...] | None = None
         if self.flags & StartFlag.LOCAL_SCD_ENABLED and local_nodes is not None:
             self.local_nodes = tuple(sorted({int(n) for n in local_nodes}))
@@ -165,7 +173,7 @@ class ServerReadStream:
             return StreamState.READY
         if self.next_lsn > self.window_high:
             return StreamState.WINDOW
-        if self.next_lsn > last_released:
+        if self.next_lsn > last_released and not self.digest:
             return StreamState.RELEASE
         return StreamState.READY
 
@@ -192,7 +200,9 @@ class ServerReadStream:
             self.next_lsn = hi + 1
             if self.done:
                 return out
-        hi = min(self.until_lsn, self.window_high, int(last_released))
+        hi = min(self.until_lsn, self.window_high)
+        if not self.digest:
+            hi = min(hi, int(last_released))
         budget = int(budget_bytes)
         frame = _Frame()
         while self.next_lsn <= hi and budget > 0:
@@ -295,11 +305,14 @@ class ServerReadStream:
             offsets = rb.offsets - np.uint64(o0) if o0 else rb.offsets
             checksums = rb.checksums
             flags = rb.flags | np.uint32(FLAG_CHECKSUM)
-        out.append(Records(
+        records = Records(
             read_stream_id=self.read_stream_id, filter_version=self.filter_version,
             lsns=rb.lsns, timestamps=rb.timestamps, flags=flags, payload_offsets=offsets,
             payloads=payloads, checksums=checksums,
-        ))
+        )
+        if self.digest:
+            records.waves, records.copysets = rb.waves, rb.copysets
+        out.append(records)
         self.reported_to = int(rb.lsns[-1])
         self.stats.records_sent += n
         self.stats.payload_bytes_sent += 0 if self.no_payload else rb.nbytes

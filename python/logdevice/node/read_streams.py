@@ -296,7 +296,8 @@ class ReadStreamsRole(Role):
             self._stepping = True
             try:
                 trim = db.trim_point(s.log_id)
-                span = min(s.until_lsn, s.window_high, released) - s.next_lsn + 1
+                upto = min(s.until_lsn, s.window_high)
+                span = (upto if s.digest else min(upto, released)) - s.next_lsn + 1
                 if span > INLINE_LSNS:
                     self.steps_in_thread += 1
                     msgs = await loop.run_in_executor(self._exec, s.step, db, released, trim,
