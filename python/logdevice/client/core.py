@@ -163,6 +163,8 @@ class ClientCore:
                 last = f"N{node}: no sequencer for log {log_id}"
                 await self._back_off(backoff, deadline, refresh=True)
                 continue
+            if status == E.PREEMPTED and reply.redirect_to is not None:
+                routing.redirect(log_id, reply.redirect_to)  # for the next call
             raise error_for(status, f"{what} to log {log_id} on N{node}: "
                                     f"{getattr(reply, 'message', '') or status.name}")
 

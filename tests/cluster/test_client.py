@@ -1,0 +1,239 @@
+"""ld.Client against real node processes: appends (sync, async, threads, processes),
+bad input, tail/head/trim/find_time/data_size, failover and timeouts."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+
+import logdevice as ld
+import pytest
+from logdevice.errors import (
+    E,
+    InvalidParamError,
+    LogDeviceError,
+    NotFoundError,
+    TimedOutError,
+    TooBigError,
+)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
+
+MAX_PAYLOAD = 256 * 1024
+
+
+@pytest.fixture(scope="module")
+def cluster(module_cluster):
+    return module_cluster(nodes=3, replication=2, logs=range(1, 41),
+                          max_payload_size=MAX_PAYLOAD)
+
+
+@pytest.fixture(scope="module")
+def client(cluster):
+    with ld.Client(cluster.config_path, timeout=10.0) as c:
+        yield c
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+# ---------------------------------------------------------------------- appends
+
+
+def test_sync_appends_increase(client):
+    lsns = [client.append(1, b"record %d" % i) for i in range(100)]
+    assert lsns == sorted(set(lsns))
+    assert all(lsn > ld.LSN_INVALID for lsn in lsns)
+
+
+def test_payload_kinds(client):
+    a = client.append(2, "text is utf-8")
+    b = client.append(2, bytearray(b"mutable"))
+    c = client.append(2, memoryview(b"view"))
+    d = client.append(2, b"")
+    assert a < b < c < d
+
+
+def test_append_async_futures_pipeline(client):
+    t0 = time.monotonic()
+    futs = [client.append_async(3, b"async %d" % i) for i in range(500)]
+    lsns = [f.result(30) for f in futs]
+    assert len(set(lsns)) == 500
+    assert time.monotonic() - t0 < 20
+    conn = client._core.conns[client._core.routing.sequencer(3)]
+    assert conn.connects == 1  # one connection carried them all
+
+
+def test_threads_share_one_client(client):
+    results: dict[int, list[int]] = {}
+
+    def writer(k: int) -> None:
+        results[k] = [client.append(4, b"t%d-%d" % (k, i)) for i in range(40)]
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(results) == [0, 1, 2, 3]
+    for lsns in results.values():
+        assert lsns == sorted(lsns)
+    every = [x for lsns in results.values() for x in lsns]
+    assert len(set(every)) == len(every) == 160
+
+
+def _process_writer(config_path: str, log_id: int, n: int, tag: int) -> list[int]:
+    with ld.Client(config_path, timeout=20.0) as c:
+        return [c.append(log_id, b"p%d-%d" % (tag, i)) for i in range(n)]
+
+
+def test_concurrent_writers_from_processes(cluster):
+    ctx = multiprocessing.get_context("spawn")  # the parent has threads: no fork
+    with ctx.Pool(3) as pool:
+        parts = pool.starmap(_process_writer, [(str(cluster.config_path), 5, 60, k)
+                                               for k in range(3)], chunksize=1)
+    for lsns in parts:
+        assert lsns == sorted(lsns) and len(set(lsns)) == len(lsns)
+    every = [x for lsns in parts for x in lsns]
+    assert len(set(every)) == len(every) == 180
+
+
+# ---------------------------------------------------------------------- bad input
+
+
+def test_unknown_log_is_notfound_before_sending(client):
+    for bad in (0, 41, 10**9):
+        with pytest.raises(NotFoundError) as ei:
+            client.append(bad, b"x")
+        assert ei.value.status == E.NOTFOUND
+        with pytest.raises(NotFoundError):
+            client.append_async(bad, b"x")
+        with pytest.raises(NotFoundError):
+            client.get_tail_lsn(bad)
+    with pytest.raises(InvalidParamError):
+        client.append("1", b"x")
+    with pytest.raises(InvalidParamError):
+        client.append(1, 12345)
+
+
+def test_too_big(client):
+    with pytest.raises(TooBigError) as ei:
+        client.append(6, b"x" * (MAX_PAYLOAD + 1))
+    assert ei.value.status == E.TOOBIG
+    with pytest.raises(TooBigError):
+        client.append_async(6, b"x" * (MAX_PAYLOAD + 1))
+    assert client.append(6, b"x" * MAX_PAYLOAD) > 0  # the limit itself is fine
+
+
+def test_bad_settings_and_closed_client(cluster):
+    with pytest.raises(InvalidParamError):
+        ld.Client(cluster.config_path, no_such_setting=1)
+    with pytest.raises(InvalidParamError):
+        ld.Client(cluster.config_path, timeout=0)
+    c = ld.Client(cluster.config_path)
+    assert c.append(7, b"x") > 0
+    c.close()
+    c.close()
+    with pytest.raises(LogDeviceError) as ei:
+        c.append(7, b"y")
+    assert ei.value.status == E.SHUTDOWN
+
+
+# ---------------------------------------------------------------------- tail, head, trim, time
+
+
+def test_tail_head_trim_find_time_round_trip(client):
+    log = 10
+    assert client.is_log_empty(log)
+    assert client.get_tail_lsn(log) == ld.LSN_INVALID
+    assert client.find_time(log, now_ms()) == ld.LSN_OLDEST
+
+    t_start = now_ms()
+    first = [client.append(log, b"a" * 100) for _ in range(20)]
+    time.sleep(0.02)
+    t_mid = now_ms()
+    time.sleep(0.02)
+    second = [client.append(log, b"b" * 100) for _ in range(20)]
+    t_end = now_ms()
+
+    tail = client.get_tail_attributes(log)
+    assert tail.last_released_real_lsn == second[-1]
+    assert t_mid <= tail.last_timestamp <= t_end + 1
+    assert client.get_tail_lsn(log) == second[-1]
+    assert not client.is_log_empty(log)
+
+    assert client.find_time(log, t_start - 60_000) == first[0]
+    assert client.find_time(log, t_mid) == second[0]
+    assert client.find_time(log, t_end + 60_000) == second[-1] + 1
+
+    size = client.data_size(log, t_start - 1000, t_end + 1000)
+    assert 40 * 100 <= size <= 40 * 100 * 3  # approximate, never below the payloads
+    assert client.data_size(log, t_end + 60_000, t_end + 120_000) == 0
+
+    head = client.get_head_attributes(log)
+    assert head.trim_point == ld.LSN_INVALID
+    assert t_start <= head.trim_point_timestamp <= t_mid
+
+    client.trim(log, first[-1])
+    head = client.get_head_attributes(log)
+    assert head.trim_point == first[-1]
+    assert t_mid <= head.trim_point_timestamp <= t_end + 1
+    assert not client.is_log_empty(log)
+
+    client.trim(log, second[-1])
+    assert client.get_head_attributes(log).trim_point == second[-1]
+    assert client.is_log_empty(log)
+    with pytest.raises(InvalidParamError):
+        client.trim(log, -1)
+
+
+# ---------------------------------------------------------------------- failures
+
+
+def test_sequencer_node_killed_appends_move_on(local_cluster):
+    cluster = local_cluster(nodes=3, replication=2, logs=range(1, 11))
+    with ld.Client(cluster.config_path, timeout=15.0) as c:
+        before = c.append(1, b"before")
+        owner = c._core.routing.sequencer(1)
+        futs = [c.append_async(1, b"inflight %d" % i) for i in range(50)]
+        cluster.kill(owner)
+        for f in futs:  # each either landed or says why (it may be stored: no retry)
+            try:
+                f.result(30)
+            except LogDeviceError as exc:
+                assert exc.status in (E.PEER_CLOSED, E.PREEMPTED, E.TIMEDOUT), exc
+        after = c.append(1, b"after")
+        assert after > before
+        assert c._core.routing.sequencer(1) != owner
+        assert after >> 32 > before >> 32  # a new sequencer: a new epoch
+
+
+def test_every_node_paused_times_out_within_bound(local_cluster):
+    cluster = local_cluster(nodes=3, replication=2, logs=range(1, 11))
+    warm = ld.Client(cluster.config_path, timeout=1.5, connect_timeout=0.5)
+    try:
+        warm.append(1, b"connected first")
+        for i in range(3):
+            cluster.pause(i)
+        for c in (warm, ld.Client(cluster.config_path, timeout=1.5, connect_timeout=0.5)):
+            t0 = time.monotonic()
+            with pytest.raises(TimedOutError) as ei:
+                c.append(1, b"nobody listens")
+            took = time.monotonic() - t0
+            assert ei.value.status == E.TIMEDOUT
+            assert 1.4 <= took <= 4.0, took
+            t0 = time.monotonic()
+            with pytest.raises(LogDeviceError) as ei:
+                c.get_head_attributes(1)
+            assert ei.value.status in (E.TIMEDOUT, E.CONNFAILED)
+            assert time.monotonic() - t0 <= 4.0
+            if c is not warm:
+                c.close()
+        for i in range(3):
+            cluster.resume(i)
+        cluster.wait_ready()
+        assert warm.append(1, b"back", timeout=15.0) > 0
+    finally:
+        warm.close()
