@@ -158,3 +158,86 @@ class RawClient:
             if i != avoid:
                 return i
         return self.cluster.running()[0]
+
+
+# -- what the nodes stored ------------------------------------------------------------------
+
+LSN_MAX = 2**64 - 1
+
+
+class Copy:
+    """One node's copy of a record, as read back from its LogsDB."""
+
+    __slots__ = ("node", "copyset", "wave", "flags", "payload")
+
+    def __init__(self, node: int, copyset: tuple[int, ...], wave: int, flags: int,
+                 payload: bytes) -> None:
+        self.node = node
+        self.copyset = copyset
+        self.wave = wave
+        self.flags = flags
+        self.payload = payload
+
+    def __repr__(self) -> str:
+        return f"Copy(N{self.node}, cs={self.copyset}, wave={self.wave})"
+
+
+def read_back(cluster: LocalCluster, logs: Any,
+              nodes: Any = None) -> dict[tuple[int, int], list[Copy]]:
+    """Every record of ``logs`` in the LogsDB of every node, by (log, lsn).  The nodes
+    must be stopped (RocksDB allows one process per database)."""
+    from logdevice.storage.logsdb import LogsDB
+
+    out: dict[tuple[int, int], list[Copy]] = {}
+    for node in range(cluster.n) if nodes is None else nodes:
+        path = cluster.logsdb_path(node)
+        if not path.exists():
+            continue
+        with LogsDB(path) as db:
+            for log_id in logs:
+                lo = 1
+                while True:
+                    rb = db.read_records(log_id, lo, max_records=50_000, max_bytes=0)
+                    offs = rb.offsets.tolist()
+                    buf = rb.payloads.tobytes()
+                    for j, lsn in enumerate(rb.lsns.tolist()):
+                        cs = tuple(int(x) for x in rb.copysets[j] if x >= 0)
+                        out.setdefault((log_id, lsn), []).append(
+                            Copy(node, cs, int(rb.waves[j]), int(rb.flags[j]),
+                                 buf[offs[j]:offs[j + 1]]))
+                    if not len(rb) or rb.next_lsn >= LSN_MAX:
+                        break
+                    lo = rb.next_lsn
+    return out
+
+
+def check_acked_on_disk(cluster: LocalCluster, acked: dict[tuple[int, int], bytes],
+                        replication: Any, nodes: Any = None) -> dict[str, int]:
+    """Assert every acknowledged record is stored, with its payload, on exactly the R
+    nodes of its final copyset, and that the copyset honours the replication property.
+
+    Copies from earlier waves that timed out may also exist (they name their own wave's
+    copyset and are counted, not failed).  Returns counts for the report.
+    """
+    from logdevice.sequencer import Replication, satisfies
+
+    rep = Replication(replication)
+    locations = {n.index: n.location for n in cluster.config.nodes}
+    logs = sorted({log_id for log_id, _ in acked})
+    stored = read_back(cluster, logs, nodes)
+    stale = 0
+    for key, payload in acked.items():
+        copies = stored.get(key)
+        assert copies, f"acknowledged record {key} is on no node"
+        wave = max(c.wave for c in copies)
+        final = [c for c in copies if c.wave == wave]
+        cs = final[0].copyset
+        assert all(c.copyset == cs for c in final), f"{key}: copies disagree: {final}"
+        assert len(cs) == rep.r, f"{key}: copyset {cs} is not of size {rep.r}"
+        assert sorted(c.node for c in final) == sorted(cs), \
+            f"{key}: copyset {cs} but wave-{wave} copies on {[c.node for c in final]}"
+        assert satisfies(cs, rep, locations), f"{key}: copyset {cs} breaks {replication}"
+        assert all(c.payload == payload for c in copies), f"{key}: payload differs"
+        stale += len(copies) - len(final)
+    return {"records": len(acked), "stale_copies": stale,
+            "stored_records": len(stored)}

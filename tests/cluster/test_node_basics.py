@@ -160,8 +160,10 @@ def test_request_before_hello_closes(cluster):
 
 def test_unhandled_message_gets_an_error(cluster):
     with NodeConnection(cluster.node_address(0), "local") as conn:
-        reply = conn.request(Window(read_stream_id=1, filter_version=1, window_high=5))
+        # A reply type: no role of a node takes it.
+        reply = conn.request(Tail(request_id=5, status=E.OK, log_id=1))
         assert isinstance(reply, Error) and reply.status == E.NOTSUPPORTED
+        assert reply.request_id == 5
         assert isinstance(conn.request(GetTail(request_id=2, log_id=1)), Tail)
 
 

@@ -1,8 +1,9 @@
 """Which roles a node runs: ``build_node`` wires a ``Node`` from the config.
 
 Every node runs the failure detector, the sequencer role (a node without the sequencer
-role never owns a log, so it only redirects) and the storage role (disabled on a node
-without the storage role: STOREs get DISABLED).  A new role is one more ``add_role`` line
+role never owns a log, so it only redirects), the storage role (disabled on a node
+without the storage role: STOREs get DISABLED) and the read streams served from the
+storage role's LogsDB (START / WINDOW / STOP).  A new role is one more ``add_role`` line
 here; the failure detector comes first because the others read its view.
 """
 
@@ -12,6 +13,7 @@ import asyncio
 
 from logdevice.config import Config
 from logdevice.node.failure_detector import FailureDetectorRole
+from logdevice.node.read_streams import ReadStreamsRole
 from logdevice.node.sequencer_role import SequencerRole
 from logdevice.node.server import Node
 from logdevice.node.storage_role import StorageRole
@@ -23,5 +25,6 @@ def build_node(config: Config, index: int,
     node = Node(config, index, loop)
     node.add_role(FailureDetectorRole(node))
     node.add_role(StorageRole(node))
+    node.add_role(ReadStreamsRole(node))  # after storage: it reads the storage role's db
     node.add_role(SequencerRole(node))
     return node

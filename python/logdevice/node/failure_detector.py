@@ -11,6 +11,12 @@ was stalled (the process was paused, the machine starved) for longer than ``dead
 silence during the stall proves nothing: the next tick starts a new grace period instead
 of declaring everyone dead.
 
+A crashed process is noticed faster than a silent one: when our own connection to a node
+breaks (its kernel reset the connection: the process is gone) and it has also sent no
+heartbeat for ``fast_dead_after`` (three heartbeat intervals), it is dead without waiting
+for the full ``dead_after``.  A paused or partitioned node keeps its connections and is
+declared dead only after ``dead_after``.
+
 ``FailureDetectorRole`` drives it: sends a HEARTBEAT to every peer each
 ``heartbeat_interval_ms``, feeds received heartbeats in, reports changes to the node
 (``Node.notify_cluster_change``, which the sequencer role uses for ownership) and answers
@@ -55,9 +61,13 @@ class FailureDetector:
         The clock at start (monotonic seconds).
     """
 
-    def __init__(self, me: int, nodes: Iterable[int], dead_after: float, now: float) -> None:
+    def __init__(self, me: int, nodes: Iterable[int], dead_after: float, now: float,
+                 fast_dead_after: float | None = None) -> None:
         self.me = me
         self.dead_after = float(dead_after)
+        self.fast_dead_after = self.dead_after if fast_dead_after is None else min(
+            float(fast_dead_after), self.dead_after)
+        self._link_broken: set[int] = set()
         self._last: dict[int, float | None] = {n: None for n in nodes if n != me}
         self._generation: dict[int, int] = {}
         self._grace_until = now + self.dead_after
@@ -65,10 +75,10 @@ class FailureDetector:
         self.live: set[int] = {me, *self._last}  # what placement uses
 
     def heard(self, now: float) -> set[int]:
-        """Nodes heard from within ``dead_after`` (and this node)."""
+        """Nodes heard from recently enough to count as alive (and this node)."""
         out = {self.me}
         for n, t in self._last.items():
-            if t is not None and now - t < self.dead_after:
+            if not self._silent(n, t, now):
                 out.add(n)
         return out
 
@@ -87,6 +97,20 @@ class FailureDetector:
         self.live.add(node)
         return set(), {node}
 
+    def on_link_change(self, node: int, connected: bool) -> None:
+        """Our connection to ``node`` broke (after having worked) or came back."""
+        if connected:
+            self._link_broken.discard(node)
+        elif node in self._last:
+            self._link_broken.add(node)
+
+    def _silent(self, node: int, t: float | None, now: float) -> bool:
+        if t is None:
+            return True
+        if node in self._link_broken:
+            return now - t >= self.fast_dead_after
+        return now - t >= self.dead_after
+
     def tick(self, now: float) -> tuple[set[int], set[int]]:
         """Re-evaluate at ``now``; returns (went down, came up)."""
         if now - self._last_tick > self.dead_after:
@@ -95,9 +119,9 @@ class FailureDetector:
         self._last_tick = now
         live = {self.me}
         for n, t in self._last.items():
-            if t is not None and now - t < self.dead_after:
+            if not self._silent(n, t, now):
                 live.add(n)
-            elif now < self._grace_until and n in self.live:
+            elif now < self._grace_until and n in self.live and n not in self._link_broken:
                 live.add(n)  # in a grace period: presumed alive until it runs out
         down, up = self.live - live, live - self.live
         self.live = live
@@ -120,7 +144,8 @@ class FailureDetectorRole(Role):
         settings = node.config.settings
         self.interval = settings.heartbeat_interval_ms / 1000
         self.fd = FailureDetector(node.index, (n.index for n in node.config.nodes),
-                                  settings.dead_timeout_ms / 1000, node.loop.time())
+                                  settings.dead_timeout_ms / 1000, node.loop.time(),
+                                  fast_dead_after=3 * self.interval)
         self.weights: dict[int, float] = {
             i: w for i, w in node.config.sequencer_weights().items() if w > 0}
         self.config_version = config_version(node.config)
@@ -164,6 +189,9 @@ class FailureDetectorRole(Role):
         down, up = self.fd.on_heartbeat(msg.node_index, msg.generation, self.node.loop.time())
         if down or up:
             self._report(down, up)
+
+    def on_link_change(self, node: int, connected: bool) -> None:
+        self.fd.on_link_change(node, connected)
 
     def _on_get_cluster_view(self, conn: Peer, msg: GetClusterView) -> None:
         conn.send(self.view(msg.request_id))
