@@ -17,6 +17,7 @@ __all__ = [
     "DataRecord",
     "GapRecord",
     "LocalCluster",
+    "Client",
 ]
 
 
@@ -25,4 +26,8 @@ def __getattr__(name: str):  # lazy: ``import logdevice`` stays light
         from logdevice.local_cluster import LocalCluster
 
         return LocalCluster
+    if name == "Client":
+        from logdevice.client import Client
+
+        return Client
     raise AttributeError(f"module 'logdevice' has no attribute {name!r}")

@@ -328,3 +328,32 @@ def test_many_payload_futures_resolve_with_one_set_result():
         batch.future.set_result(1000 + i)
     assert all(f.done() for f in futs)
     assert len({f.result() for f in futs}) == len(batches) == 6  # 3 full + 3 partial
+
+
+# ---------------------------------------------------------------------- ldwrite input
+
+
+@pytest.mark.parametrize("data,final,lines,used", [
+    (b"a\nbb\n\nccc", False, [b"a", b"bb", b""], 6),
+    (b"a\nbb\n\nccc", True, [b"a", b"bb", b"", b"ccc"], 9),
+    (b"no newline", False, [], 0),
+    (b"", True, [], 0),
+    (b"\n\n", True, [b"", b""], 2),
+])
+def test_ldwrite_split_lines(data, final, lines, used):
+    from logdevice.tools.ldwrite import split_lines
+
+    body, offsets, consumed = split_lines(data, final=final)
+    got = [body[offsets[i]:offsets[i + 1]].tobytes() for i in range(len(offsets) - 1)]
+    assert (got, consumed) == (lines, used)
+
+
+def test_loglines_are_fixed_size_json():
+    import json
+
+    from logdevice.tools.loglines import generate
+
+    buf, offsets = generate(10, 50, 100)
+    assert len(buf) == 5000 and list(offsets[:3]) == [0, 100, 200]
+    lines = [json.loads(buf[i * 100:(i + 1) * 100].tobytes()) for i in range(50)]
+    assert lines[0]["req"] == "000010" and len({ln["msg"] for ln in lines}) > 10
