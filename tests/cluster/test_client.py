@@ -141,6 +141,33 @@ def test_bad_settings_and_closed_client(cluster):
     assert ei.value.status == E.SHUTDOWN
 
 
+def test_wrong_cluster_name_is_refused(cluster, tmp_path):
+    import json
+
+    doc = json.loads(cluster.config_path.read_text())
+    doc["cluster"] = "someone-else"
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps(doc))
+    with ld.Client(path, timeout=5.0) as c:
+        t0 = time.monotonic()
+        with pytest.raises(LogDeviceError) as ei:
+            c.append(1, b"x")
+        assert ei.value.status == E.ACCESS
+        assert time.monotonic() - t0 < 2.0  # refused at once, not retried to the timeout
+
+
+def test_client_dropped_without_close_stops_its_thread(cluster):
+    import gc
+
+    c = ld.Client(cluster.config_path)
+    c.append(8, b"x")
+    thread = c._loop.thread
+    del c
+    gc.collect()
+    thread.join(5)
+    assert not thread.is_alive()
+
+
 # ---------------------------------------------------------------------- tail, head, trim, time
 
 

@@ -86,10 +86,11 @@ class Connection(asyncio.Protocol):
 
     # -- asyncio.Protocol -------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # uvloop's is no subclass
-        peer = transport.get_extra_info("peername")
+        # uvloop's transports are not asyncio.Transport subclasses, but behave as one.
+        self.transport = t = transport  # type: ignore[assignment]
+        peer = t.get_extra_info("peername")
         self.peername = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)
+        t.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)  # type: ignore[attr-defined]
         if self.outbound:
             me = self.node.me
             self._write_now(Hello(cluster=self.node.config.cluster, role="node",
@@ -106,6 +107,10 @@ class Connection(asyncio.Protocol):
         except ProtocolError as exc:
             log.warning("%r: bad frame, closing: %s", self, exc)
             self._fail(exc.status, exc.message or str(exc))
+            return
+        except Exception as exc:  # a decoder bug must not escape: still a bad frame
+            log.warning("%r: undecodable frame, closing: %r", self, exc)
+            self._fail(E.BADMSG, f"undecodable frame: {type(exc).__name__}: {exc}")
             return
         dispatch = self.node.dispatch
         for msg in msgs:
@@ -167,7 +172,8 @@ class Connection(asyncio.Protocol):
             self._hello_timer = None
         node = self.node
         status, why = check_hello(msg, node.config.cluster)
-        if status == E.OK and msg.role == "node" and not node.config.has_node(msg.node_index):
+        if status == E.OK and msg.role == "node" and not node.config.has_node(
+                msg.node_index or 0):
             status, why = E.NOTINSERVERCONFIG, f"node {msg.node_index} is not in the config"
         reply = HelloReply(status=status, node_index=node.index, message=why)
         if status != E.OK:

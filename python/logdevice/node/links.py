@@ -142,7 +142,7 @@ class _LoopbackEnd:
     def send(self, msg: Any) -> bool:
         other = self.other
         assert other is not None
-        self.node.loop.call_soon(self.node.dispatch, other, msg)
+        self.node.loop.call_soon(self.node.dispatch, other, msg)  # type: ignore[arg-type]
         return True
 
     def send_many(self, msgs: Collection[Any]) -> bool:

@@ -45,6 +45,11 @@ class Peer(Protocol):
 
     def close(self) -> None: ...
 
+    def pause_reading(self, reason: str) -> None:
+        """Stop reading from this peer until ``resume_reading(reason)`` (back-pressure)."""
+
+    def resume_reading(self, reason: str) -> None: ...
+
 
 Handler = Callable[[Peer, Any], None]
 

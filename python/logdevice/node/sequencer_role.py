@@ -303,7 +303,8 @@ class SequencerRole(Role):
         loop = self.node.loop
         group = self.node.config.log_group(log_id)
         try:
-            metadata = EpochMetadata(0, self._nodeset(log_id, group), group.replication,
+            metadata = EpochMetadata(0, self._nodeset(log_id, group),
+                                     group.replication.to_dict(),
                                      sticky_copysets=group.sticky_copysets)
             epoch, state = await loop.run_in_executor(self._epoch_exec, self._activate_blocking,
                                                       log_id, metadata)

@@ -2,11 +2,11 @@
 
 - STORE -> ``GroupCommitter`` (one RocksDB write per batch of concurrent STOREs, in the
   writer thread) -> STORED on the connection the STORE came on, with a status for the
-  whole STORE or one per record: OK; NOTFOUND (log not in the config); DISABLED (this
-  node has no storage role); PREEMPTED (the STORE's epoch is at or below the log's seal:
-  a newer sequencer sealed it — LogDevice answers a sealed STORE with PREEMPTED too);
-  NOSPC (disk full); CHECKSUM_MISMATCH (a record's payload does not match its crc32c);
-  SHUTDOWN (the node is stopping).
+  whole STORE or one per record: OK; ACCESS (not sent by a node); NOTFOUND (log not in
+  the config); DISABLED (this node has no storage role); PREEMPTED (the STORE's epoch is
+  at or below the log's seal: a newer sequencer sealed it — LogDevice answers a sealed
+  STORE with PREEMPTED too); NOSPC (disk full); CHECKSUM_MISMATCH (a record's payload
+  does not match its crc32c); SHUTDOWN (the node is stopping).
 - RELEASE / RELEASE_BATCH: the last released LSN per log is kept in memory, persisted to
   LogsDB lazily (every ``PERSIST_INTERVAL`` in one batch, and on shutdown), and every role
   hears about it through ``Node.notify_release`` (read streams wake their tailing
@@ -121,7 +121,7 @@ class StorageRole(Role):
 
     # -- STORE ------------------------------------------------------------------------------
     def _on_store(self, conn: Peer, msg: Store) -> None:
-        status = self._store_status(msg)
+        status = self._store_status(conn, msg)
         if status != E.OK:
             conn.send(Stored(request_id=msg.request_id, log_id=msg.log_id,
                              node_index=self.node.index, status=status))
@@ -134,7 +134,9 @@ class StorageRole(Role):
             conn.pause_reading("storage")
             self._paused.add(conn)
 
-    def _store_status(self, msg: Store) -> E:
+    def _store_status(self, conn: Peer, msg: Store) -> E:
+        if conn.peer_role != "node":
+            return E.ACCESS  # only sequencers (nodes) store records
         if self._stopping:
             return E.SHUTDOWN
         if not self.enabled or self.db is None:
@@ -184,11 +186,18 @@ class StorageRole(Role):
         return lsn
 
     def _on_release(self, conn: Peer, msg: Release) -> None:
+        self._check_node(conn)
         self._release(msg.log_id, msg.lsn)
 
     def _on_release_batch(self, conn: Peer, msg: ReleaseBatch) -> None:
+        self._check_node(conn)
         for log_id, lsn in zip(msg.log_ids.tolist(), msg.lsns.tolist(), strict=True):
             self._release(log_id, lsn)
+
+    @staticmethod
+    def _check_node(conn: Peer) -> None:
+        if conn.peer_role != "node":
+            raise LogDeviceError(E.ACCESS, "only nodes may release records")
 
     def _release(self, log_id: int, lsn: int) -> None:
         if not self.node.config.has_log(log_id) or lsn <= self.last_released(log_id):
