@@ -90,6 +90,8 @@ class Client:
         self._writers: weakref.WeakSet[BufferedWriter] = weakref.WeakSet()
         self._close_lock = threading.Lock()
         self._closed = False
+        # A client dropped without close() still stops its thread and connections.
+        self._finalizer = weakref.finalize(self, _stop_loop, self._loop, self._core)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -262,6 +264,7 @@ class Client:
             self._closed = True
         for w in list(self._writers):
             w._abort(LogDeviceError(E.SHUTDOWN, "the client was closed"))
+        self._finalizer.detach()
         self._loop.stop(self._core.close)
 
     def __enter__(self) -> Client:
@@ -269,6 +272,11 @@ class Client:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _stop_loop(loop: LoopThread, core: ClientCore) -> None:
+    if not loop.in_loop_thread():
+        loop.stop(core.close, timeout=2.0)
 
 
 def _as_ms(value: Any, name: str) -> int:
