@@ -1,0 +1,70 @@
+"""The fields every part of ``ReadStream`` shares, declared once for the mixins."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from logdevice.readstream.batches import BatchStore, Chunk
+from logdevice.readstream.fmajority import FailureDomainNodeSet
+from logdevice.readstream.sender import SenderState
+from logdevice.records import GapRecord, GapType
+
+
+class StreamBase:
+    """Attribute declarations and cross-mixin hooks (implemented in ``ReadStream``)."""
+
+    log_id: int
+    _start: int
+    _until: int
+    _next: int  # next LSN to deliver == head of the window buffer while not done
+    _window: Any  # ldcore.window.Window
+    _window_size: int
+    _window_high: int  # what the senders were last told they may send up to
+    _next_slide: int
+    _consumed: int  # first LSN not yet handed to the application by poll()
+    _threshold: float
+    _trim: int
+    _filter_version: int
+    _senders: dict[int, SenderState]
+    _fmaj: FailureDomainNodeSet
+    _batches: BatchStore
+    _queue: deque[Chunk | GapRecord]
+    _actions: list[Any]
+    _clock: Callable[[], float]
+    _grace_period: float
+    _grace_deadline: float | None
+    _scd_timeout: float
+    _asa_timeout: float
+    _reconnect_max: float
+    _reconnect_initial: float
+    _scd_wanted: bool  # the log uses SCD and the user did not force it off
+    _scd_active: bool
+    _known_down: set[int]
+    _rewind_pending: bool
+    _mode_pending: str | None  # "scd" / "asa": the mode the pending rewind switches to
+    _stall_since: float | None
+    _last_kd_change: float
+    _stopped: bool
+
+    def _progress(self, grace_expired: bool = False) -> bool:
+        raise NotImplementedError
+
+    def _after_event(self) -> None:
+        raise NotImplementedError
+
+    def _deliver_gap(self, gtype: GapType, lo: int, hi: int) -> None:
+        raise NotImplementedError
+
+    def _skip_to(self, lsn: int) -> None:
+        raise NotImplementedError
+
+    def _after_consume(self) -> None:
+        raise NotImplementedError
+
+    def tick(self) -> None:
+        raise NotImplementedError
+
+    def _send_window(self, s: SenderState) -> None:
+        raise NotImplementedError

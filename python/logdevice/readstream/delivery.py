@@ -1,0 +1,150 @@
+"""The output side of a read stream: what leaves the window buffer, and how it is handed
+to the application.
+
+Contiguous records popped from the buffer become columnar ``Chunk``s in a delivery queue,
+gaps become ``GapRecord``s in the same queue.  Pseudo-records are turned into gaps on the
+way: a hole plug is a HOLE gap, a bridge record ends its epoch with a BRIDGE gap.
+BufferedWriter blobs are unpacked here, one row per payload with its batch offset.
+
+``poll`` hands the queue out as ``DataRecord``/``GapRecord`` objects, ``poll_batch`` as
+one ``ReadBatch`` of columns.  What the application has taken drives flow control: the
+window slides once the consumed pointer passes the 0.7 threshold.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ldcore import codec
+from logdevice.readstream.actions import (
+    ESN_MAX,
+    FLAG_BRIDGE,
+    FLAG_BUFFERED_WRITER_BLOB,
+    FLAG_HOLE,
+)
+from logdevice.readstream.base import StreamBase
+from logdevice.readstream.batches import Chunk, ReadBatch, concat_chunks
+from logdevice.records import DataRecord, GapRecord, GapType
+
+_SPECIAL = FLAG_HOLE | FLAG_BRIDGE | FLAG_BUFFERED_WRITER_BLOB
+
+
+class DeliveryMixin(StreamBase):
+    def _deliver_gap(self, gtype: GapType, lo: int, hi: int) -> None:
+        self._queue.append(GapRecord(self.log_id, gtype, lo, hi))
+
+    def _deliver_run(self, lsns: np.ndarray, handles: np.ndarray) -> None:
+        """Records ``lsns`` (contiguous, just popped from the buffer) are next in line."""
+        chunk = self._batches.gather(lsns, handles)
+        self._next = int(lsns[-1]) + 1
+        flags = chunk.flags
+        special = np.flatnonzero(flags & _SPECIAL)
+        if len(special) == 0:
+            self._queue.append(chunk)
+            return
+        pos = 0
+        for i in special.tolist():
+            if pos < i:
+                self._queue.append(chunk.slice(pos, i))
+            pos = i + 1
+            f = int(flags[i])
+            lsn = int(lsns[i])
+            if f & FLAG_BRIDGE:
+                # Nothing but hole plugs can follow a bridge record in its epoch: skip to
+                # the next epoch (anything popped after it is covered by the gap).
+                hi = min(self._until, (lsn & ~ESN_MAX) | ESN_MAX)
+                self._deliver_gap(GapType.BRIDGE, lsn, hi)
+                self._skip_to(hi + 1)
+                return
+            if f & FLAG_HOLE:
+                self._deliver_gap(GapType.HOLE, lsn, lsn)
+            else:
+                self._unpack_blob(chunk, i)
+        if pos < len(chunk):
+            self._queue.append(chunk.slice(pos, len(chunk)))
+
+    def _unpack_blob(self, chunk: Chunk, i: int) -> None:
+        lsn = int(chunk.lsns[i])
+        blob = chunk.buffer[int(chunk.offsets[i]):int(chunk.offsets[i + 1])]
+        try:
+            buf, offs = codec.decode(blob)
+        except ValueError:
+            # A blob that passed its record checksum but does not decode: its payloads
+            # are gone for every reader alike.
+            self._deliver_gap(GapType.DATALOSS, lsn, lsn)
+            return
+        n = len(offs) - 1
+        if n <= 0:
+            return
+        self._queue.append(Chunk(
+            np.full(n, lsn, dtype=np.uint64),
+            np.full(n, chunk.timestamps[i], dtype=np.int64),
+            np.full(n, int(chunk.flags[i]) & ~FLAG_BUFFERED_WRITER_BLOB, dtype=np.uint32),
+            buf, offs.astype(np.int64, copy=False),
+            np.arange(n, dtype=np.uint32)))
+
+    # ------------------------------------------------------------------ output
+
+    def poll(self, max_items: int | None = None) -> list[DataRecord | GapRecord]:
+        """Records and gaps deliverable now, in LSN order (at most ``max_items``).
+
+        Runs due timers first.  Afterwards ``take_actions()`` may hold WINDOW or START
+        messages (the window slides as the application consumes).
+        """
+        self.tick()
+        out: list[DataRecord | GapRecord] = []
+        queue = self._queue
+        log_id = self.log_id
+        while queue and (max_items is None or len(out) < max_items):
+            item = queue[0]
+            if isinstance(item, GapRecord):
+                out.append(item)
+                queue.popleft()
+                self._consumed = item.hi + 1
+                continue
+            n = len(item)
+            k = n if max_items is None else min(n, max_items - len(out))
+            lsns = item.lsns[:k].tolist()
+            ts = item.timestamps[:k].tolist()
+            offs = item.offsets[:k + 1].tolist()
+            bo = item.batch_offsets[:k].tolist() if item.batch_offsets is not None \
+                else [0] * k
+            mv = item.buffer.data
+            out.extend(DataRecord(log_id, lsns[j], ts[j], bytes(mv[offs[j]:offs[j + 1]]),
+                                  bo[j]) for j in range(k))
+            if k < n:
+                queue[0] = item.slice(k, n)
+            else:
+                queue.popleft()
+            self._consumed = lsns[-1] + 1
+        self._after_consume()
+        return out
+
+    def poll_batch(self, max_records: int | None = None) -> ReadBatch:
+        """Deliverable records as columns (at most ``max_records`` rows) plus the gaps
+        among them; see ``ReadBatch`` for how to interleave the two."""
+        self.tick()
+        chunks: list[Chunk] = []
+        gaps: list[GapRecord] = []
+        rows = 0
+        queue = self._queue
+        while queue and (max_records is None or rows < max_records):
+            item = queue[0]
+            if isinstance(item, GapRecord):
+                gaps.append(item)
+                queue.popleft()
+                self._consumed = item.hi + 1
+                continue
+            n = len(item)
+            k = n if max_records is None else min(n, max_records - rows)
+            if k < n:
+                chunks.append(item.slice(0, k))
+                queue[0] = item.slice(k, n)
+            else:
+                chunks.append(item)
+                queue.popleft()
+            rows += k
+            self._consumed = int(item.lsns[k - 1]) + 1
+        lsns, ts, fl, bo, buf, offs = concat_chunks(chunks)
+        self._after_consume()
+        return ReadBatch(self.log_id, lsns, ts, fl, bo, buf, offs, gaps)

@@ -1,0 +1,504 @@
+"""``ReadStream``: the client side of reading one log, as a sans-I/O state machine.
+
+Events in (``on_record``, ``on_records``, ``on_gap``, ``on_started``,
+``on_connection_closed``, ``on_checksum_failure``, ``tick``), deliverables out (``poll``,
+``poll_batch``) and messages to send out (``take_actions``).  Time only comes from the
+injected ``clock``.
+
+This module owns the input side: buffering records in the window (``ldcore.window``),
+de-duplication, and the gap detection that lets the stream move past an LSN nobody has
+(f-majority with failure domains and authoritative status, REFERENCE.md §A3).  Output
+and flow control live in ``delivery``, single copy delivery and rewinds in ``scd``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from ldcore.window import Window
+from logdevice.errors import E, InvalidParamError
+from logdevice.readstream.actions import ESN_MAX, GapReason, SendStop
+from logdevice.readstream.batches import BatchStore, as_u8
+from logdevice.readstream.delivery import DeliveryMixin
+from logdevice.readstream.fmajority import (
+    AuthoritativeStatus,
+    FailureDomainNodeSet,
+    FMajorityResult,
+)
+from logdevice.readstream.scd import ScdMixin
+from logdevice.readstream.sender import SenderState
+from logdevice.records import GapType
+
+_EMPTY_OFFSETS = np.zeros(1, dtype=np.int64)
+
+
+class ReadStream(DeliveryMixin, ScdMixin):
+    """Reads ``[start_lsn, until_lsn]`` of one log from the nodes of its nodeset.
+
+    Parameters
+    ----------
+    log_id, start_lsn, until_lsn : int
+        What to read (inclusive).
+    nodeset : iterable of int
+        The storage nodes that may hold copies (the read set).
+    replication : int, dict or ReplicationProperty
+        Replication factor, or per-scope copies such as ``{"rack": 2, "node": 3}``.
+    scd : bool
+        Use single copy delivery.
+    authoritative : dict node -> AuthoritativeStatus, optional
+        Default: every node FULLY_AUTHORITATIVE.
+    clock : callable
+        Seconds, monotonic.  Every time-based rule reads it.
+    locations : dict node -> location, optional
+        ``(region, dc, cluster, row, rack)`` labels (or a location string) per node, for
+        f-majority across failure domains.
+    buffer_size : int
+        Window size in records (LogDevice's default 512).
+    grace_period : float
+        Wait this long before issuing a gap that has an f-majority but not every node's
+        answer (0 disables).
+    scd_timeout, scd_all_send_all_timeout : float
+        Stall times after which silent nodes go on the known-down list, resp. the stream
+        falls back to all-send-all.
+    sequencer_window : int
+        A gap ending within the first ``sequencer_window`` ESNs of an epoch in which
+        nothing was delivered yet is a BRIDGE, not DATALOSS (a new sequencer may leave
+        the start of its epoch empty).  0 types strictly: a gap reaching into a later
+        epoch is split into BRIDGE up to the epoch boundary and DATALOSS after it.
+    trim_point : int
+        Known trim point (see ``set_trim_point``).
+    """
+
+    def __init__(self, log_id: int, start_lsn: int, until_lsn: int, nodeset: Iterable[int],
+                 replication: Any, scd: bool = False,
+                 authoritative: Mapping[int, int] | None = None,
+                 clock: Callable[[], float] = time.monotonic, *,
+                 locations: Mapping[int, Any] | None = None, buffer_size: int = 512,
+                 grace_period: float = 0.1, scd_timeout: float = 2.0,
+                 scd_all_send_all_timeout: float = 10.0, sequencer_window: int = 1000,
+                 flow_control_threshold: float = 0.7, reconnect_delay: float = 0.1,
+                 reconnect_max_delay: float = 5.0, trim_point: int = 0) -> None:
+        if not 0 <= start_lsn <= until_lsn < 2**64:
+            raise InvalidParamError(E.INVALID_PARAM, f"bad LSN range [{start_lsn}, "
+                                                     f"{until_lsn}]")
+        nodes = list(dict.fromkeys(int(n) for n in nodeset))
+        if not nodes:
+            raise InvalidParamError(E.INVALID_PARAM, "empty nodeset")
+        if buffer_size < 1:
+            raise InvalidParamError(E.INVALID_PARAM, f"buffer_size {buffer_size} < 1")
+        try:
+            self._fmaj = FailureDomainNodeSet(nodes, replication, locations)
+            for n, st in (authoritative or {}).items():
+                if int(n) in self._fmaj.status:
+                    self._fmaj.set_status(int(n), st)
+        except ValueError as e:
+            raise InvalidParamError(E.INVALID_PARAM, str(e)) from None
+        self.log_id = log_id
+        self._start = start_lsn
+        self._until = until_lsn
+        self._next = start_lsn
+        ws = max(1, min(buffer_size, until_lsn - start_lsn + 1))
+        self._window_size = ws
+        self._window = Window(start_lsn, ws)
+        self._threshold = flow_control_threshold
+        self._window_high = min(until_lsn, start_lsn + ws - 1)
+        self._next_slide = start_lsn + int(flow_control_threshold * (ws - 1))
+        self._consumed = start_lsn
+        self._trim = trim_point
+        self._filter_version = 1
+        self._clock = clock
+        self._grace_period = grace_period
+        self._grace_deadline = None
+        self._scd_timeout = scd_timeout
+        self._asa_timeout = scd_all_send_all_timeout
+        self._seq_window = sequencer_window
+        self._reconnect_initial = reconnect_delay
+        self._reconnect_max = reconnect_max_delay
+        self._senders = {n: SenderState(n, reconnect_delay) for n in nodes}
+        self._batches = BatchStore()
+        self._queue = deque()
+        self._actions = []
+        self._scd_wanted = bool(scd)
+        self._scd_active = bool(scd)
+        self._known_down = set()
+        self._rewind_pending = False
+        self._mode_pending = None
+        self._stall_since = None
+        self._last_kd_change = clock()
+        self._stopped = False
+        if self._scd_active:
+            self._known_down = self._kd_candidates()
+            if len(self._known_down) >= len(nodes):
+                self._scd_active = False
+                self._known_down = set()
+        for s in self._senders.values():
+            self._send_start(s)
+        self._after_event()
+
+    # ------------------------------------------------------------- properties
+
+    @property
+    def done(self) -> bool:
+        """Everything up to ``until_lsn`` was delivered and handed out by ``poll``."""
+        return self._next > self._until and not self._queue
+
+    @property
+    def next_lsn(self) -> int:
+        """The next LSN the stream will deliver."""
+        return self._next
+
+    @property
+    def window_high(self) -> int:
+        return self._window_high
+
+    @property
+    def filter_version(self) -> int:
+        return self._filter_version
+
+    @property
+    def scd_active(self) -> bool:
+        return self._scd_active
+
+    @property
+    def known_down(self) -> frozenset[int]:
+        return frozenset(self._known_down) if self._scd_active else frozenset()
+
+    @property
+    def trim_point(self) -> int:
+        return self._trim
+
+    def sender(self, node: int) -> SenderState:
+        return self._senders[node]
+
+    def take_actions(self) -> list[Any]:
+        """Messages to send, oldest first (``SendStart``/``SendWindow``/``SendStop``)."""
+        out, self._actions = self._actions, []
+        return out
+
+    def next_deadline(self) -> float | None:
+        """Clock time at which ``tick`` has work to do (None: only events matter)."""
+        times = [s.reconnect_at for s in self._senders.values() if s.reconnect_at is not None]
+        if self._grace_deadline is not None:
+            times.append(self._grace_deadline)
+        d = self._scd_deadline()
+        if d is not None:
+            times.append(d)
+        return min(times) if times else None
+
+    # ----------------------------------------------------------------- events
+
+    def _accept(self, node: int, filter_version: int | None) -> SenderState | None:
+        s = self._senders.get(node)
+        if s is None or self._next > self._until or self._stopped:
+            return None
+        if filter_version is not None:
+            if filter_version != self._filter_version:
+                return None  # from before the last rewind
+            s.acked_version = filter_version
+        elif s.acked_version != self._filter_version:
+            return None
+        return s
+
+    def on_record(self, node: int, lsn: int, payload: Any = b"", flags: int = 0, *,
+                  timestamp: int = 0, filter_version: int | None = None) -> None:
+        """``node`` sent the record at ``lsn`` (it has nothing else below ``lsn``)."""
+        s = self._accept(node, filter_version)
+        if s is None:
+            return
+        buf = as_u8(payload)
+        self._ingest(s, np.array([lsn], dtype=np.uint64),
+                     np.array([timestamp], dtype=np.int64),
+                     np.array([flags], dtype=np.uint32), buf,
+                     np.array([0, len(buf)], dtype=np.int64))
+        self._after_event()
+
+    def on_records(self, node: int, lsns: Any, timestamps: Any, flags: Any,
+                   payload_buffer: Any, offsets: Any, filter_version: int | None = None, *,
+                   bad: Any = None) -> None:
+        """A RECORDS batch from ``node`` (LSN order).  Record ``i`` has payload
+        ``payload_buffer[offsets[i]:offsets[i + 1]]``.  ``bad`` (bool mask or indices)
+        names records whose checksum failed: they are treated as ``on_checksum_failure``
+        and never delivered."""
+        s = self._accept(node, filter_version)
+        if s is None:
+            return
+        lsns = np.asarray(lsns, dtype=np.uint64)
+        n = len(lsns)
+        if n == 0:
+            return
+        ts = np.asarray(timestamps, dtype=np.int64)
+        fl = np.asarray(flags, dtype=np.uint32)
+        offs = np.asarray(offsets, dtype=np.int64) if len(offsets) else _EMPTY_OFFSETS
+        if len(offs) == 1:  # no payloads at all (NO_PAYLOAD reads)
+            offs = np.zeros(n + 1, dtype=np.int64)
+        failed: list[int] = []
+        if bad is not None:
+            mask = np.zeros(n, dtype=bool)
+            mask[np.asarray(bad)] = True
+            if mask.any():
+                failed = lsns[mask].tolist()
+                keep = np.flatnonzero(~mask)
+                lsns, ts, fl = lsns[keep], ts[keep], fl[keep]
+                # Re-point payloads of the kept records; the buffer stays as it is.
+                starts, ends = offs[:-1][keep], offs[1:][keep]
+                if len(keep) and not np.array_equal(starts[1:], ends[:-1]):
+                    parts = [as_u8(payload_buffer)[a:b] for a, b in
+                             zip(starts.tolist(), ends.tolist(), strict=True)]
+                    payload_buffer = np.concatenate(parts)
+                    offs = np.concatenate([[0], np.cumsum(ends - starts)])
+                else:
+                    offs = np.concatenate([starts[:1], ends]) if len(keep) else offs[:1]
+        if len(lsns):
+            self._ingest(s, lsns, ts, fl, as_u8(payload_buffer), offs)
+        for lsn in failed:
+            self._checksum_failed(s, lsn)
+        self._after_event()
+
+    def _ingest(self, s: SenderState, lsns: np.ndarray, ts: np.ndarray, fl: np.ndarray,
+                buf: np.ndarray, offs: np.ndarray) -> None:
+        if int(lsns[0]) < s.next_lsn:
+            # Below what the node already said it has nothing under: a protocol slip.
+            if s.next_lsn > self._until:
+                return
+            k = int(np.searchsorted(lsns, np.uint64(s.next_lsn)))
+            lsns, ts, fl, offs = lsns[k:], ts[k:], fl[k:], offs[k:]
+            if len(lsns) == 0:
+                return
+        n = len(lsns)
+        if int(lsns[-1]) > self._until:
+            n = int(np.searchsorted(lsns, np.uint64(self._until), side="right"))
+            if n == 0:
+                return
+            lsns = lsns[:n]
+        bid, handles = self._batches.new_batch(n, ts, fl, buf, offs)
+        codes = self._window.insert_many(lsns, handles)
+        if codes[n - 1] == -2:  # past the buffer: the node ignored flow control
+            n = int(np.argmax(codes == -2))
+        self._batches.keep(bid, int(np.count_nonzero(codes == 1)))
+        if n:
+            last = int(lsns[n - 1]) + 1
+            if last > s.next_lsn:
+                s.next_lsn = last
+            s.shipped_record = True
+
+    def on_gap(self, node: int, lo: int, hi: int, reason: int = GapReason.NO_RECORDS,
+               filter_version: int | None = None) -> None:
+        """``node`` has nothing (for ``reason``) in ``[lo, hi]``."""
+        s = self._accept(node, filter_version)
+        if s is None or lo > hi:
+            return
+        if reason == GapReason.TRIM:
+            self._trim = max(self._trim, hi)
+        elif reason == GapReason.CHECKSUM_FAIL:
+            self._checksum_failed(s, hi)
+        elif reason == GapReason.UNDER_REPLICATED:
+            s.mark_under_replicated(lo, hi, self._next)
+        if hi + 1 > s.next_lsn:
+            s.next_lsn = hi + 1
+        self._after_event()
+
+    def on_checksum_failure(self, node: int, lsn: int,
+                            filter_version: int | None = None) -> None:
+        """The copy of ``lsn`` from ``node`` failed its checksum.  Call it in the node's
+        stream order: after its records below ``lsn``, before those above."""
+        self.on_gap(node, lsn, lsn, GapReason.CHECKSUM_FAIL, filter_version)
+
+    def _checksum_failed(self, s: SenderState, lsn: int) -> None:
+        # The node's copy exists but is bad: its silence at lsn proves nothing, and in
+        # SCD someone else has to ship it.
+        s.mark_under_replicated(lsn, lsn, self._next)
+        s.bad_until = max(s.bad_until, lsn + 1)
+        if lsn + 1 > s.next_lsn:
+            s.next_lsn = lsn + 1
+        self._add_known_down(s.node)
+
+    def on_started(self, node: int, status: int, filter_version: int) -> None:
+        """``node`` answered START (``status`` an ``E``) for ``filter_version``."""
+        s = self._senders.get(node)
+        if s is None or filter_version != self._filter_version or self._stopped:
+            return
+        if status in (E.OK, E.REBUILDING):
+            s.acked_version = filter_version
+            s.connected = True
+            s.backoff = self._reconnect_initial
+            s.reconnect_at = None
+            if s.window_sent < self._window_high:
+                self._send_window(s)  # it missed a slide while (re)starting
+            if status == E.REBUILDING:
+                self._add_known_down(node)
+        else:
+            s.connected = False
+            if not self._add_known_down(node):
+                self._schedule_reconnect(s)
+        self._after_event()
+
+    def on_connection_closed(self, node: int) -> None:
+        """The connection to ``node`` is gone; its stream must be started again."""
+        s = self._senders.get(node)
+        if s is None or self._stopped:
+            return
+        s.connected = False
+        if not self._add_known_down(node):
+            self._schedule_reconnect(s)
+        self._after_event()
+
+    def _schedule_reconnect(self, s: SenderState) -> None:
+        if s.reconnect_at is None:
+            s.reconnect_at = self._clock() + s.backoff
+            s.backoff = min(s.backoff * 2, self._reconnect_max)
+
+    def set_trim_point(self, lsn: int) -> None:
+        """Everything at or below ``lsn`` is trimmed: delivered as one TRIM gap."""
+        if lsn > self._trim:
+            self._trim = lsn
+            self._after_event()
+
+    def set_authoritative(self, node: int, status: int) -> None:
+        """The event log changed ``node``'s authoritative status."""
+        if node not in self._senders:
+            return
+        self._fmaj.set_status(node, status)
+        if status != AuthoritativeStatus.FULLY_AUTHORITATIVE:
+            self._add_known_down(node)
+        self._after_event()
+
+    def force_no_scd(self) -> None:
+        """Read in all-send-all mode from now on."""
+        self._scd_wanted = False
+        if self._scd_active:
+            self._request_rewind("asa")
+        self._after_event()
+
+    def stop(self) -> None:
+        """Close the stream on every node."""
+        if not self._stopped:
+            self._stopped = True
+            self._actions.extend(SendStop(n) for n in self._senders)
+
+    def tick(self) -> None:
+        """Run what is due at ``clock()``: reconnects, the gap grace period, SCD timers."""
+        if self._stopped:
+            return
+        now = self._clock()
+        for s in self._senders.values():
+            if s.reconnect_at is not None and now >= s.reconnect_at:
+                self._send_start(s)
+        if self._grace_deadline is not None and now >= self._grace_deadline:
+            self._grace_deadline = None
+            self._progress(grace_expired=True)
+        self._scd_timers(now)
+        self._after_event()
+
+    # ------------------------------------------------------- progress and gaps
+
+    def _after_event(self) -> None:
+        if self._next <= self._until and not self._stopped:
+            self._progress()
+            if self._scd_active and not self._rewind_pending and self._next <= self._until:
+                self._check_scd_failover()
+            if self._rewind_pending:
+                self._rewind()
+            self._note_stall()
+        if self._next > self._until and not self._stopped:
+            self.stop()
+
+    def _skip_to(self, lsn: int) -> None:
+        """Move the read pointer (and buffer head) forward to ``lsn``."""
+        if self._window.head < lsn <= self._until:
+            _, dropped = self._window.advance(lsn)
+            self._batches.release(dropped)
+        self._next = lsn
+
+    def _progress(self, grace_expired: bool = False) -> bool:
+        """Deliver whatever the buffer and gap detection allow; True if anything moved."""
+        moved = False
+        win = self._window
+        while self._next <= self._until:
+            nxt = self._next
+            if self._trim >= nxt:
+                hi = min(self._trim, self._until)
+                self._deliver_gap(GapType.TRIM, nxt, hi)
+                self._skip_to(hi + 1)
+            else:
+                lsns, handles = win.pop_ready()
+                if len(lsns):
+                    self._deliver_run(lsns, handles)
+                elif (nxt & ESN_MAX) == 0 and self._window_size > 1 and nxt < self._until \
+                        and win.get(nxt + 1) >= 0:
+                    # ESN 0 never holds a record: an epoch that starts right after it
+                    # needs no f-majority.
+                    self._deliver_gap(GapType.BRIDGE, nxt, nxt)
+                    self._skip_to(nxt + 1)
+                elif self._scd_active or not self._detect_gap(grace_expired):
+                    break
+            moved = True
+            self._grace_deadline = None
+            self._stall_since = None
+        return moved
+
+    def _detect_gap(self, grace_expired: bool) -> bool:
+        """Issue a gap at the read pointer if enough nodes say nothing is there."""
+        nxt = self._next
+        gap: set[int] = set()
+        ur: set[int] = set()
+        end = 0
+        for n, s in self._senders.items():
+            if s.next_lsn > nxt:
+                state, m = s.gap_state(nxt)
+                (ur if state == 2 else gap).add(n)
+                if end == 0 or m < end:
+                    end = m
+        res = self._fmaj.check(gap)
+        if ur and res in (FMajorityResult.NONE, FMajorityResult.AUTHORITATIVE_INCOMPLETE):
+            # Nodes in under-replicated regions answered too: nobody else can.
+            res2 = self._fmaj.check(gap | ur)
+            if res2 in (FMajorityResult.AUTHORITATIVE_COMPLETE,
+                        FMajorityResult.NON_AUTHORITATIVE):
+                res = (FMajorityResult.AUTHORITATIVE_COMPLETE
+                       if res == FMajorityResult.AUTHORITATIVE_INCOMPLETE
+                       else FMajorityResult.NON_AUTHORITATIVE)
+        if res == FMajorityResult.NONE:
+            self._grace_deadline = None
+            return False
+        first = self._window.first_filled()
+        if first and (end == 0 or first < end):
+            end = first
+        if end == 0:
+            return False  # nobody sent anything yet
+        gtype = self._gap_type(min(end, self._until + 1))
+        if (res == FMajorityResult.AUTHORITATIVE_INCOMPLETE and not grace_expired
+                and self._grace_period > 0
+                and (nxt == self._start or gtype != GapType.BRIDGE)):
+            if self._grace_deadline is None:
+                self._grace_deadline = self._clock() + self._grace_period
+            return False
+        self._grace_deadline = None
+        hi = min(end - 1, self._until)
+        if self._seq_window == 0 and gtype == GapType.BRIDGE \
+                and (end >> 32) != (nxt >> 32) and (end & ESN_MAX) > 1:
+            boundary = (end >> 32) << 32  # ESN 0 of the gap's last epoch
+            if boundary >= self._until:
+                self._deliver_gap(GapType.BRIDGE, nxt, hi)
+            else:
+                self._deliver_gap(GapType.BRIDGE, nxt, boundary)
+                self._deliver_gap(GapType.DATALOSS, boundary + 1, hi)
+        else:
+            self._deliver_gap(gtype, nxt, hi)
+        self._skip_to(hi + 1)
+        return True
+
+    def _gap_type(self, end: int) -> GapType:
+        """Type of the gap ``[next, end - 1]`` (REFERENCE.md §A3)."""
+        if self._fmaj.all_not_fully_authoritative():
+            return GapType.DATALOSS
+        nxt = self._next
+        e_end = end >> 32
+        if (end & ESN_MAX) <= self._seq_window and (nxt == self._start
+                                                    or ((nxt - 1) >> 32) < e_end):
+            return GapType.BRIDGE
+        return GapType.DATALOSS if e_end == nxt >> 32 else GapType.BRIDGE
