@@ -251,7 +251,7 @@ def _decode(info: _TypeInfo, frame: memoryview, header_length: int) -> Any:
     end = PREFIX_SIZE + header_length
     try:
         header = info.decoder.decode(frame[PREFIX_SIZE:end])
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # a str field with bad UTF-8
         raise ProtocolError(E.BADMSG, f"bad {info.cls.__name__} header: {exc}") from None
     if not info.raw:
         return header
