@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from logdevice.errors import E
 from logdevice.node.failure_detector import FailureDetector
-from logdevice.node.group_commit import StoreJob, prepare
+from logdevice.node.group_commit import StoreJob, merge, prepare
 from logdevice.protocol import RecordFlag, Store, pack_payloads
 
 from ldcore.checksum import crc32c
@@ -145,3 +145,16 @@ def test_prepare_empty_store():
     msg = _store([1], [b"x"], [0])
     job = StoreJob(None, msg)
     assert prepare(job) is None and job.statuses.tolist() == [E.CHECKSUM_MISMATCH]
+
+
+def test_merge_stores_of_one_log():
+    a = prepare(StoreJob(None, _store([1, 4], [b"one", b"four-old"])))
+    b = prepare(StoreJob(None, _store([2, 4, 7], [b"two", b"four-new", b"seven"])))
+    cols = merge([a, b])
+    assert cols[0].tolist() == [1, 2, 4, 7]
+    assert _payloads(cols) == [b"one", b"two", b"four-new", b"seven"]
+    assert cols[6].tolist() == [1, 1, 2, 3]
+    c = prepare(StoreJob(None, _store([10], [b"ten"])))
+    cols = merge([a, c])
+    assert cols[0].tolist() == [1, 4, 10] and _payloads(cols) == [b"one", b"four-old", b"ten"]
+    assert cols[3].shape == (3, 2)

@@ -106,6 +106,41 @@ def prepare(job: StoreJob) -> tuple[Any, ...] | None:
     return _select(msg, keep)
 
 
+def merge(parts: list[tuple[Any, ...]]) -> tuple[Any, ...]:
+    """Concatenate the columns of several prepared STOREs of one log into one run in LSN
+    order; for an LSN in several of them the later STORE wins."""
+    lsns = np.concatenate([p[0] for p in parts])
+    ts = np.concatenate([p[1] for p in parts])
+    flags = np.concatenate([p[2] for p in parts])
+    width = max(p[3].shape[1] for p in parts)
+    copysets = np.concatenate([
+        p[3] if p[3].shape[1] == width
+        else np.pad(p[3], ((0, 0), (0, width - p[3].shape[1])), constant_values=-1)
+        for p in parts])
+    bufs = [np.frombuffer(p[4], dtype=np.uint8) for p in parts]
+    starts = np.cumsum([0] + [len(b) for b in bufs[:-1]], dtype=np.uint64)
+    offsets = np.concatenate(
+        [np.zeros(1, np.uint64)]
+        + [np.asarray(p[5], np.uint64)[1:] - np.uint64(p[5][0]) + start
+           for p, start in zip(parts, starts, strict=True)])
+    payloads = np.concatenate(bufs)
+    waves = np.concatenate([p[6] for p in parts])
+    if len(lsns) > 1 and bool(np.any(lsns[1:] <= lsns[:-1])):
+        rev = np.arange(len(lsns))[::-1]
+        _, first_in_rev = np.unique(lsns[rev], return_index=True)
+        keep = rev[first_in_rev]
+        starts_k, ends_k = offsets[keep], offsets[keep + 1]
+        lengths = (ends_k - starts_k).astype(np.int64)
+        new_offs = np.zeros(len(keep) + 1, np.uint64)
+        np.cumsum(lengths, out=new_offs[1:])
+        payloads = np.concatenate([payloads[int(a):int(b)]
+                                   for a, b in zip(starts_k, ends_k, strict=True)]) \
+            if len(keep) else np.empty(0, np.uint8)
+        return (lsns[keep], ts[keep], flags[keep], copysets[keep], payloads, new_offs,
+                waves[keep])
+    return lsns, ts, flags, copysets, payloads, offsets, waves
+
+
 class GroupCommitter:
     """Batches STOREs into single LogsDB writes in one writer thread.
 
@@ -173,7 +208,12 @@ class GroupCommitter:
         fut.add_done_callback(self._written)
 
     def _write(self, batch: list[StoreJob]) -> int:
-        """In the writer thread: one PendingWrite for every STORE of the batch."""
+        """One PendingWrite for every STORE of the batch (in the writer thread, or inline).
+
+        STOREs of the same log are merged into one ``add`` (LogsDB's per-call cost is
+        most of a small write); if the merged add fails, each STORE is retried alone so
+        the error lands on the STORE that caused it.
+        """
         db = self.db
         try:
             pw = db.pending()
@@ -181,21 +221,33 @@ class GroupCommitter:
             for job in batch:
                 job.status = exc.status
             return 0
-        added: list[StoreJob] = []
+        by_log: dict[int, list[tuple[StoreJob, tuple[Any, ...]]]] = {}
         for job in batch:
             try:
                 cols = prepare(job)
-                if cols is None:
+            except (LogDeviceError, ValueError, TypeError) as exc:
+                self._reject(job, exc)
+                continue
+            if cols is not None:
+                by_log.setdefault(job.msg.log_id, []).append((job, cols))
+        added: list[StoreJob] = []
+        for log_id, items in by_log.items():
+            sticky = items[0][0].sticky
+            if len(items) > 1:
+                try:
+                    pw.add(log_id, *merge([c for _, c in items]), sticky_block=sticky)
+                except (LogDeviceError, ValueError, TypeError):
+                    pass  # find the culprit below
+                else:
+                    added.extend(job for job, _ in items)
                     continue
-                lsns, ts, flags, copysets, payloads, offsets, waves = cols
-                pw.add(job.msg.log_id, lsns, ts, flags, copysets, payloads, offsets, waves,
-                       sticky_block=job.sticky)
-                added.append(job)
-            except LogDeviceError as exc:
-                job.status = exc.status
-            except (ValueError, TypeError) as exc:
-                log.warning("bad STORE for log %d: %s", job.msg.log_id, exc)
-                job.status = E.INVALID_PARAM
+            for job, cols in items:
+                try:
+                    pw.add(log_id, *cols, sticky_block=sticky)
+                except (LogDeviceError, ValueError, TypeError) as exc:
+                    self._reject(job, exc)
+                else:
+                    added.append(job)
         if not added:
             return 0
         try:
@@ -206,6 +258,14 @@ class GroupCommitter:
                 job.status = exc.status
             return 0
         return pw.records
+
+    @staticmethod
+    def _reject(job: StoreJob, exc: Exception) -> None:
+        if isinstance(exc, LogDeviceError):
+            job.status = exc.status
+        else:
+            log.warning("bad STORE for log %d: %s", job.msg.log_id, exc)
+            job.status = E.INVALID_PARAM
 
     def _written(self, fut: asyncio.Future[int]) -> None:
         exc = fut.exception()

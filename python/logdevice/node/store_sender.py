@@ -118,47 +118,55 @@ class StoreSender:
         seq = self.sequencer_of(log_id, epoch)
         if seq is None:
             return
-        lsns = np.fromiter((a.lsn for a in actions), np.uint64, len(actions))
-        if len(lsns) > 1 and bool(np.any(lsns[1:] <= lsns[:-1])):
-            latest = {a.lsn: a for a in actions}  # a later wave of the same LSN wins
-            actions = [latest[k] for k in sorted(latest)]
-        payloads = []
-        kept = []
-        checksums = []
-        any_checksum = False
-        for a in actions:
-            entry = self.payload_of(a.request_id)
-            if entry is None:
-                continue  # answered meanwhile (the sequencer was deactivated)
-            payload, checksum = entry
-            kept.append(a)
-            payloads.append(payload)
-            checksums.append(checksum)
-            any_checksum = any_checksum or bool(a.flags & _CHECKSUM)
-        n = len(kept)
-        if n == 0:
-            return
-        lsns = np.fromiter((a.lsn for a in kept), np.uint64, n)
-        waves = np.fromiter((a.wave for a in kept), np.uint32, n)
-        lengths = np.fromiter((len(p) for p in payloads), np.uint64, n)
+        payload_of = self.payload_of
+        entries = [payload_of(a.request_id) for a in actions]
+        if None in entries:  # answered meanwhile (the sequencer was deactivated)
+            kept = [(a, e) for a, e in zip(actions, entries, strict=True) if e is not None]
+            if not kept:
+                return
+            actions = [a for a, _ in kept]
+            entries = [e for _, e in kept]
+        # SendStore fields: node, log_id, lsn, wave, copyset, timestamp, flags, lng, rid
+        cols = list(zip(*actions, strict=True))
+        lsns = np.array(cols[2], np.uint64)
+        n = len(lsns)
+        order = None
+        if n > 1 and bool(np.any(lsns[1:] <= lsns[:-1])):
+            # Retries interleaved with new records: sort; a later wave of an LSN wins.
+            latest = {lsn: i for i, lsn in enumerate(cols[2])}
+            order = np.array([latest[k] for k in sorted(latest)], np.intp)
+            lsns = lsns[order]
+        waves = np.array(cols[3], np.uint32)
+        try:
+            copysets = np.array(cols[4], np.int16)
+            if copysets.ndim != 2:
+                raise ValueError("ragged")
+        except ValueError:  # copysets of different sizes: pad with -1
+            width = max(map(len, cols[4]))
+            copysets = np.full((n, width), -1, np.int16)
+            for i, cs in enumerate(cols[4]):
+                copysets[i, : len(cs)] = cs
+        timestamps = np.array(cols[5], np.int64)
+        flags = np.array(cols[6], np.uint32)
+        payloads = [e[0] for e in entries]
+        checksums = np.array([e[1] for e in entries], np.uint32)
+        if order is not None:
+            waves, copysets, timestamps, flags, checksums = (
+                waves[order], copysets[order], timestamps[order], flags[order],
+                checksums[order])
+            payloads = [payloads[i] for i in order.tolist()]
+            n = len(lsns)
         offsets = np.zeros(n + 1, np.uint64)
-        np.cumsum(lengths, out=offsets[1:])
-        width = max(len(a.copyset) for a in kept)
-        copysets = np.full((n, width), -1, np.int16)
-        for i, a in enumerate(kept):
-            copysets[i, : len(a.copyset)] = a.copyset
+        np.cumsum(np.fromiter(map(len, payloads), np.uint64, n), out=offsets[1:])
+        if not (flags & np.uint32(_CHECKSUM)).any():
+            checksums = np.empty(0, np.uint32)
         rid = self._next_id
         self._next_id += 1
         msg = Store(
-            request_id=rid, log_id=log_id, epoch=epoch,
-            last_known_good=max(a.lng for a in kept), sequencer_node=self.node.index,
-            lsns=lsns,
-            timestamps=np.fromiter((a.timestamp for a in kept), np.int64, n),
-            flags=np.fromiter((a.flags for a in kept), np.uint32, n),
+            request_id=rid, log_id=log_id, epoch=epoch, last_known_good=max(cols[7]),
+            sequencer_node=self.node.index, lsns=lsns, timestamps=timestamps, flags=flags,
             waves=waves, copysets=copysets, payload_offsets=offsets,
-            payloads=b"".join(payloads),
-            checksums=np.array(checksums, np.uint32) if any_checksum else np.empty(0, np.uint32),
-        )
+            payloads=b"".join(payloads), checksums=checksums)
         if self.node.send_to_node(node, msg):
             self.outstanding[(node, rid)] = Outstanding(seq, lsns, waves, now)
             self.frames += 1
