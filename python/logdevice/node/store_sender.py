@@ -148,8 +148,8 @@ class StoreSender:
                 copysets[i, : len(cs)] = cs
         timestamps = np.array(cols[5], np.int64)
         flags = np.array(cols[6], np.uint32)
-        payloads = [e[0] for e in entries]
-        checksums = np.array([e[1] for e in entries], np.uint32)
+        payloads = [e[0] for e in entries]  # type: ignore[index]  # None filtered out
+        checksums = np.array([e[1] for e in entries], np.uint32)  # type: ignore[index]
         if order is not None:
             waves, copysets, timestamps, flags, checksums = (
                 waves[order], copysets[order], timestamps[order], flags[order],
