@@ -110,7 +110,9 @@ class LocalCluster:
     **options
         Log-group attributes (``max_writes_in_flight``, ``sticky_copysets``,
         ``store_timeout_ms``, ``nodeset_size``...) and settings (``heartbeat_interval_ms``,
-        ``dead_timeout_ms``, ``max_payload_size``...), by name.
+        ``dead_timeout_ms``, ``max_payload_size``...), by name.  Unless given, a local
+        cluster declares a silent node dead after 1.5 s (``LOCAL_SETTINGS``) and waits
+        100 ms for a first store wave (``LOCAL_LOG_ATTRS``).
     """
 
     def __init__(self, nodes: int = 5, replication: int | Mapping[str, int] = 2,
