@@ -48,11 +48,6 @@ __all__ = ["LocalCluster", "main"]
 
 #: Settings a local cluster uses unless told otherwise: notice a dead node in 1.5 s.
 LOCAL_SETTINGS: dict[str, Any] = {"dead_timeout_ms": 1500, "suspect_timeout_ms": 1000}
-#: Log attributes of a local cluster unless told otherwise.  The first store wave waits
-#: 100 ms, not LogDevice's 10 ms: Python nodes sharing a small machine often take more
-#: than 10 ms to answer under load, and every spurious timeout re-sends the record to a
-#: new copyset (more load, extra copies, broken sticky blocks).
-LOCAL_LOG_ATTRS: dict[str, Any] = {"store_timeout_ms": [100, 10_000]}
 _SETTING_NAMES = {f.name for f in dataclasses.fields(Settings)}
 _LOG_ATTR_NAMES = {f.name for f in dataclasses.fields(LogGroup)} - {"name", "lo", "hi",
                                                                     "replication"}
@@ -111,8 +106,7 @@ class LocalCluster:
         Log-group attributes (``max_writes_in_flight``, ``sticky_copysets``,
         ``store_timeout_ms``, ``nodeset_size``...) and settings (``heartbeat_interval_ms``,
         ``dead_timeout_ms``, ``max_payload_size``...), by name.  Unless given, a local
-        cluster declares a silent node dead after 1.5 s (``LOCAL_SETTINGS``) and waits
-        100 ms for a first store wave (``LOCAL_LOG_ATTRS``).
+        cluster declares a silent node dead after 1.5 s (``LOCAL_SETTINGS``).
     """
 
     def __init__(self, nodes: int = 5, replication: int | Mapping[str, int] = 2,
@@ -121,7 +115,7 @@ class LocalCluster:
                  weights: Any = None, ready_timeout: float = 30.0, log_level: str = "INFO",
                  **options: Any) -> None:
         settings = dict(LOCAL_SETTINGS)
-        log_attrs: dict[str, Any] = dict(LOCAL_LOG_ATTRS)
+        log_attrs: dict[str, Any] = {}
         for key, value in options.items():
             if key in _SETTING_NAMES:
                 settings[key] = value

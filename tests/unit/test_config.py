@@ -79,7 +79,7 @@ def test_defaults_and_paths(tmp_path):
     g = cfg.log_group(1)
     assert g.name == "log_1" and (g.lo, g.hi) == (1, 1)
     assert g.scd is True and g.sticky_copysets is False and g.max_writes_in_flight == 1000
-    assert g.store_timeout_ms == (10, 60_000) and g.nodeset_size is None
+    assert g.store_timeout_ms == (100, 60_000) and g.nodeset_size is None
     assert cfg.settings.max_payload_size == 32 * 1024 * 1024
     assert cfg.settings.read_window_size == 512
     assert "settings" not in cfg.to_dict()

@@ -220,7 +220,7 @@ def _parse_log_group(o: Obj, nodes: tuple[NodeConfig, ...]) -> LogGroup:
     if nodeset_size is not None and nodeset_size < rep.replication_factor:
         raise FieldError(o.path_of("nodeset_size"), f"{nodeset_size} is smaller than the "
                          f"replication factor {rep.replication_factor}")
-    timeouts = check_list(o.raw("store_timeout_ms", [10, 60_000]), o.path_of("store_timeout_ms"))
+    timeouts = check_list(o.raw("store_timeout_ms", list(LogGroup.store_timeout_ms)), o.path_of("store_timeout_ms"))
     if len(timeouts) != 2:
         raise FieldError(o.path_of("store_timeout_ms"), "expected [initial, max] in ms")
     t_lo, t_hi = (check_int(v, join(o.path_of("store_timeout_ms"), k), 1, MAX_STORE_TIMEOUT_MS)
