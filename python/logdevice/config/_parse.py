@@ -14,6 +14,7 @@ from typing import Any
 from logdevice.config._fields import FieldError, Obj, check_int, check_list, check_str, join
 from logdevice.config.location import Location, NodeLocationScope
 from logdevice.config.model import (
+    DEFAULT_STORE_TIMEOUT_MS,
     LOGID_MIN,
     MAX_PAYLOAD_SIZE,
     ROLES,
@@ -220,7 +221,8 @@ def _parse_log_group(o: Obj, nodes: tuple[NodeConfig, ...]) -> LogGroup:
     if nodeset_size is not None and nodeset_size < rep.replication_factor:
         raise FieldError(o.path_of("nodeset_size"), f"{nodeset_size} is smaller than the "
                          f"replication factor {rep.replication_factor}")
-    timeouts = check_list(o.raw("store_timeout_ms", list(LogGroup.store_timeout_ms)), o.path_of("store_timeout_ms"))
+    timeouts = check_list(o.raw("store_timeout_ms", list(DEFAULT_STORE_TIMEOUT_MS)),
+                          o.path_of("store_timeout_ms"))
     if len(timeouts) != 2:
         raise FieldError(o.path_of("store_timeout_ms"), "expected [initial, max] in ms")
     t_lo, t_hi = (check_int(v, join(o.path_of("store_timeout_ms"), k), 1, MAX_STORE_TIMEOUT_MS)

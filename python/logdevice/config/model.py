@@ -86,6 +86,12 @@ class NodeConfig:
         return d
 
 
+#: First store wave's timeout and cap, ms.  LogDevice starts at 10 ms; Python nodes doing
+#: group commit on shared cores answer a healthy STORE in a few ms but with a long tail, and
+#: a premature second wave costs an extra copy and breaks sticky blocks.
+DEFAULT_STORE_TIMEOUT_MS = (100, 60_000)
+
+
 @dataclass(frozen=True, slots=True)
 class LogGroup:
     """A range of log ids ``[lo, hi]`` (inclusive) sharing attributes."""
@@ -101,10 +107,7 @@ class LogGroup:
     sticky_block_ms: int = 10 * 60 * 1000
     backlog_retention_ms: int | None = None  # None: keep forever (until trimmed)
     max_writes_in_flight: int = 1000
-    # First wave's timeout and cap.  LogDevice starts at 10 ms; Python nodes doing group
-    # commit on shared cores answer a healthy STORE in a few ms but with a long tail, and a
-    # premature second wave costs an extra copy and breaks sticky blocks.
-    store_timeout_ms: tuple[int, int] = (100, 60_000)
+    store_timeout_ms: tuple[int, int] = DEFAULT_STORE_TIMEOUT_MS
 
     def __contains__(self, log_id: object) -> bool:
         return isinstance(log_id, int) and self.lo <= log_id <= self.hi
