@@ -319,19 +319,24 @@ class LogsDB:
 
     def read_records(
         self, log_id: int, lo: int, hi: int = LSN_MAX, *, max_records: int = 4096,
-        max_bytes: int = 8 << 20,
+        max_bytes: int = 8 << 20, payloads: bool = True,
     ) -> RecordBatch:
         """Records of ``log_id`` in ``[lo, hi]`` above the trim point, in LSN order.
 
         Stops after ``max_records`` records or once ``max_bytes`` payload bytes are taken
         (at least one record; 0: no byte limit).  ``.next_lsn`` of the result is where to
         continue (``hi + 1`` when the range is done, capped at ``LSN_MAX``).
+
+        ``payloads=False`` reads headers only: every payload comes back empty (offsets all
+        0, so ``max_bytes`` never stops the read) and is not copied out of RocksDB;
+        ``checksums`` still hold the stored crc32c (``checksum_ok()`` means nothing then).
         """
         log_id = self._check_log(log_id)
         if max_records <= 0:
             return RecordBatch.empty(log_id, lo)
         with self._gate:
-            rb = reads.read_records(self, log_id, int(lo), int(hi), max_records, max_bytes)
+            rb = reads.read_records(self, log_id, int(lo), int(hi), max_records, max_bytes,
+                                    bool(payloads))
         rb.next_lsn = min(rb.next_lsn, LSN_MAX)
         return rb
 
@@ -347,12 +352,13 @@ class LogsDB:
         csi.next_lsn = min(csi.next_lsn, LSN_MAX)
         return csi
 
-    def read_records_at(self, log_id: int, lsns) -> RecordBatch:
+    def read_records_at(self, log_id: int, lsns, *, payloads: bool = True) -> RecordBatch:
         """The records at the given strictly increasing ``lsns`` that exist (above the trim
-        point), in LSN order: e.g. those a single-copy-delivery decision chose."""
+        point), in LSN order: e.g. those a single-copy-delivery decision chose.
+        ``payloads=False`` reads headers only, as for :meth:`read_records`."""
         log_id = self._check_log(log_id)
         with self._gate:
-            rb = reads.read_records_at(self, log_id, lsns)
+            rb = reads.read_records_at(self, log_id, lsns, bool(payloads))
         rb.next_lsn = min(rb.next_lsn, LSN_MAX)
         return rb
 
@@ -372,6 +378,16 @@ class LogsDB:
         """Log ids with records or metadata here."""
         self._check_open()
         return sorted(set(self._dir.logs) | set(self._meta))
+
+    def average_record_size(self, log_id: int) -> float:
+        """Mean stored bytes per record of ``log_id`` (payload plus its head of 24 + 2 *
+        copyset size bytes) over the partitions holding it, trimmed records included until
+        retention drops them; 0.0 when it has none.  From the partition directory: no I/O.
+        Readers use it to size a read to a byte budget before reading."""
+        self._check_open()
+        usage = list(self._dir.logs.get(self._check_log(log_id), {}).values())
+        records = sum(u.records for u in usage)
+        return sum(u.nbytes for u in usage) / records if records else 0.0
 
     def data_size(self, log_id: int, start_ms: int, end_ms: int) -> int:
         """Estimated payload bytes of ``log_id`` with timestamps in ``[start_ms, end_ms]``

@@ -31,12 +31,14 @@ def _upper(prefix: bytes, log_id: int, hi: int, kind: bytes = b"") -> bytes:
     return K.log_prefix(prefix, log_id) + K._U64BE.pack(hi + 1) + kind
 
 
-def _records(log_id: int, ch: Chunk) -> RecordBatch:
+def _records(log_id: int, ch: Chunk, payloads: bool = True) -> RecordBatch:
+    """The chunk's records; a header-only chunk (``skip_body``) gives empty payloads."""
     n = len(ch)
     ts, fl, wv, crc, cs = K.decode_heads(ch.heads, ch.head_offsets)
+    offsets = ch.body_offsets if payloads else np.zeros(n + 1, np.uint64)
     return RecordBatch(
         log_id, K.lsns_of_keys(ch.keys, n, K.DATA_KEY_LEN), ts, fl, wv, cs, crc, ch.bodies,
-        ch.body_offsets, 0,
+        offsets, 0,
     )
 
 
@@ -62,8 +64,10 @@ def _cut(rb: RecordBatch, max_n: int, max_bytes: int) -> RecordBatch:
 
 
 def read_records(store: LogsDB, log_id: int, lo: int, hi: int, max_records: int,
-                 max_bytes: int) -> RecordBatch:
+                 max_bytes: int, payloads: bool = True) -> RecordBatch:
     lo = max(lo, store.trim_point(log_id) + 1)
+    if not payloads:
+        max_bytes = 0  # no payload bytes are taken, so none can run out
     if lo > hi:
         return RecordBatch.empty(log_id, lo)
     parts: list[RecordBatch] = []
@@ -77,8 +81,8 @@ def read_records(store: LogsDB, log_id: int, lo: int, hi: int, max_records: int,
             with store._db.iterator(store._cf(pid), lower, upper) as it:
                 it.seek(lower)
                 ch = it.read_many(n_left, b_left if max_bytes else 0, split_head=True,
-                                  key_hint=K.DATA_KEY_LEN)
-            rb = _records(log_id, ch)
+                                  skip_body=not payloads, key_hint=K.DATA_KEY_LEN)
+            rb = _records(log_id, ch, payloads)
             if ch.stop != "end":
                 horizon = min(horizon, int(rb.lsns[-1]))
             got.append(rb)
@@ -97,7 +101,7 @@ def read_records(store: LogsDB, log_id: int, lo: int, hi: int, max_records: int,
     return RecordBatch.concat(log_id, parts, hi + 1)
 
 
-def read_records_at(store: LogsDB, log_id: int, lsns) -> RecordBatch:
+def read_records_at(store: LogsDB, log_id: int, lsns, payloads: bool = True) -> RecordBatch:
     want = np.ascontiguousarray(lsns, dtype=np.uint64)
     if want.ndim != 1 or (len(want) > 1 and bool(np.any(want[1:] <= want[:-1]))):
         raise error_for(E.INVALID_PARAM, "logsdb: lsns must be a strictly increasing 1-D array")
@@ -120,8 +124,9 @@ def read_records_at(store: LogsDB, log_id: int, lsns) -> RecordBatch:
             upper = _upper(K.DATA, log_id, int(sel[-1]))
             with store._db.iterator(store._cf(pid), lower, upper) as it:
                 ch = it.read_keys(K.data_keys(log_id, sel),
-                                  K.fixed_offsets(len(sel), K.DATA_KEY_LEN), split_head=True)
-            got.append(_records(log_id, ch))
+                                  K.fixed_offsets(len(sel), K.DATA_KEY_LEN), split_head=True,
+                                  skip_body=not payloads)
+            got.append(_records(log_id, ch, payloads))
         if got:
             parts.append(got[0] if len(got) == 1 else _merge(log_id, got))
     return RecordBatch.concat(log_id, parts, nxt)
@@ -167,16 +172,28 @@ def _csi_partition(store: LogsDB, pid: int, log_id: int, lo: int, hi: int, budge
 
 
 def _pad(cs: np.ndarray, width: int) -> np.ndarray:
+    if cs.shape[1] == width:
+        return cs
     return np.pad(cs, ((0, 0), (0, width - cs.shape[1])), constant_values=-1)
 
 
 def _merge_rows(rows: list[tuple], horizon: int):
     """Rows in LSN order up to ``horizon``, one per LSN (single entries win)."""
-    lsns = np.concatenate([r[0] for r in rows])
-    prio = np.concatenate([r[1] for r in rows])
-    flags = np.concatenate([r[2] for r in rows])
+    rows = [r for r in rows if len(r[0])] or rows[:1]
     width = max(r[3].shape[1] for r in rows)
-    cs = np.concatenate([_pad(r[3], width) for r in rows])
+    if len(rows) == 1:
+        lsns, prio, flags, cs = rows[0]
+        cs = _pad(cs, width)
+    else:
+        lsns = np.concatenate([r[0] for r in rows])
+        prio = np.concatenate([r[1] for r in rows])
+        flags = np.concatenate([r[2] for r in rows])
+        cs = np.concatenate([_pad(r[3], width) for r in rows])
+    # The usual case needs no sort: one source read in key order, or range entries (which
+    # never overlap) one after another.  Checking is far cheaper than a lexsort.
+    if len(lsns) < 2 or bool(np.all(lsns[1:] > lsns[:-1])):
+        n = int(np.searchsorted(lsns, np.uint64(horizon), "right"))
+        return lsns[:n], flags[:n], cs[:n]
     keep = lsns <= np.uint64(horizon)
     order = np.lexsort((prio[keep], lsns[keep]))
     lsns, flags, cs = lsns[keep][order], flags[keep][order], cs[keep][order]

@@ -275,20 +275,22 @@ class Iterator:
         max_bytes: int = 0,
         *,
         split_head: bool = False,
+        skip_body: bool = False,
         body_hint: int = 0,
     ) -> Chunk:
         """Copy the entries at the given sorted keys (those that exist), in order.
 
         Returns a :class:`Chunk` of the found entries with ``found``, a bool array over the
         wanted keys.  With ``max_bytes`` the read may end early (``stop == "bytes"``): then
-        ``found`` covers only the first ``len(found)`` wanted keys.
+        ``found`` covers only the first ``len(found)`` wanted keys.  ``split_head`` and
+        ``skip_body`` are as for :meth:`read_many`.
         """
         it = self._it()
         koff = as_u64(key_offsets)
         nwant = len(koff) - 1
         check_offsets(koff, len(keys), "key")
         found = np.zeros(max(nwant, 0), np.uint8)
-        flags = lib.LD_SPLIT_U16 if split_head else 0
+        flags = (lib.LD_SPLIT_U16 if split_head else 0) | (lib.LD_SKIP_BODY if skip_body else 0)
         if body_hint <= 0:
             body_hint = min(max_bytes or (1 << 20), 1 << 20)
         rd = _Reader(max(nwant, 0), max_bytes, flags, int(koff[-1]) if nwant > 0 else 0,
