@@ -394,10 +394,11 @@ def test_checksum_failure_becomes_gap(db, flags):
             assert np.all(m.flags & RecordFlag.CHECKSUM)
 
 
-def test_no_payload(db):
+@pytest.mark.parametrize("scd", [False, True], ids=["all_send_all", "scd"])
+def test_no_payload(db, scd):
     write(db, range(1, 6), [0], sizes=[100] * 5)
     corrupt(db, 3)  # payloads are neither sent nor checked
-    s = ServerReadStream(start(flags=StartFlag.NO_PAYLOAD), me=0)
+    s = ServerReadStream(start(flags=StartFlag.NO_PAYLOAD | (SCD if scd else 0)), me=0)
     msgs = wire(run(s, db, 5))
     assert len(msgs) == 1 and isinstance(msgs[0], Records)
     m = msgs[0]
@@ -405,6 +406,7 @@ def test_no_payload(db):
     assert memoryview(m.payloads).nbytes == 0 and m.payload_offsets.tolist() == [0] * 6
     assert len(m.checksums) == 0 and not np.any(m.flags & RecordFlag.CHECKSUM)
     assert s.stats.payload_bytes_sent == 0
+    assert s.stats.payload_bytes_read == 0  # header-only reads
 
 
 def test_digest_reads_unreleased_with_waves_and_copysets(db):

@@ -26,8 +26,8 @@ A START with DIGEST (epoch recovery) reads past the release pointer, in all-send
 mode, and its RECORDS carry waves and copysets.
 
 Records are sent with their stored crc32c in ``checksums`` and the CHECKSUM flag set, so
-the client can check them end to end.  With NO_PAYLOAD, payloads are neither sent nor
-checked (the reader never sees them).
+the client can check them end to end.  With NO_PAYLOAD, payloads are neither copied out of
+LogsDB (header-only reads), sent nor checked (the reader never sees them).
 """
 
 from __future__ import annotations
@@ -241,7 +241,7 @@ class ServerReadStream:
             scanned_to = int(lsns[-1])
         if not len(lsns):
             return RecordBatch.empty(self.log_id, scanned_to + 1), scanned_to, cost
-        rb = db.read_records_at(self.log_id, lsns)
+        rb = db.read_records_at(self.log_id, lsns, payloads=not self.no_payload)
         self.stats.point_reads += 1
         self._count_read(rb)
         return rb, scanned_to, cost
@@ -250,7 +250,7 @@ class ServerReadStream:
                   room_b: int) -> tuple[RecordBatch, int, int]:
         """All-send-all: every record of the range except drained copies."""
         rb = db.read_records(self.log_id, self.next_lsn, hi, max_records=room_n,
-                             max_bytes=room_b)
+                             max_bytes=room_b, payloads=not self.no_payload)
         self.stats.range_reads += 1
         self._count_read(rb)
         scanned_to = min(int(rb.next_lsn) - 1, hi)
