@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Benchmarks: the pytest-benchmark suites (each prints a ratio table against references
-# measured in the same run, also written to benchmarks/last-run.md), then end-to-end loads.
+# measured in the same run, also written to benchmarks/last-run.md), then the end-to-end
+# write path with its anchors (benchmarks/last-write-path.md).  Arguments go to pytest.
+# LD_BENCH_E2E=0 skips the end-to-end part.
 set -euo pipefail
 # numpy's BLAS threads spin between calls and steal the second core from the code measured
 export OPENBLAS_NUM_THREADS=1
 .venv/bin/python -m pytest -q -p no:cacheprovider benchmarks --benchmark-only \
   --benchmark-columns=median,ops,rounds --benchmark-sort=name "$@"
+if [ "${LD_BENCH_E2E:-1}" = 1 ]; then
+  .venv/bin/python benchmarks/write_path.py
+fi
