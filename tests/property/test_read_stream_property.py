@@ -5,8 +5,9 @@ Each simulated node holds its copies (with copysets and flags), answers START/WI
 a storage node (single copy delivery through ``ldcore.scd.ship_mask``, records in LSN
 order, gaps up to its next record or the tail) and puts its messages on its own in-order
 channel.  The log may span two epochs (the first closed by a bridge record) and hold hole
-plugs, BufferedWriter blobs, missing LSNs and corrupt copies; one node may be dead (never
-answers) and live nodes may lose their connection.  Hypothesis draws the log; a drawn
+plugs, BufferedWriter blobs, missing LSNs, corrupt copies and a trimmed prefix; one node
+may be dead (never answers), one authoritative-empty, and live nodes may lose their
+connection.  Hypothesis draws the log; a drawn
 seed drives the interleaving, the batching and when the application polls.  Time only
 passes when nothing else can happen.
 """
@@ -21,7 +22,14 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from logdevice.errors import E
 from logdevice.protocol.flags import FLAG_BRIDGE, FLAG_BUFFERED_WRITER_BLOB, FLAG_HOLE
-from logdevice.read_stream import ReadStream, SendStart, SendStop, SendWindow
+from logdevice.read_stream import (
+    AuthoritativeStatus,
+    GapReason,
+    ReadStream,
+    SendStart,
+    SendStop,
+    SendWindow,
+)
 from logdevice.records import DataRecord, GapRecord, GapType
 
 import ldcore.scd as lscd
@@ -59,8 +67,9 @@ class Clock:
 
 class SimNode:
     def __init__(self, node: int, copies: list[tuple[int, int, list[int], bool]], width: int,
-                 last_released: int, dead: bool) -> None:
+                 last_released: int, dead: bool, trim_point: int) -> None:
         self.node = node
+        self.trim_point = trim_point
         copies.sort()
         self.lsns = np.asarray([c[0] for c in copies], dtype=np.uint64)
         self.kind = {c[0]: c[1] for c in copies}
@@ -105,6 +114,11 @@ class SimNode:
         tail = min(self.until, self.last_released)
         if self.pos > tail:
             return False
+        if self.pos <= self.trim_point:
+            hi = min(self.trim_point, tail)
+            self.channel.append(("trim", self.fv, self.pos, hi))
+            self.pos = hi + 1
+            return True
         i = int(np.searchsorted(self.ship, np.uint64(self.pos)))
         nxt = int(self.ship[i]) if i < len(self.ship) else None
         if nxt is None or nxt > tail:
@@ -143,6 +157,9 @@ def deliver(rs: ReadStream, sim: SimNode, msg: tuple) -> None:
     if kind == "gap":
         rs.on_gap(node, msg[2], msg[3], filter_version=fv)
         return
+    if kind == "trim":
+        rs.on_gap(node, msg[2], msg[3], GapReason.TRIM, filter_version=fv)
+        return
     lsns = msg[2]
     bad = [i for i, x in enumerate(lsns) if x in sim.corrupt]
     if len(lsns) == 1:
@@ -171,7 +188,9 @@ def scenarios(draw):
     if draw(st.booleans()):
         epochs[0].append(BRIDGE)
         epochs.append(draw(st.lists(SLOT, min_size=1, max_size=30)))
-    dead = draw(st.sampled_from([None, *range(n_nodes)])) if r >= 2 else None
+    ae = draw(st.sampled_from([None, *range(n_nodes)])) if n_nodes > r else None
+    placeable = [n for n in range(n_nodes) if n != ae]
+    dead = draw(st.sampled_from([None, *placeable])) if r >= 2 else None
     slots = []  # (lsn, kind, copyset, corrupt node or None)
     for e, kinds in zip((E1, E2), epochs, strict=False):
         for k, kind in enumerate(kinds):
@@ -179,32 +198,39 @@ def scenarios(draw):
             if kind == ABSENT:
                 slots.append((lsn, kind, [], None))
                 continue
-            cs = list(draw(st.permutations(range(n_nodes))))[:r]
+            cs = list(draw(st.permutations(placeable)))[:r]
             live = [n for n in cs if n != dead]
             bad = None
             if kind in (RECORD, BLOB) and len(live) >= 2 and draw(st.integers(0, 9)) == 0:
                 bad = draw(st.sampled_from(live))
             slots.append((lsn, kind, cs, bad))
     crashes = draw(st.integers(0, 3))
-    return n_nodes, r, slots, dead, crashes
+    trim = draw(st.one_of(st.none(), st.integers(0, len(slots) - 1)))
+    trim_point = slots[trim][0] if trim is not None else 0
+    return n_nodes, r, slots, dead, crashes, ae, trim_point
 
 
 def run(scd: bool, scenario, data) -> None:
-    n_nodes, r, slots, dead, crashes = scenario
+    n_nodes, r, slots, dead, crashes, ae, trim_point = scenario
     start, until = slots[0][0], slots[-1][0]
     copies: dict[int, list] = {n: [] for n in range(n_nodes)}
     for lsn, kind, cs, bad in slots:
         for n in cs:
-            copies[n].append((lsn, kind, cs, n == bad))
-    nodes = {n: SimNode(n, copies[n], r, until, n == dead) for n in range(n_nodes)}
+            if lsn > trim_point:
+                copies[n].append((lsn, kind, cs, n == bad))
+    nodes = {n: SimNode(n, copies[n], r, until, n == dead, trim_point)
+             for n in range(n_nodes)}
+    auth = {ae: AuthoritativeStatus.AUTHORITATIVE_EMPTY} if ae is not None else None
     clock = Clock()
     buffer_size = data.draw(st.integers(1, 12), label="buffer_size")
     # Interleavings are long: drive them from one drawn seed (hypothesis' own buffer
     # would overrun on them).
     rnd = random.Random(data.draw(st.integers(0, 2**32 - 1), label="seed"))
     rs = ReadStream(1, start, until, nodeset=list(range(n_nodes)), replication=r, scd=scd,
-                    clock=clock, buffer_size=buffer_size, scd_timeout=1.0,
-                    scd_all_send_all_timeout=4.0)
+                    clock=clock, buffer_size=buffer_size, scd_timeout=1.0, authoritative=auth,
+                    scd_all_send_all_timeout=4.0,
+                    grace_period=data.draw(st.sampled_from([0.1, 0.0]), label="grace"),
+                    sequencer_window=data.draw(st.sampled_from([1000, 0]), label="seqwin"))
 
     def route() -> None:
         for a in rs.take_actions():
@@ -260,6 +286,8 @@ def run(scd: bool, scenario, data) -> None:
     # Every data record exactly once, in order, blobs unpacked, never a corrupt copy.
     expected = []
     for lsn, kind, _, _ in slots:
+        if lsn <= trim_point:
+            continue
         if kind == RECORD:
             expected.append((lsn, 0, b"r%d" % lsn))
         elif kind == BLOB:
@@ -280,7 +308,12 @@ def run(scd: bool, scenario, data) -> None:
     assert pos == until + 1
     # Pseudo-records come out as their own gaps.
     gaps = {(x.lo, x.type) for x in out if isinstance(x, GapRecord)}
+    for x in out:
+        if isinstance(x, GapRecord) and x.lo <= trim_point:
+            assert x.type == GapType.TRIM and x.hi <= trim_point, x
     for lsn, kind, _, _ in slots:
+        if lsn <= trim_point:
+            continue
         if kind == HOLE:
             assert (lsn, GapType.HOLE) in gaps
         elif kind == BRIDGE:

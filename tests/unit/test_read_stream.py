@@ -337,16 +337,19 @@ def test_checksum_failure_only_marks_its_own_lsn():
     assert show(rs.poll()) == [("DATALOSS", 1, 1), 2]
 
 
-def test_under_replicated_regions_merge_conservatively():
+def test_under_replicated_regions_are_exact():
     rs, _ = make(nodes=(0, 1, 2), r=2, grace_period=0)
     rs.on_gap(0, 1, 1)
     rs.on_gap(0, 2, 3, GapReason.UNDER_REPLICATED)
     rs.on_gap(0, 4, 6)
     rs.on_gap(0, 7, 8, GapReason.UNDER_REPLICATED)
+    rs.on_gap(0, 9, 9, GapReason.CHECKSUM_FAIL)
     s = rs.sender(0)
-    assert (s.ur_lo, s.ur_until, s.next_lsn) == (2, 9, 9)
-    rs.on_gap(1, 1, 8)
-    # Node 0 counts for 1 only; from 2 on its region (4..6 included) does not.
+    assert (s.ur_regions, s.next_lsn) == ([(2, 4), (7, 10)], 10)
+    rs.on_gap(1, 1, 9)
+    # Node 0 counts where it said "nothing" (1, 4..6), not in its regions.
     assert show(rs.poll()) == [("DATALOSS", 1, 1)]
-    rs.on_gap(2, 1, 8)
-    assert show(rs.poll()) == [("DATALOSS", 2, 8)]
+    rs.on_gap(2, 1, 2)
+    assert show(rs.poll()) == [("DATALOSS", 2, 2)]
+    rs.on_gap(2, 3, 9)
+    assert show(rs.poll()) == [("DATALOSS", 3, 3), ("DATALOSS", 4, 6), ("DATALOSS", 7, 9)]

@@ -7,8 +7,8 @@ class SenderState:
     """What the stream knows about one node of the read set.
 
     ``next_lsn`` is the smallest LSN the node may still send: a record at X or a gap
-    ending at X - 1 says it has nothing below X.  ``[ur_lo, ur_until)`` is an
-    under-replicated region: the node may be missing records there (or holds a copy that
+    ending at X - 1 says it has nothing below X.  ``ur_regions`` are under-replicated
+    ranges ``[lo, until)``: the node may be missing records there (or holds a copy that
     failed its checksum), so its "nothing here" does not count for gap detection.
     ``bad_until`` remembers a checksum failure: while the read pointer is below it, the
     node stays off the SCD read set.
@@ -17,8 +17,7 @@ class SenderState:
     __slots__ = (
         "node",
         "next_lsn",
-        "ur_lo",
-        "ur_until",
+        "ur_regions",
         "bad_until",
         "acked_version",
         "connected",
@@ -31,8 +30,7 @@ class SenderState:
     def __init__(self, node: int, initial_backoff: float) -> None:
         self.node = node
         self.next_lsn = 0
-        self.ur_lo = 0
-        self.ur_until = 0
+        self.ur_regions: list[tuple[int, int]] = []
         self.bad_until = 0
         self.acked_version = 1  # the first START is implicitly acknowledged
         self.connected = True
@@ -44,19 +42,20 @@ class SenderState:
     def reset_for_start(self) -> None:
         """A new START goes out: the node will resend from the read pointer."""
         self.next_lsn = 0
-        self.ur_lo = self.ur_until = 0
+        self.ur_regions = []
         self.shipped_record = False
         self.reconnect_at = None
 
     def mark_under_replicated(self, lo: int, hi: int, next_to_deliver: int) -> None:
-        """The node may be missing records in ``[lo, hi]``.  One region is kept: a new
-        one merges with a region still ahead of the read pointer (covering what lies
-        between, which can only delay a gap, never make a wrong one)."""
-        if self.ur_until <= next_to_deliver:
-            self.ur_lo = lo
+        """The node may be missing records in ``[lo, hi]`` (regions arrive in LSN order,
+        like everything a node sends)."""
+        regions = [r for r in self.ur_regions if r[1] > next_to_deliver]
+        if regions and regions[-1][1] >= lo:
+            last = regions[-1]
+            regions[-1] = (min(last[0], lo), max(last[1], hi + 1))
         else:
-            self.ur_lo = min(self.ur_lo, lo)
-        self.ur_until = max(self.ur_until, hi + 1)
+            regions.append((lo, hi + 1))
+        self.ur_regions = regions
 
     def gap_state(self, next_to_deliver: int) -> tuple[int, int]:
         """``(state, marker)`` for the LSN ``next_to_deliver``: state 0 NONE (may still
@@ -64,13 +63,14 @@ class SenderState:
         changes (a gap cannot extend past it)."""
         if self.next_lsn <= next_to_deliver:
             return 0, 0
-        if next_to_deliver < self.ur_until:
-            if next_to_deliver >= self.ur_lo:
-                return 2, self.ur_until
-            return 1, self.ur_lo
+        for lo, until in self.ur_regions:
+            if until > next_to_deliver:
+                if lo <= next_to_deliver:
+                    return 2, until
+                return 1, lo
         return 1, self.next_lsn
 
     def __repr__(self) -> str:
         return (f"SenderState(node={self.node}, next_lsn={self.next_lsn}, "
-                f"ur_until={self.ur_until}, connected={self.connected}, "
+                f"ur_regions={self.ur_regions}, connected={self.connected}, "
                 f"acked_version={self.acked_version})")
