@@ -353,3 +353,27 @@ def test_under_replicated_regions_are_exact():
     assert show(rs.poll()) == [("DATALOSS", 2, 2)]
     rs.on_gap(2, 3, 9)
     assert show(rs.poll()) == [("DATALOSS", 3, 3), ("DATALOSS", 4, 6), ("DATALOSS", 7, 9)]
+
+
+def test_next_deadline_is_the_grace_period():
+    rs, clock = make(start=50)
+    _seed_prefix(rs)
+    assert rs.next_deadline() is None
+    records(rs, 1, 54)
+    assert rs.next_deadline() == clock.t + 0.1
+    clock.t = rs.next_deadline()
+    rs.tick()
+    assert rs.next_deadline() is None
+    assert show(rs.poll()) == [("DATALOSS", 52, 52), 53, 54]
+
+
+def test_stop_by_the_application():
+    rs, _ = make(nodes=(0, 1), r=1)
+    rs.take_actions()
+    records(rs, 0, 1)
+    rs.stop()
+    assert rs.take_actions() == [SendStop(0), SendStop(1)]
+    records(rs, 0, 2)
+    rs.on_connection_closed(1)
+    assert show(rs.poll()) == [1]
+    assert rs.take_actions() == []

@@ -1,7 +1,8 @@
 """The client read stream (sans-I/O): see ``logdevice.readstream.stream.ReadStream``.
 
-Modules: ``stream`` (events, buffering, gap detection), ``delivery`` (output, blobs,
-flow control inputs), ``scd`` (single copy delivery failover, rewinds, window slides),
+Modules: ``stream`` (events, buffering, connections, timers), ``gaps`` (moving the read
+pointer, gap detection and typing), ``delivery`` (output, pseudo-records, blobs), ``scd``
+(single copy delivery failover, rewinds, window slides),
 ``fmajority`` (f-majority with failure domains and authoritative status), ``batches``
 (record storage by handle, columnar chunks), ``sender`` (per-node state), ``actions``
 (outbound commands).

@@ -18,6 +18,7 @@ class StreamBase:
     log_id: int
     _start: int
     _until: int
+    _seq_window: int
     _next: int  # next LSN to deliver == head of the window buffer while not done
     _window: Any  # ldcore.window.Window
     _window_size: int
@@ -55,6 +56,9 @@ class StreamBase:
         raise NotImplementedError
 
     def _deliver_gap(self, gtype: GapType, lo: int, hi: int) -> None:
+        raise NotImplementedError
+
+    def _deliver_run(self, lsns: Any, handles: Any) -> None:
         raise NotImplementedError
 
     def _skip_to(self, lsn: int) -> None:

@@ -1,14 +1,18 @@
 """``ReadStream``: the client side of reading one log, as a sans-I/O state machine.
 
 Events in (``on_record``, ``on_records``, ``on_gap``, ``on_started``,
-``on_connection_closed``, ``on_checksum_failure``, ``tick``), deliverables out (``poll``,
-``poll_batch``) and messages to send out (``take_actions``).  Time only comes from the
-injected ``clock``.
+``on_connection_closed``, ``on_checksum_failure``, ``set_trim_point``,
+``set_authoritative``, ``tick``), deliverables out (``poll``, ``poll_batch``) and
+messages to send out (``take_actions``).  Time only comes from the injected ``clock``.
 
-This module owns the input side: buffering records in the window (``ldcore.window``),
-de-duplication, and the gap detection that lets the stream move past an LSN nobody has
-(f-majority with failure domains and authoritative status, REFERENCE.md §A3).  Output
-and flow control live in ``delivery``, single copy delivery and rewinds in ``scd``.
+This module owns construction and the input side: per-node bookkeeping, buffering
+records in the window (``ldcore.window``) by handle, de-duplication, connections and
+timers.  Moving the read pointer and gap detection live in ``gaps``, output and blobs in
+``delivery``, single copy delivery, rewinds and window slides in ``scd``.
+
+Typical I/O loop: feed every message from the nodes to the matching ``on_*`` method, then
+``poll()`` (or ``poll_batch()``) and send what ``take_actions()`` returns; call ``tick()``
+(or ``poll``) again by ``next_deadline()``.
 """
 
 from __future__ import annotations
@@ -22,22 +26,21 @@ import numpy as np
 
 from ldcore.window import Window
 from logdevice.errors import E, InvalidParamError
-from logdevice.readstream.actions import ESN_MAX, GapReason, SendStop
+from logdevice.readstream.actions import GapReason, SendStop
 from logdevice.readstream.batches import BatchStore, as_u8
 from logdevice.readstream.delivery import DeliveryMixin
 from logdevice.readstream.fmajority import (
     AuthoritativeStatus,
     FailureDomainNodeSet,
-    FMajorityResult,
 )
+from logdevice.readstream.gaps import GapsMixin
 from logdevice.readstream.scd import ScdMixin
 from logdevice.readstream.sender import SenderState
-from logdevice.records import GapType
 
 _EMPTY_OFFSETS = np.zeros(1, dtype=np.int64)
 
 
-class ReadStream(DeliveryMixin, ScdMixin):
+class ReadStream(GapsMixin, DeliveryMixin, ScdMixin):
     """Reads ``[start_lsn, until_lsn]`` of one log from the nodes of its nodeset.
 
     Parameters
@@ -406,99 +409,3 @@ class ReadStream(DeliveryMixin, ScdMixin):
             self._note_stall()
         if self._next > self._until and not self._stopped:
             self.stop()
-
-    def _skip_to(self, lsn: int) -> None:
-        """Move the read pointer (and buffer head) forward to ``lsn``."""
-        if self._window.head < lsn <= self._until:
-            _, dropped = self._window.advance(lsn)
-            self._batches.release(dropped)
-        self._next = lsn
-
-    def _progress(self, grace_expired: bool = False) -> bool:
-        """Deliver whatever the buffer and gap detection allow; True if anything moved."""
-        moved = False
-        win = self._window
-        while self._next <= self._until:
-            nxt = self._next
-            if self._trim >= nxt:
-                hi = min(self._trim, self._until)
-                self._deliver_gap(GapType.TRIM, nxt, hi)
-                self._skip_to(hi + 1)
-            else:
-                lsns, handles = win.pop_ready()
-                if len(lsns):
-                    self._deliver_run(lsns, handles)
-                elif (nxt & ESN_MAX) == 0 and self._window_size > 1 and nxt < self._until \
-                        and win.get(nxt + 1) >= 0:
-                    # ESN 0 never holds a record: an epoch that starts right after it
-                    # needs no f-majority.
-                    self._deliver_gap(GapType.BRIDGE, nxt, nxt)
-                    self._skip_to(nxt + 1)
-                elif self._scd_active or not self._detect_gap(grace_expired):
-                    break
-            moved = True
-            self._grace_deadline = None
-            self._stall_since = None
-        return moved
-
-    def _detect_gap(self, grace_expired: bool) -> bool:
-        """Issue a gap at the read pointer if enough nodes say nothing is there."""
-        nxt = self._next
-        gap: set[int] = set()
-        ur: set[int] = set()
-        end = 0
-        for n, s in self._senders.items():
-            if s.next_lsn > nxt:
-                state, m = s.gap_state(nxt)
-                (ur if state == 2 else gap).add(n)
-                if end == 0 or m < end:
-                    end = m
-        res = self._fmaj.check(gap)
-        if ur and res in (FMajorityResult.NONE, FMajorityResult.AUTHORITATIVE_INCOMPLETE):
-            # Nodes in under-replicated regions answered too: nobody else can.
-            res2 = self._fmaj.check(gap | ur)
-            if res2 in (FMajorityResult.AUTHORITATIVE_COMPLETE,
-                        FMajorityResult.NON_AUTHORITATIVE):
-                res = (FMajorityResult.AUTHORITATIVE_COMPLETE
-                       if res == FMajorityResult.AUTHORITATIVE_INCOMPLETE
-                       else FMajorityResult.NON_AUTHORITATIVE)
-        if res == FMajorityResult.NONE:
-            self._grace_deadline = None
-            return False
-        first = self._window.first_filled()
-        if first and (end == 0 or first < end):
-            end = first
-        if end == 0:
-            return False  # nobody sent anything yet
-        gtype = self._gap_type(min(end, self._until + 1))
-        if (res == FMajorityResult.AUTHORITATIVE_INCOMPLETE and not grace_expired
-                and self._grace_period > 0
-                and (nxt == self._start or gtype != GapType.BRIDGE)):
-            if self._grace_deadline is None:
-                self._grace_deadline = self._clock() + self._grace_period
-            return False
-        self._grace_deadline = None
-        hi = min(end - 1, self._until)
-        if self._seq_window == 0 and gtype == GapType.BRIDGE \
-                and (end >> 32) != (nxt >> 32) and (end & ESN_MAX) > 1:
-            boundary = (end >> 32) << 32  # ESN 0 of the gap's last epoch
-            if boundary >= self._until:
-                self._deliver_gap(GapType.BRIDGE, nxt, hi)
-            else:
-                self._deliver_gap(GapType.BRIDGE, nxt, boundary)
-                self._deliver_gap(GapType.DATALOSS, boundary + 1, hi)
-        else:
-            self._deliver_gap(gtype, nxt, hi)
-        self._skip_to(hi + 1)
-        return True
-
-    def _gap_type(self, end: int) -> GapType:
-        """Type of the gap ``[next, end - 1]`` (REFERENCE.md §A3)."""
-        if self._fmaj.all_not_fully_authoritative():
-            return GapType.DATALOSS
-        nxt = self._next
-        e_end = end >> 32
-        if (end & ESN_MAX) <= self._seq_window and (nxt == self._start
-                                                    or ((nxt - 1) >> 32) < e_end):
-            return GapType.BRIDGE
-        return GapType.DATALOSS if e_end == nxt >> 32 else GapType.BRIDGE
