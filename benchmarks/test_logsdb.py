@@ -127,7 +127,7 @@ def test_logsdb_write_records(benchmark, write_recs, tmp_path):
     fresh = Fresh(tmp_path, open_logsdb)
     try:
         benchmark.pedantic(lambda db: write_logsdb(db, write_recs), setup=fresh.setup,
-                           rounds=7, warmup_rounds=1)
+                           rounds=15, warmup_rounds=1)
         assert fresh.current[0].tail(LOG) == N_WRITE
     finally:
         fresh.close()
@@ -140,7 +140,7 @@ def test_raw_rocksdb_put_many(benchmark, write_recs, tmp_path):
     fresh = Fresh(tmp_path, lambda p: DB.open(p, ["p1"], RAW_OPTIONS))
     try:
         benchmark.pedantic(lambda db: write_raw(db, db["p1"], entries), setup=fresh.setup,
-                           rounds=7, warmup_rounds=1)
+                           rounds=15, warmup_rounds=1)
     finally:
         fresh.close()
 
@@ -203,26 +203,26 @@ GROUP_SCAN = "LogsDB range scan 200k x 100 B (SST), chunks of 4096"
 @pytest.mark.benchmark(group=GROUP_SCAN)
 def test_logsdb_read_records(benchmark, scan_stores):
     _info(benchmark, N_SCAN)
-    assert benchmark.pedantic(scan_logsdb, args=(scan_stores[0],), rounds=10,
+    assert benchmark.pedantic(scan_logsdb, args=(scan_stores[0],), rounds=25,
                               warmup_rounds=1) == N_SCAN
 
 
 @pytest.mark.benchmark(group=GROUP_SCAN)
 def test_logsdb_read_records_headers_only(benchmark, scan_stores):
     _info(benchmark, N_SCAN)
-    assert benchmark.pedantic(scan_logsdb, args=(scan_stores[0], False), rounds=10,
+    assert benchmark.pedantic(scan_logsdb, args=(scan_stores[0], False), rounds=25,
                               warmup_rounds=1) == N_SCAN
 
 
 @pytest.mark.benchmark(group=GROUP_SCAN)
 def test_logsdb_read_csi(benchmark, scan_stores):
     _info(benchmark, N_SCAN)
-    assert benchmark.pedantic(scan_csi, args=(scan_stores[0],), rounds=10,
+    assert benchmark.pedantic(scan_csi, args=(scan_stores[0],), rounds=25,
                               warmup_rounds=1) == N_SCAN
 
 
 @pytest.mark.benchmark(group=GROUP_SCAN)
 def test_raw_rocksdb_read_many(benchmark, scan_stores):
     _info(benchmark, N_SCAN, reference=True)
-    assert benchmark.pedantic(scan_raw, args=(scan_stores[1],), rounds=10,
+    assert benchmark.pedantic(scan_raw, args=(scan_stores[1],), rounds=25,
                               warmup_rounds=1) == N_SCAN

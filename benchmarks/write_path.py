@@ -17,11 +17,11 @@ Anchors, run right after ours in each round:
   socket 1,000 at a time (the server is the limit, not redis-py); and single ``XADD``
   latency at 1,000/s.
 
-Each round runs ours, then the anchors; ``--repeat`` rounds (default 2) give a range.
+Each round runs ours, then the anchors; ``--repeat`` rounds (default 3) give a range.
 The table (values, ratios ours / Redis and ours / raw LogsDB, targets) is printed and
 written to ``benchmarks/last-write-path.md``.
 
-    .venv/bin/python benchmarks/write_path.py [--records 1000000] [--repeat 2]
+    .venv/bin/python benchmarks/write_path.py [--records 1000000] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--per-call-records", type=int, default=200_000)
     p.add_argument("--rate-seconds", type=float, default=5.0)
     p.add_argument("--inflight-appends", type=int, default=20_000)
-    p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--timeout", type=float, default=300.0, help="per ldbench run, seconds")
     p.add_argument("--out", type=Path, default=OUT_MD)
     args = p.parse_args(argv)
