@@ -32,6 +32,9 @@ from logdevice.records import LSN_INVALID, LSN_MAX
 
 if TYPE_CHECKING:
     from logdevice.client.buffered_writer import BufferedWriter
+    from logdevice.client.reader import AsyncReader, Reader
+    from logdevice.client.reader_core import StreamRouter
+    from logdevice.client.reader_placement import PlacementSource
 
 __all__ = ["Client", "as_payload"]
 
@@ -88,6 +91,9 @@ class Client:
         self._core = ClientCore(self.config, self.settings)
         self._loop = LoopThread(name=f"logdevice-client-{self.config.cluster}")
         self._writers: weakref.WeakSet[BufferedWriter] = weakref.WeakSet()
+        self._readers: weakref.WeakSet[Reader | AsyncReader] = weakref.WeakSet()
+        self._router: StreamRouter | None = None
+        self._placement_source: PlacementSource | None = None
         self._close_lock = threading.Lock()
         self._closed = False
         # A client dropped without close() still stops its thread and connections.
@@ -253,6 +259,45 @@ class Client:
         self._writers.add(w)
         return w
 
+    # ------------------------------------------------------------------ readers
+
+    def create_reader(self, max_logs: int = 1, **options: Any) -> Reader:
+        """A ``Reader`` of up to ``max_logs`` logs at once (options: see ``Reader``)."""
+        from logdevice.client.reader import Reader
+
+        r = Reader(self, max_logs, **options)
+        self._readers.add(r)
+        return r
+
+    def create_async_reader(self, max_logs: int = 1, **options: Any) -> AsyncReader:
+        """An ``AsyncReader`` (the asyncio flavour of ``Reader``)."""
+        from logdevice.client.reader import AsyncReader
+
+        r = AsyncReader(self, max_logs, **options)
+        self._readers.add(r)
+        return r
+
+    def _read_router(self) -> StreamRouter:
+        with self._close_lock:
+            if self._router is None:
+                from logdevice.client.reader_core import StreamRouter
+
+                self._router = StreamRouter(self._core)
+            return self._router
+
+    def _placements(self) -> PlacementSource:
+        with self._close_lock:
+            if self._placement_source is None:
+                from logdevice.client.reader_placement import PlacementSource
+
+                self._placement_source = PlacementSource(self.config)
+            return self._placement_source
+
+    @property
+    def bytes_received(self) -> int:
+        """Bytes this client has read from all node connections so far (reads, replies)."""
+        return sum(c.bytes_received for c in list(self._core.conns.values()))
+
     # ------------------------------------------------------------------ closing
 
     def close(self) -> None:
@@ -264,8 +309,14 @@ class Client:
             self._closed = True
         for w in list(self._writers):
             w._abort(LogDeviceError(E.SHUTDOWN, "the client was closed"))
+        for r in list(self._readers):
+            r._closed = True
+            r._queue.close()
+            r._finalizer.detach()
         self._finalizer.detach()
         self._loop.stop(self._core.close)
+        if self._placement_source is not None:
+            self._placement_source.close()
 
     def __enter__(self) -> Client:
         return self

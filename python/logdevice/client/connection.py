@@ -18,6 +18,12 @@ Failure rules:
   stays up: a slow node is not a dead one).
 - an ``Error`` reply is raised as ``error_for(status, message)``.
 - ``close()`` fails what is pending with ``E.SHUTDOWN`` and refuses new requests.
+
+Read streams: messages that carry no ``request_id`` (STARTED, RECORDS, GAP) go to the
+connection's ``listener`` (``on_stream_message(node, msg)``), which also hears
+``on_connection_lost(node)`` when the connection drops or is closed.  ``post`` writes a
+message that has no reply (START, WINDOW, STOP).  ``bytes_received`` counts every byte
+read from the node.
 """
 
 from __future__ import annotations
@@ -60,6 +66,7 @@ class _Protocol(asyncio.Protocol):
         transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
 
     def data_received(self, data: bytes) -> None:
+        self.owner.bytes_received += len(data)
         try:
             msgs = self.decoder.feed(data)
         except ProtocolError as exc:
@@ -124,6 +131,8 @@ class Connection:
         self._hello_waiter: asyncio.Future[HelloReply] | None = None
         self._closed = False
         self.connects = 0  # successful connects so far (tests, stats)
+        self.bytes_received = 0
+        self.listener: Any = None  # read streams: see the module docstring
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "up" if self.connected else "down"
@@ -233,6 +242,13 @@ class Connection:
         await self.drain()
         return await fut
 
+    def post(self, msg: Any) -> None:
+        """Write ``msg``, a message without a reply (must be connected)."""
+        proto = self._proto
+        if proto is None or proto.lost or proto.transport is None:
+            raise error_for(E.CONNFAILED, f"not connected to N{self.node_index}")
+        proto.transport.writelines(encode(msg))
+
     async def drain(self) -> None:
         """Wait while the transport's write buffer is above its high-water mark."""
         proto = self._proto
@@ -254,7 +270,11 @@ class Connection:
                 waiter.set_result(msg)
             return
         rid = getattr(msg, "request_id", None)
-        entry = self._pending.pop(rid, None) if rid is not None else None
+        if rid is None:
+            if self.listener is not None:
+                self.listener.on_stream_message(self.node_index, msg)
+            return
+        entry = self._pending.pop(rid, None)
         if entry is None:
             return  # a late reply to a request that timed out; or unsolicited
         fut, timer = entry
@@ -276,6 +296,8 @@ class Connection:
         if self._proto is proto:
             self._proto = None
             self._fail_pending(status, f"N{self.node_index}: {why}")
+            if self.listener is not None:
+                self.listener.on_connection_lost(self.node_index)
 
     def _fail_pending(self, status: E, why: str) -> None:
         pending, self._pending = self._pending, {}
@@ -298,6 +320,8 @@ class Connection:
         self._fail_pending(E.SHUTDOWN, f"connection to N{self.node_index} closed by the client")
         if proto is not None and proto.transport is not None:
             proto.transport.close()
+        if proto is not None and self.listener is not None:
+            self.listener.on_connection_lost(self.node_index)
 
     async def aclose(self) -> None:
         """``close()`` and let the transport finish closing."""

@@ -219,6 +219,14 @@ class ServerReadStream:
             if frame.records >= self.max_frame_records or frame.bytes >= self.max_frame_bytes:
                 self._flush(out, frame)
         self._flush(out, frame)
+        limit = self.until_lsn if self.digest else min(self.until_lsn, int(last_released))
+        if self.next_lsn == self.window_high + 1 and self.next_lsn <= limit:
+            # The window ended on an empty stretch: the gap may reach past it, up to the
+            # next stored record (else a reader crawls through an empty range, e.g. the
+            # start of a log before epoch 1, one window per round trip).
+            nxt = db.read_records(self.log_id, self.next_lsn, limit, max_records=1,
+                                  payloads=False)
+            self.next_lsn = int(nxt.lsns[0]) if len(nxt) else limit + 1
         if self.next_lsn - 1 > self.reported_to:
             self._gap(out, self.reported_to + 1, self.next_lsn - 1, GapReason.NO_RECORDS)
         return out

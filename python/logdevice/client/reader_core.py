@@ -1,0 +1,425 @@
+"""The loop side of readers: drives one ``ReadStream`` per log over the client's connections.
+
+``StreamRouter`` (one per client) hands out read stream ids, is the ``listener`` of every
+connection a reader uses, and routes STARTED / RECORDS / GAP by ``read_stream_id`` and
+connection losses by node to the reader that owns the stream.
+
+``ReaderCore`` (one per reader) turns each stream's actions into messages (START opens
+the connection first when needed, WINDOW, STOP), feeds it what the nodes send, runs its
+timers (``tick`` at ``next_deadline``), and polls what it can deliver into the reader's
+``ReaderQueue``.  RECORDS frames go in whole: checksums are verified for the frame at once
+(``crc32c_many`` against the frame's ``checksums``) and a copy that fails is reported to
+the stream as a checksum failure, so it is never delivered.  Everything here runs on the
+client's loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ldcore.checksum import crc32c_many
+from logdevice.client.connection import Connection
+from logdevice.client.reader_placement import ReadPlacement
+from logdevice.client.reader_queue import ReaderQueue
+from logdevice.errors import E, LogDeviceError
+from logdevice.protocol import Gap, Records, Start, Started, StartFlag, Stop, Window
+from logdevice.protocol.flags import FLAG_BUFFERED_WRITER_BLOB, FLAG_CHECKSUM
+from logdevice.readstream import ReadStream, SendStart, SendStop, SendWindow
+from logdevice.readstream.fmajority import FailureDomainNodeSet
+
+if TYPE_CHECKING:
+    from logdevice.client.core import ClientCore
+
+__all__ = ["StreamRouter", "ReaderCore", "ReaderOptions", "ReaderStats"]
+
+log = logging.getLogger("logdevice.client.reader")
+
+#: Seconds between reads of the event log while streams are open.
+STATUS_REFRESH = 1.0
+_NOT_BLOB = np.uint32(~FLAG_BUFFERED_WRITER_BLOB & 0xFFFFFFFF)
+_CHECKSUM = np.uint32(FLAG_CHECKSUM)
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderOptions:
+    """Tunables of one reader (defaults from the cluster config's settings)."""
+
+    buffer_size: int = 512
+    flow_control_threshold: float = 0.7
+    grace_period: float = 0.1
+    scd_timeout: float = 5.0
+    scd_all_send_all_timeout: float = 10.0
+    max_buffered_records: int = 262_144
+    max_buffered_bytes: int = 64 << 20
+
+
+@dataclass
+class ReaderStats:
+    """Counters of one reader (loop side)."""
+
+    records_frames: int = 0  # RECORDS frames received
+    records_received: int = 0  # copies received (duplicates included)
+    payload_bytes_received: int = 0
+    gaps_received: int = 0
+    checksum_failures: int = 0  # copies that failed their crc32c here
+    starts_sent: int = 0
+    windows_sent: int = 0
+
+
+class StreamRouter:
+    """Read stream ids and message routing for every reader of one client (loop side)."""
+
+    def __init__(self, core: ClientCore) -> None:
+        self.core = core
+        self._ids = itertools.count(1)
+        self.streams: dict[int, tuple[ReaderCore, _LogStream]] = {}
+
+    def new_id(self) -> int:
+        return next(self._ids)
+
+    def conn(self, node: int) -> Connection:
+        c = self.core.conn(node)
+        c.listener = self
+        return c
+
+    def on_stream_message(self, node: int, msg: Any) -> None:
+        entry = self.streams.get(getattr(msg, "read_stream_id", -1))
+        if entry is not None:
+            entry[0].on_message(entry[1], node, msg)
+
+    def on_connection_lost(self, node: int) -> None:
+        for reader, st in list(self.streams.values()):
+            if node in st.placement.nodeset:
+                reader.on_connection_lost(st, node)
+
+
+class _LogStream:
+    """One log being read: its ``ReadStream`` and I/O bookkeeping."""
+
+    __slots__ = ("log_id", "rsid", "rs", "placement", "timer", "timer_at", "connecting",
+                 "last_released", "closed", "until_lsn")
+
+    def __init__(self, log_id: int, rsid: int, rs: ReadStream, placement: ReadPlacement,
+                 until_lsn: int) -> None:
+        self.log_id = log_id
+        self.rsid = rsid
+        self.rs = rs
+        self.placement = placement
+        self.until_lsn = until_lsn
+        self.timer: asyncio.TimerHandle | None = None
+        self.timer_at = 0.0
+        self.connecting: dict[int, SendStart] = {}  # node -> START to send once connected
+        self.last_released = 0  # highest release pointer a STARTED reported
+        self.closed = False
+
+
+class ReaderCore:
+    """Drives the read streams of one reader (loop side only).
+
+    Parameters
+    ----------
+    router : StreamRouter
+    queue : ReaderQueue
+        Where deliverables go (the reader's threads take them out).
+    options : ReaderOptions
+    loop : asyncio event loop
+        The client's loop (also the streams' clock).
+    """
+
+    def __init__(self, router: StreamRouter, queue: ReaderQueue, options: ReaderOptions,
+                 loop: asyncio.AbstractEventLoop,
+                 statuses: Callable[[], dict[int, int] | None] | None = None) -> None:
+        self.router = router
+        self.queue = queue
+        self.options = options
+        self.loop = loop
+        self.streams: dict[int, _LogStream] = {}
+        self.no_payload = False
+        self.stats = ReaderStats()
+        self._starved: dict[int, _LogStream] = {}
+        self._closed = False
+        self._statuses = statuses
+        self._refill_pending = False
+        self._watch: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ user requests
+
+    def start(self, log_id: int, from_lsn: int, until_lsn: int, placement: ReadPlacement,
+              scd: bool) -> None:
+        """Open (or restart) the stream of ``log_id`` over ``[from_lsn, until_lsn]``."""
+        if self._closed:
+            raise LogDeviceError(E.SHUTDOWN, "the reader is closed")
+        if log_id in self.streams:
+            self.stop(log_id)
+        o = self.options
+        rs = ReadStream(log_id, from_lsn, until_lsn, placement.nodeset, placement.replication,
+                        scd=scd, authoritative=placement.authoritative, clock=self.loop.time,
+                        locations=placement.locations, buffer_size=o.buffer_size,
+                        grace_period=o.grace_period, scd_timeout=o.scd_timeout,
+                        scd_all_send_all_timeout=o.scd_all_send_all_timeout,
+                        flow_control_threshold=o.flow_control_threshold)
+        st = _LogStream(log_id, self.router.new_id(), rs, placement, until_lsn)
+        self.streams[log_id] = st
+        self.router.streams[st.rsid] = (self, st)
+        if self._statuses is not None and (self._watch is None or self._watch.done()):
+            self._watch = self.loop.create_task(self._watch_statuses())
+        self._after(st)
+
+    def stop(self, log_id: int) -> None:
+        st = self.streams.pop(log_id, None)
+        if st is None:
+            return
+        st.rs.stop()
+        self._send(st, st.rs.take_actions())
+        self._drop(st)
+
+    def force_no_scd(self) -> None:
+        for st in list(self.streams.values()):
+            st.rs.force_no_scd()
+            self._after(st)
+
+    def close(self) -> None:
+        self._closed = True
+        if self._watch is not None:
+            self._watch.cancel()
+        for log_id in list(self.streams):
+            self.stop(log_id)
+
+    async def _watch_statuses(self) -> None:
+        """Follow the event log (authoritative status of nodes) while streams are open."""
+        source = self._statuses
+        assert source is not None
+        while self.streams and not self._closed:
+            await asyncio.sleep(STATUS_REFRESH)
+            try:
+                statuses = await self.loop.run_in_executor(None, source)
+            except Exception:  # the store went away: keep what we know
+                continue
+            if statuses is not None and not self._closed:
+                self.set_authoritative(statuses)
+
+    def schedule_refill(self) -> None:
+        """Poll the held-back streams soon (callable from any thread: the queue's
+        ``on_room``)."""
+        if self._refill_pending:
+            return
+        self._refill_pending = True
+        with contextlib.suppress(RuntimeError):  # the loop is closed
+            self.loop.call_soon_threadsafe(self.refill)
+
+    def refill(self) -> None:
+        """The queue has room again: poll the streams that were held back."""
+        self._refill_pending = False
+        starved, self._starved = self._starved, {}
+        for st in starved.values():
+            if not st.closed:
+                self._after(st)
+
+    def set_authoritative(self, statuses: dict[int, int]) -> None:
+        """The event log changed: update every stream's view of its nodes."""
+        for st in list(self.streams.values()):
+            for node in st.placement.nodeset:
+                new = statuses.get(node, 0)
+                if st.placement.authoritative.get(node, 0) != new:
+                    st.placement.authoritative[node] = new
+                    st.rs.set_authoritative(node, new)
+            self._after(st)
+
+    def healthy(self, log_id: int) -> bool | None:
+        """Whether the stream of ``log_id`` has working streams on an f-majority of its
+        nodes (None: the log is not being read)."""
+        st = self.streams.get(log_id)
+        if st is None:
+            return None
+        good = []
+        for node in st.placement.nodeset:
+            c = self.router.core.conns.get(node)
+            if c is not None and c.connected and st.rs.sender(node).connected \
+                    and node not in st.connecting:
+                good.append(node)
+        p = st.placement
+        return FailureDomainNodeSet(p.nodeset, p.replication, p.locations).is_fmajority(good)
+
+    def last_released(self, log_id: int) -> int:
+        st = self.streams.get(log_id)
+        return 0 if st is None else st.last_released
+
+    # ------------------------------------------------------------------ events
+
+    def on_message(self, st: _LogStream, node: int, msg: Any) -> None:
+        if st.closed:
+            return
+        rs = st.rs
+        try:
+            t = type(msg)
+            if t is Records:
+                self._on_records(st, node, msg)
+            elif t is Gap:
+                self.stats.gaps_received += 1
+                rs.on_gap(node, int(msg.lo), int(msg.hi), int(msg.reason),
+                          int(msg.filter_version))
+            elif t is Started:
+                if msg.status == E.OK and msg.last_released > st.last_released:
+                    st.last_released = int(msg.last_released)
+                rs.on_started(node, E(msg.status), int(msg.filter_version))
+            else:
+                return
+            self._after(st)
+        except Exception as exc:  # a bug: surface it to the reading threads
+            log.exception("reader: handling %s from N%d failed", type(msg).__name__, node)
+            self.queue.fail(exc)
+
+    def _on_records(self, st: _LogStream, node: int, msg: Records) -> None:
+        lsns = msg.lsns
+        n = len(lsns)
+        stats = self.stats
+        stats.records_frames += 1
+        stats.records_received += n
+        flags = msg.flags
+        bad = None
+        if self.no_payload:
+            # Without payloads a BufferedWriter blob cannot be unpacked: deliver it as one
+            # record with an empty payload.
+            flags = flags & _NOT_BLOB
+        elif len(msg.checksums):
+            stats.payload_bytes_received += memoryview(msg.payloads).nbytes
+            crc = crc32c_many(msg.payloads, msg.payload_offsets)
+            mismatch = ((flags & _CHECKSUM) != 0) & (crc != msg.checksums)
+            if mismatch.any():
+                bad = np.flatnonzero(mismatch)
+                stats.checksum_failures += len(bad)
+                log.warning("log %d: %d record(s) from N%d failed their checksum (first %s)",
+                            st.log_id, len(bad), node, int(lsns[bad[0]]))
+        else:
+            stats.payload_bytes_received += memoryview(msg.payloads).nbytes
+        st.rs.on_records(node, lsns, msg.timestamps, flags, msg.payloads,
+                         msg.payload_offsets, int(msg.filter_version), bad=bad)
+
+    def on_connection_lost(self, st: _LogStream, node: int) -> None:
+        if st.closed or node in st.connecting:
+            return
+        st.rs.on_connection_closed(node)
+        self._after(st)
+
+    def _on_timer(self, st: _LogStream) -> None:
+        st.timer = None
+        if st.closed:
+            return
+        st.rs.tick()
+        self._after(st)
+
+    # ------------------------------------------------------------------ output
+
+    def _after(self, st: _LogStream) -> None:
+        """After any event: send what the stream asks, deliver what it can, re-arm."""
+        rs = st.rs
+        self._send(st, rs.take_actions())
+        if st.closed:
+            return
+        room = self.queue.room()
+        if room > 0:
+            batch = rs.poll_batch(room)
+            self.queue.put(st.log_id, batch)
+            if len(batch) >= room:
+                self._hold(st)
+            self._send(st, rs.take_actions())
+        else:
+            self._hold(st)
+        if rs.done:
+            self._drop(st)
+            self.streams.pop(st.log_id, None)
+            self.queue.log_done(st.log_id)
+        else:
+            self._arm(st)
+
+    def _hold(self, st: _LogStream) -> None:
+        self._starved[st.rsid] = st
+        if self.queue.hold():
+            self.schedule_refill()
+
+    def _arm(self, st: _LogStream) -> None:
+        d = st.rs.next_deadline()
+        if d is None or (st.timer is not None and st.timer_at <= d):
+            return
+        if st.timer is not None:
+            st.timer.cancel()
+        st.timer_at = d
+        st.timer = self.loop.call_at(d, self._on_timer, st)
+
+    def _drop(self, st: _LogStream) -> None:
+        st.closed = True
+        if st.timer is not None:
+            st.timer.cancel()
+            st.timer = None
+        self.router.streams.pop(st.rsid, None)
+        self._starved.pop(st.rsid, None)
+
+    # ------------------------------------------------------------------ sending
+
+    def _send(self, st: _LogStream, actions: list[Any]) -> None:
+        for a in actions:
+            t = type(a)
+            if t is SendWindow:
+                c = self.router.core.conns.get(a.node)
+                if c is not None and c.connected and a.node not in st.connecting:
+                    c.post(Window(read_stream_id=st.rsid, filter_version=a.filter_version,
+                                  window_high=a.window_high))
+                    self.stats.windows_sent += 1
+            elif t is SendStart:
+                self._send_start(st, a)
+            elif t is SendStop:
+                st.connecting.pop(a.node, None)
+                c = self.router.core.conns.get(a.node)
+                if c is not None and c.connected:
+                    c.post(Stop(read_stream_id=st.rsid))
+
+    def _start_message(self, st: _LogStream, a: SendStart) -> Start:
+        flags = StartFlag.NONE
+        if a.scd:
+            flags |= StartFlag.SINGLE_COPY_DELIVERY
+        if self.no_payload:
+            flags |= StartFlag.NO_PAYLOAD
+        return Start(read_stream_id=st.rsid, log_id=st.log_id, start_lsn=a.start_lsn,
+                     until_lsn=a.until_lsn, window_high=a.window_high, flags=int(flags),
+                     filter_version=a.filter_version, known_down=list(a.known_down),
+                     replication=st.placement.replication_factor)
+
+    def _send_start(self, st: _LogStream, a: SendStart) -> None:
+        try:
+            c = self.router.conn(a.node)
+        except LogDeviceError:  # the client is closing
+            return
+        if c.connected and a.node not in st.connecting:
+            c.post(self._start_message(st, a))
+            self.stats.starts_sent += 1
+            return
+        first = a.node not in st.connecting
+        st.connecting[a.node] = a  # the latest START wins
+        if first:
+            self.loop.create_task(self._connect_then_start(st, c, a.node))
+
+    async def _connect_then_start(self, st: _LogStream, c: Connection, node: int) -> None:
+        try:
+            await c.connect()
+        except LogDeviceError:
+            if st.connecting.pop(node, None) is not None and not st.closed:
+                st.rs.on_connection_closed(node)
+                self._after(st)
+            return
+        a = st.connecting.pop(node, None)
+        if a is None or st.closed:
+            return
+        if c.connected:
+            c.post(self._start_message(st, a))
+            self.stats.starts_sent += 1
+        else:
+            st.rs.on_connection_closed(node)
+            self._after(st)

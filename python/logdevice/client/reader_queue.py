@@ -1,0 +1,344 @@
+"""The bounded hand-off between a reader's loop side and the threads (or tasks) reading.
+
+The loop side polls each log's ``ReadStream`` into this queue as columnar segments (one
+``ReadBatch`` of one log: rows plus the gaps among them); readers take them out either as
+``DataRecord``/``GapRecord`` objects (``take_items``) or as one ``ReaderBatch`` of columns
+(``take_batch``).  Both keep LSN order within a log; logs interleave in arrival order.
+
+Back-pressure: the queue holds at most ``max_records`` rows and about ``max_bytes`` of
+payload.  When it is full the loop side stops polling its streams; a stream that is not
+polled does not slide its window, so the storage nodes stop sending.  Once a reader has
+taken the queue below half of both limits, ``on_room`` is called (from the reader's
+thread) so the loop side polls again.
+
+Waiting: a thread waits on a condition variable; an asyncio task on a future of its own
+loop, resolved through ``call_soon_threadsafe``.  Every wait is bounded by the caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from logdevice.client.reader_batch import ReaderBatch, empty_batch
+from logdevice.records import DataRecord, GapRecord
+
+__all__ = ["ReaderQueue"]
+
+Item = DataRecord | GapRecord
+
+
+class _Segment:
+    """Part of one log's stream: rows ``[row, n)`` and gaps ``[gpos, len(gaps))``."""
+
+    __slots__ = ("log_id", "lsns", "timestamps", "batch_offsets", "buffer", "offsets",
+                 "gaps", "row", "gpos")
+
+    def __init__(self, log_id: int, batch: Any) -> None:
+        self.log_id = log_id
+        self.lsns = batch.lsns
+        self.timestamps = batch.timestamps
+        self.batch_offsets = batch.batch_offsets
+        self.buffer = batch.buffer
+        self.offsets = batch.offsets
+        self.gaps: list[GapRecord] = batch.gaps
+        self.row = 0
+        self.gpos = 0
+
+    def items_left(self) -> int:
+        return len(self.lsns) - self.row + len(self.gaps) - self.gpos
+
+    def bytes_between(self, a: int, b: int) -> int:
+        return int(self.offsets[b]) - int(self.offsets[a]) if b > a else 0
+
+
+class ReaderQueue:
+    """Deliverables of one reader, bounded, thread-safe.
+
+    Parameters
+    ----------
+    max_records, max_bytes : int
+        Limits (rows, payload bytes) above which the loop side stops polling.
+    on_room : callable
+        Called without arguments, from a reading thread, when a full queue has room again.
+    """
+
+    def __init__(self, max_records: int, max_bytes: int, on_room: Callable[[], None]) -> None:
+        self.max_records = max(1, int(max_records))
+        self.max_bytes = max(1, int(max_bytes))
+        self._on_room = on_room
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._segs: deque[_Segment] = deque()
+        self._async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self.rows = 0
+        self.gaps = 0
+        self.nbytes = 0
+        self.active: set[int] = set()  # logs being read (not yet at until_lsn)
+        self.starved = False  # the loop side left data behind for lack of room
+        self.error: BaseException | None = None
+        self.closed = False
+
+    # ------------------------------------------------------------------ producer (loop)
+
+    def room(self) -> int:
+        """Rows the loop side may add now (0: full)."""
+        with self._lock:
+            if self.nbytes >= self.max_bytes:
+                return 0
+            return max(0, self.max_records - self.rows)
+
+    def put(self, log_id: int, batch: Any) -> None:
+        """Add one log's ``ReadBatch`` (rows and gaps) if it holds anything."""
+        n, g = len(batch.lsns), len(batch.gaps)
+        if n == 0 and g == 0:
+            return
+        seg = _Segment(log_id, batch)
+        with self._lock:
+            if log_id not in self.active:
+                return  # stopped meanwhile
+            self._segs.append(seg)
+            self.rows += n
+            self.gaps += g
+            self.nbytes += seg.bytes_between(0, n)
+            self._wake()
+
+    def hold(self) -> bool:
+        """The loop side leaves data behind for lack of room.  Returns True if a reader
+        made room meanwhile (poll again now); else ``on_room`` will be called later."""
+        with self._lock:
+            if self.rows <= self.max_records // 2 and self.nbytes <= self.max_bytes // 2:
+                return True
+            self.starved = True
+            return False
+
+    def log_done(self, log_id: int) -> None:
+        """Nothing more will come for ``log_id`` (until_lsn reached)."""
+        with self._lock:
+            self.active.discard(log_id)
+            self._wake()
+
+    def fail(self, exc: BaseException) -> None:
+        """The loop side broke: readers get ``exc``."""
+        with self._lock:
+            self.error = exc
+            self._wake()
+
+    def _wake(self) -> None:
+        self._cond.notify_all()
+        waiters, self._async_waiters = self._async_waiters, []
+        for loop, fut in waiters:
+            with contextlib.suppress(RuntimeError):  # that loop is closed
+                loop.call_soon_threadsafe(_resolve, fut)
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def add_log(self, log_id: int) -> None:
+        with self._lock:
+            self.active.add(log_id)
+
+    def discard_log(self, log_id: int) -> None:
+        """Forget ``log_id``: its queued rows and gaps are dropped."""
+        with self._lock:
+            self.active.discard(log_id)
+            keep: deque[_Segment] = deque()
+            for seg in self._segs:
+                if seg.log_id == log_id:
+                    n = len(seg.lsns)
+                    self.rows -= n - seg.row
+                    self.gaps -= len(seg.gaps) - seg.gpos
+                    self.nbytes -= seg.bytes_between(seg.row, n)
+                else:
+                    keep.append(seg)
+            self._segs = keep
+            self._wake()
+        self._maybe_room()
+
+    def close(self) -> None:
+        with self._lock:
+            self.closed = True
+            self.active.clear()
+            self._segs.clear()
+            self.rows = self.gaps = self.nbytes = 0
+            self._wake()
+
+    # ------------------------------------------------------------------ consumer
+
+    def _ready(self, count: int, any_data: bool) -> bool:
+        avail = self.rows + self.gaps
+        if avail >= count or (any_data and avail > 0):
+            return True
+        return not self.active or self.error is not None or self.closed
+
+    def wait(self, count: int, any_data: bool, timeout: float | None) -> None:
+        """Block until ``count`` items are queued (one, with ``any_data``), every log is
+        done, or ``timeout`` seconds passed (None: no limit; 0: do not wait)."""
+        with self._lock:
+            if timeout is None:
+                while not self._ready(count, any_data):
+                    self._cond.wait()
+                return
+            deadline = time.monotonic() + timeout
+            while not self._ready(count, any_data):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._cond.wait(left)
+
+    async def wait_async(self, count: int, any_data: bool, timeout: float | None) -> None:
+        """``wait`` for an asyncio task (on the caller's loop)."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            left = None if deadline is None else deadline - loop.time()
+            with self._lock:
+                if self._ready(count, any_data) or (left is not None and left <= 0):
+                    return
+                fut: asyncio.Future[None] = loop.create_future()
+                entry = (loop, fut)
+                self._async_waiters.append(entry)
+            try:
+                await asyncio.wait_for(fut, left)
+            except TimeoutError:
+                with self._lock:
+                    if entry in self._async_waiters:
+                        self._async_waiters.remove(entry)
+                return
+
+    def _check(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def take_items(self, count: int) -> list[Item]:
+        """Up to ``count`` records and gaps, oldest first."""
+        out: list[Item] = []
+        with self._lock:
+            self._check()
+            segs = self._segs
+            while segs and len(out) < count:
+                seg = segs[0]
+                self._take_from(seg, count - len(out), out)
+                if seg.items_left() == 0:
+                    segs.popleft()
+        self._maybe_room()
+        return out
+
+    def _take_from(self, seg: _Segment, want: int, out: list[Item]) -> None:
+        lsns, gaps = seg.lsns, seg.gaps
+        n = len(lsns)
+        while want > 0 and seg.items_left():
+            if seg.gpos < len(gaps) and (seg.row >= n
+                                         or gaps[seg.gpos].lo <= int(lsns[seg.row])):
+                out.append(gaps[seg.gpos])
+                seg.gpos += 1
+                self.gaps -= 1
+                want -= 1
+                continue
+            end = n
+            if seg.gpos < len(gaps):
+                end = int(np.searchsorted(lsns, np.uint64(gaps[seg.gpos].lo)))
+            a = seg.row
+            b = a + min(end - a, want)
+            offs = seg.offsets[a:b + 1].tolist()
+            mv = seg.buffer.data
+            log_id = seg.log_id
+            out.extend(DataRecord(log_id, lsn, ts, bytes(mv[offs[j]:offs[j + 1]]), bo)
+                       for j, (lsn, ts, bo) in enumerate(zip(
+                           lsns[a:b].tolist(), seg.timestamps[a:b].tolist(),
+                           seg.batch_offsets[a:b].tolist(), strict=True)))
+            seg.row = b
+            self.rows -= b - a
+            self.nbytes -= offs[-1] - offs[0]
+            want -= b - a
+
+    def take_batch(self, max_records: int) -> ReaderBatch:
+        """Up to ``max_records`` rows (and the gaps among them) as one ``ReaderBatch``."""
+        pieces: list[tuple[_Segment, int, int]] = []
+        gaps: list[GapRecord] = []
+        rows = 0
+        with self._lock:
+            self._check()
+            segs = self._segs
+            while segs and rows < max_records:
+                seg = segs[0]
+                n = len(seg.lsns)
+                a = seg.row
+                b = a + min(n - a, max_records - rows)
+                if b >= n:
+                    g_end = len(seg.gaps)
+                else:
+                    nxt = int(seg.lsns[b])
+                    g_end = seg.gpos
+                    while g_end < len(seg.gaps) and seg.gaps[g_end].lo < nxt:
+                        g_end += 1
+                if b > a:
+                    pieces.append((seg, a, b))
+                    self.nbytes -= seg.bytes_between(a, b)
+                gaps.extend(seg.gaps[seg.gpos:g_end])
+                self.gaps -= g_end - seg.gpos
+                self.rows -= b - a
+                rows += b - a
+                seg.row, seg.gpos = b, g_end
+                if seg.items_left() == 0:
+                    segs.popleft()
+                else:
+                    break
+        self._maybe_room()
+        return _concat(pieces, gaps)
+
+    def _maybe_room(self) -> None:
+        with self._lock:
+            if not self.starved or self.closed:
+                return
+            if self.rows > self.max_records // 2 or self.nbytes > self.max_bytes // 2:
+                return
+            self.starved = False
+        self._on_room()
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def _concat(pieces: list[tuple[_Segment, int, int]], gaps: list[GapRecord]) -> ReaderBatch:
+    if not pieces:
+        return empty_batch(gaps)
+    if len(pieces) == 1:
+        seg, a, b = pieces[0]
+        o0, o1 = int(seg.offsets[a]), int(seg.offsets[b])
+        offs = seg.offsets[a:b + 1]
+        if o0:
+            offs = offs - np.uint64(o0)
+        return ReaderBatch(np.full(b - a, seg.log_id, dtype=np.uint64), seg.lsns[a:b],
+                           seg.timestamps[a:b], seg.batch_offsets[a:b], seg.buffer[o0:o1],
+                           offs, gaps)
+    total = sum(b - a for _, a, b in pieces)
+    log_ids = np.empty(total, dtype=np.uint64)
+    offsets = np.empty(total + 1, dtype=np.uint64)
+    offsets[0] = 0
+    pos = 0
+    base = 0
+    bufs = []
+    for seg, a, b in pieces:
+        k = b - a
+        log_ids[pos:pos + k] = seg.log_id
+        o = seg.offsets[a:b + 1]
+        o0 = int(o[0])
+        offsets[pos + 1:pos + k + 1] = o[1:] - np.uint64(o0) + np.uint64(base)
+        bufs.append(seg.buffer[o0:int(o[-1])])
+        base += int(o[-1]) - o0
+        pos += k
+    return ReaderBatch(
+        log_ids,
+        np.concatenate([seg.lsns[a:b] for seg, a, b in pieces]),
+        np.concatenate([seg.timestamps[a:b] for seg, a, b in pieces]),
+        np.concatenate([seg.batch_offsets[a:b] for seg, a, b in pieces]),
+        np.concatenate(bufs), offsets, gaps)
