@@ -53,6 +53,8 @@ class StoreSender:
     payload_of : callable(request_id) -> (payload, checksum) or None
         The payload (and client crc32c) kept for an append; None once it was answered.
     sequencer_of : callable(log_id, epoch) -> Sequencer or None
+        Whose STOREs these are; epoch recovery's driver stands in for the sequencer of
+        an epoch it repairs (its ``recovery_epoch`` then goes into the STORE).
     """
 
     def __init__(self, node: Node, payload_of: Callable[[Any], tuple[Any, int] | None],
@@ -164,7 +166,8 @@ class StoreSender:
         self._next_id += 1
         msg = Store(
             request_id=rid, log_id=log_id, epoch=epoch, last_known_good=max(cols[7]),
-            sequencer_node=self.node.index, lsns=lsns, timestamps=timestamps, flags=flags,
+            sequencer_node=self.node.index, recovery_epoch=getattr(seq, "recovery_epoch", 0),
+            lsns=lsns, timestamps=timestamps, flags=flags,
             waves=waves, copysets=copysets, payload_offsets=offsets,
             payloads=b"".join(payloads), checksums=checksums)
         if self.node.send_to_node(node, msg):

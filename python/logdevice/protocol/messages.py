@@ -607,21 +607,28 @@ class DataSizeReply(Message):
 
 @register
 class Seal(Message):
-    """Recovering sequencer -> storage nodes: refuse STOREs of epochs <= ``seal_epoch``."""
+    """Recovering sequencer -> storage nodes: refuse STOREs of epochs <= ``seal_epoch``.
+
+    The node persists the seal before it answers.  ``epoch`` is the epoch in recovery
+    whose state SEALED reports (0: ``seal_epoch``).
+    """
 
     TYPE = MessageType.SEAL
     request_id: int
     log_id: int
     seal_epoch: int
     sequencer_node: int = -1
+    epoch: int = 0
 
 
 @register
 class Sealed(Message):
     """Storage node -> sequencer, answer to SEAL: what the node holds for recovery.
 
-    ``last_known_good``: highest LNG the node saw for the sealed epoch (an LSN);
-    ``max_seen_lsn``: highest LSN stored.  Recovery may append fields.
+    ``last_known_good``: highest LNG the node saw for ``epoch`` (an LSN; one past the
+    epoch when the node's release pointer is already beyond it); ``max_seen_lsn``:
+    highest LSN of the epoch stored (``compose(epoch, ESN_MAX)`` when unknown).  With
+    PREEMPTED, ``seal_epoch`` is the higher seal already in force.
     """
 
     TYPE = MessageType.SEALED
@@ -632,6 +639,7 @@ class Sealed(Message):
     seal_epoch: int = 0
     last_known_good: int = 0
     max_seen_lsn: int = 0
+    epoch: int = 0
 
 
 ALL_MESSAGES: tuple[type[Message], ...] = tuple(
