@@ -217,8 +217,13 @@ def check_acked_on_disk(cluster: LocalCluster, acked: dict[tuple[int, int], byte
     nodes of its final copyset, and that the copyset honours the replication property.
 
     Copies from earlier waves that timed out may also exist (they name their own wave's
-    copyset and are counted, not failed).  Returns counts for the report.
+    copyset and are counted, not failed).  Copies re-replicated by epoch recovery
+    (WRITTEN_BY_RECOVERY, the seal epoch in the wave field) supersede the sequencer's:
+    when there are any, the final copyset is the newest recovery's, and it may name more
+    than R nodes (recovery also overwrites nodes holding a different version).
+    Returns counts for the report.
     """
+    from logdevice.protocol.flags import FLAG_WRITTEN_BY_RECOVERY
     from logdevice.sequencer import Replication, satisfies
 
     rep = Replication(replication)
@@ -229,14 +234,21 @@ def check_acked_on_disk(cluster: LocalCluster, acked: dict[tuple[int, int], byte
     for key, payload in acked.items():
         copies = stored.get(key)
         assert copies, f"acknowledged record {key} is on no node"
-        wave = max(c.wave for c in copies)
-        final = [c for c in copies if c.wave == wave]
+        recovered = [c for c in copies if c.flags & FLAG_WRITTEN_BY_RECOVERY]
+        candidates = recovered or copies
+        wave = max(c.wave for c in candidates)
+        final = [c for c in candidates if c.wave == wave]
         cs = final[0].copyset
         assert all(c.copyset == cs for c in final), f"{key}: copies disagree: {final}"
-        assert len(cs) == rep.r, f"{key}: copyset {cs} is not of size {rep.r}"
+        if recovered:
+            assert len(cs) >= rep.r, f"{key}: recovery copyset {cs} is smaller than {rep.r}"
+            assert satisfies(cs[:rep.r], rep, locations), \
+                f"{key}: recovery copyset {cs} breaks {replication}"
+        else:
+            assert len(cs) == rep.r, f"{key}: copyset {cs} is not of size {rep.r}"
+            assert satisfies(cs, rep, locations), f"{key}: copyset {cs} breaks {replication}"
         assert sorted(c.node for c in final) == sorted(cs), \
             f"{key}: copyset {cs} but wave-{wave} copies on {[c.node for c in final]}"
-        assert satisfies(cs, rep, locations), f"{key}: copyset {cs} breaks {replication}"
         assert all(c.payload == payload for c in copies), f"{key}: payload differs"
         stale += len(copies) - len(final)
     return {"records": len(acked), "stale_copies": stale,

@@ -14,16 +14,16 @@ Activation.  The first APPEND or GET_TAIL of a log this node owns activates a
 run in a dedicated thread) together with the log's metadata (nodeset, replication).
 Requests arriving meanwhile wait in a queue (bounded by the window size).
 
-Epoch recovery seam.  Before a new epoch may release anything, LogDevice recovers the
-earlier epochs (REFERENCE.md §A6: seal, digest, re-replicate, hole plugs, bridge record).
-That is a separate piece of work; ``_recovery_needed`` is where it plugs in, and today it
-answers False, so sequencers are built with ``needs_recovery=False``.  Consequence: after
-a sequencer moves (failover, restart), records of the previous epoch that were stored on
-fewer than R nodes, or stored but never released, are neither re-replicated nor plugged:
-the new epoch's first RELEASE releases past them, so readers may see such a record on
-some nodes and a gap on others, and the log's tail as GET_TAIL reports it restarts from
-the epoch store's tail record (empty until recovery writes one).  Records acknowledged
-to clients are not affected: they are on R nodes before the ack.
+Epoch recovery.  Before a new epoch may release anything, the earlier epochs that are
+not clean (the epoch store's last clean epoch is below the new epoch - 1: after every
+failover or restart) are recovered (REFERENCE.md §A6): ``_recovery_needed`` says so, the
+sequencer is built with ``needs_recovery=True`` (it stores and acks appends but releases
+nothing) and ``recovery_driver.Recoveries`` runs an ``EpochRecovery`` (seal, digest,
+re-replicate, hole plugs, bridge record, last clean epoch in the epoch store).  When it
+is done the log is released up to the bridge record of the last recovered epoch and the
+sequencer starts releasing (``_recovered``); a failed recovery is retried, a preempted
+one deactivates the sequencer.  SEALED and the digest streams' STARTED / RECORDS / GAP
+come back to this role.
 
 Driving the state machines.  Actions come back from every sequencer call: ``SendStore``
 and ``Release`` go to ``StoreSender`` (one STORE frame per node and log per loop turn, one
@@ -48,10 +48,22 @@ from ldcore.checksum import crc32c
 from logdevice.config import LogGroup
 from logdevice.epochstore import EpochMetadata, EpochStore, open_epoch_store
 from logdevice.errors import E, LogDeviceError
+from logdevice.node.recovery_driver import Recoveries, RecoveryDriver
 from logdevice.node.role import Peer, Role
 from logdevice.node.store_sender import StoreSender
 from logdevice.placement import score, sequencer_for
-from logdevice.protocol import Append, Appended, AppendFlag, GetTail, Stored, Tail
+from logdevice.protocol import (
+    Append,
+    Appended,
+    AppendFlag,
+    Gap,
+    GetTail,
+    Records,
+    Sealed,
+    Started,
+    Stored,
+    Tail,
+)
 from logdevice.sequencer import (
     AckAppend,
     CopysetSelector,
@@ -121,9 +133,13 @@ class SequencerRole(Role):
         self._weights = {n.index: n.storage_weight for n in config.nodes if n.is_storage}
         self._sweeper: asyncio.TimerHandle | None = None
         self._stopping = False
+        self.recoveries = Recoveries(self)
 
     def handlers(self) -> Mapping[type, Any]:
-        return {Append: self._on_append, GetTail: self._on_get_tail, Stored: self._on_stored}
+        rec = self.recoveries
+        return {Append: self._on_append, GetTail: self._on_get_tail, Stored: self._on_stored,
+                Sealed: rec.on_sealed, Started: rec.on_started, Records: rec.on_records,
+                Gap: rec.on_gap}
 
     async def start(self) -> None:
         self._sweeper = self.node.loop.call_later(SWEEP_INTERVAL, self._sweep)
@@ -132,6 +148,7 @@ class SequencerRole(Role):
         self._stopping = True
         if self._sweeper is not None:
             self._sweeper.cancel()
+        self.recoveries.stop()
         for log_id in list(self.sequencers):
             self._deactivate(log_id, E.SHUTDOWN)
         for log_id in list(self._activating):
@@ -182,6 +199,7 @@ class SequencerRole(Role):
             self._run(seq, seq.on_node_down(node) if down else seq.on_node_up(node))
         if down:  # also when no sequencer is active yet
             self.health.mark_down(node)
+            self.recoveries.on_node_down(node)
         else:
             self.health.mark_up(node)
 
@@ -248,7 +266,12 @@ class SequencerRole(Role):
     def _on_stored(self, conn: Peer, msg: Stored) -> None:
         node = conn.peer_node if conn.peer_node is not None else msg.node_index
         seq, replies = self.sender.take_reply(msg, node)
-        if seq is None or seq.state == SequencerState.DEACTIVATED:
+        if seq is None:
+            return
+        if type(seq) is RecoveryDriver:
+            seq.on_stored(replies)
+            return
+        if seq.state == SequencerState.DEACTIVATED:
             return
         self._run(seq, seq.on_stored_many(replies))
         if seq.state != SequencerState.DEACTIVATED and any(r[3] == E.PREEMPTED
@@ -297,7 +320,11 @@ class SequencerRole(Role):
         return self._epoch_store
 
     def _activate_blocking(self, log_id: int, metadata: EpochMetadata) -> Any:
-        return self._store().activate(log_id, metadata)
+        store = self._store()
+        epoch, state = store.activate(log_id, metadata)
+        # Recovery counts authoritative status like readers do (event log).
+        statuses = store.shard_statuses() if self._recovery_needed(state) else {}
+        return epoch, state, statuses
 
     async def _activate(self, log_id: int) -> None:
         loop = self.node.loop
@@ -306,8 +333,8 @@ class SequencerRole(Role):
             metadata = EpochMetadata(0, self._nodeset(log_id, group),
                                      group.replication.to_dict(),
                                      sticky_copysets=group.sticky_copysets)
-            epoch, state = await loop.run_in_executor(self._epoch_exec, self._activate_blocking,
-                                                      log_id, metadata)
+            epoch, state, statuses = await loop.run_in_executor(
+                self._epoch_exec, self._activate_blocking, log_id, metadata)
         except Exception as exc:
             status = exc.status if isinstance(exc, LogDeviceError) else E.FAILED
             log.error("log %d: activation failed: %s", log_id, exc,
@@ -320,8 +347,7 @@ class SequencerRole(Role):
             return
         md = state.metadata
         tail = state.tail
-        if self._recovery_needed(state):  # pragma: no cover - see the module docstring
-            raise NotImplementedError("epoch recovery")
+        recover = self._recovery_needed(state)
         try:
             seq = Sequencer(
                 log_id, epoch, md.nodeset, group.replication, self._locations, self._weights,
@@ -333,7 +359,7 @@ class SequencerRole(Role):
                 max_payload_size=self.settings.max_payload_size, health=self.health,
                 last_released=tail.lsn if tail is not None else 0,
                 last_timestamp=tail.timestamp if tail is not None else 0,
-                needs_recovery=False)
+                needs_recovery=recover)
         except LogDeviceError as exc:
             log.error("log %d: cannot start a sequencer: %s", log_id, exc)
             self._fail_queue(log_id, exc.status, str(exc))
@@ -342,6 +368,8 @@ class SequencerRole(Role):
                  list(md.nodeset))
         self.sequencers[log_id] = seq
         self._live[(log_id, epoch)] = seq
+        if recover:
+            self.recoveries.start(seq, state, statuses)
         queue = self._activating.pop(log_id, [])
         for item in queue:
             if item[0] == "append":
@@ -349,10 +377,24 @@ class SequencerRole(Role):
             elif item[0] == "tail":
                 self._send_tail(seq, item[1], item[2])
 
-    def _recovery_needed(self, state: Any) -> bool:
-        """Epoch recovery of the earlier epochs would start here (not built yet: see the
-        module docstring for what skipping it means)."""
-        return False
+    @staticmethod
+    def _recovery_needed(state: Any) -> bool:
+        """Whether epochs before the log's current one are not clean yet."""
+        return bool(state.last_clean_epoch < state.epoch - 1)
+
+    def _recovered(self, seq: Sequencer, last_released: int, last_timestamp: int,
+                   nodes: Collection[int]) -> None:
+        """Recovery finished: release the recovered epochs (their nodesets may differ from
+        the current one) and let the sequencer release its own records."""
+        self.sender.release(seq.log_id, last_released, set(nodes) | set(seq.nodeset))
+        self._run(seq, seq.on_recovery_done(last_released, last_timestamp))
+
+    def _keep_payload(self, rid: Any, log_id: int, payload: Any, checksum: int) -> None:
+        """A recovery STORE's payload, for ``_payload_of`` (no client to answer)."""
+        self._appends[rid] = _Append(None, 0, log_id, payload, checksum)  # type: ignore[arg-type]
+
+    def _drop_payload(self, rid: Any) -> None:
+        self._appends.pop(rid, None)
 
     def _fail_queue(self, log_id: int, status: E, message: str = "",
                     redirect: int | None = None) -> None:
@@ -368,6 +410,7 @@ class SequencerRole(Role):
         if seq is None:
             return
         redirect = self.owner(log_id) if status == E.PREEMPTED else None
+        self.recoveries.abort(log_id)
         actions = seq.deactivate(status)
         self._live.pop((log_id, seq.epoch), None)
         timer = self._timers.pop(seq, None)
@@ -384,8 +427,8 @@ class SequencerRole(Role):
         a = self._appends.get(rid)
         return None if a is None else (a.payload, a.checksum)
 
-    def _sequencer_of(self, log_id: int, epoch: int) -> Sequencer | None:
-        return self._live.get((log_id, epoch))
+    def _sequencer_of(self, log_id: int, epoch: int) -> Any:
+        return self._live.get((log_id, epoch)) or self.recoveries.store_owner(log_id, epoch)
 
     def _answer(self, rid: Any, status: E, redirect: int | None = None, message: str = "",
                 lsn: int = 0, timestamp: int = 0) -> None:

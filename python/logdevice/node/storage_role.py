@@ -13,6 +13,11 @@
   readers).  ``last_released(log_id)`` is the read side's view.
 - TRIM, GET_HEAD, FIND_TIME, DATA_SIZE: this node's answer only; the client combines the
   answers of the nodeset.
+- SEAL (epoch recovery, from a node): persist the seal in LogsDB (from then on STOREs of
+  sealed epochs get PREEMPTED), let the STOREs accepted before it reach the disk, then
+  answer SEALED with what the node knows of the epoch in recovery: its last known good
+  LSN (the highest LNG its STOREs carried, or its release pointer when that lies in the
+  epoch) and the highest LSN it stores there.  A seal already higher: PREEMPTED.
 
 Back-pressure: when STOREs waiting for the writer exceed ``MAX_QUEUED_BYTES`` the role
 stops reading from the connections that send them until the queue drains.
@@ -38,6 +43,8 @@ from logdevice.protocol import (
     Head,
     Release,
     ReleaseBatch,
+    Seal,
+    Sealed,
     Store,
     Stored,
     Trim,
@@ -85,12 +92,13 @@ class StorageRole(Role):
         self._paused: set[Any] = set()
         self._stopping = False
         self._sticky: dict[int, bool] = {}
+        self._lng: dict[tuple[int, int], int] = {}  # (log, epoch) -> highest LNG in STOREs
 
     def handlers(self) -> Mapping[type, Any]:
         return {Store: self._on_store, Release: self._on_release,
                 ReleaseBatch: self._on_release_batch, Trim: self._on_trim,
                 GetHead: self._on_get_head, FindTime: self._on_find_time,
-                DataSize: self._on_data_size}
+                DataSize: self._on_data_size, Seal: self._on_seal}
 
     async def start(self) -> None:
         if self.enabled and self.db is None:
@@ -126,6 +134,10 @@ class StorageRole(Role):
             conn.send(Stored(request_id=msg.request_id, log_id=msg.log_id,
                              node_index=self.node.index, status=status))
             return
+        if msg.last_known_good and not msg.recovery_epoch:
+            key = (msg.log_id, msg.epoch)
+            if msg.last_known_good > self._lng.get(key, 0):
+                self._lng[key] = msg.last_known_good
         committer = self.committer
         assert committer is not None
         nbytes = memoryview(msg.payloads).nbytes
@@ -230,6 +242,52 @@ class StorageRole(Role):
         assert db is not None
         for log_id, lsn in dirty.items():
             db.set_last_released(log_id, lsn)
+
+    # -- SEAL -------------------------------------------------------------------------------
+    def _on_seal(self, conn: Peer, msg: Seal) -> None:
+        if conn.peer_role != "node":
+            status = E.ACCESS
+        elif self._stopping:
+            status = E.SHUTDOWN
+        elif not self.enabled or self.db is None:
+            status = E.DISABLED
+        elif not self.node.config.has_log(msg.log_id):
+            status = E.NOTFOUND
+        else:
+            self.node.loop.create_task(self._seal(conn, msg))
+            return
+        conn.send(self._sealed(msg, status))
+
+    def _sealed(self, msg: Seal, status: E, **kw: int) -> Sealed:
+        kw.setdefault("seal_epoch", msg.seal_epoch)
+        return Sealed(request_id=msg.request_id, status=status, log_id=msg.log_id,
+                      node_index=self.node.index, epoch=msg.epoch or msg.seal_epoch, **kw)
+
+    async def _seal(self, conn: Peer, msg: Seal) -> None:
+        db = self.db
+        try:
+            assert db is not None
+            sealed = await self.node.loop.run_in_executor(self._meta_exec, db.seal,
+                                                          msg.log_id, msg.seal_epoch)
+            if sealed > msg.seal_epoch:
+                conn.send(self._sealed(msg, E.PREEMPTED, seal_epoch=sealed))
+                return
+            if self.committer is not None:
+                await self.committer.flush()  # STOREs accepted before the seal are on disk
+            epoch = msg.epoch or msg.seal_epoch
+            lng = self._lng.get((msg.log_id, epoch), 0)
+            released = self.last_released(msg.log_id)
+            if released >> 32 >= epoch:
+                lng = max(lng, released)
+            tail = db.tail(msg.log_id)
+            if tail >> 32 > epoch:
+                max_seen = (epoch << 32) | 0xFFFFFFFF  # unknown: something may be there
+            else:
+                max_seen = tail if tail >> 32 == epoch else 0
+        except LogDeviceError as exc:
+            conn.send(self._sealed(msg, exc.status))
+            return
+        conn.send(self._sealed(msg, E.OK, last_known_good=lng, max_seen_lsn=max_seen))
 
     # -- admin queries ----------------------------------------------------------------------
     def _check_query(self, log_id: int) -> E:
