@@ -113,7 +113,8 @@ def redis_server(work: Path) -> Iterator[Any]:
 
     exe = shutil.which("redis-server")
     if exe is None:
-        raise SystemExit("redis-server not found: run ci/system-deps.sh (Debian redis-server)")
+        raise SystemExit("redis-server not found: run ci/system-deps.sh (Debian redis-server)"
+                         " or pass --no-redis")
     data = work / "redis"
     data.mkdir(parents=True, exist_ok=True)
     (port,) = free_ports(1)
@@ -245,67 +246,72 @@ def report(rounds: list[dict[str, Any]], args: argparse.Namespace) -> str:
     def ratio(a: str, b: str) -> list[float]:
         return [x / y for x, y in zip(col(a), col(b), strict=True)]
 
-    bulk = col("ours.bulk.records_per_s")
-    vs_redis = ratio("ours.bulk.records_per_s", "redis.pipelined.records_per_s")
-    vs_resp = ratio("ours.bulk.records_per_s", "redis.resp.records_per_s")
-    vs_raw = ratio("ours.bulk.records_per_s", "raw.records_per_s")
-    p99 = col("ours.rate_latency.p99_ms")
+    def pcts(prefix: str) -> str:
+        return " / ".join(_span(col(f"{prefix}.{p}_ms"), "{:.2f}") for p in ("p50", "p99", "p999"))
+
+    def vs_target(values: list[float], target: float, fmt: str) -> tuple[str, str, str]:
+        return (_span(values, fmt), f">= {fmt.format(target)}",
+                _met(min(values) >= target, max(values) >= target))
+
+    have_redis = all(rd["redis"] for rd in rounds)
+    bulk = "ours.bulk.records_per_s"
     rows = [
-        ("BufferedWriter append_many, records/s", _span(bulk, "{:,.0f}"),
-         f">= {TARGET_RECORDS_PER_S:,}", _met(min(bulk) >= TARGET_RECORDS_PER_S,
-                                             max(bulk) >= TARGET_RECORDS_PER_S)),
+        ("BufferedWriter append_many, records/s",
+         *vs_target(col(bulk), TARGET_RECORDS_PER_S, "{:,.0f}")),
         ("BufferedWriter append_many, MB/s (payload)", _span(col("ours.bulk.mb_per_s"),
                                                              "{:.1f}"), "", ""),
-        ("  / Redis, redis-py pipelined XADD", _span(vs_redis, "{:.2f}x"),
-         f">= {TARGET_VS_REDIS:.0f}x",
-         _met(min(vs_redis) >= TARGET_VS_REDIS, max(vs_redis) >= TARGET_VS_REDIS)),
-        ("  / Redis, pre-encoded XADD pipeline (server-bound)", _span(vs_resp, "{:.2f}x"),
-         f">= {TARGET_VS_REDIS:.0f}x",
-         _met(min(vs_resp) >= TARGET_VS_REDIS, max(vs_resp) >= TARGET_VS_REDIS)),
-        ("  / raw LogsDB write_records", _span(vs_raw, "{:.2f}x"), "", ""),
     ]
-    if all("per_call" in rd["ours"] for rd in rounds):
+    if have_redis:
         rows += [
-            ("BufferedWriter append per call, records/s",
-             _span(col("ours.per_call.records_per_s"), "{:,.0f}"), "", ""),
             ("  / Redis, redis-py pipelined XADD",
-             _span(ratio("ours.per_call.records_per_s", "redis.pipelined.records_per_s"),
-                   "{:.2f}x"), "", ""),
+             *vs_target(ratio(bulk, "redis.pipelined.records_per_s"), TARGET_VS_REDIS,
+                        "{:.2f}x")),
+            ("  / Redis, pre-encoded XADD pipeline (server-bound)",
+             *vs_target(ratio(bulk, "redis.resp.records_per_s"), TARGET_VS_REDIS, "{:.2f}x")),
         ]
+    rows.append(("  / raw LogsDB write_records", _span(ratio(bulk, "raw.records_per_s"),
+                                                       "{:.2f}x"), "", ""))
+    if all("per_call" in rd["ours"] for rd in rounds):
+        rows.append(("BufferedWriter append per call, records/s",
+                     _span(col("ours.per_call.records_per_s"), "{:,.0f}"), "", ""))
+        if have_redis:
+            rows.append(("  / Redis, redis-py pipelined XADD",
+                         _span(ratio("ours.per_call.records_per_s",
+                                     "redis.pipelined.records_per_s"), "{:.2f}x"), "", ""))
+    p99 = col("ours.rate_latency.p99_ms")
     rows += [
-        ("append at 1,000/s: p50 / p99 / p99.9 ms",
-         " / ".join(_span(col(f"ours.rate_latency.{p}_ms"), "{:.2f}")
-                    for p in ("p50", "p99", "p999")),
+        ("append at 1,000/s: p50 / p99 / p99.9 ms", pcts("ours.rate_latency"),
          f"p99 <= {TARGET_P99_MS:g} ms", _met(max(p99) <= TARGET_P99_MS,
                                               min(p99) <= TARGET_P99_MS)),
-        ("append, 64 in flight: p50 / p99 / p99.9 ms",
-         " / ".join(_span(col(f"ours.inflight_latency.{p}_ms"), "{:.2f}")
-                    for p in ("p50", "p99", "p999")), "", ""),
+        ("append, 64 in flight: p50 / p99 / p99.9 ms", pcts("ours.inflight_latency"), "", ""),
         ("append, 64 in flight: appends/s",
          _span(col("ours.inflight_latency.appends_per_s"), "{:,.0f}"), "", ""),
-        ("anchor: Redis, redis-py pipelined XADD, records/s",
-         _span(col("redis.pipelined.records_per_s"), "{:,.0f}"), "", ""),
-        ("anchor: Redis, pre-encoded XADD pipeline, records/s",
-         _span(col("redis.resp.records_per_s"), "{:,.0f}"), "", ""),
-        ("anchor: Redis XADD at 1,000/s: p50 / p99 / p99.9 ms",
-         " / ".join(_span(col(f"redis.rate_latency.{p}_ms"), "{:.2f}")
-                    for p in ("p50", "p99", "p999")), "", ""),
-        ("anchor: raw LogsDB write_records, records/s",
-         _span(col("raw.records_per_s"), "{:,.0f}"), "", ""),
     ]
+    if have_redis:
+        rows += [
+            ("anchor: Redis, redis-py pipelined XADD, records/s",
+             _span(col("redis.pipelined.records_per_s"), "{:,.0f}"), "", ""),
+            ("anchor: Redis, pre-encoded XADD pipeline, records/s",
+             _span(col("redis.resp.records_per_s"), "{:,.0f}"), "", ""),
+            ("anchor: Redis XADD at 1,000/s: p50 / p99 / p99.9 ms",
+             pcts("redis.rate_latency"), "", ""),
+        ]
+    rows.append(("anchor: raw LogsDB write_records, records/s",
+                 _span(col("raw.records_per_s"), "{:,.0f}"), "", ""))
     m = benchutil.machine()
     lines = [
         "# Write path, end to end (benchmarks/write_path.py)",
         "",
         f"{m['time']}, {m['cpus']} CPUs, Python {m['python']}, {m['platform']}.  "
         f"{len(rounds)} round(s); a range is min - max over the rounds.  3 node processes, "
-        f"R=2, {PAYLOAD}-byte records, {args.records:,} records per throughput run.",
+        f"R=2, {PAYLOAD}-byte records, {args.records:,} records per throughput run."
+        + ("" if have_redis else "  Redis anchor not run (--no-redis)."),
         "",
         "| measurement | result | target | met |",
         "|---|---|---|---|",
         *[f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows],
         "",
-        "Per round:",
+        "Per round (ours = BufferedWriter append_many):",
         "",
         "| round | ours rec/s | Redis redis-py rec/s | Redis pre-encoded rec/s "
         "| raw LogsDB rec/s | ours/Redis (redis-py / pre-encoded) | ours/raw "
@@ -315,12 +321,15 @@ def report(rounds: list[dict[str, Any]], args: argparse.Namespace) -> str:
     for i, rd in enumerate(rounds, 1):
         o, rs, rw = rd["ours"], rd["redis"], rd["raw"]
         ours_rate = o["bulk"]["records_per_s"]
+        if rs:
+            red = (f"{rs['pipelined']['records_per_s']:,.0f} | "
+                   f"{rs['resp']['records_per_s']:,.0f} | {rw['records_per_s']:,.0f} | "
+                   f"{ours_rate / rs['pipelined']['records_per_s']:.2f}x / "
+                   f"{ours_rate / rs['resp']['records_per_s']:.2f}x")
+        else:
+            red = f"- | - | {rw['records_per_s']:,.0f} | -"
         lines.append(
-            f"| {i} | {ours_rate:,.0f} | {rs['pipelined']['records_per_s']:,.0f} | "
-            f"{rs['resp']['records_per_s']:,.0f} | {rw['records_per_s']:,.0f} | "
-            f"{ours_rate / rs['pipelined']['records_per_s']:.2f}x / "
-            f"{ours_rate / rs['resp']['records_per_s']:.2f}x | "
-            f"{o['bulk']['records_per_s'] / rw['records_per_s']:.2f}x | "
+            f"| {i} | {ours_rate:,.0f} | {red} | {ours_rate / rw['records_per_s']:.2f}x | "
             f"{o['rate_latency']['p99_ms']:.2f} | {o['inflight_latency']['p99_ms']:.2f} |")
     return "\n".join(lines) + "\n"
 
@@ -336,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate-seconds", type=float, default=5.0)
     p.add_argument("--inflight-appends", type=int, default=20_000)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--no-redis", action="store_true",
+                   help="skip the Redis Streams anchor (no redis-server or redis-py here)")
     p.add_argument("--timeout", type=float, default=300.0, help="per ldbench run, seconds")
     p.add_argument("--out", type=Path, default=OUT_MD)
     args = p.parse_args(argv)
@@ -346,8 +357,10 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(1, args.repeat + 1):
             print(f"round {i}/{args.repeat}: ldbench write (3 nodes, R=2) ...", flush=True)
             ours = run_ours(args, work, i)
-            print(f"round {i}/{args.repeat}: Redis Streams ...", flush=True)
-            redis_res = run_redis(buf, offsets, work, min(args.rate_seconds, 3.0))
+            redis_res = None
+            if not args.no_redis:
+                print(f"round {i}/{args.repeat}: Redis Streams ...", flush=True)
+                redis_res = run_redis(buf, offsets, work, min(args.rate_seconds, 3.0))
             print(f"round {i}/{args.repeat}: raw LogsDB ...", flush=True)
             raw = run_raw_logsdb(buf, offsets, work)
             rounds.append({"ours": ours, "redis": redis_res, "raw": raw})

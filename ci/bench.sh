@@ -2,12 +2,15 @@
 # Benchmarks: the pytest-benchmark suites (each prints a ratio table against references
 # measured in the same run, also written to benchmarks/last-run.md), then the end-to-end
 # write path with its anchors (benchmarks/last-write-path.md).  Arguments go to pytest.
-# LD_BENCH_E2E=0 skips the end-to-end part.
+# LD_BENCH_E2E=0 skips the end-to-end part; LD_WITH_BENCH_PEERS=0 (no redis-server
+# installed by ci/system-deps.sh) runs it without the Redis Streams anchor.
 set -euo pipefail
 # numpy's BLAS threads spin between calls and steal the second core from the code measured
 export OPENBLAS_NUM_THREADS=1
 .venv/bin/python -m pytest -q -p no:cacheprovider benchmarks --benchmark-only \
   --benchmark-columns=median,ops,rounds --benchmark-sort=name "$@"
 if [ "${LD_BENCH_E2E:-1}" = 1 ]; then
-  .venv/bin/python benchmarks/write_path.py
+  peers=()
+  [ "${LD_WITH_BENCH_PEERS:-1}" = 1 ] || peers=(--no-redis)
+  .venv/bin/python benchmarks/write_path.py "${peers[@]}"
 fi
