@@ -30,7 +30,7 @@ from logdevice.client.connection import Connection
 from logdevice.client.reader_placement import ReadPlacement
 from logdevice.client.reader_queue import ReaderQueue
 from logdevice.errors import E, LogDeviceError
-from logdevice.protocol import Gap, Records, Start, Started, StartFlag, Stop, Window
+from logdevice.protocol import Gap, GapReason, Records, Start, Started, StartFlag, Stop, Window
 from logdevice.protocol.flags import FLAG_BUFFERED_WRITER_BLOB, FLAG_CHECKSUM
 from logdevice.readstream import ReadStream, SendStart, SendStop, SendWindow
 from logdevice.readstream.fmajority import FailureDomainNodeSet
@@ -70,6 +70,7 @@ class ReaderStats:
     payload_bytes_received: int = 0
     gaps_received: int = 0
     checksum_failures: int = 0  # copies that failed their crc32c here
+    checksum_fail_gaps: int = 0  # CHECKSUM_FAIL gaps: a node found its copy bad on read
     starts_sent: int = 0
     windows_sent: int = 0
 
@@ -264,6 +265,8 @@ class ReaderCore:
                 self._on_records(st, node, msg)
             elif t is Gap:
                 self.stats.gaps_received += 1
+                if msg.reason == GapReason.CHECKSUM_FAIL:
+                    self.stats.checksum_fail_gaps += 1
                 rs.on_gap(node, int(msg.lo), int(msg.hi), int(msg.reason),
                           int(msg.filter_version))
             elif t is Started:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from logdevice.errors import E, LogDeviceError
 from logdevice.node.group_commit import GroupCommitter, StoreJob
 from logdevice.node.role import Peer, Role
+from logdevice.node.shard_check import mark_if_data_lost
 from logdevice.protocol import (
     DataSize,
     DataSizeReply,
@@ -102,8 +103,12 @@ class StorageRole(Role):
 
     async def start(self) -> None:
         if self.enabled and self.db is None:
-            self.db = await self.node.loop.run_in_executor(self._meta_exec, open_logsdb,
-                                                           self.node)
+            loop = self.node.loop
+            fresh = not (self.node.config.node_data_dir(self.node.index) / "logsdb").exists()
+            self.db = await loop.run_in_executor(self._meta_exec, open_logsdb, self.node)
+            if fresh:  # wiped after holding data? then readers must not trust its silence
+                await loop.run_in_executor(self._meta_exec, mark_if_data_lost,
+                                           self.node.config, self.node.index)
         if self.db is not None:
             self.committer = GroupCommitter(self.node.loop, self.db, self._on_written)
 
