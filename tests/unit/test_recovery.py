@@ -68,9 +68,11 @@ class Nodes:
     def __init__(self, tmp_path, n: int) -> None:
         self.dbs = {i: LogsDB(tmp_path / f"n{i}") for i in range(n)}
         self.down: set[int] = set()
+        self.paused: dict[int, list] = {}  # node -> what it was sent meanwhile
         self.mute_stores: set[int] = set()
         self.lng: dict[tuple[int, int], int] = {}
         self.sent: list = []
+        self.payloads: dict[int, tuple[bytes, int] | None] = {}
         self.done: list[Done] = []
         self.epoch_store: FileEpochStore | None = None
 
@@ -87,11 +89,17 @@ class Nodes:
                                      [0, len(payload)], [wave])
 
     def run(self, rec: EpochRecovery, actions: list) -> None:
-        queue = deque(actions)
+        queue = deque(self._capture(rec, a) for a in actions)
         while queue:
             a = queue.popleft()
             self.sent.append(a)
-            queue.extend(self._do(rec, a))
+            queue.extend(self._capture(rec, x) for x in self._do(rec, a))
+
+    def _capture(self, rec: EpochRecovery, a):
+        """Attach a STORE's payload when it is sent (the node's store sender does)."""
+        if isinstance(a, SendStore):
+            self.payloads.setdefault(id(a), rec.payload_of(a.request_id))
+        return a
 
     def _do(self, rec: EpochRecovery, a) -> list:
         if isinstance(a, Done):
@@ -105,6 +113,9 @@ class Nodes:
         if isinstance(a, StopDigest):
             return []
         if a.node in self.down:
+            return []
+        if a.node in self.paused:
+            self.paused[a.node].append(a)
             return []
         db = self.dbs[a.node]
         if isinstance(a, SendSeal):
@@ -132,12 +143,16 @@ class Nodes:
                 return []
             if a.wave < db.sealed_epoch(a.log_id):  # the storage node's rule for recovery
                 return rec.on_stored(a.node, a.lsn, a.wave, E.PREEMPTED)
-            payload, checksum = rec.payload_of(a.request_id)
+            payload, checksum = self.payloads.pop(id(a))
             assert not payload or crc32c(payload) == checksum
             db.write_records(a.log_id, [a.lsn], [a.timestamp], [a.flags], [list(a.copyset)],
                              payload, [0, len(payload)], [a.wave])
             return rec.on_stored(a.node, a.lsn, a.wave, E.OK)
         raise AssertionError(a)
+
+    def resume(self, node: int, rec: EpochRecovery) -> None:
+        """The paused node reads what it was sent, in order."""
+        self.run(rec, self.paused.pop(node))
 
     # -- reading the result back ------------------------------------------------------------
     def copies(self, lsn: int) -> dict[int, tuple[int, int, bytes, tuple[int, ...]]]:
@@ -521,3 +536,27 @@ def test_epoch_store_failures_are_retried():
     assert isinstance(rec.on_timer()[0], UpdateEpochStore)
     out = rec.on_epoch_store_updated(E.TIMEDOUT)
     assert out[-1].status == E.TIMEDOUT and rec.done
+
+
+def test_node_left_out_of_the_digest_gets_the_decisions(nodes):
+    c = nodes(5)
+    seed_epoch1(c)
+    clock = Clock()
+    c.paused[4] = []  # stopped (its sockets keep what arrives) during the whole recovery
+    rec = recovery(2, clock=clock)
+    c.run(rec, rec.start())
+    clock.t += 0.2  # the digest grace period: go on without N4
+    c.run(rec, rec.on_timer())
+    assert c.done[-1].status == E.OK
+    # N4 processes the dead sequencer's STORE of e1n5 (queued before our SEAL), then our
+    # SEAL and the decisions: its stale copy does not survive the hole plug.
+    c.put(4, L(1, 5), b"stale, never acked", copyset=(4, 0))
+    c.resume(4, rec)
+    flags, wave, payload, _ = c.copies(L(1, 5))[4]
+    assert flags & FLAG_HOLE and flags & WBR and wave == 1 and payload == b""
+    assert c.dbs[4].sealed_epoch(LOG) == 1
+    items = kinds(c.read(L(1, ldlsn.ESN_MAX), released=L(1, 7)))
+    assert ("HOLE", L(1, 5), L(1, 5)) in items and all(
+        x[0] != L(1, 5) for x in items)
+    # A STORE of the dead sequencer processed after our SEAL is refused.
+    assert c.dbs[4].sealed_epoch(LOG) >= ldlsn.epoch_of(L(1, 5))

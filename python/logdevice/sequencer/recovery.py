@@ -36,8 +36,10 @@ Per epoch e, independently:
    full copyset, marked WRITTEN_BY_RECOVERY with the seal epoch in the wave field: the
    winning copy where one exists, a hole plug (HOLE, empty payload) where none does; then
    a bridge record (BRIDGE) one ESN past the last.  Nodes holding a different version of
-   an ESN are overwritten too.  STOREs that fail or time out are retried on a new copyset
-   (bounded).
+   an ESN are overwritten too, and nodes whose digest recovery went on without get every
+   decision as well, best effort (not waited for): a copy the dead sequencer left there
+   must not contradict a hole plug.  STOREs that fail or time out are retried on a new
+   copyset (bounded).
 
 When every epoch is mutated: ``UpdateEpochStore`` (last clean epoch E - 1 and the tail
 record), and once that succeeded ``Done(OK, last_released, last_timestamp, nodes)``: the
@@ -210,6 +212,7 @@ class _Epoch:
         self.mutations: dict[int, _Mutation] = {}
         self.pending = 0
         self.last_lsn = 0  # the epoch's last LSN after recovery (its bridge record)
+        self.unheard: tuple[int, ...] = ()  # nodes whose digest recovery did without
 
     def sealed(self) -> set[int]:
         return {n for n, s in self.seals.items() if s.answered}
@@ -514,6 +517,8 @@ class EpochRecovery:
             self._streams.pop(st.stream_id, None)
             out.append(StopDigest(node, self.log_id, st.stream_id))
         assert ep.digest is not None
+        ep.unheard = tuple(n for n in ep.nodeset
+                           if not (n in ep.streams and ep.streams[n].complete))
         if ldlsn.esn_of(ep.digest.lng) >= _ESN_MAX:
             plan: list[Decision] = []
             ep.last_lsn = ep.until
@@ -561,6 +566,14 @@ class EpochRecovery:
         for node in m.copyset:
             out.append(SendStore(node, self.log_id, d.lsn, self.seal_epoch, m.copyset,
                                  d.timestamp, d.flags, lng, rid))
+        if m.attempt == 1:
+            # Nodes whose digest we did without may hold (or still receive, from the old
+            # sequencer's STOREs queued before our SEAL) a copy that contradicts the
+            # decision: send them the decision too, without waiting for them.
+            for node in ep.unheard:
+                if node not in m.targets:
+                    out.append(SendStore(node, self.log_id, d.lsn, self.seal_epoch,
+                                         m.copyset, d.timestamp, d.flags, lng, rid))
 
     def on_stored(self, node: int, lsn: int, wave: int, status: E | int = E.OK,
                   now: float | None = None) -> list:
