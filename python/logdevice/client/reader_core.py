@@ -38,7 +38,7 @@ from logdevice.readstream.fmajority import FailureDomainNodeSet
 if TYPE_CHECKING:
     from logdevice.client.core import ClientCore
 
-__all__ = ["StreamRouter", "ReaderCore", "ReaderOptions", "ReaderStats"]
+__all__ = ["StreamRouter", "ReaderCore", "ReaderOptions", "ReaderStats", "bad_copies"]
 
 log = logging.getLogger("logdevice.client.reader")
 
@@ -73,6 +73,16 @@ class ReaderStats:
     checksum_fail_gaps: int = 0  # CHECKSUM_FAIL gaps: a node found its copy bad on read
     starts_sent: int = 0
     windows_sent: int = 0
+
+
+def bad_copies(msg: Records) -> np.ndarray | None:
+    """Indices of the records of a RECORDS frame whose payload does not match the crc32c
+    the node sent with it (records flagged CHECKSUM only); None when all match."""
+    if not len(msg.checksums):
+        return None
+    crc = crc32c_many(msg.payloads, msg.payload_offsets)
+    mismatch = ((msg.flags & _CHECKSUM) != 0) & (crc != msg.checksums)
+    return np.flatnonzero(mismatch) if mismatch.any() else None
 
 
 class StreamRouter:
@@ -292,17 +302,13 @@ class ReaderCore:
             # Without payloads a BufferedWriter blob cannot be unpacked: deliver it as one
             # record with an empty payload.
             flags = flags & _NOT_BLOB
-        elif len(msg.checksums):
+        else:
             stats.payload_bytes_received += memoryview(msg.payloads).nbytes
-            crc = crc32c_many(msg.payloads, msg.payload_offsets)
-            mismatch = ((flags & _CHECKSUM) != 0) & (crc != msg.checksums)
-            if mismatch.any():
-                bad = np.flatnonzero(mismatch)
+            bad = bad_copies(msg)
+            if bad is not None:
                 stats.checksum_failures += len(bad)
                 log.warning("log %d: %d record(s) from N%d failed their checksum (first %s)",
                             st.log_id, len(bad), node, int(lsns[bad[0]]))
-        else:
-            stats.payload_bytes_received += memoryview(msg.payloads).nbytes
         st.rs.on_records(node, lsns, msg.timestamps, flags, msg.payloads,
                          msg.payload_offsets, int(msg.filter_version), bad=bad)
 
