@@ -116,3 +116,44 @@ def test_failover_recovers_the_old_epoch(local_cluster):
     assert len(copies) >= 2
     assert all(c.flags & FLAG_BRIDGE and c.flags & FLAG_WRITTEN_BY_RECOVERY for c in copies)
     check_acked_on_disk(cluster, {(LOG, lsn): p for lsn, p in acked.items()}, 2)
+
+
+def test_recovery_without_a_paused_node(local_cluster):
+    """A storage node stays stopped through the failover: recovery goes on with an
+    f-majority (R=3 of 5 nodes: 3) and the node, resumed afterwards, holds nothing
+    that contradicts what readers were given."""
+    cluster = local_cluster(nodes=5, replication=3, logs=[LOG])
+    victim = sequencer_for(LOG, cluster.config.sequencer_weights())
+    silent = next(i for i in range(5) if i != victim)
+    client = cluster.client(timeout=20.0)
+    acked: dict[int, bytes] = {}
+    for i in range(10):
+        acked[client.append(LOG, b"before %d" % i)] = b"before %d" % i
+    cluster.pause(silent)
+    futures = [(b"in flight %d" % i, client.append_async(LOG, b"in flight %d" % i))
+               for i in range(20)]
+    time.sleep(0.05)
+    cluster.kill(victim)
+    for payload, fut in futures:
+        with contextlib.suppress(LogDeviceError):
+            acked[fut.result(30)] = payload
+    for i in range(10):  # the new sequencer recovers without the silent node
+        acked[client.append(LOG, b"after %d" % i)] = b"after %d" % i
+    target = max(acked)
+    first = client.create_reader()
+    # A stopped node stalls single copy delivery until its timeouts: read all-send-all.
+    first.force_no_single_copy_delivery()
+    first.start_reading(LOG, until_lsn=target)
+    items_first = read_all(first, target)
+    cluster.resume(silent)
+    cluster.wait_alive([i for i in range(5) if i != victim], timeout=15.0)
+    second = cluster.client(timeout=20.0).create_reader()
+    second.force_no_single_copy_delivery()  # every copy on the resumed node is sent
+    second.start_reading(LOG, until_lsn=target)
+    items_second = read_all(second, target)
+    assert [summary(i) for i in items_first] == [summary(i) for i in items_second]
+    delivered = {i.lsn: bytes(i.payload) for i in items_second if isinstance(i, DataRecord)}
+    assert all(delivered.get(lsn) == p for lsn, p in acked.items())
+    assert not [i for i in items_second
+                if isinstance(i, GapRecord) and i.type == GapType.DATALOSS]
+    client.close()
