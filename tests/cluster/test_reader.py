@@ -423,3 +423,57 @@ def test_async_reader(client, log1):
                               zip(lsns[:1000], payloads[:1000], strict=True)]
     assert records(got[:-1]) == [(got[-1], b"async", 0)]
     assert rows == 200
+
+
+# ---------------------------------------------------------------------------- client calls
+
+
+def test_find_time_is_exact_at_record_level(client):
+    log = 9
+    lsns = []
+    for i in range(80):
+        lsns.append(client.append(log, b"ft-%d" % i))
+        time.sleep(0.002 if i % 7 else 0.02)  # timestamps spread unevenly over time
+    with client.create_reader() as r:
+        r.start_reading(log, lsns[0], lsns[-1])
+        recs = [i for i in r if isinstance(i, ld.DataRecord)]
+    assert [d.lsn for d in recs] == lsns
+    stamps = [d.timestamp for d in recs]
+    assert stamps == sorted(stamps) and len(set(stamps)) > 40
+    for d in recs:
+        first_at = min(x.lsn for x in recs if x.timestamp >= d.timestamp)
+        assert client.find_time(log, d.timestamp) == first_at
+        assert client.find_time(log, d.timestamp + 1) == min(
+            [x.lsn for x in recs if x.timestamp > d.timestamp] or [lsns[-1] + 1])
+    assert client.find_time(log, stamps[0] - 10_000) == lsns[0]
+
+
+def test_data_size_is_exact(client):
+    log = 10
+    t0 = int(time.time() * 1000)
+    plain = [client.append(log, b"z" * (10 + i)) for i in range(30)]
+    w = client.create_buffered_writer(size_trigger=10_000, time_trigger=0.02)
+    blob = w.append_many(log, [b"q" * 7] * 1000)
+    w.flush()
+    blob.result(30)
+    w.close()
+    t1 = int(time.time() * 1000) + 1
+    assert client.data_size(log, t0 - 1000, t1) == sum(10 + i for i in range(30)) + 7000
+    with client.create_reader() as r:
+        r.start_reading(log, plain[0], plain[-1])
+        recs = [i for i in r if isinstance(i, ld.DataRecord)]
+    a, b = recs[5].timestamp, recs[14].timestamp
+    inside = sum(len(d.payload) for d in recs if a <= d.timestamp <= b)
+    assert client.data_size(log, a, b) == inside
+    assert client.data_size(log, t1 + 60_000, t1 + 120_000) == 0
+
+
+def test_is_log_empty(client):
+    log = 11
+    assert client.is_log_empty(log)
+    lsns = [client.append(log, b"e-%d" % i) for i in range(5)]
+    assert not client.is_log_empty(log)
+    client.trim(log, lsns[3])
+    assert not client.is_log_empty(log)
+    client.trim(log, lsns[4])
+    assert client.is_log_empty(log)

@@ -235,3 +235,23 @@ def test_wiped_node_does_not_make_a_down_node_look_empty(local_cluster):
     recs, gaps = split(items)
     assert gaps == []
     assert recs == expected(lsns)
+
+
+def test_is_log_empty_after_every_node_restarted(local_cluster):
+    """After a restart the sequencer's tail starts from the epoch store's tail record
+    (no recovery yet), which may be older than what was released: is_log_empty reads."""
+    cluster = local_cluster(nodes=3, replication=2, logs=range(1, 4))
+    with ld.Client(cluster.config_path, timeout=20.0) as client:
+        lsns = write(client, 1, 50)
+        assert not client.is_log_empty(1)
+        assert client.is_log_empty(2)
+    cluster.stop_all()
+    for i in range(cluster.n):
+        cluster.start(i)
+    with ld.Client(cluster.config_path, timeout=20.0) as client:
+        assert client.get_tail_lsn(1) < lsns[-1]  # the stale tail this test is about
+        assert not client.is_log_empty(1)
+        assert client.is_log_empty(2)
+        with client.create_reader() as r:
+            r.start_reading(1, lsns[0], lsns[-1])
+            assert split(list(r)) == (expected(lsns), [])

@@ -28,7 +28,7 @@ from logdevice.client.settings import ClientSettings
 from logdevice.config import Config, LogGroup
 from logdevice.errors import E, InvalidParamError, LogDeviceError, error_for
 from logdevice.protocol import AppendFlag, DataSize, FindTime, GetHead, Trim
-from logdevice.records import LSN_INVALID, LSN_MAX
+from logdevice.records import LSN_MAX
 
 if TYPE_CHECKING:
     from logdevice.client.buffered_writer import BufferedWriter
@@ -201,11 +201,15 @@ class Client:
                           timeout=timeout)  # type: ignore[no-any-return]
 
     def is_log_empty(self, log_id: int, *, timeout: float | None = None) -> bool:
-        """True if the log holds no record past its trim point."""
-        tail = self.get_tail_lsn(log_id, timeout=timeout)
-        if tail == LSN_INVALID:
-            return True
-        return tail <= self.get_head_attributes(log_id, timeout=timeout).trim_point
+        """True if the log holds no record past its trim point.
+
+        Answered by reading (see ``reader_queries``): the log is read without payloads
+        from its trim point until the first record or past the last released LSN.
+        """
+        from logdevice.client.reader_queries import is_log_empty
+
+        self._log_group(log_id)
+        return is_log_empty(self, log_id, self._timeout(timeout))
 
     # ------------------------------------------------------------------ storage-side calls
 
@@ -231,8 +235,26 @@ class Client:
 
     def data_size(self, log_id: int, start_ms: float, end_ms: float, *,
                   timeout: float | None = None) -> int:
-        """Approximate payload bytes of the log's records with timestamps in
-        ``[start_ms, end_ms]``."""
+        """Payload bytes of the log's records with timestamps in ``[start_ms, end_ms]``
+        (BufferedWriter payloads counted one by one).
+
+        Exact: the range is read (single copy delivery), so the cost grows with the data;
+        ``approximate_data_size`` is the cheap estimate from storage-node statistics.
+        """
+        from logdevice.client.reader_queries import data_size
+
+        self._log_group(log_id)
+        a, b = _as_ms(start_ms, "start_ms"), _as_ms(end_ms, "end_ms")
+        if b < a:
+            raise InvalidParamError(message=f"end_ms {b} is before start_ms {a}")
+        return data_size(self, log_id, a, b, self._timeout(timeout))
+
+    def approximate_data_size(self, log_id: int, start_ms: float, end_ms: float, *,
+                              timeout: float | None = None) -> int:
+        """Estimated bytes stored for the log's records with timestamps in
+        ``[start_ms, end_ms]``, from each storage node's partition statistics (stored
+        record size, headers included; partitions partly in range count in proportion
+        to their time overlap), divided by the replication factor."""
         group = self._log_group(log_id)
         a, b = _as_ms(start_ms, "start_ms"), _as_ms(end_ms, "end_ms")
         if b < a:

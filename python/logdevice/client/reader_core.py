@@ -116,7 +116,7 @@ class _LogStream:
     """One log being read: its ``ReadStream`` and I/O bookkeeping."""
 
     __slots__ = ("log_id", "rsid", "rs", "placement", "timer", "timer_at", "connecting",
-                 "last_released", "closed", "until_lsn")
+                 "last_released", "started", "closed", "until_lsn")
 
     def __init__(self, log_id: int, rsid: int, rs: ReadStream, placement: ReadPlacement,
                  until_lsn: int) -> None:
@@ -129,6 +129,7 @@ class _LogStream:
         self.timer_at = 0.0
         self.connecting: dict[int, SendStart] = {}  # node -> START to send once connected
         self.last_released = 0  # highest release pointer a STARTED reported
+        self.started: set[int] = set()  # nodes that answered START with OK
         self.closed = False
 
 
@@ -259,9 +260,17 @@ class ReaderCore:
         p = st.placement
         return FailureDomainNodeSet(p.nodeset, p.replication, p.locations).is_fmajority(good)
 
-    def last_released(self, log_id: int) -> int:
+    def release_info(self, log_id: int) -> tuple[int, bool]:
+        """``(release pointer, sure)`` for a log being read: the highest last-released
+        LSN any node reported in STARTED, and whether an f-majority of the nodeset has
+        reported (then no released record lies past it, bar RELEASEs in flight)."""
         st = self.streams.get(log_id)
-        return 0 if st is None else st.last_released
+        if st is None:
+            return 0, False
+        p = st.placement
+        sure = FailureDomainNodeSet(p.nodeset, p.replication, p.locations).is_fmajority(
+            st.started)
+        return st.last_released, sure
 
     # ------------------------------------------------------------------ events
 
@@ -280,8 +289,9 @@ class ReaderCore:
                 rs.on_gap(node, int(msg.lo), int(msg.hi), int(msg.reason),
                           int(msg.filter_version))
             elif t is Started:
-                if msg.status == E.OK and msg.last_released > st.last_released:
-                    st.last_released = int(msg.last_released)
+                if msg.status == E.OK:
+                    st.started.add(node)
+                    st.last_released = max(st.last_released, int(msg.last_released))
                 rs.on_started(node, E(msg.status), int(msg.filter_version))
             else:
                 return

@@ -1,0 +1,83 @@
+"""Client calls answered by reading the log: ``is_log_empty`` and exact ``data_size``.
+
+``is_log_empty``: a sequencer's tail alone can mislead (after a sequencer restart it
+starts from the epoch store's tail record, which may be older than what was released).
+So the client reads the log from past its trim point without payloads and stops at the
+first data record (not empty) or once the read pointer has passed every released LSN
+(empty; gaps such as bridges are not records).  "Every released LSN" is the highest of
+the sequencer's tail and the release pointers that an f-majority of storage nodes
+reported when the stream started.
+
+``data_size``: ``find_time`` brackets the LSNs with timestamps in ``[start_ms, end_ms]``,
+then the range is read (single copy delivery) and the payload bytes of the records
+whose timestamps fall inside are added up, BufferedWriter payloads counted one by one.
+Exact, at the price of reading the range; ``approximate_data_size`` is the cheap
+storage-side estimate.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from logdevice.client.reader import _call
+from logdevice.errors import TimedOutError
+from logdevice.records import LSN_MAX, DataRecord, GapRecord
+
+if TYPE_CHECKING:
+    from logdevice.client.client import Client
+
+__all__ = ["is_log_empty", "data_size"]
+
+_POLL = 0.05
+
+
+def is_log_empty(client: Client, log_id: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    trim = client.get_head_attributes(log_id, timeout=timeout).trim_point
+    tail = client.get_tail_lsn(log_id, timeout=max(0.1, deadline - time.monotonic()))
+    if trim >= LSN_MAX - 1:
+        return True
+    with client.create_reader(max_buffered_records=16) as r:
+        r.without_payload()
+        r.wait_only_when_no_data()
+        r.start_reading(log_id, trim + 1, LSN_MAX)
+        pos = trim + 1
+        while True:
+            for item in r.read(16, timeout=_POLL):
+                if isinstance(item, DataRecord):
+                    return False
+                assert isinstance(item, GapRecord)
+                pos = item.hi + 1
+            released, sure = r._lt.run(_call, r._core.release_info, log_id,
+                                       timeout=client.timeout)
+            if sure and pos > max(tail, released):
+                return True
+            if time.monotonic() > deadline:
+                raise TimedOutError(message=f"is_log_empty({log_id}): no answer within "
+                                            f"{timeout:g} s (read up to {pos - 1})")
+
+
+def data_size(client: Client, log_id: int, start_ms: int, end_ms: int,
+              timeout: float) -> int:
+    deadline = time.monotonic() + timeout
+    lo = client.find_time(log_id, start_ms, timeout=timeout)
+    hi = client.find_time(log_id, end_ms + 1, timeout=max(0.1, deadline - time.monotonic())) - 1
+    if lo > hi:
+        return 0
+    total = 0
+    with client.create_reader() as r:
+        r.start_reading(log_id, lo, hi)
+        while r.is_reading(log_id) or r._reading():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimedOutError(message=f"data_size({log_id}): the range was not read "
+                                            f"within {timeout:g} s")
+            b = r.read_batch(1 << 16, timeout=min(left, 1.0))
+            if len(b):
+                sizes = np.diff(b.offsets.astype(np.int64))
+                inside = (b.timestamps >= start_ms) & (b.timestamps <= end_ms)
+                total += int(sizes[inside].sum())
+    return total
