@@ -7,15 +7,19 @@ Time is a fake clock the tests move.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections import deque
 
 import numpy as np
 import pytest
+from logdevice.config import make_local_config
 from logdevice.epochstore import EpochMetadata, FileEpochStore, TailRecord
 from logdevice.errors import E
 from logdevice.node.read_stream_server import ServerReadStream
-from logdevice.protocol import Gap, Records, Start, StartFlag
+from logdevice.node.server import Node
+from logdevice.node.storage_role import StorageRole
+from logdevice.protocol import Gap, Records, Seal, Sealed, Start, StartFlag, Store, Stored
 from logdevice.protocol.flags import (
     FLAG_BRIDGE,
     FLAG_CHECKSUM,
@@ -560,3 +564,99 @@ def test_node_left_out_of_the_digest_gets_the_decisions(nodes):
         x[0] != L(1, 5) for x in items)
     # A STORE of the dead sequencer processed after our SEAL is refused.
     assert c.dbs[4].sealed_epoch(LOG) >= ldlsn.epoch_of(L(1, 5))
+
+
+# ------------------------------------------------------------------------------ storage side
+
+
+class _Peer:
+    """An in-process connection end that collects what the role sends."""
+
+    _ids = iter(range(5000, 10**6))
+
+    def __init__(self, role: str = "node", node: int | None = 1) -> None:
+        self.id = next(self._ids)
+        self.peer_role = role
+        self.peer_node = node
+        self.closed = False
+        self.attrs: dict = {}
+        self.sent: list = []
+
+    def send(self, msg) -> bool:
+        self.sent.append(msg)
+        return True
+
+    def send_many(self, msgs) -> bool:
+        self.sent += list(msgs)
+        return True
+
+    def pause_reading(self, reason: str) -> None:
+        pass
+
+    def resume_reading(self, reason: str) -> None:
+        pass
+
+
+def _store(rid: int, epoch: int, esns, lng: int = 0, recovery_epoch: int = 0) -> Store:
+    n = len(esns)
+    return Store(request_id=rid, log_id=LOG, epoch=epoch, last_known_good=lng,
+                 recovery_epoch=recovery_epoch,
+                 lsns=np.array([L(epoch, e) for e in esns], np.uint64),
+                 timestamps=np.full(n, 1000, np.int64), flags=np.zeros(n, np.uint32),
+                 waves=np.ones(n, np.uint32), copysets=np.array([[0, 1]] * n, np.int16),
+                 payload_offsets=np.zeros(n + 1, np.uint64), payloads=b"")
+
+
+def test_storage_role_seal(tmp_path):
+    cfg = make_local_config(3, 2, logs=range(1, 11), root=tmp_path, ports=[1, 2, 3])
+
+    async def reply(peer: _Peer, kind: type):
+        async with asyncio.timeout(10):
+            while not any(isinstance(m, kind) for m in peer.sent):
+                await asyncio.sleep(0.001)
+        found = [m for m in peer.sent if isinstance(m, kind)]
+        peer.sent.clear()
+        return found[-1]
+
+    async def main() -> None:
+        node = Node(cfg, 0)
+        with LogsDB(tmp_path / "db") as db:
+            role = StorageRole(node, db)
+            node.add_role(role)
+            assert Seal in role.handlers()
+            await role.start()
+            seq = _Peer()
+            role._on_store(seq, _store(1, 1, [1, 2, 3], lng=L(1, 2)))
+            assert (await reply(seq, Stored)).status == E.OK
+            role._on_seal(seq, Seal(request_id=7, log_id=LOG, seal_epoch=1, epoch=1))
+            sealed = await reply(seq, Sealed)
+            assert (sealed.status, sealed.request_id, sealed.epoch, sealed.node_index) == (
+                E.OK, 7, 1, 0)
+            assert sealed.last_known_good == L(1, 2) and sealed.max_seen_lsn == L(1, 3)
+            assert db.sealed_epoch(LOG) == 1
+            # The old sequencer is refused; recovery (seal epoch 1) is not.
+            role._on_store(seq, _store(2, 1, [4]))
+            assert (await reply(seq, Stored)).status == E.PREEMPTED
+            role._on_store(seq, _store(3, 1, [4], recovery_epoch=1))
+            assert (await reply(seq, Stored)).status == E.OK
+            # Recovery copies do not count as the epoch's LNG; a newer epoch is untouched.
+            role._on_store(seq, _store(4, 2, [1], lng=L(2, 1)))
+            assert (await reply(seq, Stored)).status == E.OK
+            role._on_seal(seq, Seal(request_id=8, log_id=LOG, seal_epoch=1, epoch=1))
+            assert (await reply(seq, Sealed)).last_known_good == L(1, 2)
+            # A lower seal than the one in force: PREEMPTED, naming the seal.
+            role._on_seal(seq, Seal(request_id=9, log_id=LOG, seal_epoch=2, epoch=2))
+            assert (await reply(seq, Sealed)).last_known_good == L(2, 1)
+            role._on_seal(seq, Seal(request_id=10, log_id=LOG, seal_epoch=1, epoch=1))
+            late = await reply(seq, Sealed)
+            assert (late.status, late.seal_epoch) == (E.PREEMPTED, 2)
+            # Only nodes seal; unknown logs are NOTFOUND.
+            client = _Peer("client", None)
+            role._on_seal(client, Seal(request_id=11, log_id=LOG, seal_epoch=3))
+            assert client.sent[-1].status == E.ACCESS and db.sealed_epoch(LOG) == 2
+            role._on_seal(seq, Seal(request_id=12, log_id=999, seal_epoch=3))
+            assert (await reply(seq, Sealed)).status == E.NOTFOUND
+            await role.stop()
+            role.close()
+
+    asyncio.run(main())
