@@ -18,8 +18,7 @@ bench: $(STAMPS)/build
 	bash ci/bench.sh $(ARGS)
 
 lint: $(STAMPS)/build
-	.venv/bin/ruff check python tests benchmarks spark
-	.venv/bin/mypy
+	bash ci/lint.sh
 
 build: $(STAMPS)/build
 

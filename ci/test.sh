@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it.  Extra arguments go to pytest.
 set -euo pipefail
-.venv/bin/ruff check python tests benchmarks spark
+bash ci/lint.sh
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

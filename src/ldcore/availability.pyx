@@ -255,7 +255,7 @@ def decode(data):
     sizes = np.empty(g, dtype=np.int64)
     periods = np.empty(g, dtype=np.int64)
     cum = np.empty(g + 1, dtype=np.uint64)
-    cdef int64_t[::1] f = first, l = last, s = sizes, t = periods
+    cdef int64_t[::1] f = first, ls = last, s = sizes, t = periods
     cdef uint64_t[::1] c = cum
     cdef int code = E_OK
     cdef Py_ssize_t at = -1
@@ -266,35 +266,35 @@ def decode(data):
         for i in range(g):
             q = p + _HEADER + _GROUP * i
             f[i] = _get64(q)
-            l[i] = _get64(q + 8)
+            ls[i] = _get64(q + 8)
             s[i] = _get32(q + 16)
             t[i] = _get32(q + 20)
             at = i
             if f[i] < 0:
                 code = E_NEG_FIRST
-            elif l[i] < f[i]:
+            elif ls[i] < f[i]:
                 code = E_ORDER
             elif s[i] <= 0:
                 code = E_SIZE
-            elif l[i] == f[i] and t[i] != 0:
+            elif ls[i] == f[i] and t[i] != 0:
                 code = E_PERIOD_SINGLE
-            elif l[i] != f[i] and t[i] < s[i]:
+            elif ls[i] != f[i] and t[i] < s[i]:
                 code = E_PERIOD
-            elif l[i] != f[i] and (l[i] - f[i]) % t[i] != 0:
+            elif ls[i] != f[i] and (ls[i] - f[i]) % t[i] != 0:
                 code = E_STRIDE
-            elif l[i] > INT64_MAX - (s[i] - 1):
+            elif ls[i] > INT64_MAX - (s[i] - 1):
                 code = E_OVERFLOW
             elif f[i] <= prev_end:
                 code = E_OVERLAP
             if code != E_OK:
                 break
-            prev_end = l[i] + (s[i] - 1)
-            if l[i] == f[i]:
+            prev_end = ls[i] + (s[i] - 1)
+            if ls[i] == f[i]:
                 c[i + 1] = c[i] + <uint64_t>s[i]
             else:
-                c[i + 1] = c[i] + (<uint64_t>((l[i] - f[i]) // t[i]) + 1) * <uint64_t>s[i]
+                c[i + 1] = c[i] + (<uint64_t>((ls[i] - f[i]) // t[i]) + 1) * <uint64_t>s[i]
     if code != E_OK:
-        grp = (f"group {at} {{first={f[at]}, last={l[at]}, size={s[at]}, "
+        grp = (f"group {at} {{first={f[at]}, last={ls[at]}, size={s[at]}, "
                f"period={t[at]}}}")
         why = {
             E_NEG_FIRST: "starts below 0",
@@ -312,7 +312,7 @@ def decode(data):
 
 # ---------------------------------------------------------------- queries
 
-cdef inline bint _contains(const int64_t *f, const int64_t *l, const int64_t *s,
+cdef inline bint _contains(const int64_t *f, const int64_t *ls, const int64_t *s,
                            const int64_t *t, Py_ssize_t g, uint64_t x) noexcept nogil:
     cdef Py_ssize_t lo = 0, hi = g, mid
     cdef uint64_t off
@@ -328,7 +328,7 @@ cdef inline bint _contains(const int64_t *f, const int64_t *l, const int64_t *s,
     if lo == 0:
         return False
     lo -= 1
-    if x > <uint64_t>(l[lo] + (s[lo] - 1)):
+    if x > <uint64_t>(ls[lo] + (s[lo] - 1)):
         return False
     off = x - <uint64_t>f[lo]
     if t[lo] == 0:
@@ -348,7 +348,7 @@ cdef class Availability:
 
     cdef object _first, _last, _size, _period, _cum
     cdef uint64_t total
-    cdef const int64_t[::1] f, l, s, t
+    cdef const int64_t[::1] f, ls, s, t
 
     @staticmethod
     cdef Availability _make(first, last, sizes, periods, cum):
@@ -360,7 +360,7 @@ cdef class Availability:
         a._cum = cum
         a.total = cum[len(cum) - 1]
         a.f = first
-        a.l = last
+        a.ls = last
         a.s = sizes
         a.t = periods
         return a
@@ -387,7 +387,7 @@ cdef class Availability:
         cdef Py_ssize_t g = self.f.shape[0]
         if g == 0:
             return False
-        return bool(_contains(&self.f[0], &self.l[0], &self.s[0], &self.t[0], g,
+        return bool(_contains(&self.f[0], &self.ls[0], &self.s[0], &self.t[0], g,
                               <uint64_t>x))
 
     def __contains__(self, x):
@@ -403,12 +403,12 @@ cdef class Availability:
         if n == 0 or g == 0:
             return out
         cdef const int64_t *f = &self.f[0]
-        cdef const int64_t *l = &self.l[0]
+        cdef const int64_t *ls = &self.ls[0]
         cdef const int64_t *s = &self.s[0]
         cdef const int64_t *t = &self.t[0]
         with nogil:
             for i in range(n):
-                r[i] = _contains(f, l, s, t, g, v[i])
+                r[i] = _contains(f, ls, s, t, g, v[i])
         return out
 
     def missing(self, expected):
@@ -433,7 +433,7 @@ cdef class Availability:
                     for k in range(self.s[i]):
                         o[w] = start + k
                         w += 1
-                    if start == self.l[i]:
+                    if start == self.ls[i]:
                         break
                     start += self.t[i]
         return out

@@ -350,7 +350,6 @@ cdef int _unpack(uint8_t *dst, const uint8_t *src, size_t size, uint64_t count,
     cdef size_t r = 0
     cdef uint64_t w = 0
     cdef uint64_t i, n
-    cdef uint8_t b
     offs[0] = 0
     for i in range(count):
         if r < size and src[r] < 0x80:

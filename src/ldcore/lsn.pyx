@@ -11,7 +11,7 @@ import re
 import numpy as np
 
 cimport numpy as cnp
-from libc.stdint cimport uint32_t, uint64_t
+from libc.stdint cimport uint64_t
 
 cnp.import_array()
 

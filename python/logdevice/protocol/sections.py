@@ -66,7 +66,7 @@ class ArraySpec:
                 arr = arr.reshape(0, 0)
             else:
                 raise ValueError(f"expected a {self.ndim}-D array, got shape {arr.shape}")
-        raw = memoryview(arr.reshape(-1).view(np.uint8))
+        raw = arr.reshape(-1).view(np.uint8).data
         if self.ndim == 1:
             return arr, raw, raw.nbytes
         return arr, raw, (raw.nbytes, int(arr.shape[1]))
