@@ -1,0 +1,152 @@
+"""``ldcat``: a range of a log to stdout.
+
+    ldcat --config cluster.json --log 1                      # everything up to the tail
+    ldcat --config cluster.json --log 1 --from e5n12 --until e5n900
+    ldcat --config cluster.json --log 1 --format json | jq .lsn
+
+LSNs are written ``e<epoch>n<esn>`` or as integers; ``--from`` also takes ``oldest``,
+``--until`` also ``tail`` (the tail when ldcat starts, the default) and ``max`` (follow
+for ever, as ``ldtail`` does).  ``--format text`` (default) writes each payload followed
+by a newline; ``--format json`` one object per record: log_id, lsn, lsn_str, timestamp
+(ms), batch_offset and the payload (``payload`` as text when it is UTF-8, else
+``payload_b64``).  Gaps go to stderr (``gap BRIDGE e0n1..e1n0``), so stdout holds only
+records.  Records are read in columnar batches (``Reader.read_batch``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import sys
+from typing import IO, Any
+
+import numpy as np
+
+from ldcore.lsn import parse as parse_lsn
+from ldcore.lsn import to_string as lsn_str
+from logdevice.client import Client
+from logdevice.client.reader_batch import ReaderBatch
+from logdevice.errors import LogDeviceError
+from logdevice.records import LSN_MAX, LSN_OLDEST, GapRecord
+
+__all__ = ["main", "parse_lsn_arg", "write_batch", "write_gap", "add_output_arguments"]
+
+_NL = np.uint8(ord("\n"))
+
+
+def parse_lsn_arg(text: str) -> int | str:
+    """An LSN from the command line: ``e5n12``, an integer, ``oldest``, ``max``, ``tail``."""
+    t = text.strip()
+    low = t.lower()
+    if low in ("oldest", "lsn_oldest"):
+        return LSN_OLDEST
+    if low in ("max", "lsn_max"):
+        return LSN_MAX
+    if low == "tail":
+        return "tail"
+    try:
+        return int(parse_lsn(t))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not an LSN: {text!r} (e<epoch>n<esn>, an integer, oldest, tail or max)"
+        ) from None
+
+
+def write_batch(out: IO[bytes], batch: ReaderBatch, fmt: str) -> None:
+    """The batch's records to ``out`` (text: payload + newline, vectorised; json: one
+    object per line)."""
+    n = len(batch)
+    if n == 0:
+        return
+    if fmt == "text":
+        # A newline after every payload, inserted in one pass over the buffer.
+        body = np.insert(batch.payloads, batch.offsets[1:].astype(np.intp), _NL)
+        out.write(memoryview(body))
+        return
+    buf = batch.payloads.tobytes()
+    offs = batch.offsets.tolist()
+    lines = []
+    for i, (log_id, lsn, ts, bo) in enumerate(zip(
+            batch.log_ids.tolist(), batch.lsns.tolist(), batch.timestamps.tolist(),
+            batch.batch_offsets.tolist(), strict=True)):
+        rec: dict[str, Any] = {"log_id": log_id, "lsn": lsn, "lsn_str": lsn_str(lsn),
+                               "timestamp": ts, "batch_offset": bo}
+        raw = buf[offs[i]:offs[i + 1]]
+        try:
+            rec["payload"] = raw.decode()
+        except UnicodeDecodeError:
+            rec["payload_b64"] = base64.b64encode(raw).decode()
+        lines.append(json.dumps(rec, ensure_ascii=False))
+    out.write(("\n".join(lines) + "\n").encode())
+
+
+def write_gap(err: IO[str], gap: GapRecord) -> None:
+    err.write(f"gap {gap.type.name} {lsn_str(gap.lo)}..{lsn_str(gap.hi)} "
+              f"(log {gap.log_id}, {gap.lo}..{gap.hi})\n")
+
+
+def add_output_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", default=os.environ.get("LOGDEVICE_CONFIG"),
+                   help="cluster config (default: $LOGDEVICE_CONFIG)")
+    p.add_argument("--log", type=int, required=True, help="log id")
+    p.add_argument("--format", choices=["text", "json"], default="text",
+                   help="text: payloads one per line; json: one object per record")
+    p.add_argument("--no-scd", action="store_true",
+                   help="read all-send-all (every copy) instead of single copy delivery")
+    p.add_argument("--timeout", type=float, default=30.0, help="client timeout, seconds")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="ldcat", description=__doc__.split("\n\n")[0])
+    add_output_arguments(p)
+    p.add_argument("--from", dest="from_lsn", type=parse_lsn_arg, default=LSN_OLDEST,
+                   help="first LSN (default oldest)")
+    p.add_argument("--until", type=parse_lsn_arg, default="tail",
+                   help="last LSN (default: the tail when ldcat starts; max: follow)")
+    args = p.parse_args(argv)
+    if not args.config:
+        p.error("--config is required (or set LOGDEVICE_CONFIG)")
+    if args.from_lsn == "tail":
+        p.error("--from takes an LSN or oldest")
+    out = sys.stdout.buffer
+    try:
+        with Client(args.config, timeout=args.timeout) as client:
+            until = client.get_tail_lsn(args.log) if args.until == "tail" else args.until
+            if until < args.from_lsn:
+                return 0  # an empty range (e.g. an empty log)
+            with client.create_reader() as r:
+                if args.no_scd:
+                    r.force_no_single_copy_delivery()
+                r.wait_only_when_no_data()  # write what has arrived; do not wait for more
+                r.start_reading(args.log, args.from_lsn, until)
+                while True:
+                    batch = r.read_batch(65536)
+                    for gap in batch.gaps:
+                        write_gap(sys.stderr, gap)
+                    if not len(batch) and not batch.gaps:
+                        break
+                    write_batch(out, batch, args.format)
+                    if until == LSN_MAX:
+                        out.flush()
+            out.flush()
+    except BrokenPipeError:  # ldcat ... | head
+        _quiet_stdout()
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    except LogDeviceError as exc:
+        print(f"ldcat: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _quiet_stdout() -> None:
+    """After EPIPE: point stdout at /dev/null so the interpreter's final flush is quiet."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

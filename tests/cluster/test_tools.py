@@ -1,0 +1,95 @@
+"""``ldcat`` and ``ldtail`` as subprocesses against a small cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import logdevice as ld
+import pytest
+from ldcore.lsn import to_string as lsn_str
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
+
+BIN = os.path.dirname(sys.executable)
+
+
+@pytest.fixture(scope="module")
+def cluster(module_cluster):
+    return module_cluster(nodes=3, replication=2, logs=range(1, 6))
+
+
+@pytest.fixture(scope="module")
+def client(cluster):
+    with ld.Client(cluster.config_path, timeout=20.0) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def log1(client):
+    lsns = [client.append(1, b"line %d" % i) for i in range(40)]
+    client.trim(1, lsns[4])
+    return lsns
+
+
+def run(tool: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([os.path.join(BIN, tool), *args], capture_output=True,
+                          timeout=timeout, check=False)
+
+
+def test_ldcat_text_and_range(cluster, log1):
+    cfg = str(cluster.config_path)
+    p = run("ldcat", "--config", cfg, "--log", "1")
+    assert p.returncode == 0, p.stderr.decode()
+    assert p.stdout.decode().splitlines() == [f"line {i}" for i in range(5, 40)]
+    assert f"gap TRIM e0n1..{lsn_str(log1[4])}" in p.stderr.decode()
+    p = run("ldcat", "--config", cfg, "--log", "1", "--from", lsn_str(log1[10]),
+            "--until", str(log1[12]), "--no-scd")
+    assert p.returncode == 0, p.stderr.decode()
+    assert p.stdout == b"line 10\nline 11\nline 12\n"
+    assert p.stderr == b""
+
+
+def test_ldcat_json(cluster, log1):
+    p = run("ldcat", "--config", str(cluster.config_path), "--log", "1", "--format", "json",
+            "--from", lsn_str(log1[20]), "--until", lsn_str(log1[21]))
+    assert p.returncode == 0, p.stderr.decode()
+    rows = [json.loads(x) for x in p.stdout.decode().splitlines()]
+    assert [(r["lsn"], r["lsn_str"], r["payload"], r["batch_offset"]) for r in rows] == [
+        (log1[20], lsn_str(log1[20]), "line 20", 0), (log1[21], lsn_str(log1[21]), "line 21", 0)]
+    assert all(r["log_id"] == 1 and r["timestamp"] > 1.6e12 for r in rows)
+
+
+def test_ldcat_bad_input(cluster):
+    p = run("ldcat", "--config", str(cluster.config_path), "--log", "1", "--from", "bogus")
+    assert p.returncode == 2 and b"not an LSN" in p.stderr
+    p = run("ldcat", "--config", str(cluster.config_path), "--log", "999")
+    assert p.returncode == 1 and b"not in the config" in p.stderr
+    p = run("ldcat", "--config", str(cluster.config_path), "--log", "3")  # empty log
+    assert p.returncode == 0 and p.stdout == b""
+
+
+def test_ldtail_follows_and_stops_on_ctrl_c(cluster, client, log1):
+    proc = subprocess.Popen([os.path.join(BIN, "ldtail"), "--config", str(cluster.config_path),
+                             "--log", "1", "-n", "3"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        lines = [proc.stdout.readline() for _ in range(3)]  # the last 3 records first
+        assert lines == [b"line 37\n", b"line 38\n", b"line 39\n"]
+        for i in range(5):
+            client.append(1, b"new %d" % i)
+            assert proc.stdout.readline() == b"new %d\n" % i
+        time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    assert proc.returncode == 130
+    assert b"Traceback" not in err, err.decode()
