@@ -11,6 +11,7 @@ import time
 
 import logdevice as ld
 import pytest
+
 from ldcore.lsn import to_string as lsn_str
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
