@@ -1,12 +1,15 @@
-"""``make run``: a local cluster, a million log lines through the BufferedWriter, and where
-they landed.
+"""``make run``: a local cluster, a million log lines through the BufferedWriter, read back,
+and where they landed.
 
     python -m logdevice.demo [--records 1000000] [--nodes 5] [--replication 2]
 
 1. start ``ld.LocalCluster(nodes=5, replication=2)`` (real node processes on loopback);
 2. write the records (100-byte JSON-like log lines) through a BufferedWriter, spread over
    a few logs, with a progress bar; print records/s and MB/s;
-3. stop the nodes and open each one's LogsDB: how many blobs, records and bytes each node
+3. read them all back through ``Reader.read_batch`` (columnar batches), once with single
+   copy delivery and once all-send-all: records/s, and the bytes the client received
+   from the nodes for each (counted on its connections);
+4. stop the nodes and open each one's LogsDB: how many blobs, records and bytes each node
    holds, and a check that every blob is on exactly R nodes.
 """
 
@@ -103,6 +106,58 @@ def show_throughput(console: Console, written: Written) -> None:
         f"{s.get('blob_bytes', 0) / 1e6:.1f} MB")
 
 
+# ---------------------------------------------------------------------------- reading
+
+
+def read_back(client: Any, console: Console, written: Written, logs: list[int],
+              scd: bool) -> dict[str, Any]:
+    """Read every log back through ``read_batch``; records, payload bytes, seconds and
+    bytes received from the nodes."""
+    spans = {log_id: (int(min(p.min() for p in written.lsns[log_id])),
+                      int(max(p.max() for p in written.lsns[log_id])))
+             for log_id in logs if written.lsns.get(log_id)}
+    label = "read_batch, " + ("single copy delivery" if scd else "all-send-all")
+    rows = payload = 0
+    b0 = client.bytes_received
+    with client.create_reader(max_logs=len(spans)) as r, benchutil.progress(console) as prog:
+        task = prog.add_task(label, total=written.records, rate="")
+        if not scd:
+            r.force_no_single_copy_delivery()
+        t0 = time.perf_counter()
+        for log_id, (lo, hi) in spans.items():
+            r.start_reading(log_id, lo, hi)
+        while True:
+            batch = r.read_batch(100_000)
+            if not len(batch) and not batch.gaps:
+                break
+            rows += len(batch)
+            payload += batch.nbytes
+            prog.update(task, completed=rows,
+                        rate=f"{rows / max(1e-9, time.perf_counter() - t0):,.0f} rec/s")
+        seconds = time.perf_counter() - t0
+    return {"scd": scd, "records": rows, "payload_bytes": payload, "seconds": seconds,
+            "bytes_received": client.bytes_received - b0}
+
+
+def show_reads(console: Console, written: Written, reads: list[dict[str, Any]],
+               replication: int) -> None:
+    t = Table(title="read back through Reader.read_batch")
+    for col in ("mode", "records", "records/s", "MB/s", "received", "all back?"):
+        t.add_column(col, justify="right")
+    for r in reads:
+        ok = r["records"] == written.records and r["payload_bytes"] == written.payload_bytes
+        t.add_row("SCD" if r["scd"] else "all-send-all", f"{r['records']:,}",
+                  f"{r['records'] / r['seconds']:,.0f}",
+                  f"{r['payload_bytes'] / r['seconds'] / 1e6:,.0f}",
+                  f"{r['bytes_received'] / 1e6:,.1f} MB", "[green]yes[/]" if ok else "[red]NO[/]")
+    console.print(t)
+    scd = next(r for r in reads if r["scd"])
+    asa = next(r for r in reads if not r["scd"])
+    ratio = scd["bytes_received"] / max(1, asa["bytes_received"])
+    console.print(f"single copy delivery (SCD) received {ratio:.2f}x the bytes of all-send-all "
+                  f"(R={replication}: each record once instead of R times)")
+
+
 # ---------------------------------------------------------------------------- placement
 
 
@@ -193,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
             show_throughput(console, written)
             tails = {log_id: lsn_str(client.get_tail_lsn(log_id)) for log_id in logs}
             console.print("tails: " + ", ".join(f"log {k}: {v}" for k, v in tails.items()))
+            console.rule("reading")
+            reads = [read_back(client, console, written, logs, scd) for scd in (True, False)]
+            show_reads(console, written, reads, args.replication)
         console.rule("placement")
         with console.status("stopping the nodes and reading their LogsDBs"):
             placement = where_landed(cluster, written, logs)

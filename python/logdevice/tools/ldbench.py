@@ -4,6 +4,7 @@ Subcommands (each registers itself in ``SUBCOMMANDS``: a function adding its arg
 and one running it, returning a JSON-able dict)::
 
     ldbench write [--config PATH] [--records 1000000] [--payload-size 100] [--json OUT]
+    ldbench read [--config PATH] [--records 10000000] [--payload-size 100] [--json OUT]
 
 ``write`` runs against ``--config`` or a local cluster it starts (3 nodes, R=2) and
 measures, with one client in this process:
@@ -14,9 +15,10 @@ measures, with one client in this process:
    latency counts from the time the append was due, so a stall shows up;
 4. single-append latency with a fixed number in flight (default 64), closed loop.
 
-Payloads are 100-byte JSON-like log lines (``loglines``).  To add a subcommand (e.g.
-``read``): write ``add_<name>_arguments(parser)`` and ``run_<name>(args, console)`` and
-list them in ``SUBCOMMANDS``.
+Payloads are 100-byte JSON-like log lines (``loglines``).  ``read`` (backfill, then
+read_batch and read throughput, SCD vs all-send-all bytes, tail latency) lives in
+``ldbench_read``.  To add a subcommand: write ``add_<name>_arguments(parser)`` and
+``run_<name>(args, console)`` and list them in ``SUBCOMMANDS``.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from rich.console import Console
 from logdevice.client import Client
 from logdevice.errors import LogDeviceError
 from logdevice.tools import benchutil
+from logdevice.tools.ldbench_read import add_read_arguments, run_read
 from logdevice.tools.loglines import generate
 
 __all__ = ["main", "SUBCOMMANDS"]
@@ -270,6 +273,7 @@ Subcommand = tuple[str, Callable[[argparse.ArgumentParser], None],
                    Callable[[argparse.Namespace, Console], dict[str, Any]]]
 SUBCOMMANDS: list[Subcommand] = [
     ("write", add_write_arguments, run_write),
+    ("read", add_read_arguments, run_read),
 ]
 
 

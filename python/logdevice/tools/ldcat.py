@@ -63,7 +63,7 @@ def write_batch(out: IO[bytes], batch: ReaderBatch, fmt: str) -> None:
     if fmt == "text":
         # A newline after every payload, inserted in one pass over the buffer.
         body = np.insert(batch.payloads, batch.offsets[1:].astype(np.intp), _NL)
-        out.write(memoryview(body))
+        out.write(body.data)
         return
     buf = batch.payloads.tobytes()
     offs = batch.offsets.tolist()
