@@ -53,8 +53,10 @@ log = logging.getLogger("logdevice.node.recovery")
 #: Seconds before a failed recovery is tried again (doubling up to RETRY_MAX).
 RETRY_DELAY = 0.5
 RETRY_MAX = 10.0
-#: Seconds between checks for a still running sequencer of an epoch to recover.
+#: Seconds between checks for a still running sequencer of an epoch to recover, and the
+#: longest wait for it.
 DRAIN_POLL = 0.05
+DRAIN_MAX = 30.0
 _DIGEST = int(StartFlag.DIGEST)
 
 
@@ -98,7 +100,7 @@ class Recoveries:
 
     # -- life cycle -------------------------------------------------------------------------
     def start(self, seq: Sequencer, state: LogEpochState, statuses: dict[int, Any],
-              attempt: int = 0) -> None:
+              attempt: int = 0, waited: float = 0.0) -> None:
         """Recover the epochs of ``state`` between its last clean epoch and ``seq``'s."""
         log_id = seq.log_id
         self._retries.pop(log_id, None)
@@ -106,11 +108,18 @@ class Recoveries:
                 is not seq:
             return
         todo = range(state.last_clean_epoch + 1, seq.epoch)
-        if any((log_id, e) in self.role._live for e in todo):
-            # An exhausted sequencer of an epoch to recover still finishes its window.
+        draining = [self.role._live.get((log_id, e)) for e in todo]
+        if any(d is not None and d.in_flight and d.state != SequencerState.DEACTIVATED
+               for d in draining) and waited < DRAIN_MAX:
+            # An exhausted sequencer of an epoch to recover still finishes its window (a
+            # seal would preempt its appends); past DRAIN_MAX the seal wins.
             self._retries[log_id] = self.node.loop.call_later(
-                DRAIN_POLL, self.start, seq, state, statuses, attempt)
+                DRAIN_POLL, self.start, seq, state, statuses, attempt, waited + DRAIN_POLL)
             return
+        for e in todo:
+            d = self.role._live.get((log_id, e))
+            if d is not None and d is not seq:  # drained: recovery owns its STOREs now
+                del self.role._live[(log_id, e)]
         epochs = []
         for e in todo:
             md = state.metadata_for_epoch(e)

@@ -23,13 +23,12 @@ So the release pointer never passes a record that is not fully replicated (DESIG
 invariants 1 and 4).  Records are stamped with the wall clock in ms, never smaller than the
 previous record's stamp in the log.
 
-Epoch recovery (REFERENCE.md §A6) is not done here.  The seam: a sequencer whose earlier
-epochs may have an unclean tail is built with ``needs_recovery=True``; it replicates and
-acks as usual but sends no ``Release`` until the recovery machine calls
-``on_recovery_done()`` (which then releases everything retired so far).  ``last_released``
-and ``last_timestamp`` are the previous epochs' clean state (tail and timestamp floor).
-Until recovery exists the node builds sequencers with ``needs_recovery=False``, so after a
-sequencer failover the unreleased tail of the old epoch is released unrepaired.
+Epoch recovery (REFERENCE.md §A6) is not done here but in ``recovery.EpochRecovery``.
+The seam: a sequencer whose earlier epochs may have an unclean tail is built with
+``needs_recovery=True``; it replicates and acks as usual but sends no ``Release`` until
+the node, once recovery is done, calls ``on_recovery_done()`` (which then releases
+everything retired so far).  ``last_released`` and ``last_timestamp`` are the previous
+epochs' clean state (tail and timestamp floor).
 """
 
 from __future__ import annotations
