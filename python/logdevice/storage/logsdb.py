@@ -218,6 +218,13 @@ class LogsDB:
         with self._lock:
             if not self._dir.parts:
                 self._new_partition(int(ts.min()))
+            if len(ts) == 1:  # the common small write: straight into the newest partition?
+                latest = self._dir.latest()
+                assert latest is not None
+                t = int(ts[0])
+                if (latest.start_ms <= t < latest.start_ms + self.partition_duration_ms
+                        and not (latest.records and latest.nbytes >= self.partition_size_limit)):
+                    return np.full(1, latest.id, np.int64)
             while True:
                 latest = self._dir.latest()
                 assert latest is not None

@@ -68,12 +68,17 @@ class WriteBatch:
         cf: ColumnFamily | None = None,
         heads=None,
         head_offsets=None,
+        *,
+        checked: bool = False,
     ) -> None:
         """Put n records in one call.
 
         Key i is ``keys[key_offsets[i]:key_offsets[i+1]]``; value i is the same slice of
         ``values``, preceded by that of ``heads`` when ``heads`` is given.  Offsets are
-        n + 1 non-decreasing integers (uint64 arrays avoid a conversion).
+        n + 1 non-decreasing integers (uint64 arrays avoid a conversion).  ``checked``:
+        the caller has already checked that every offset array is non-decreasing and ends
+        within its buffer (as ``ldcore.storefmt`` does), so the numpy checks, most of the
+        cost of a put of a few records, are skipped.
         """
         b = self._b()
         koff = as_u64(key_offsets)
@@ -81,13 +86,15 @@ class WriteBatch:
         n = len(koff) - 1
         if n < 0 or len(voff) != n + 1:
             raise error_for(E.INVALID_PARAM, "key and value offsets need n + 1 entries each")
-        check_offsets(koff, len(keys), "key")
-        check_offsets(voff, len(values), "value")
+        if not checked:
+            check_offsets(koff, len(keys), "key")
+            check_offsets(voff, len(values), "value")
         if heads is not None:
             hoff = as_u64(head_offsets)
             if len(hoff) != n + 1:
                 raise error_for(E.INVALID_PARAM, "head offsets need n + 1 entries")
-            check_offsets(hoff, len(heads), "head")
+            if not checked:
+                check_offsets(hoff, len(heads), "head")
             hp, hop = cbuf(heads), u64p(hoff)
         else:
             hp = hop = ffi.NULL

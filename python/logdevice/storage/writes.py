@@ -19,12 +19,11 @@ a block.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ldcore.checksum import crc32c_many
+from ldcore import storefmt
 from logdevice.errors import E, error_for
 from logdevice.storage import keys as K
 from logdevice.storage.partitions import Usage
@@ -45,6 +44,16 @@ def _array(values, dtype, name: str) -> np.ndarray:
         return np.ascontiguousarray(values, dtype=dtype)
     except (TypeError, ValueError, OverflowError) as e:
         raise _invalid(f"{name}: {e}") from None
+
+
+def _copysets16(copysets, n: int) -> np.ndarray:
+    """``copysets`` as C-contiguous int16 rows padded with -1 (checked; no copy when the
+    caller, e.g. a decoded STORE, already has that)."""
+    if (type(copysets) is np.ndarray and copysets.dtype == np.int16 and copysets.ndim == 2
+            and copysets.flags.c_contiguous):
+        return copysets
+    cs, _ = K.normalize_copysets(copysets, n)
+    return np.ascontiguousarray(cs, dtype=np.int16)  # node indices fit: checked above
 
 
 def _column(values, n: int, dtype, name: str) -> np.ndarray:
@@ -119,21 +128,27 @@ class PendingWrite:
                 raise _invalid(f"payloads must be bytes-like: {e}") from None
         if n == 0:
             return
-        if int(lsns[0]) == 0 or int(lsns[-1]) == LSN_MAX or bool(np.any(lsns[1:] <= lsns[:-1])):
-            raise _invalid("lsns must be strictly increasing, between 1 and LSN_MAX - 1")
-        if int(offs[-1]) > len(payloads) or bool(np.any(offs[1:] < offs[:-1])):
-            raise _invalid("payload offsets are decreasing or run past the buffer")
-        if store.max_payload is not None and int(np.max(offs[1:] - offs[:-1])) > store.max_payload:
-            raise error_for(E.TOOBIG, f"logsdb: payload above {store.max_payload} bytes")
-        cs, counts = K.normalize_copysets(copysets, n)
-        crcs = crc32c_many(payloads, offs)
+        cs16 = _copysets16(copysets, n)
+        limit = -1 if store.max_payload is None else store.max_payload
+        try:
+            # Checks the records, checksums the payloads, encodes keys and heads.
+            keys, heads, head_offs = storefmt.encode_data(
+                log_id, lsns, ts, fl, wv, cs16, payloads, offs, limit)
+        except storefmt.RecordTooBigError as e:
+            raise error_for(E.TOOBIG, f"logsdb: {e}") from None
+        except storefmt.RecordFormatError as e:
+            raise _invalid(str(e)) from None
         pids = store._assign(ts)
-        cuts = [0, *(np.flatnonzero(pids[1:] != pids[:-1]) + 1).tolist(), n]
+        if n == 1 or pids[0] == pids[-1] and bool(np.all(pids == pids[0])):
+            cuts = [0, n]
+        else:
+            cuts = [0, *(np.flatnonzero(pids[1:] != pids[:-1]) + 1).tolist(), n]
         try:
             for a, b in zip(cuts, cuts[1:], strict=False):
                 self._add_run(
-                    log_id, int(pids[a]), lsns[a:b], ts[a:b], fl[a:b], wv[a:b], crcs[a:b],
-                    cs[a:b], counts[a:b], payloads, offs[a : b + 1], sticky_block,
+                    log_id, int(pids[a]), lsns[a:b], ts[a:b], fl[a:b], cs16[a:b],
+                    keys[a * K.DATA_KEY_LEN:b * K.DATA_KEY_LEN], heads, head_offs[a:b + 1],
+                    payloads, offs[a:b + 1], sticky_block,
                 )
         except BaseException:
             self._broken = True  # part of the records are in the batch: never commit it
@@ -148,16 +163,16 @@ class PendingWrite:
                 known[pid] = u.merged(known.get(pid))
         return list(known.items())
 
-    def _add_run(self, log_id, pid, lsns, ts, fl, wv, crcs, cs, counts, payloads, offs,
-                 sticky) -> None:
+    def _add_run(self, log_id, pid, lsns, ts, fl, cs16, keys, heads, head_offs, payloads,
+                 offs, sticky) -> None:
         store = self._store
         batch = self._batch
         cf = store._cf(pid)
         m = len(lsns)
-        heads, head_offs = K.encode_heads(ts, fl, wv, crcs, cs, counts)
+        # Offsets into the whole buffers, checked by storefmt.encode_data.
         batch.put_many(
-            K.data_keys(log_id, lsns), K.fixed_offsets(m, K.DATA_KEY_LEN), payloads, offs, cf,
-            heads=heads, head_offsets=head_offs,
+            keys, K.fixed_offsets(m, K.DATA_KEY_LEN), payloads, offs, cf,
+            heads=heads, head_offsets=head_offs, checked=True,
         )
         lo, hi = int(lsns[0]), int(lsns[-1])
         overlap = False
@@ -176,15 +191,20 @@ class PendingWrite:
                     batch.delete_many(K.csi_keys(log_id, moved, K.CSI_SINGLE),
                                       K.fixed_offsets(len(moved), K.CSI_KEY_LEN), ocf)
         grouped = (sticky or store.csi_ranges) and not overlap
-        self._put_csi(cf, log_id, lsns, fl, cs, counts, grouped)
-        nbytes = int(offs[-1] - offs[0]) + len(heads)
-        delta = Usage(lo, hi, int(ts.min()), int(ts.max()), m, nbytes)
+        self._put_csi(cf, log_id, lsns, fl, cs16, grouped)
+        nbytes = int(offs[-1] - offs[0]) + int(head_offs[-1] - head_offs[0])
+        if m == 1:
+            t = int(ts[0])
+            delta = Usage(lo, hi, t, t, 1, nbytes)
+        else:
+            delta = Usage(lo, hi, int(ts.min()), int(ts.max()), m, nbytes)
         self._usage[pid, log_id] = delta.merged(self._usage.get((pid, log_id)))
 
-    def _put_csi(self, cf, log_id, lsns, fl, cs, counts, grouped: bool) -> None:
+    def _put_csi(self, cf, log_id, lsns, fl, cs16, grouped: bool) -> None:
         m = len(lsns)
         batch = self._batch
         if grouped and m > 1:
+            cs, counts = K.normalize_copysets(cs16, m)
             first = int(lsns[0])
             if int(lsns[-1]) - first == m - 1 and bool(np.all(fl == fl[0])) and bool(
                 np.all(cs == cs[0])
@@ -195,11 +215,8 @@ class PendingWrite:
                 value = K.encode_run(lsns, fl, cs, counts)
                 batch.put(K.csi_range_key(log_id, first, K.CSI_RUN), value, cf)
             return
-        values, voffs = K.encode_csi_values(fl, cs, counts)
-        batch.put_many(
-            K.csi_keys(log_id, lsns, K.CSI_SINGLE), K.fixed_offsets(m, K.CSI_KEY_LEN),
-            values, voffs, cf,
-        )
+        keys, values, voffs = storefmt.encode_csi(log_id, lsns, fl, cs16)
+        batch.put_many(keys, K.fixed_offsets(m, K.CSI_KEY_LEN), values, voffs, cf, checked=True)
 
     def commit(self, sync: bool = False) -> None:
         """Write everything added, atomically; ``sync`` (or the store's ``sync_writes``)
@@ -222,7 +239,7 @@ class PendingWrite:
             new_parts = []
             for pid, delta in parts.items():
                 part = store._dir.parts[pid]
-                grown = replace(part)
+                grown = part.copy()
                 grown.add(delta)
                 self._batch.put(K.partition_key(pid), grown.encode(), store._meta_cf)
                 new_parts.append(grown)

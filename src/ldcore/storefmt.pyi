@@ -1,0 +1,32 @@
+import numpy as np
+import numpy.typing as npt
+
+_Bytes = bytes | bytearray | memoryview | npt.NDArray[np.uint8]
+
+DATA_KEY_LEN: int
+CSI_KEY_LEN: int
+HEAD_FIXED: int
+FORMAT: int
+MAX_COPYSET: int
+LSN_MAX: int
+
+class RecordFormatError(ValueError): ...
+class RecordTooBigError(RecordFormatError): ...
+
+def encode_data(
+    log_id: int,
+    lsns: npt.NDArray[np.uint64],
+    timestamps: npt.NDArray[np.int64],
+    flags: npt.NDArray[np.uint32],
+    waves: npt.NDArray[np.uint32],
+    copysets: npt.NDArray[np.int16],
+    payloads: _Bytes,
+    offsets: npt.NDArray[np.uint64],
+    max_payload: int = -1,
+) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8], npt.NDArray[np.uint64]]: ...
+def encode_csi(
+    log_id: int,
+    lsns: npt.NDArray[np.uint64],
+    flags: npt.NDArray[np.uint32],
+    copysets: npt.NDArray[np.int16],
+) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8], npt.NDArray[np.uint64]]: ...

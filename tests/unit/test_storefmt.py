@@ -1,0 +1,115 @@
+"""ldcore.storefmt: LogsDB data keys, record heads and CSI entries, byte for byte."""
+
+import numpy as np
+import pytest
+from logdevice.storage import keys as K
+
+from ldcore import storefmt
+
+LSN = (5 << 32) | 7
+
+
+def one(**over):
+    args = {
+        "log_id": 1, "lsns": np.array([LSN], np.uint64),
+        "timestamps": np.array([1_700_000_000_000], np.int64),
+        "flags": np.array([4], np.uint32), "waves": np.array([2], np.uint32),
+        "copysets": np.array([[3, -1, 1]], np.int16), "payloads": b"hello",
+        "offsets": np.array([0, 5], np.uint64),
+    }
+    args.update(over)
+    return args
+
+
+def test_golden_data_record():
+    keys, heads, offs = storefmt.encode_data(**one())
+    # 'd' | log 1 BE | lsn e5n7 BE
+    assert keys.tobytes().hex() == "6400000000000000010000000500000007"
+    # H=28 | format 1 | k=2 | ts 1700000000000 | flags 4 | wave 2 | crc32c("hello") | 3, 1
+    assert heads.tobytes().hex() == (
+        "1c00" "01" "02" "0068e5cf8b010000" "04000000" "02000000" "4cbb719a" "0300" "0100")
+    assert offs.tolist() == [0, 28]
+
+
+def test_golden_csi_entry():
+    a = one()
+    keys, values, offs = storefmt.encode_csi(a["log_id"], a["lsns"], a["flags"], a["copysets"])
+    assert keys.tobytes().hex() == "430000000000000001000000050000000700"
+    assert values.tobytes().hex() == "04000000" "02" "0300" "0100"
+    assert offs.tolist() == [0, 9]
+
+
+def test_matches_the_numpy_encoders():
+    rng = np.random.default_rng(7)
+    n = 50
+    lsns = np.cumsum(rng.integers(1, 4, n)).astype(np.uint64) + np.uint64(1 << 33)
+    ts = rng.integers(0, 2**41, n).astype(np.int64)
+    fl = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    wv = rng.integers(1, 9, n).astype(np.uint32)
+    cs = rng.integers(-1, 40, (n, 4)).astype(np.int16)
+    offs = np.zeros(n + 1, np.uint64)
+    np.cumsum(rng.integers(0, 30, n), out=offs[1:])
+    pay = rng.integers(0, 256, int(offs[-1]), dtype=np.uint8).tobytes()
+    keys, heads, hoffs = storefmt.encode_data(9, lsns, ts, fl, wv, cs, pay, offs)
+    norm, counts = K.normalize_copysets(cs, n)
+    from ldcore.checksum import crc32c_many
+    h2, ho2 = K.encode_heads(ts, fl, wv, crc32c_many(pay, offs), norm, counts)
+    assert keys.tobytes() == K.data_keys(9, lsns).tobytes()
+    assert heads.tobytes() == h2.tobytes()
+    assert hoffs.tolist() == ho2.tolist()
+    ck, cv, co = storefmt.encode_csi(9, lsns, fl, cs)
+    v2, o2 = K.encode_csi_values(fl, norm, counts)
+    assert ck.tobytes() == K.csi_keys(9, lsns, K.CSI_SINGLE).tobytes()
+    assert cv.tobytes() == v2.tobytes() and co.tolist() == o2.tolist()
+
+
+def test_empty():
+    keys, heads, offs = storefmt.encode_data(**one(
+        lsns=np.empty(0, np.uint64), timestamps=np.empty(0, np.int64),
+        flags=np.empty(0, np.uint32), waves=np.empty(0, np.uint32),
+        copysets=np.empty((0, 2), np.int16), payloads=b"", offsets=np.zeros(1, np.uint64)))
+    assert len(keys) == len(heads) == 0 and offs.tolist() == [0]
+
+
+def test_empty_payloads_and_copysets():
+    keys, heads, offs = storefmt.encode_data(**one(
+        copysets=np.empty((1, 0), np.int16), payloads=b"", offsets=np.zeros(2, np.uint64)))
+    assert offs.tolist() == [0, 24]
+    assert heads.tobytes()[3] == 0 and heads.tobytes()[20:24] == b"\0\0\0\0"
+
+
+@pytest.mark.parametrize(("over", "error"), [
+    ({"lsns": np.array([0], np.uint64)}, "between 1"),
+    ({"lsns": np.array([2**64 - 1], np.uint64)}, "between 1"),
+    ({"lsns": np.array([5, 5], np.uint64), "timestamps": np.zeros(2, np.int64),
+      "flags": np.zeros(2, np.uint32), "waves": np.zeros(2, np.uint32),
+      "copysets": np.zeros((2, 1), np.int16), "offsets": np.array([0, 2, 5], np.uint64)},
+     "strictly increasing"),
+    ({"offsets": np.array([0, 6], np.uint64)}, "past the buffer"),
+    ({"offsets": np.array([3, 2], np.uint64)}, "decreasing"),
+    ({"offsets": np.array([0, 2, 5], np.uint64)}, "offsets must have 2"),
+    ({"flags": np.zeros(2, np.uint32)}, "must have 1 entries"),
+    ({"copysets": np.zeros((2, 1), np.int16)}, "1 rows"),
+    ({"copysets": np.zeros((1, 256), np.int16)}, "wider than 255"),
+])
+def test_bad_input(over, error):
+    with pytest.raises(storefmt.RecordFormatError, match=error):
+        storefmt.encode_data(**one(**over))
+
+
+def test_too_big():
+    storefmt.encode_data(**one(), max_payload=5)
+    with pytest.raises(storefmt.RecordTooBigError, match="6 bytes|5 bytes"):
+        storefmt.encode_data(**one(payloads=b"hello!", offsets=np.array([0, 6], np.uint64)),
+                             max_payload=5)
+    with pytest.raises(storefmt.RecordTooBigError):
+        storefmt.encode_data(**one(), max_payload=0)
+
+
+def test_read_only_inputs():
+    a = one()
+    for k in ("lsns", "timestamps", "flags", "waves", "copysets", "offsets"):
+        a[k].flags.writeable = False
+    a["payloads"] = memoryview(b"hello").toreadonly()
+    keys, heads, _ = storefmt.encode_data(**a)
+    assert len(keys) == 17 and len(heads) == 28
