@@ -39,6 +39,9 @@ __all__ = [
 ]
 
 
+_NO_BYTES = memoryview(b"")
+
+
 class ArraySpec:
     """A numpy array field: fixed little-endian dtype and number of dimensions (1 or 2).
 
@@ -66,7 +69,8 @@ class ArraySpec:
                 arr = arr.reshape(0, 0)
             else:
                 raise ValueError(f"expected a {self.ndim}-D array, got shape {arr.shape}")
-        raw = arr.reshape(-1).view(np.uint8).data
+        # C-contiguous: a flat byte view, no copy (cast refuses zeros in the shape)
+        raw = arr.data.cast("B") if arr.size else _NO_BYTES
         if self.ndim == 1:
             return arr, raw, raw.nbytes
         return arr, raw, (raw.nbytes, int(arr.shape[1]))
