@@ -9,8 +9,14 @@ statuses; ``take_reply`` turns a STORED back into ``(node, lsn, wave, status)`` 
 ``Sequencer.on_stored_many``.  Entries of STOREs that are never answered (the node died;
 its link dropped them) are forgotten when the link goes down or after ``FORGET_AFTER``.
 
-``Release`` actions are merged per node (the highest LSN per log wins) and leave once per
-turn as a RELEASE (one log) or a RELEASE_BATCH (several).
+``Release`` actions are merged per node (the highest LSN per log wins) and leave as a
+RELEASE (one log) or a RELEASE_BATCH (several).  A release is off the append's critical
+path (the client has its ack), but a frame of its own wakes the storage node once more
+per append, which at a few thousand appends/s is a good part of a node's CPU.  So a
+release to another node waits for the next STORE frame to that node (it rides in the
+same write) or, if none comes, at most ``RELEASE_DELAY``; releases to this node itself
+(loopback) and ``flush()`` send at once.  Readers tailing a log see its records at most
+that much later.
 """
 
 from __future__ import annotations
@@ -34,7 +40,11 @@ log = logging.getLogger("logdevice.node.store_sender")
 
 #: Seconds after which an unanswered STORE is forgotten (its wave timed out long ago).
 FORGET_AFTER = 120.0
+#: Seconds a release to another node may wait for a STORE frame to ride with.
+RELEASE_DELAY = 0.002
 _CHECKSUM = int(RecordFlag.CHECKSUM)
+_NO_CHECKSUMS = np.empty(0, np.uint32)
+_NO_CHECKSUMS.flags.writeable = False
 
 
 class Outstanding(NamedTuple):
@@ -64,6 +74,8 @@ class StoreSender:
         self.sequencer_of = sequencer_of
         self._stores: list[SendStore] = []
         self._releases: dict[int, dict[int, int]] = {}
+        self._release_since: dict[int, float] = {}  # node -> when its oldest release came
+        self._release_timer: tuple[float, Any] | None = None  # (when, handle)
         self._scheduled = False
         self._next_id = 1
         self.outstanding: OrderedDict[tuple[int, int], Outstanding] = OrderedDict()
@@ -77,8 +89,16 @@ class StoreSender:
         self._schedule()
 
     def release(self, log_id: int, lsn: int, nodes: Iterable[int]) -> None:
+        releases = self._releases
+        since = self._release_since
+        now = None
         for n in nodes:
-            per_node = self._releases.setdefault(n, {})
+            per_node = releases.get(n)
+            if per_node is None:
+                per_node = releases[n] = {}
+                if now is None:
+                    now = self.node.loop.time()
+                since[n] = now
             if per_node.get(log_id, 0) < lsn:
                 per_node[log_id] = lsn
         self._schedule()
@@ -86,15 +106,21 @@ class StoreSender:
     def _schedule(self) -> None:
         if not self._scheduled:
             self._scheduled = True
-            self.node.loop.call_soon(self.flush)
+            self.node.loop.call_soon(self._flush_turn)
 
     # -- sending ----------------------------------------------------------------------------
     def flush(self) -> None:
+        """Send everything queued now, releases held back included."""
+        self._flush_turn(hold_releases=False)
+
+    def _flush_turn(self, hold_releases: bool = True) -> None:
         self._scheduled = False
         stores, self._stores = self._stores, []
+        stored_to: Iterable[int] = ()
         if stores:
             now = self.node.loop.time()
-            for node, actions in stores_by_node(stores).items():
+            by_node = stores_by_node(stores)
+            for node, actions in by_node.items():
                 groups: dict[tuple[int, int], list[SendStore]] = {}
                 for a in actions:
                     key = (a.log_id, a.lsn >> 32)
@@ -105,8 +131,23 @@ class StoreSender:
                         lst.append(a)
                 for (log_id, epoch), group in groups.items():
                     self._send_store(node, log_id, epoch, group, now)
-        releases, self._releases = self._releases, {}
-        for node, logs in releases.items():
+            stored_to = by_node.keys()
+        if self._releases:
+            self._send_releases(stored_to, hold_releases)
+
+    def _send_releases(self, stored_to: Iterable[int], hold: bool) -> None:
+        """Send the releases of nodes that just got a STORE frame, of this node, and of
+        nodes whose releases waited ``RELEASE_DELAY``; hold the others (timer armed)."""
+        me = self.node.index
+        now = self.node.loop.time()
+        due = None
+        for node in list(self._releases):
+            since = self._release_since[node]
+            if hold and node != me and node not in stored_to and now - since < RELEASE_DELAY:
+                due = since + RELEASE_DELAY if due is None else min(due, since + RELEASE_DELAY)
+                continue
+            logs = self._releases.pop(node)
+            del self._release_since[node]
             if len(logs) == 1:
                 ((log_id, lsn),) = logs.items()
                 msg: Any = Release(log_id=log_id, lsn=lsn)
@@ -114,6 +155,22 @@ class StoreSender:
                 msg = ReleaseBatch(log_ids=np.fromiter(logs.keys(), np.uint64, len(logs)),
                                    lsns=np.fromiter(logs.values(), np.uint64, len(logs)))
             self.node.send_to_node(node, msg)
+        timer = self._release_timer
+        if due is None:
+            if timer is not None:
+                timer[1].cancel()
+                self._release_timer = None
+        elif timer is None or timer[0] > due:
+            if timer is not None:
+                timer[1].cancel()
+            self._release_timer = (due, self.node.loop.call_at(due, self._on_release_timer))
+
+    def _on_release_timer(self) -> None:
+        # Everything goes: a younger release leaving a little early costs nothing, and
+        # the loop's clock (milliseconds under uvloop) may read just below the deadline.
+        self._release_timer = None
+        if self._releases:
+            self._send_releases((), False)
 
     def _send_store(self, node: int, log_id: int, epoch: int, actions: list[SendStore],
                     now: float) -> None:
@@ -128,6 +185,9 @@ class StoreSender:
                 return
             actions = [a for a, _ in kept]
             entries = [e for _, e in kept]
+        if len(actions) == 1:
+            self._send_one(node, log_id, epoch, seq, actions[0], entries[0], now)  # type: ignore[arg-type]
+            return
         # SendStore fields: node, log_id, lsn, wave, copyset, timestamp, flags, lng, rid
         cols = list(zip(*actions, strict=True))
         lsns = np.array(cols[2], np.uint64)
@@ -175,6 +235,31 @@ class StoreSender:
             self.frames += 1
             self.records += n
         # Not sent (link down): the wave times out or is moved by on_node_down.
+
+    def _send_one(self, node: int, log_id: int, epoch: int, seq: Sequencer, a: SendStore,
+                  entry: tuple[Any, int], now: float) -> None:
+        """``_send_store`` of a single record (the common case below a few thousand
+        appends/s): the same frame, from a handful of one-element arrays, and the payload
+        as it came (not copied)."""
+        payload, checksum = entry
+        lsns = np.array((a.lsn,), np.uint64)
+        waves = np.array((a.wave,), np.uint32)
+        flags = np.array((a.flags,), np.uint32)
+        rid = self._next_id
+        self._next_id += 1
+        msg = Store(
+            request_id=rid, log_id=log_id, epoch=epoch, last_known_good=a.lng,
+            sequencer_node=self.node.index, recovery_epoch=getattr(seq, "recovery_epoch", 0),
+            lsns=lsns, timestamps=np.array((a.timestamp,), np.int64), flags=flags,
+            waves=waves, copysets=np.array((a.copyset,), np.int16),
+            payload_offsets=np.array((0, memoryview(payload).nbytes), np.uint64),
+            payloads=payload,
+            checksums=(np.array((checksum,), np.uint32) if a.flags & _CHECKSUM
+                       else _NO_CHECKSUMS))
+        if self.node.send_to_node(node, msg):
+            self.outstanding[(node, rid)] = Outstanding(seq, lsns, waves, now)
+            self.frames += 1
+            self.records += 1
 
     # -- replies ----------------------------------------------------------------------------
     def take_reply(self, msg: Stored, node: int) -> tuple[Sequencer | None, list[tuple]]:
