@@ -8,6 +8,7 @@ FLAG_WRITTEN_BY_RECOVERY: int  # 1 << 13
 FLAG_BRIDGE: int  # 1 << 15
 FLAG_DRAINED: int  # 1 << 19
 MAX_NODES: int  # 65536: node indices are in [0, MAX_NODES)
+HAVE_SSE2: bool  # the plain path's classify step is SSE2 (else a portable loop)
 
 def ship_mask(
     copysets: npt.ArrayLike,
@@ -27,3 +28,4 @@ def first_eligible(
     local_nodes: Iterable[int] | None = None,
 ) -> npt.NDArray[np.int32]: ...
 def shuffle_copysets(copysets: npt.ArrayLike, seed: int) -> npt.NDArray[np.signedinteger]: ...
+def _set_simd(enabled: bool) -> bool: ...  # tests: force the portable classify step

@@ -18,8 +18,11 @@
 #   8. every member of C is in K               -> ship
 #
 # Copysets arrive as one 2-D int array, a row per record; negative entries are padding
-# (-1 by convention).  Node indices are below 65536, so K, the local region and the
-# rebuilding set become one 64 KiB table of bits indexed by node.
+# (-1 by convention).  The common case (stored order, no local SCD, no rebuilding filter,
+# at most 4 known-down nodes, width 1..8) runs in scd.h: per-entry bits from SSE2 compares,
+# then all rows of a 16-row block at once with shifts and masks, about as fast as a copy
+# of the array.  Otherwise node indices (below 65536) index one 64 KiB table of bits for
+# K, the local region and the rebuilding set, built only for those kernels.
 #
 # The shuffle (seed is an int): identical on every node, process and platform, so that
 # the nodes of a copyset agree on who ships.  With GAMMA = 0x9E3779B97F4A7C15 and
@@ -51,65 +54,57 @@ cdef extern from *:
     #define LD_SCD_GAMMA 0x9E3779B97F4A7C15ULL
     #define LD_SCD_MUL1 0xBF58476D1CE4E5B9ULL
     #define LD_SCD_MUL2 0x94D049BB133111EBULL
-
-    /* The common case as straight-line code the compiler vectorises across rows: stored
-       order, no local SCD, no rebuilding filter, at most 4 known-down nodes, width <= 8.
-       Lanes are all-ones/all-zero masks of the copyset's own integer type.  The columns
-       are walked from last to first, so the first member that is me or up decides; no
-       such member leaves res at "ship" (rule 8).  `over` collects indices >= 2**16. */
-    #define LD_SCD_STEP(T, c) { \
-        T v = row[c]; \
-        T isme = (T)-(T)(v == me); \
-        T down = (T)-(T)((v == k0) | (v == k1) | (v == k2) | (v == k3)); \
-        T up = (T)((T)-(T)(v >= 0) & (isme | (T)~down)); \
-        res = (T)((up & isme) | ((T)~up & res)); \
-        over |= (T)(v > 65535); }
-    #define LD_SCD_S1(T) LD_SCD_STEP(T, 0)
-    #define LD_SCD_S2(T) LD_SCD_STEP(T, 1) LD_SCD_S1(T)
-    #define LD_SCD_S3(T) LD_SCD_STEP(T, 2) LD_SCD_S2(T)
-    #define LD_SCD_S4(T) LD_SCD_STEP(T, 3) LD_SCD_S3(T)
-    #define LD_SCD_S5(T) LD_SCD_STEP(T, 4) LD_SCD_S4(T)
-    #define LD_SCD_S6(T) LD_SCD_STEP(T, 5) LD_SCD_S5(T)
-    #define LD_SCD_S7(T) LD_SCD_STEP(T, 6) LD_SCD_S6(T)
-    #define LD_SCD_S8(T) LD_SCD_STEP(T, 7) LD_SCD_S7(T)
-    #define LD_SCD_ROWS(T, W) \
-        for (Py_ssize_t r = 0; r < n; r++) { \
-            const T *row = cs + r * W; \
-            T res = (T)-1; \
-            LD_SCD_S##W(T) \
-            out[r] = (uint8_t)(res & 1); \
-        } break;
-    #define LD_SCD_DEFINE_PLAIN(T) \
-    static int ld_scd_plain_##T(const T *restrict cs, Py_ssize_t n, Py_ssize_t w, \
-                                const T *kd, T me, uint8_t *restrict out) { \
-        const T k0 = kd[0], k1 = kd[1], k2 = kd[2], k3 = kd[3]; \
-        T over = 0; \
-        switch (w) { \
-        case 1: LD_SCD_ROWS(T, 1) case 2: LD_SCD_ROWS(T, 2) \
-        case 3: LD_SCD_ROWS(T, 3) case 4: LD_SCD_ROWS(T, 4) \
-        case 5: LD_SCD_ROWS(T, 5) case 6: LD_SCD_ROWS(T, 6) \
-        case 7: LD_SCD_ROWS(T, 7) case 8: LD_SCD_ROWS(T, 8) \
-        default: return -1; \
-        } \
-        return over != 0; \
-    }
-    LD_SCD_DEFINE_PLAIN(int8_t)
-    LD_SCD_DEFINE_PLAIN(int16_t)
-    LD_SCD_DEFINE_PLAIN(int32_t)
-    LD_SCD_DEFINE_PLAIN(int64_t)
     """
     const uint64_t LD_SCD_GAMMA
     const uint64_t LD_SCD_MUL1
     const uint64_t LD_SCD_MUL2
+
+# The plain path (stored order, no local SCD, no rebuilding filter, <= 4 known-down
+# nodes, width 1..8): SSE2 on x86-64, a portable loop elsewhere.  See scd.h.
+cdef extern from "scd.h":
+    int LD_SCD_HAVE_SSE2
+    int ld_scd_simd
+    void ld_scd_init() noexcept nogil
+    ctypedef struct ld_scd_args_int8_t:
+        int8_t k[4]
+        int8_t me
+        int me_ok
+    ctypedef struct ld_scd_args_int16_t:
+        int16_t k[4]
+        int16_t me
+        int me_ok
+    ctypedef struct ld_scd_args_int32_t:
+        int32_t k[4]
+        int32_t me
+        int me_ok
+    ctypedef struct ld_scd_args_int64_t:
+        int64_t k[4]
+        int64_t me
+        int me_ok
     # 0 done, 1 some index >= 2**16 (out is then garbage), -1 width not handled.
-    int ld_scd_plain_int8_t(const int8_t* cs, Py_ssize_t n, Py_ssize_t w, const int8_t* kd,
-                            int8_t me, uint8_t* out) noexcept nogil
+    int ld_scd_plain_int8_t(const int8_t* cs, Py_ssize_t n, Py_ssize_t w,
+                            const ld_scd_args_int8_t* a, uint8_t* out) noexcept nogil
     int ld_scd_plain_int16_t(const int16_t* cs, Py_ssize_t n, Py_ssize_t w,
-                             const int16_t* kd, int16_t me, uint8_t* out) noexcept nogil
+                             const ld_scd_args_int16_t* a, uint8_t* out) noexcept nogil
     int ld_scd_plain_int32_t(const int32_t* cs, Py_ssize_t n, Py_ssize_t w,
-                             const int32_t* kd, int32_t me, uint8_t* out) noexcept nogil
+                             const ld_scd_args_int32_t* a, uint8_t* out) noexcept nogil
     int ld_scd_plain_int64_t(const int64_t* cs, Py_ssize_t n, Py_ssize_t w,
-                             const int64_t* kd, int64_t me, uint8_t* out) noexcept nogil
+                             const ld_scd_args_int64_t* a, uint8_t* out) noexcept nogil
+
+ld_scd_init()
+
+# Whether the plain path's classify step is SSE2 here (else the portable loop).
+HAVE_SSE2 = bool(LD_SCD_HAVE_SSE2)
+
+
+def _set_simd(bint enabled):
+    """For tests: ``False`` makes the plain path use its portable classify step even where
+    SSE2 is built in (``True`` does nothing without SSE2).  Returns the previous setting."""
+    global ld_scd_simd
+    previous = bool(ld_scd_simd)
+    ld_scd_simd = enabled and LD_SCD_HAVE_SSE2
+    return previous
+
 
 FLAG_HOLE = LD_FLAG_HOLE
 FLAG_WRITTEN_BY_RECOVERY = LD_FLAG_WRITTEN_BY_RECOVERY
@@ -397,12 +392,15 @@ cdef Py_ssize_t _shuffle_kernel(const cs_t* cs, Py_ssize_t nrows, Py_ssize_t wid
 # Fused def entry points: Cython picks the specialisation from the array's dtype.
 
 cdef int _ship_vectorised(const cs_t* cs, Py_ssize_t nrows, Py_ssize_t width, list kd,
-                    int32_t me, const uint32_t* flags, uint8_t* out) except -2:
-    # The vectorised C path; -1 when it does not apply or found a bad index (the general
-    # kernel then runs and reports it).
-    cdef cs_t k[4]
-    cdef cs_t me_c
+                          int32_t me, const uint32_t* flags, uint8_t* out) except -2:
+    # The plain path of scd.h; -1 when it does not apply or found a bad index (the
+    # general kernel then runs and reports it).
+    cdef ld_scd_args_int8_t a8
+    cdef ld_scd_args_int16_t a16
+    cdef ld_scd_args_int32_t a32
+    cdef ld_scd_args_int64_t a64
     cdef int64_t lim
+    cdef int64_t k[4]
     cdef Py_ssize_t i
     cdef int rc
     if cs_t is int8_t:
@@ -414,35 +412,48 @@ cdef int _ship_vectorised(const cs_t* cs, Py_ssize_t nrows, Py_ssize_t width, li
     # Nodes the dtype cannot hold cannot match any entry: -2 (padding) matches only
     # entries that are ignored anyway.
     for i in range(4):
-        k[i] = <cs_t>kd[i] if i < len(kd) and kd[i] <= lim else -2
-    me_c = <cs_t>me if me <= lim else -2
+        k[i] = kd[i] if i < len(kd) and kd[i] <= lim else -2
+    cdef int me_ok = me <= lim
     with nogil:
         if cs_t is int8_t:
-            rc = ld_scd_plain_int8_t(cs, nrows, width, k, me_c, out)
+            for i in range(4):
+                a8.k[i] = <int8_t>k[i]
+            a8.me, a8.me_ok = <int8_t>(me if me_ok else 0), me_ok
+            rc = ld_scd_plain_int8_t(cs, nrows, width, &a8, out)
         elif cs_t is int16_t:
-            rc = ld_scd_plain_int16_t(cs, nrows, width, k, me_c, out)
+            for i in range(4):
+                a16.k[i] = <int16_t>k[i]
+            a16.me, a16.me_ok = <int16_t>(me if me_ok else 0), me_ok
+            rc = ld_scd_plain_int16_t(cs, nrows, width, &a16, out)
         elif cs_t is int32_t:
-            rc = ld_scd_plain_int32_t(cs, nrows, width, k, me_c, out)
+            for i in range(4):
+                a32.k[i] = <int32_t>k[i]
+            a32.me, a32.me_ok = me, me_ok
+            rc = ld_scd_plain_int32_t(cs, nrows, width, &a32, out)
         else:
-            rc = ld_scd_plain_int64_t(cs, nrows, width, k, me_c, out)
+            for i in range(4):
+                a64.k[i] = k[i]
+            a64.me, a64.me_ok = me, me_ok
+            rc = ld_scd_plain_int64_t(cs, nrows, width, &a64, out)
         if rc == 0 and flags != NULL:
             _apply_flags(flags, out, nrows)
     return 0 if rc == 0 else -1
 
 
-def _ship_impl(const cs_t[:, ::1] cs, const uint32_t[::1] flags, const uint8_t[::1] table,
-               list kd, int32_t me, bint have_local, bint have_rebuilding, bint shuffle,
-               uint64_t key, uint8_t[::1] out):
+def _ship_impl(const cs_t[:, ::1] cs, const uint32_t[::1] flags, list kd, list local,
+               list rebuilding, int32_t me, bint shuffle, uint64_t key, uint8_t[::1] out):
     cdef Py_ssize_t nrows = cs.shape[0], width = cs.shape[1], bad_row
     cdef int64_t bad = 0
     if nrows == 0:
         return
     cdef const cs_t* p = &cs[0, 0] if width > 0 else NULL
     cdef const uint32_t* fp = &flags[0] if flags is not None else NULL
+    cdef bint have_local = len(local) > 0, have_rebuilding = len(rebuilding) > 0
     if (me >= 0 and 1 <= width <= 8 and len(kd) <= 4
             and not (have_local or have_rebuilding or shuffle)):
         if _ship_vectorised(p, nrows, width, kd, me, fp, &out[0]) == 0:
             return
+    cdef const uint8_t[::1] table = _node_table(kd, local, rebuilding)
     if me >= 0 and width <= 8 and not (have_rebuilding or have_local):
         with nogil:
             bad_row = _ship_small(p, nrows, width, &table[0], me, shuffle, key, &out[0],
@@ -554,20 +565,22 @@ def _seed_key(seed):
     return ld_seed_key(<uint64_t>(s & 0xFFFFFFFFFFFFFFFF))
 
 
-def _node_table(known_down, local_nodes, rebuilding):
-    """The per-node bit table, the sorted known-down list, and whether the local and
-    rebuilding sets are non-empty."""
+def _node_sets(known_down, local_nodes, rebuilding):
+    """The validated node lists: known_down sorted without repeats, local_nodes and
+    rebuilding as given (empty when None)."""
+    kd = [] if known_down is None else sorted(set(_node_list(known_down, "known_down")))
+    local = [] if local_nodes is None else _node_list(local_nodes, "local_nodes")
+    reb = [] if rebuilding is None else _node_list(rebuilding, "rebuilding")
+    return kd, local, reb
+
+
+def _node_table(kd, local, rebuilding):
+    """The per-node bit table of the general kernels (64 KiB: only built when one runs)."""
     table = np.zeros(LD_MAX_NODES, dtype=np.uint8)
-    sizes = []
-    for bit, nodes, what in ((T_DOWN, known_down, "known_down"),
-                             (T_LOCAL, local_nodes, "local_nodes"),
-                             (T_REBUILDING, rebuilding, "rebuilding")):
-        idx = [] if nodes is None else _node_list(nodes, what)
+    for bit, idx in ((T_DOWN, kd), (T_LOCAL, local), (T_REBUILDING, rebuilding)):
         if idx:
             table[np.asarray(idx, dtype=np.int64)] |= bit
-        sizes.append(len(idx))
-    kd = np.flatnonzero(table & T_DOWN).tolist() if sizes[0] else []
-    return table, kd, sizes[1] > 0, sizes[2] > 0
+    return table
 
 
 def _as_flags(flags, Py_ssize_t nrows):
@@ -626,12 +639,11 @@ def ship_mask(copysets, me, known_down=(), *, seed=None, local_nodes=None, flags
     cs = _as_copysets(copysets)
     cdef Py_ssize_t nrows = cs.shape[0]
     f = None if flags is None else _as_flags(flags, nrows)
-    table, kd, have_local, have_rebuilding = _node_table(known_down, local_nodes, rebuilding)
+    kd, local, reb = _node_sets(known_down, local_nodes, rebuilding)
     shuffle = seed is not None
     key = _seed_key(seed) if shuffle else 0
     out = np.empty(nrows, dtype=np.bool_)
-    _ship_impl(cs, f, table, kd, me_c, have_local, have_rebuilding, shuffle, key,
-               out.view(np.uint8))
+    _ship_impl(cs, f, kd, local, reb, me_c, shuffle, key, out.view(np.uint8))
     return out
 
 
@@ -649,11 +661,11 @@ def first_eligible(copysets, known_down=(), *, seed=None, local_nodes=None):
         member ships) or the copyset is empty.
     """
     cs = _as_copysets(copysets)
-    table, _, have_local, _ = _node_table(known_down, local_nodes, None)
+    kd, local, _ = _node_sets(known_down, local_nodes, None)
     shuffle = seed is not None
     key = _seed_key(seed) if shuffle else 0
     out = np.empty(cs.shape[0], dtype=np.int32)
-    _first_impl(cs, table, have_local, shuffle, key, out)
+    _first_impl(cs, _node_table(kd, local, []), len(local) > 0, shuffle, key, out)
     return out
 
 

@@ -2,9 +2,11 @@
 invariants that make single copy delivery work (every node agrees on the shipper)."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ldcore import scd
 from ldcore.scd import (
     FLAG_BRIDGE,
     FLAG_DRAINED,
@@ -84,6 +86,83 @@ def test_ship_mask_matches_reference(cs, me, known_down, seed, local, rebuilding
     )
     assert got.dtype == np.bool_
     assert got.tolist() == expected
+
+
+# The plain path of scd.h (no seed, no local SCD, no rebuilding, <= 4 known down, width
+# 1..8): 16-row blocks plus a padded tail, so row counts around multiples of 16; values at
+# the edges of each dtype and of the node range; me in known_down; both classify steps.
+EDGE_NODES = st.one_of(
+    st.integers(0, 7), st.sampled_from([126, 127, 128, 255, 32766, 32767, 32768, 65534, 65535])
+)
+
+
+@st.composite
+def plain_cases(draw):
+    dtype = draw(st.sampled_from(sorted(DTYPES)))
+    width = draw(st.integers(1, 8))
+    nrows = draw(st.one_of(st.integers(0, 40), st.sampled_from([47, 48, 49, 63, 64, 65, 130])))
+    hi = DTYPES[dtype]
+    lo = -(2 ** (8 * np.dtype(dtype).itemsize - 1))
+    entry = st.one_of(
+        EDGE_NODES.filter(lambda x: x <= hi), st.sampled_from([-1, -2, lo]), st.integers(0, 7)
+    )
+    flat = draw(st.lists(entry, min_size=nrows * width, max_size=nrows * width))
+    cs = np.array(flat, dtype=dtype).reshape(nrows, width)
+    if nrows > 1 and draw(st.booleans()):  # sticky copysets
+        cs[1 : draw(st.integers(1, nrows))] = cs[0]
+    me = draw(EDGE_NODES)
+    known_down = draw(st.lists(EDGE_NODES, max_size=4))
+    if draw(st.booleans()):
+        known_down = [*known_down[:3], me]
+    return cs, me, known_down
+
+
+@settings(max_examples=400, deadline=None)
+@given(case=plain_cases(), simd=st.booleans(), with_flags=st.booleans(), data=st.data())
+def test_plain_path_matches_reference(case, simd, with_flags, data):
+    cs, me, known_down = case
+    flags = None
+    if with_flags:
+        flags = np.array(
+            data.draw(st.lists(FLAG_VALUES, min_size=len(cs), max_size=len(cs))), dtype=np.uint32
+        )
+    previous = scd._set_simd(simd)
+    try:
+        got = ship_mask(cs, me, known_down, flags=flags)
+    finally:
+        scd._set_simd(previous)
+    assert got.dtype == np.bool_
+    assert got.tolist() == ref.ship_mask(cs.tolist(), me, known_down, flags=flags)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    case=plain_cases(),
+    bad=st.sampled_from([65536, 65537, 2**20, 2**31 - 1]),
+    simd=st.booleans(),
+    data=st.data(),
+)
+def test_plain_path_bad_index_names_the_first_bad_row(case, bad, simd, data):
+    cs, me, known_down = case
+    if cs.size == 0:
+        return
+    cs = cs.astype(data.draw(st.sampled_from(["i4", "i8"])))
+    spots = data.draw(
+        st.lists(
+            st.tuples(st.integers(0, len(cs) - 1), st.integers(0, cs.shape[1] - 1)),
+            min_size=1,
+            max_size=3,
+        )
+    )
+    for r, c in spots:
+        cs[r, c] = bad
+    first = min(r for r, _ in spots)
+    previous = scd._set_simd(simd)
+    try:
+        with pytest.raises(ValueError, match=rf"copysets\[{first}\] holds node index {bad}"):
+            ship_mask(cs, me, known_down)
+    finally:
+        scd._set_simd(previous)
 
 
 @settings(max_examples=300, deadline=None)

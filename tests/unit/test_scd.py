@@ -1,6 +1,8 @@
 """ldcore.scd: the worked examples of seeds/001 (single copy delivery), the rules of
 REFERENCE.md §A2 one by one, argument handling, and golden vectors for the shuffle."""
 
+import platform
+
 import numpy as np
 import pytest
 
@@ -273,6 +275,88 @@ def test_every_node_agrees_exactly_one_member_ships():
         for seed in (None, 0, 7, 2**40 + 3):
             total = sum(ship_mask(cs, me, seed=seed).astype(int) for me in range(nodes))
             assert (total == 1).all()
+
+
+# --- the plain path (scd.h): SSE2 and portable classify steps -------------------------
+
+
+def test_sse2_is_built_in_on_x86_64():
+    assert (platform.machine().lower() in ("x86_64", "amd64")) == scd.HAVE_SSE2
+
+
+@pytest.fixture(params=[True, False], ids=["simd", "portable"])
+def simd(request):
+    previous = scd._set_simd(request.param)
+    yield request.param
+    scd._set_simd(previous)
+
+
+@pytest.mark.parametrize("dtype", ["i1", "i2", "i4", "i8"])
+@pytest.mark.parametrize("width", range(1, 9))
+def test_plain_path_every_width_and_dtype(simd, dtype, width):
+    # Row counts around the 16-row blocks, padding anywhere, 0-4 known down (me among
+    # them sometimes), me beyond the dtype.
+    rng = np.random.default_rng(width * 10 + np.dtype(dtype).itemsize)
+    nodes = 6
+    for nrows in (1, 15, 16, 17, 33, 200):
+        cs = rng.integers(0, nodes, (nrows, width))
+        cs[rng.random((nrows, width)) < 0.15] = -1
+        cs = cs.astype(dtype)
+        rows = cs.tolist()
+        for me, kd in [
+            (0, ()),
+            (1, (0,)),
+            (2, (2, 3)),
+            (3, (0, 1, 3)),
+            (4, (0, 1, 2, 5)),
+            (300, (1,)),
+        ]:
+            assert ship_mask(cs, me, kd).tolist() == ref.ship_mask(rows, me, kd), (nrows, me, kd)
+
+
+def test_plain_path_indices_near_the_limits(simd):
+    rng = np.random.default_rng(8)
+    for dtype, big in (
+        ("i1", [126, 127]),
+        ("i2", [32766, 32767]),
+        ("i4", [65534, 65535]),
+        ("i8", [65534, 65535]),
+    ):
+        values = np.array([0, 1, -1, *big])
+        for width in (1, 3, 4, 5, 8):
+            cs = rng.choice(values, (100, width)).astype(dtype)
+            rows = cs.tolist()
+            for me, kd in [(big[1], (big[0],)), (big[0], (big[1], 0)), (0, big), (1, (1, *big))]:
+                assert ship_mask(cs, me, kd).tolist() == ref.ship_mask(rows, me, kd)
+
+
+def test_plain_path_reports_the_first_bad_index(simd):
+    for dtype in ("i4", "i8"):
+        cs = np.zeros((100, 3), dtype)
+        cs[37, 2] = 65536
+        cs[80, 0] = 2**20
+        with pytest.raises(ValueError, match=r"copysets\[37\] holds node index 65536"):
+            ship_mask(cs, 0, [1])
+
+
+def test_plain_path_simd_and_portable_agree_on_many_rows():
+    rng = np.random.default_rng(21)
+    for dtype in ("i1", "i2", "i4", "i8"):
+        for width in range(1, 9):
+            cs = rng.integers(-1, 12, (5003, width)).astype(dtype)
+            for me, kd in [(3, (1,)), (0, (0, 2, 4, 6)), (11, ())]:
+                flags = rng.choice([0, FLAG_HOLE, FLAG_DRAINED], 5003).astype(np.uint32)
+                got = []
+                for enabled in (True, False):
+                    previous = scd._set_simd(enabled)
+                    try:
+                        got.append(ship_mask(cs, me, kd, flags=flags))
+                    finally:
+                        scd._set_simd(previous)
+                assert (got[0] == got[1]).all()
+                # and the general kernel (5 known-down nodes) agrees where they overlap
+                general = ship_mask(cs, me, (*kd, 100, 101, 102, 103, 104)[:5], flags=flags)
+                assert (general == got[0]).all()
 
 
 # --- input handling --------------------------------------------------------------------
