@@ -28,7 +28,7 @@ from logdevice.protocol.flags import (
 )
 from logdevice.read_stream import ReadStream
 from logdevice.records import DataRecord, GapRecord, GapType
-from logdevice.sequencer import SendStore
+from logdevice.sequencer import NodeHealth, SendStore
 from logdevice.sequencer.digest import Digest, precedence
 from logdevice.sequencer.recovery import (
     Done,
@@ -378,6 +378,17 @@ def test_waits_for_fmajority_of_seals_with_backoff(nodes):
     c.run(rec, rec.on_timer())
     assert rec.done and c.done[-1].status == E.OK
     assert not c.copies(L(1, 7)).keys() & {4}
+
+
+def test_no_grace_period_for_nodes_known_down(nodes):
+    c = nodes(5)
+    seed_epoch1(c)
+    c.down = {4}
+    health = NodeHealth()
+    health.mark_down(4)  # the failure detector says so
+    rec = recovery(2, health=health)
+    c.run(rec, rec.start())
+    assert rec.done and c.done[-1].status == E.OK
 
 
 def test_gives_up_without_fmajority(nodes):

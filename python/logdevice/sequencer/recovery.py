@@ -28,7 +28,8 @@ Per epoch e, independently:
    of an acknowledged record then has a sealed member, so no more such record can appear.
 2. **Digest.**  A DIGEST read stream on each sealed node from the highest LNG reported
    up to the end of the epoch.  Complete once the nodes whose streams ran to the end form
-   an f-majority and either every node that counts finished or ``digest_grace`` passed.
+   an f-majority and either every node that counts finished (or is known down) or
+   ``digest_grace`` passed.
    Silent streams are restarted (bounded).  ``digest.Digest`` picks the winning copy of
    each ESN (recovery copies beat sequencer copies, then the higher seal epoch, then the
    higher wave).
@@ -500,7 +501,8 @@ class EpochRecovery:
         if res in (FMajorityResult.AUTHORITATIVE_COMPLETE, FMajorityResult.NON_AUTHORITATIVE):
             return True
         if res == FMajorityResult.AUTHORITATIVE_INCOMPLETE:
-            if all(n in complete or ep.hopeless(n) for n in ep.nodeset):
+            down = self.health.down  # known dead: no use waiting for them
+            if all(n in complete or n in down or ep.hopeless(n) for n in ep.nodeset):
                 return True
             if ep.fmaj_since is None:
                 ep.fmaj_since = now
