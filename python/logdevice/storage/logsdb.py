@@ -131,6 +131,10 @@ class LogsDB:
         self._meta: dict[int, tuple[int, int, int, int]] = {}
         self._lock = threading.RLock()
         self._gate = _Gate()
+        # Write batches of committed pending writes, cleared for the next one (creating
+        # one costs more than a small write's puts).  list.pop/append are atomic.
+        self._spare_batches: list[WriteBatch] = []
+        self._pid_arrays: dict[int, np.ndarray] = {}  # pid -> read-only [pid]
         try:
             self._load()
         except BaseException:
@@ -224,7 +228,11 @@ class LogsDB:
                 t = int(ts[0])
                 if (latest.start_ms <= t < latest.start_ms + self.partition_duration_ms
                         and not (latest.records and latest.nbytes >= self.partition_size_limit)):
-                    return np.full(1, latest.id, np.int64)
+                    pids = self._pid_arrays.get(latest.id)
+                    if pids is None:
+                        pids = self._pid_arrays[latest.id] = np.full(1, latest.id, np.int64)
+                        pids.flags.writeable = False
+                    return pids
             while True:
                 latest = self._dir.latest()
                 assert latest is not None
@@ -311,6 +319,20 @@ class LogsDB:
         """A :class:`PendingWrite`: add records of any logs, then commit them at once."""
         self._check_open()
         return PendingWrite(self)
+
+    def _take_batch(self) -> WriteBatch:
+        try:
+            return self._spare_batches.pop()
+        except IndexError:
+            return WriteBatch()
+
+    def _return_batch(self, batch: WriteBatch) -> None:
+        """Keep ``batch`` (committed) for a later pending write; a couple are enough."""
+        if len(self._spare_batches) < 2:
+            batch.clear()
+            self._spare_batches.append(batch)
+        else:
+            batch.close()
 
     def write_records(
         self, log_id: int, lsns, timestamps, flags, copysets, payloads, offsets, waves=None,

@@ -27,7 +27,6 @@ from ldcore import storefmt
 from logdevice.errors import E, error_for
 from logdevice.storage import keys as K
 from logdevice.storage.partitions import Usage
-from logdevice.storage.rocksdb import WriteBatch
 
 if TYPE_CHECKING:
     from logdevice.storage.logsdb import LogsDB
@@ -71,7 +70,7 @@ class PendingWrite:
 
     def __init__(self, store: LogsDB) -> None:
         self._store = store
-        self._batch = WriteBatch()
+        self._batch = store._take_batch()
         self._usage: dict[tuple[int, int], Usage] = {}  # (pid, log) -> what this write adds
         self.records = 0
         self.payload_bytes = 0
@@ -249,7 +248,7 @@ class PendingWrite:
             for part in new_parts:
                 store._dir.parts[part.id] = part
         self._done = True
-        self._batch.close()
+        store._return_batch(self._batch)
 
     def __len__(self) -> int:
         return self.records
