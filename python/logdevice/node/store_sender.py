@@ -134,6 +134,9 @@ class StoreSender:
             stored_to = by_node.keys()
         if self._releases:
             self._send_releases(stored_to, hold_releases)
+        if stores:
+            # The STOREs are on the appends' critical path: they leave now, not a turn later.
+            self.node.flush_nodes(stored_to)
 
     def _send_releases(self, stored_to: Iterable[int], hold: bool) -> None:
         """Send the releases of nodes that just got a STORE frame, of this node, and of
