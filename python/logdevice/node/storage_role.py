@@ -106,7 +106,7 @@ class StorageRole(Role):
             loop = self.node.loop
             fresh = not (self.node.config.node_data_dir(self.node.index) / "logsdb").exists()
             self.db = await loop.run_in_executor(self._meta_exec, open_logsdb, self.node)
-            if fresh and False:  # wiped after holding data? then readers must not trust its silence
+            if fresh:  # wiped after holding data? then readers must not trust its silence
                 await loop.run_in_executor(self._meta_exec, mark_if_data_lost,
                                            self.node.config, self.node.index)
         if self.db is not None:
