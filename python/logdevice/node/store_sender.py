@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -116,7 +116,7 @@ class StoreSender:
     def _flush_turn(self, hold_releases: bool = True) -> None:
         self._scheduled = False
         stores, self._stores = self._stores, []
-        stored_to: Iterable[int] = ()
+        stored_to: Collection[int] = ()
         if stores:
             now = self.node.loop.time()
             by_node = stores_by_node(stores)
@@ -138,7 +138,7 @@ class StoreSender:
             # The STOREs are on the appends' critical path: they leave now, not a turn later.
             self.node.flush_nodes(stored_to)
 
-    def _send_releases(self, stored_to: Iterable[int], hold: bool) -> None:
+    def _send_releases(self, stored_to: Collection[int], hold: bool) -> None:
         """Send the releases of nodes that just got a STORE frame, of this node, and of
         nodes whose releases waited ``RELEASE_DELAY``; hold the others (timer armed)."""
         me = self.node.index
