@@ -383,8 +383,13 @@ def test_back_pressure_bounds_the_queue(client, log1):
         q = r._queue
         assert q.rows <= 100 + 64
         assert r.stats.records_received < 600
-        items = drain(r, N_RECORDS)
-    assert [i.lsn for i in items if isinstance(i, ld.DataRecord)] == lsns
+        # More than the queue holds: read() takes what comes until it has them all.
+        items = r.read(N_RECORDS)
+    assert [i.lsn for i in items] == lsns
+    with client.create_reader(buffer_size=64, max_buffered_records=100) as r:
+        r.start_reading(1, lsns[0], lsns[-1])
+        b = r.read_batch(N_RECORDS)
+    assert b.lsns.tolist() == lsns and b.records()[7].payload == b"r-7"
 
 
 # ---------------------------------------------------------------------------- asyncio
@@ -477,3 +482,20 @@ def test_is_log_empty(client):
     assert not client.is_log_empty(log)
     client.trim(log, lsns[4])
     assert client.is_log_empty(log)
+
+
+def test_dropped_reader_stops_its_streams(client, log1):
+    import gc
+    import weakref
+
+    lsns, _ = log1
+    r = client.create_reader()
+    r.start_reading(1, lsns[0])
+    assert len(r.read(5, timeout=10)) == 5
+    core, ref = r._core, weakref.ref(r)
+    del r
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while core.streams and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ref() is None and not core.streams

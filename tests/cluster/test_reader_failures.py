@@ -15,7 +15,7 @@ from logdevice.epochstore import AuthoritativeStatus, open_epoch_store
 from logdevice.storage import keys as K
 from logdevice.storage.logsdb import LogsDB
 
-from tests.cluster.conftest import read_back
+from tests.cluster.conftest import RawClient, read_back
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 
@@ -38,7 +38,8 @@ def drain(reader, items: list, until: int, timeout: float = 90.0) -> list:
     """Read until the item covering ``until`` arrived."""
     deadline = time.monotonic() + timeout
     while not items or _end(items[-1]) < until:
-        assert time.monotonic() < deadline, f"stuck after {items[-1] if items else None}"
+        assert time.monotonic() < deadline, \
+            f"stuck after {items[-1] if items else None}:\n{reader.describe()}"
         items += reader.read(1000, timeout=1.0)
     return items
 
@@ -80,7 +81,9 @@ def read_with_failure(client, lsns, scd: bool, fail, options=None):
             r.force_no_single_copy_delivery()
         r.start_reading(1, lsns[0], lsns[-1])
         items: list = []
+        deadline = time.monotonic() + 60
         while len(items) < N_RECORDS // 3:
+            assert time.monotonic() < deadline, f"stuck at {len(items)}:\n{r.describe()}"
             items += r.read(100, timeout=10)
         fail()
         drain(r, items, lsns[-1])
@@ -161,36 +164,53 @@ def test_corrupted_copy_is_never_delivered(local_cluster):
 
 
 # ---------------------------------------------------------------------------- wiped nodes
+#
+# The nodes to wipe or stop are never the log's sequencer: it keeps running, so it re-sends
+# its release pointer to a wiped node when that node comes back (the wiped node then
+# answers "nothing here" for every released LSN), and no new epoch (with its recovery)
+# gets in the way of what is being tested.
 
 
-def survivors(cluster, log_id: int, nodes) -> set[int]:
-    return {lsn for (_, lsn) in read_back(cluster, [log_id], nodes)}
+def placement(cluster, client, nodes) -> tuple[dict[int, set[int]], set[int]]:
+    """Stop ``nodes`` and read their stores: per LSN of log 1, its final copyset; and the
+    LSNs whose placement is uncertain (a store wave was retried: earlier waves may have
+    left copies anywhere)."""
+    for n in nodes:
+        cluster.stop(n)
+    copysets: dict[int, set[int]] = {}
+    uncertain: set[int] = set()
+    for (_, lsn), copies in read_back(cluster, [1], nodes).items():
+        final = max(copies, key=lambda c: c.wave)
+        copysets[lsn] = set(final.copyset)
+        if final.wave > 1:
+            uncertain.add(lsn)
+    return copysets, uncertain
 
 
-def restart_all(cluster, wiped=(), skip=()) -> None:
-    for i in wiped:
-        shutil.rmtree(cluster.node_data_dir(i))
-    for i in range(cluster.n):
-        if i not in skip:
-            cluster.start(i)
+def non_sequencers(cluster, log_id: int) -> list[int]:
+    with RawClient(cluster) as raw:
+        owner = raw.owner(log_id)
+    return [n for n in range(cluster.n) if n != owner]
+
+
+def wipe_and_start(cluster, node: int) -> None:
+    shutil.rmtree(cluster.node_data_dir(node))
+    cluster.start(node)
 
 
 def test_wiped_nodes_dataloss_exactly_for_lost_records(local_cluster):
     cluster = local_cluster(nodes=4, replication=2, logs=range(1, 4))
     with ld.Client(cluster.config_path, timeout=20.0) as client:
         lsns = write(client, 1, 2000)
-    cluster.stop_all()
-    wiped = (2, 3)
-    kept = survivors(cluster, 1, [0, 1])
-    lost = set(lsns) - kept
-    assert 100 < len(lost) < 1000  # about 1/6 of the copysets are {N2, N3}
-    restart_all(cluster, wiped)
-    with open_epoch_store(cluster.config.epoch_store_uri) as store:
-        statuses = store.shard_statuses()
-    assert statuses == {2: AuthoritativeStatus.UNDERREPLICATION,
-                        3: AuthoritativeStatus.UNDERREPLICATION}
-    with ld.Client(cluster.config_path, timeout=20.0) as client:
-        client.append(1, b"after the restart")  # releases on every node, wiped ones too
+        wiped = non_sequencers(cluster, 1)[:2]
+        copysets, uncertain = placement(cluster, client, wiped)
+        lost = {lsn for lsn, cs in copysets.items() if cs <= set(wiped)} - uncertain
+        assert 100 < len(lost) < 1000  # about 1/6 of the copysets
+        for n in wiped:
+            wipe_and_start(cluster, n)
+        with open_epoch_store(cluster.config.epoch_store_uri) as store:
+            assert store.shard_statuses() == dict.fromkeys(
+                wiped, AuthoritativeStatus.UNDERREPLICATION)
         for scd in (True, False):
             with client.create_reader() as r:
                 if not scd:
@@ -198,10 +218,15 @@ def test_wiped_nodes_dataloss_exactly_for_lost_records(local_cluster):
                 r.start_reading(1, lsns[0], lsns[-1])
                 items = drain(r, [], lsns[-1], timeout=60)
             recs, gaps = split(items)
-            assert recs == [(lsn, p) for lsn, p in expected(lsns) if lsn not in lost]
-            assert all(g.type == ld.GapType.DATALOSS for g in gaps)
             reported = {x for g in gaps for x in range(g.lo, g.hi + 1)}
-            assert reported == lost
+            assert reported - uncertain == lost
+            assert recs == [(lsn, p) for lsn, p in expected(lsns) if lsn not in reported]
+            # Lost records at the very start of the epoch, before anything of it was
+            # delivered, are typed BRIDGE (REFERENCE.md §A3: a new sequencer may leave
+            # the start of its epoch empty); every other loss is DATALOSS.
+            for g in gaps:
+                assert g.type == ld.GapType.DATALOSS or (
+                    g.type == ld.GapType.BRIDGE and g.lo == lsns[0] < recs[0][0]), g
 
 
 def test_wiped_node_does_not_make_a_down_node_look_empty(local_cluster):
@@ -211,27 +236,24 @@ def test_wiped_node_does_not_make_a_down_node_look_empty(local_cluster):
     cluster = local_cluster(nodes=4, replication=2, logs=range(1, 4))
     with ld.Client(cluster.config_path, timeout=20.0) as client:
         lsns = write(client, 1, 1000)
-    cluster.stop_all()
-    wiped, down = 2, 3
-    only_on_down = set(lsns) - survivors(cluster, 1, [0, 1])  # copies on {wiped, down} only
-    assert only_on_down
-    first_at_risk = min(only_on_down)
-    restart_all(cluster, [wiped], skip=[down])
-    with ld.Client(cluster.config_path, timeout=20.0) as client, \
-            client.create_reader() as r:
-        # A new append releases past every old record on every live node, the wiped one
-        # included: from then on it answers "nothing here" for all of them.
-        client.append(1, b"after the restart")
-        r.start_reading(1, lsns[0], lsns[-1])
-        items: list = []
-        deadline = time.monotonic() + 4.0
-        while time.monotonic() < deadline:
-            items += r.read(1000, timeout=0.5)
-        recs, gaps = split(items)
-        assert gaps == []  # nothing is declared lost
-        assert [lsn for lsn, _ in recs] == [x for x in lsns if x < first_at_risk]
-        cluster.start(down)
-        drain(r, items, lsns[-1], timeout=60)
+        wiped, down = non_sequencers(cluster, 1)[:2]
+        copysets, uncertain = placement(cluster, client, [wiped, down])
+        at_risk = {lsn for lsn, cs in copysets.items() if cs <= {wiped, down}}
+        assert at_risk - uncertain
+        first_at_risk = min(at_risk)
+        wipe_and_start(cluster, wiped)  # the sequencer re-sends its releases to it
+        with client.create_reader() as r:
+            r.start_reading(1, lsns[0], lsns[-1])
+            items: list = []
+            deadline = time.monotonic() + 4.0
+            while time.monotonic() < deadline:
+                items += r.read(1000, timeout=0.5)
+            recs, gaps = split(items)
+            assert gaps == []  # nothing is declared lost
+            assert [lsn for lsn, _ in recs] == [x for x in lsns if x < first_at_risk], \
+                r.describe()
+            cluster.start(down)
+            drain(r, items, lsns[-1], timeout=60)
     recs, gaps = split(items)
     assert gaps == []
     assert recs == expected(lsns)

@@ -31,7 +31,7 @@ import weakref
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
-from logdevice.client.reader_batch import ReaderBatch
+from logdevice.client.reader_batch import ReaderBatch, concat_batches, empty_batch
 from logdevice.client.reader_core import ReaderCore, ReaderOptions, ReaderStats
 from logdevice.client.reader_queue import Item, ReaderQueue
 from logdevice.errors import E, InvalidParamError, LogDeviceError, NotFoundError, error_for
@@ -88,18 +88,18 @@ class _ReaderBase:
         placements = client._placements()
         self._placements = placements
         self._queue = ReaderQueue(self.options.max_buffered_records,
-                                  self.options.max_buffered_bytes, self._on_room)
+                                  self.options.max_buffered_bytes)
         self._core = ReaderCore(client._read_router(), self._queue, self.options,
                                 self._lt.loop, placements.statuses)
+        # Not a method of the reader: nothing the loop holds may keep the reader alive,
+        # so a reader dropped without close() is collected and its finalizer runs.
+        self._queue.on_room = self._core.schedule_refill
         self._logs: set[int] = set()
         self._wait_any = False
         self._no_scd = False
         self._closed = False
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _close_core, self._lt, self._core)
-
-    def _on_room(self) -> None:
-        self._core.schedule_refill()
 
     # ------------------------------------------------------------------ options
 
@@ -126,6 +126,12 @@ class _ReaderBase:
         return self._core.stats
 
     # ------------------------------------------------------------------ helpers
+
+    def describe(self) -> str:
+        """The state of this reader's streams (text, for debugging and error reports)."""
+        if self._closed:
+            return "closed"
+        return str(self._lt.run(_call, self._core.describe, timeout=self._client.timeout))
 
     def _check_open(self) -> None:
         if self._closed:
@@ -265,10 +271,10 @@ class Reader(_ReaderBase):
         self._check_open()
         if count == 0:
             return []
-        self._queue.wait(count, self._wait_any, timeout)
-        out = self._queue.take_items(count)
+        parts = self._queue.gather(count, self._wait_any, timeout,
+                                   self._queue.take_items_part)
         self._forget_done()
-        return out
+        return [item for part in parts for item in part]
 
     def read_batch(self, max_records: int, timeout: float | None = None) -> ReaderBatch:
         """Up to ``max_records`` records as one ``ReaderBatch`` (columns; gaps listed in
@@ -276,10 +282,12 @@ class Reader(_ReaderBase):
         self._check_count(max_records, "max_records")
         self._check_timeout(timeout)
         self._check_open()
-        self._queue.wait(max(1, max_records), self._wait_any, timeout)
-        out = self._queue.take_batch(max_records)
+        if max_records == 0:
+            return empty_batch()
+        parts = self._queue.gather(max_records, self._wait_any, timeout,
+                                   self._queue.take_batch_part)
         self._forget_done()
-        return out
+        return concat_batches(parts)
 
     def __iter__(self) -> Iterator[Item]:
         """Every record and gap until all logs reached their ``until_lsn``."""
@@ -371,20 +379,22 @@ class AsyncReader(_ReaderBase):
         self._check_open()
         if count == 0:
             return []
-        await self._queue.wait_async(count, self._wait_any, timeout)
-        out = self._queue.take_items(count)
+        parts = await self._queue.gather_async(count, self._wait_any, timeout,
+                                               self._queue.take_items_part)
         self._forget_done()
-        return out
+        return [item for part in parts for item in part]
 
     async def read_batch(self, max_records: int, timeout: float | None = None) -> ReaderBatch:
         """See ``Reader.read_batch``."""
         self._check_count(max_records, "max_records")
         self._check_timeout(timeout)
         self._check_open()
-        await self._queue.wait_async(max(1, max_records), self._wait_any, timeout)
-        out = self._queue.take_batch(max_records)
+        if max_records == 0:
+            return empty_batch()
+        parts = await self._queue.gather_async(max_records, self._wait_any, timeout,
+                                               self._queue.take_batch_part)
         self._forget_done()
-        return out
+        return concat_batches(parts)
 
     async def __aiter__(self) -> AsyncIterator[Item]:
         while True:

@@ -18,7 +18,7 @@ import numpy as np
 
 from logdevice.records import DataRecord, GapRecord
 
-__all__ = ["ReaderBatch", "ARROW_SCHEMA_FIELDS", "empty_batch"]
+__all__ = ["ReaderBatch", "ARROW_SCHEMA_FIELDS", "empty_batch", "concat_batches"]
 
 #: Column names and Arrow types of ``ReaderBatch.to_arrow`` (payload: binary, or
 #: large_binary past 2 GiB).
@@ -135,3 +135,26 @@ def empty_batch(gaps: list[GapRecord] | None = None) -> ReaderBatch:
     return ReaderBatch(z, z, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint32),
                        np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.uint64),
                        gaps if gaps is not None else [])
+
+
+def concat_batches(parts: list[ReaderBatch]) -> ReaderBatch:
+    """One batch of the rows and gaps of ``parts``, in order (one part: itself)."""
+    parts = [b for b in parts if len(b) or b.gaps] or parts[:1]
+    if not parts:
+        return empty_batch()
+    if len(parts) == 1:
+        return parts[0]
+    offsets = np.zeros(sum(len(b) for b in parts) + 1, dtype=np.uint64)
+    pos = 0
+    base = 0
+    for b in parts:
+        n = len(b)
+        offsets[pos + 1:pos + n + 1] = b.offsets[1:] + np.uint64(base)
+        base += int(b.offsets[-1])
+        pos += n
+    return ReaderBatch(np.concatenate([b.log_ids for b in parts]),
+                       np.concatenate([b.lsns for b in parts]),
+                       np.concatenate([b.timestamps for b in parts]),
+                       np.concatenate([b.batch_offsets for b in parts]),
+                       np.concatenate([b.payloads for b in parts]), offsets,
+                       [g for b in parts for g in b.gaps])

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import logging
 from collections.abc import Callable
@@ -44,6 +45,8 @@ log = logging.getLogger("logdevice.client.reader")
 
 #: Seconds between reads of the event log while streams are open.
 STATUS_REFRESH = 1.0
+#: Least delay of a stream's timer (see ``ReaderCore._arm``).
+RETICK = 0.05
 _NOT_BLOB = np.uint32(~FLAG_BUFFERED_WRITER_BLOB & 0xFFFFFFFF)
 _CHECKSUM = np.uint32(FLAG_CHECKSUM)
 
@@ -260,6 +263,26 @@ class ReaderCore:
         p = st.placement
         return FailureDomainNodeSet(p.nodeset, p.replication, p.locations).is_fmajority(good)
 
+    def describe(self) -> str:
+        """The state of every stream, for error messages and debugging."""
+        lines = [f"queue: rows={self.queue.rows} gaps={self.queue.gaps} "
+                 f"starved={self.queue.starved} held={sorted(self._starved)}"]
+        now = self.loop.time()
+        for st in self.streams.values():
+            rs = st.rs
+            d = rs.next_deadline()
+            lines.append(
+                f"log {st.log_id} stream {st.rsid}: next={rs.next_lsn} "
+                f"window_high={rs.window_high} fv={rs.filter_version} scd={rs.scd_active} "
+                f"known_down={sorted(rs.known_down)} deadline="
+                f"{'-' if d is None else f'{d - now:+.3f}s'} timer="
+                f"{'-' if st.timer is None else f'{st.timer_at - now:+.3f}s'} "
+                f"connecting={sorted(st.connecting)} started={sorted(st.started)}")
+            for n in st.placement.nodeset:
+                c = self.router.core.conns.get(n)
+                lines.append(f"  {rs.sender(n)} conn={'up' if c and c.connected else 'down'}")
+        return "\n".join(lines)
+
     def release_info(self, log_id: int) -> tuple[int, bool]:
         """``(release pointer, sure)`` for a log being read: the highest last-released
         LSN any node reported in STARTED, and whether an f-majority of the nodeset has
@@ -366,7 +389,13 @@ class ReaderCore:
 
     def _arm(self, st: _LogStream) -> None:
         d = st.rs.next_deadline()
-        if d is None or (st.timer is not None and st.timer_at <= d):
+        if d is None:
+            return
+        # A deadline still in the past right after a tick is one the stream cannot act
+        # on yet (e.g. an SCD timeout with nobody left to mark down): look again a
+        # little later instead of spinning the loop.
+        d = max(d, self.loop.time() + RETICK)
+        if st.timer is not None and st.timer_at <= d:
             return
         if st.timer is not None:
             st.timer.cancel()
@@ -387,8 +416,16 @@ class ReaderCore:
         for a in actions:
             t = type(a)
             if t is SendWindow:
+                pending = st.connecting.get(a.node)
+                if pending is not None:
+                    # Still connecting: the START that goes out once connected carries
+                    # the new window (the stream counts it as sent).
+                    if pending.filter_version == a.filter_version:
+                        st.connecting[a.node] = dataclasses.replace(
+                            pending, window_high=max(pending.window_high, a.window_high))
+                    continue
                 c = self.router.core.conns.get(a.node)
-                if c is not None and c.connected and a.node not in st.connecting:
+                if c is not None and c.connected:
                     c.post(Window(read_stream_id=st.rsid, filter_version=a.filter_version,
                                   window_high=a.window_high))
                     self.stats.windows_sent += 1

@@ -66,14 +66,16 @@ class ReaderQueue:
     ----------
     max_records, max_bytes : int
         Limits (rows, payload bytes) above which the loop side stops polling.
-    on_room : callable
-        Called without arguments, from a reading thread, when a full queue has room again.
+    on_room : callable, optional
+        Called without arguments, from a reading thread, when a full queue has room again
+        (may be set later, as the attribute ``on_room``).
     """
 
-    def __init__(self, max_records: int, max_bytes: int, on_room: Callable[[], None]) -> None:
+    def __init__(self, max_records: int, max_bytes: int,
+                 on_room: Callable[[], None] | None = None) -> None:
         self.max_records = max(1, int(max_records))
         self.max_bytes = max(1, int(max_bytes))
-        self._on_room = on_room
+        self.on_room = on_room
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._segs: deque[_Segment] = deque()
@@ -212,6 +214,57 @@ class ReaderQueue:
                         self._async_waiters.remove(entry)
                 return
 
+    def _finished(self) -> bool:
+        with self._lock:
+            done = not self.active or self.error is not None or self.closed
+            return done and self.rows + self.gaps == 0
+
+    def gather(self, count: int, any_data: bool, timeout: float | None,
+               take: Callable[[int], tuple[Any, int, bool]]) -> list[Any]:
+        """Take parts until ``count`` units arrived (``any_data``: once anything did),
+        every log is done, or ``timeout`` passed.  ``take(n)`` takes at most ``n`` units
+        and returns ``(part, units, anything)``.  Parts are taken as they come, so
+        ``count`` may exceed what the queue can hold."""
+        parts: list[Any] = []
+        got = 0
+        anything = False
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            self.wait(1, True, left)
+            part, k, some = take(count - got)
+            parts.append(part)
+            got += k
+            anything = anything or some
+            if got >= count or (any_data and anything) or left == 0.0 or self._finished():
+                return parts
+
+    async def gather_async(self, count: int, any_data: bool, timeout: float | None,
+                           take: Callable[[int], tuple[Any, int, bool]]) -> list[Any]:
+        """``gather`` for an asyncio task."""
+        parts: list[Any] = []
+        got = 0
+        anything = False
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - loop.time())
+            await self.wait_async(1, True, left)
+            part, k, some = take(count - got)
+            parts.append(part)
+            got += k
+            anything = anything or some
+            if got >= count or (any_data and anything) or left == 0.0 or self._finished():
+                return parts
+
+    def take_items_part(self, count: int) -> tuple[list[Item], int, bool]:
+        items = self.take_items(count)
+        return items, len(items), bool(items)
+
+    def take_batch_part(self, max_records: int) -> tuple[ReaderBatch, int, bool]:
+        b = self.take_batch(max_records)
+        return b, len(b), bool(len(b) or b.gaps)
+
     def _check(self) -> None:
         if self.error is not None:
             raise self.error
@@ -300,7 +353,8 @@ class ReaderQueue:
             if self.rows > self.max_records // 2 or self.nbytes > self.max_bytes // 2:
                 return
             self.starved = False
-        self._on_room()
+        if self.on_room is not None:
+            self.on_room()
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:
