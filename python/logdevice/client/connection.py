@@ -61,9 +61,9 @@ class _Protocol(asyncio.Protocol):
         self.lost = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)
+        # uvloop's transports are not asyncio.Transport subclasses, but behave as one.
+        self.transport = transport  # type: ignore[assignment]
+        self.transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)  # type: ignore[union-attr]
 
     def data_received(self, data: bytes) -> None:
         self.owner.bytes_received += len(data)

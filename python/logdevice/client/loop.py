@@ -12,6 +12,7 @@ import asyncio
 import concurrent.futures
 import functools
 import logging
+import os
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -25,6 +26,20 @@ T = TypeVar("T")
 CoroFn = Callable[..., Coroutine[Any, Any, Any]]
 
 
+def new_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's event loop when it is installed (the node runs on it too): it costs about
+    a third less CPU per request than asyncio's, which matters when the client shares
+    the machine with the nodes.  ``LOGDEVICE_CLIENT_LOOP=asyncio`` keeps asyncio's."""
+    if os.environ.get("LOGDEVICE_CLIENT_LOOP", "") != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            return uvloop.new_event_loop()  # type: ignore[no-any-return]
+    return asyncio.new_event_loop()
+
+
 class LoopThread:
     """An asyncio loop in a daemon thread.
 
@@ -35,7 +50,7 @@ class LoopThread:
     """
 
     def __init__(self, name: str = "logdevice-client") -> None:
-        self.loop = asyncio.new_event_loop()
+        self.loop = new_loop()
         self.loop.set_exception_handler(self._on_loop_error)
         self._lock = threading.Lock()
         self._inbox: list[tuple[concurrent.futures.Future[Any], CoroFn, tuple[Any, ...]]] = []
