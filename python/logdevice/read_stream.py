@@ -5,25 +5,7 @@ public name.
 """
 
 from logdevice.protocol.messages import GapReason
-from logdevice.readstream import (
-    AuthoritativeStatus,
-    FailureDomainNodeSet,
-    FMajorityResult,
-    ReadBatch,
-    ReadStream,
-    SendStart,
-    SendStop,
-    SendWindow,
-)
+from logdevice.readstream import *  # noqa: F403
+from logdevice.readstream import __all__ as _names
 
-__all__ = [
-    "ReadStream",
-    "ReadBatch",
-    "SendStart",
-    "SendWindow",
-    "SendStop",
-    "AuthoritativeStatus",
-    "FailureDomainNodeSet",
-    "FMajorityResult",
-    "GapReason",
-]
+__all__ = [*_names, "GapReason"]

@@ -27,14 +27,7 @@ from collections.abc import Collection, Iterable, Mapping
 from enum import IntEnum
 from typing import Any
 
-
-class AuthoritativeStatus(IntEnum):
-    """A node's standing for gap detection (LogDevice's numbering)."""
-
-    FULLY_AUTHORITATIVE = 0
-    UNDERREPLICATION = 1
-    AUTHORITATIVE_EMPTY = 2
-    UNAVAILABLE = 3
+from logdevice.shards import AuthoritativeStatus
 
 
 class FMajorityResult(IntEnum):
