@@ -25,7 +25,7 @@ from rich.progress import (
 from rich.table import Table
 
 __all__ = ["cluster_config", "percentiles", "progress", "results_table", "write_json",
-           "machine"]
+           "machine", "CpuMeter"]
 
 
 @contextlib.contextmanager
@@ -72,6 +72,52 @@ def results_table(title: str, rows: list[tuple[str, str, str]]) -> Table:
     for row in rows:
         t.add_row(*row)
     return t
+
+
+class CpuMeter:
+    """CPU used over a ``with`` block, in cores: the whole machine's (``/proc/stat``; None
+    where there is none) and this process's.  On a shared machine a latency figure means
+    little without it: our nodes and client use about one core at 1,000 appends/s, and
+    other work on a 2-core box queues every hop behind it.
+    """
+
+    def __init__(self) -> None:
+        self.machine_cores: float | None = None
+        self.process_cores = 0.0
+
+    @staticmethod
+    def _busy_ticks() -> int | None:
+        try:
+            with open("/proc/stat") as f:
+                fields = [int(x) for x in f.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return sum(fields[:8]) - idle  # guest time is already counted in user
+
+    def __enter__(self) -> CpuMeter:
+        self._t0 = time.perf_counter()
+        self._busy0 = self._busy_ticks()
+        self._times0 = os.times()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        elapsed = max(1e-9, time.perf_counter() - self._t0)
+        t = os.times()
+        self.process_cores = (t.user + t.system - self._times0.user - self._times0.system) \
+            / elapsed
+        busy = self._busy_ticks()
+        if busy is not None and self._busy0 is not None:
+            self.machine_cores = (busy - self._busy0) / os.sysconf("SC_CLK_TCK") / elapsed
+
+    def as_dict(self) -> dict[str, float | None]:
+        return {"machine_busy_cores": self.machine_cores, "client_cores": self.process_cores}
+
+    def describe(self) -> str:
+        if self.machine_cores is None:
+            return f"client used {self.process_cores:.2f} cores"
+        return (f"machine busy {self.machine_cores:.1f} of {os.cpu_count()} cores "
+                f"(client {self.process_cores:.2f})")
 
 
 def machine() -> dict[str, Any]:

@@ -158,7 +158,7 @@ def _latency_at_rate(client: Client, args: argparse.Namespace, console: Console,
             errors[0] += 1
         done.release()
 
-    with benchutil.progress(console) as prog:
+    with benchutil.progress(console) as prog, benchutil.CpuMeter() as cpu:
         task = prog.add_task(f"append_async at {rate:,.0f}/s", total=total, rate="")
         t0 = time.perf_counter()
         for i in range(total):
@@ -174,8 +174,8 @@ def _latency_at_rate(client: Client, args: argparse.Namespace, console: Console,
         for _ in range(total):
             done.acquire(timeout=args.timeout * 2)
         prog.update(task, completed=total)
-    out = benchutil.percentiles(lat)
-    out.update({"rate": rate, "errors": errors[0]})
+    out: dict[str, Any] = {**benchutil.percentiles(lat)}
+    out.update({"rate": rate, "errors": errors[0], **cpu.as_dict(), "cpu": cpu.describe()})
     return out
 
 
@@ -192,7 +192,7 @@ def _latency_in_flight(client: Client, args: argparse.Namespace, console: Consol
             errors[0] += 1
         slots.release()
 
-    with benchutil.progress(console) as prog:
+    with benchutil.progress(console) as prog, benchutil.CpuMeter() as cpu:
         task = prog.add_task(f"append_async, {depth} in flight", total=total, rate="")
         t0 = time.perf_counter()
         for i in range(total):
@@ -207,8 +207,9 @@ def _latency_in_flight(client: Client, args: argparse.Namespace, console: Consol
             slots.acquire(timeout=args.timeout * 2)
         elapsed = time.perf_counter() - t0
         prog.update(task, completed=total)
-    out = benchutil.percentiles(lat)
-    out.update({"in_flight": depth, "appends_per_s": total / elapsed, "errors": errors[0]})
+    out: dict[str, Any] = {**benchutil.percentiles(lat)}
+    out.update({"in_flight": depth, "appends_per_s": total / elapsed, "errors": errors[0],
+                **cpu.as_dict(), "cpu": cpu.describe()})
     return out
 
 
@@ -256,11 +257,12 @@ def _print_write(r: dict[str, Any], args: argparse.Namespace, console: Console) 
     if "rate_latency" in r:
         q = r["rate_latency"]
         rows.append((f"append latency at {q['rate']:,.0f}/s", f"p99 {q['p99_ms']:.2f} ms",
-                     _ms(q) + f", {q['count']:,} appends, {q['errors']} errors"))
+                     _ms(q) + f", {q['count']:,} appends, {q['errors']} errors; "
+                     + q.get("cpu", "")))
     if "inflight_latency" in r:
         q = r["inflight_latency"]
         rows.append((f"append latency, {q['in_flight']} in flight", f"p99 {q['p99_ms']:.2f} ms",
-                     _ms(q) + f", {q['appends_per_s']:,.0f} appends/s"))
+                     _ms(q) + f", {q['appends_per_s']:,.0f} appends/s; " + q.get("cpu", "")))
     console.print(benchutil.results_table(
         f"ldbench write: {args.payload_size}-byte records"
         + ("" if args.config else f", local cluster {args.nodes} nodes R={args.replication}"),
