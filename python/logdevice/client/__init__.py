@@ -1,4 +1,4 @@
-"""The client: appends, BufferedWriter, tail/head/trim/find_time/data_size.
+"""The client: appends, BufferedWriter, readers, tail/head/trim/find_time/data_size.
 
 - ``client``: ``Client``, the synchronous thread-safe facade users call.
 - ``core``: the coroutines on the client loop (routing, retries, storage fan-out).
@@ -7,6 +7,10 @@
 - ``routing``: cluster view, suspects and sequencer routing (sans-I/O).
 - ``combine``: per-node answers into one (sans-I/O).
 - ``buffered_writer``, ``batching``, ``futures``: the BufferedWriter.
+- ``reader`` (``Reader``, ``AsyncReader``), ``reader_core`` (their loop side),
+  ``reader_queue`` (the bounded hand-off), ``reader_batch`` (``ReaderBatch``, columns),
+  ``reader_placement`` (nodesets from the epoch store), ``reader_queries``
+  (``is_log_empty``, ``data_size``).
 - ``retry``, ``settings``: retry rules and client settings.
 """
 
@@ -14,6 +18,8 @@ from logdevice.client.buffered_writer import MODES, BufferedWriter
 from logdevice.client.client import Client
 from logdevice.client.combine import HeadAttributes, TailAttributes
 from logdevice.client.futures import BatchFuture, PayloadFuture
+from logdevice.client.reader import AsyncReader, Reader
+from logdevice.client.reader_batch import ReaderBatch
 from logdevice.client.settings import ClientSettings
 
 __all__ = [
@@ -25,4 +31,7 @@ __all__ = [
     "BatchFuture",
     "TailAttributes",
     "HeadAttributes",
+    "Reader",
+    "AsyncReader",
+    "ReaderBatch",
 ]
