@@ -148,7 +148,7 @@ def test_read_batch_equals_read(client, log1):
 
 
 def test_to_arrow_shares_payload_bytes(client, log1):
-    pa = pytest.importorskip("pyarrow")
+    import pyarrow as pa  # a test dependency (pyproject: test extra)
     lsns, payloads = log1
     with client.create_reader() as r:
         r.start_reading(1, lsns[0], lsns[499])
