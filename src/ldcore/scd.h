@@ -27,6 +27,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__SSE2__) || defined(_M_X64)
@@ -164,7 +165,7 @@ static inline int ld_scd_classify_portable_##T(const T *restrict p, int count, \
         uint8_t down = (uint8_t)((v == k0) | (v == k1) | (v == k2) | (v == k3)); \
         m[b] = isme; \
         n[b] = (uint8_t)((v < 0) | (down & (isme ^ 1))); \
-        over |= (int64_t)v > 65535; \
+        over |= ((int64_t)v >> 16) > 0; /* above 65535 */ \
     } \
     return over; \
 } \
@@ -350,5 +351,232 @@ LD_SCD_DEFINE_PLAIN(int32_t, ld_scd_plain_portable_int32_t)
 #endif
 /* No 64-bit compare in SSE2; int64 copysets (unsigned or default-int input) are rare. */
 LD_SCD_DEFINE_PLAIN(int64_t, ld_scd_plain_portable_int64_t)
+
+/* --- the seeded path's cache ----------------------------------------------------------
+ * scd.pyx's _ship_small (seeded shuffle, or more than 4 known-down nodes) decides a row at
+ * the cost of a shuffle; the answer depends on the row alone (me, K and the seed are fixed
+ * per call), and rows repeat: sticky copysets row after row, and a copyset of R nodes out
+ * of N is one of N!/(N-R)! at most.  So answers are remembered per distinct row, keyed by
+ * the row's raw bytes (rows of 1..15 bytes: int16 rows of up to 7 entries); a row holding
+ * an index >= 65536 never matches a row that was checked.
+ *
+ * A slot is the key's two words with the answer + 1 in the last byte (unused by the key;
+ * 0: empty).  Open addressing without wrap-around (LD_SCD_CACHE_SPILL slots past the end),
+ * at most 1/8 full so that a key is nearly always in its home slot or the next, both of
+ * which a lookup reads without branching on them.  Grown up to LD_SCD_CACHE_MAX slots,
+ * then only looked up; given up on when misses outnumber hits by far (rows that seldom
+ * repeat).
+ *
+ * ld_scd_cache_rows answers rows from `r` on up to one it does not know; the caller
+ * decides that row, hands the answer to ld_scd_cache_put and goes on from the next row. */
+#define LD_SCD_CACHE_MIN 512
+#define LD_SCD_CACHE_MAX 32768
+#define LD_SCD_CACHE_SPILL 64
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define LD_SCD_TAG_SHIFT 0          /* byte 15 of the key is the low byte of word 1 */
+#else
+#define LD_SCD_TAG_SHIFT 56
+#endif
+
+typedef struct { uint64_t k0, k1; } ld_scd_slot_t;
+
+typedef struct {
+    ld_scd_slot_t *slots;    /* cap + LD_SCD_CACHE_SPILL */
+    ptrdiff_t cap;           /* a power of 2 */
+    int shift;               /* 64 - log2(cap) */
+    ptrdiff_t fill, hits, misses;
+    int on;
+    const uint8_t *cs;       /* the rows */
+    ptrdiff_t rowbytes, nrows, safe_end;   /* 16 bytes are readable from rows < safe_end */
+    uint64_t m0, m1;         /* the row's bytes within the key words */
+    uint64_t prev0, prev1;   /* the last row answered, for runs of equal rows (at first
+                                prev1 = ~0: no key has its last byte set) */
+    uint8_t prev_res;
+} ld_scd_cache_t;
+
+static int ld_scd_cache_alloc(ld_scd_cache_t *c, ptrdiff_t cap)
+{
+    ld_scd_slot_t *slots = (ld_scd_slot_t *)calloc((size_t)(cap + LD_SCD_CACHE_SPILL),
+                                                   sizeof(ld_scd_slot_t));
+    if (slots == NULL)
+        return -1;
+    c->slots = slots;
+    c->cap = cap;
+    c->shift = 64;
+    while (((ptrdiff_t)1 << (64 - c->shift)) < cap)
+        c->shift--;
+    c->fill = 0;
+    return 0;
+}
+
+/* 0, or -1 when out of memory (then no cache).  1 <= rowbytes <= 15. */
+static int ld_scd_cache_init(ld_scd_cache_t *c, const void *cs, ptrdiff_t nrows,
+                             ptrdiff_t rowbytes)
+{
+    uint8_t b[16];
+    memset(c, 0, sizeof *c);
+    if (ld_scd_cache_alloc(c, LD_SCD_CACHE_MIN) < 0)
+        return -1;
+    c->on = 1;
+    c->cs = (const uint8_t *)cs;
+    c->rowbytes = rowbytes;
+    c->nrows = nrows;
+    c->safe_end = nrows - (16 + rowbytes - 1) / rowbytes;
+    for (int i = 0; i < 16; i++)
+        b[i] = i < rowbytes ? 0xFF : 0;
+    memcpy(&c->m0, b, 8);
+    memcpy(&c->m1, b + 8, 8);
+    c->prev1 = ~0ULL;
+    return 0;
+}
+
+static void ld_scd_cache_free(ld_scd_cache_t *c)
+{
+    free(c->slots);
+    c->slots = NULL;
+}
+
+static inline ptrdiff_t ld_scd_cache_home(int shift, uint64_t k0, uint64_t k1)
+{
+    return (ptrdiff_t)(((k0 ^ (k1 * 0x94D049BB133111EBULL)) * 0xBF58476D1CE4E5B9ULL) >> shift);
+}
+
+static inline unsigned ld_scd_tag(uint64_t k1)
+{
+    return (unsigned)(k1 >> LD_SCD_TAG_SHIFT) & 0xFF;
+}
+
+/* k1 without a tag; tag = answer + 1. */
+static void ld_scd_cache_insert(ld_scd_cache_t *c, uint64_t k0, uint64_t k1, unsigned tag)
+{
+    if (8 * (c->fill + 1) > c->cap) {
+        ld_scd_cache_t old = *c;
+        if (c->cap >= LD_SCD_CACHE_MAX || ld_scd_cache_alloc(c, 2 * old.cap) < 0)
+            return;
+        for (ptrdiff_t i = 0; i < old.cap + LD_SCD_CACHE_SPILL; i++) {
+            uint64_t t = ld_scd_tag(old.slots[i].k1);
+            if (t)
+                ld_scd_cache_insert(c, old.slots[i].k0,
+                                    old.slots[i].k1 & ~(0xFFULL << LD_SCD_TAG_SHIFT), t);
+        }
+        free(old.slots);
+    }
+    for (ptrdiff_t h = ld_scd_cache_home(c->shift, k0, k1);
+         h < c->cap + LD_SCD_CACHE_SPILL; h++) {
+        if (ld_scd_tag(c->slots[h].k1) == 0) {
+            c->slots[h].k0 = k0;
+            c->slots[h].k1 = k1 | (uint64_t)tag << LD_SCD_TAG_SHIFT;
+            c->fill++;
+            return;
+        }
+    }
+}
+
+/* The answer + 1 remembered for a key whose home slot and the next do not hold it (the
+ * caller looked), or 0. */
+static unsigned ld_scd_cache_find_far(const ld_scd_slot_t *slots, ptrdiff_t end, ptrdiff_t h,
+                                      uint64_t k0, uint64_t k1, uint64_t m1)
+{
+    for (; h < end; h++) {
+        ld_scd_slot_t s = slots[h];
+        if (ld_scd_tag(s.k1) == 0)
+            return 0;
+        if (s.k0 == k0 && (s.k1 & m1) == k1)
+            return ld_scd_tag(s.k1);
+    }
+    return 0;
+}
+
+/* The loop of ld_scd_cache_rows over rows [r, stop), from which 16 bytes are readable,
+ * with keys of one word (rows of at most 8 bytes; k1 = 0) or two, and with or without
+ * lookups (without: runs of equal rows only).  Few live values, so that all stay in
+ * registers.  Leaves r at the first row not known, or stop. */
+#define LD_SCD_CACHE_LOOP(ONE_WORD, LOOKUP) \
+    for (const uint8_t *row = cs + r * rowbytes; r < stop; r++, row += rowbytes) { \
+        uint64_t k0, k1 = 0; \
+        memcpy(&k0, row, 8); \
+        k0 &= m0; \
+        if (!(ONE_WORD)) { \
+            memcpy(&k1, row + 8, 8); \
+            k1 &= m1; \
+        } \
+        if (k0 == p0 && k1 == p1) { \
+            out[r] = res; \
+            continue; \
+        } \
+        if (!(LOOKUP)) \
+            break; \
+        /* The home slot and the next, read without branching on which holds the key (a \
+         * coin toss to a predictor): masks, one comparison each.  An empty slot has \
+         * tag 0, so "finding" the key there answers 0 all the same. */ \
+        ptrdiff_t h = ld_scd_cache_home(shift, k0, k1); \
+        ld_scd_slot_t a = slots[h], b = slots[h + 1]; \
+        unsigned ta = ld_scd_tag(a.k1), tb = ld_scd_tag(b.k1); \
+        uint64_t da = (a.k0 ^ k0) | ((a.k1 & m1) ^ k1); \
+        uint64_t db = (b.k0 ^ k0) | ((b.k1 & m1) ^ k1); \
+        unsigned t = (ta & -(unsigned)(da == 0)) | (tb & -(unsigned)(db == 0)); \
+        if (t == 0) { \
+            t = ta && tb ? ld_scd_cache_find_far(slots, end, h + 2, k0, k1, m1) : 0; \
+            if (t == 0) \
+                break; \
+        } \
+        res = (uint8_t)(t - 1); \
+        p0 = k0; \
+        p1 = k1; \
+        out[r] = res; \
+    }
+
+/* Answers rows r, r+1, .. into out up to the first row not known, whose index it returns
+ * (its key in key[2]), or nrows.  The last rows (those 16 bytes from the end) are left
+ * to the caller. */
+static ptrdiff_t ld_scd_cache_rows(ld_scd_cache_t *c, ptrdiff_t r, uint8_t *out,
+                                   uint64_t key[2])
+{
+    /* locals: stores through out (uint8_t) could alias the cache */
+    const ld_scd_slot_t *slots = c->slots;
+    const uint8_t *cs = c->cs;
+    const ptrdiff_t end = c->cap + LD_SCD_CACHE_SPILL, rowbytes = c->rowbytes;
+    const ptrdiff_t r0 = r, stop = c->safe_end;
+    const int shift = c->shift;
+    const uint64_t m0 = c->m0, m1 = c->m1;
+    uint64_t p0 = c->prev0, p1 = c->prev1;
+    uint8_t res = c->prev_res;
+    if (!c->on)
+        LD_SCD_CACHE_LOOP(0, 0)
+    else if (rowbytes <= 8)
+        LD_SCD_CACHE_LOOP(1, 1)
+    else
+        LD_SCD_CACHE_LOOP(0, 1)
+    if (c->on) {
+        c->hits += r - r0;
+        if (r < stop) {
+            c->misses++;
+            if (c->cap >= LD_SCD_CACHE_MAX && 8 * c->fill + 8 > c->cap &&
+                c->misses > 4 * c->hits + LD_SCD_CACHE_MAX)
+                c->on = 0;
+        }
+    }
+    c->prev0 = p0;
+    c->prev1 = p1;
+    c->prev_res = res;
+    if (r < c->nrows) {
+        uint64_t w[2] = {0, 0};
+        memcpy(w, cs + r * rowbytes, (size_t)rowbytes);
+        key[0] = w[0] & m0;
+        key[1] = w[1] & m1;
+    }
+    return r;
+}
+
+/* The answer of the row ld_scd_cache_rows stopped at. */
+static void ld_scd_cache_put(ld_scd_cache_t *c, const uint64_t key[2], uint8_t res)
+{
+    c->prev0 = key[0];
+    c->prev1 = key[1];
+    c->prev_res = res;
+    if (c->on)
+        ld_scd_cache_insert(c, key[0], key[1], (unsigned)res + 1);
+}
 
 #endif /* LDCORE_SCD_H */

@@ -90,6 +90,15 @@ cdef extern from "scd.h":
                              const ld_scd_args_int32_t* a, uint8_t* out) noexcept nogil
     int ld_scd_plain_int64_t(const int64_t* cs, Py_ssize_t n, Py_ssize_t w,
                              const ld_scd_args_int64_t* a, uint8_t* out) noexcept nogil
+    # The seeded path's cache of answers per distinct row (see scd.h).
+    ctypedef struct ld_scd_cache_t:
+        int on
+    int ld_scd_cache_init(ld_scd_cache_t* c, const void* cs, Py_ssize_t nrows,
+                          Py_ssize_t rowbytes) noexcept nogil
+    void ld_scd_cache_free(ld_scd_cache_t* c) noexcept nogil
+    Py_ssize_t ld_scd_cache_rows(ld_scd_cache_t* c, Py_ssize_t r, uint8_t* out,
+                                 uint64_t* key) noexcept nogil
+    void ld_scd_cache_put(ld_scd_cache_t* c, const uint64_t* key, uint8_t res) noexcept nogil
 
 ld_scd_init()
 
@@ -273,75 +282,68 @@ cdef Py_ssize_t _ship_kernel(const cs_t* cs, Py_ssize_t nrows, Py_ssize_t width,
     return -1
 
 
+cdef inline uint8_t _decide_small(int32_t* m, Py_ssize_t n, uint64_t w0, uint64_t w1,
+                                  const uint8_t* table, int32_t me, bint shuffle,
+                                  uint64_t key) noexcept nogil:
+    # Rules 5, 7, 8 for the n members m of one row, w0/w1 their hash words.
+    cdef ld_shuffle_t st
+    cdef Py_ssize_t i
+    cdef int32_t x
+    st.fixed = n
+    st.state = 0
+    if shuffle:
+        st.fixed = 0
+        st.state = key ^ <uint64_t>n
+        if n > 0:
+            st.state = (st.state ^ w0) * LD_SCD_MUL1
+        if n > 4:
+            st.state = (st.state ^ w1) * LD_SCD_MUL1
+    for i in range(n):
+        x = ld_shuffle_at(&st, m, n, i)
+        if (table[x] & T_DOWN) == 0 or x == me:
+            return x == me
+    return 1
+
+
 cdef Py_ssize_t _ship_small(const cs_t* cs, Py_ssize_t nrows, Py_ssize_t width,
                             const uint8_t* table, int32_t me, bint shuffle, uint64_t key,
-                            uint8_t* out, int64_t* bad) noexcept nogil:
+                            ld_scd_cache_t* cache, uint8_t* out, int64_t* bad) noexcept nogil:
     # Rules 5, 7, 8 for rows of at most 8 entries (no local SCD, no rebuilding filter;
     # the caller applies flags).  The same steps as _ship_kernel with the members in a
-    # stack array and the shuffle state in registers.
+    # stack array and the shuffle state in registers.  With a cache (NULL, or set up on
+    # these rows: scd.h), only the rows it does not know are decided here.
     cdef int32_t m[8]
-    cdef Py_ssize_t r, c, n, i
-    cdef const cs_t* row
-    cdef int64_t v
-    cdef int32_t x
+    cdef Py_ssize_t r = 0, c, n
     cdef uint64_t w0, w1, prev_w0 = 0, prev_w1 = 0
+    cdef uint64_t rowkey[2]
     cdef Py_ssize_t prev_n = -1
-    cdef bint neg
-    cdef ld_shuffle_t st
     cdef uint8_t res = 1
-    for r in range(nrows):
-        # _load_row and the hash words of ld_shuffle_start in one pass.  Packing by
-        # column (not by member count) keeps the loop free of a dependency chain; a row
-        # with padding is packed again after compaction.
-        row = cs + r * width
+    while r < nrows:
+        if cache != NULL:
+            r = ld_scd_cache_rows(cache, r, out, rowkey)
+            if r == nrows:
+                break
+        n = _load_row(cs + r * width, width, m, bad)
+        if n < 0:
+            return r
+        # The hash words of ld_shuffle_start.
         w0 = 0
         w1 = 0
-        neg = 0
-        for c in range(width):
-            v = row[c]
-            if cs_t is int32_t or cs_t is int64_t:
-                if v >= LD_MAX_NODES:
-                    bad[0] = v
-                    return r
-            neg |= v < 0
-            m[c] = <int32_t>v
+        for c in range(n):
             if c < 4:
-                w0 |= <uint64_t>(v & 0xFFFF) << (16 * c)
+                w0 |= <uint64_t>m[c] << (16 * c)
             else:
-                w1 |= <uint64_t>(v & 0xFFFF) << (16 * (c - 4))
-        n = width
-        if neg:
-            n = _load_row(row, width, m, bad)
-            w0 = 0
-            w1 = 0
-            for c in range(n):
-                if c < 4:
-                    w0 |= <uint64_t>m[c] << (16 * c)
-                else:
-                    w1 |= <uint64_t>m[c] << (16 * (c - 4))
-        # Sticky copysets repeat row after row, and the answer depends on nothing else.
-        if n == prev_n and w0 == prev_w0 and w1 == prev_w1:
-            out[r] = res
-            continue
-        prev_n = n
-        prev_w0 = w0
-        prev_w1 = w1
-        st.fixed = n
-        st.state = 0
-        if shuffle:
-            st.fixed = 0
-            st.state = key ^ <uint64_t>n
-            if n > 0:
-                st.state = (st.state ^ w0) * LD_SCD_MUL1
-            if n > 4:
-                st.state = (st.state ^ w1) * LD_SCD_MUL1
-        res = 1
-        for i in range(n):
-            x = ld_shuffle_at(&st, m, n, i)
-            if (table[x] & T_DOWN) == 0 or x == me:
-                res = x == me
-                break
+                w1 |= <uint64_t>m[c] << (16 * (c - 4))
+        # Sticky copysets repeat row after row (the cache sees to that itself).
+        if cache != NULL or not (n == prev_n and w0 == prev_w0 and w1 == prev_w1):
+            res = _decide_small(m, n, w0, w1, table, me, shuffle, key)
+            prev_n = n
+            prev_w0 = w0
+            prev_w1 = w1
         out[r] = res
+        if cache != NULL:
+            ld_scd_cache_put(cache, rowkey, res)
+        r += 1
     return -1
 
 
@@ -454,12 +456,21 @@ def _ship_impl(const cs_t[:, ::1] cs, const uint32_t[::1] flags, list kd, list l
         if _ship_vectorised(p, nrows, width, kd, me, fp, &out[0]) == 0:
             return
     cdef const uint8_t[::1] table = _node_table(kd, local, rebuilding)
+    cdef ld_scd_cache_t cache
+    cdef ld_scd_cache_t* cp = NULL
     if me >= 0 and width <= 8 and not (have_rebuilding or have_local):
-        with nogil:
-            bad_row = _ship_small(p, nrows, width, &table[0], me, shuffle, key, &out[0],
-                                  &bad)
-            if bad_row < 0 and fp != NULL:
-                _apply_flags(fp, &out[0], nrows)
+        if (nrows >= 64 and 1 <= width * cs.itemsize <= 15
+                and ld_scd_cache_init(&cache, p, nrows, width * cs.itemsize) == 0):
+            cp = &cache
+        try:
+            with nogil:
+                bad_row = _ship_small(p, nrows, width, &table[0], me, shuffle, key, cp,
+                                      &out[0], &bad)
+                if bad_row < 0 and fp != NULL:
+                    _apply_flags(fp, &out[0], nrows)
+        finally:
+            if cp != NULL:
+                ld_scd_cache_free(cp)
         if bad_row >= 0:
             _raise_bad(bad_row, bad)
         return

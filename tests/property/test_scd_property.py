@@ -165,6 +165,60 @@ def test_plain_path_bad_index_names_the_first_bad_row(case, bad, simd, data):
         scd._set_simd(previous)
 
 
+# The cache of _ship_small (seeded shuffle, or > 4 known down: scd.h) is set up for 64
+# rows or more of at most 15 bytes; rows repeat (runs and a small pool of distinct rows),
+# so lookups hit, miss, and the table grows; the last rows are decided without it.
+@st.composite
+def repeating_copysets(draw):
+    dtype = draw(st.sampled_from(sorted(DTYPES)))
+    width = draw(st.integers(1, 8))
+    hi = DTYPES[dtype]
+    entry = st.one_of(NODES.filter(lambda x: x <= hi), st.just(-1), st.just(-3))
+    pool = draw(st.lists(st.lists(entry, min_size=width, max_size=width), min_size=1, max_size=30))
+    picks = draw(st.lists(st.integers(0, len(pool) - 1), min_size=64, max_size=200))
+    rows = []
+    for i in picks:
+        rows += [pool[i]] * draw(st.sampled_from([1, 1, 1, 2, 5]))
+    return np.array(rows, dtype=dtype).reshape(len(rows), width)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    cs=repeating_copysets(),
+    me=NODES,
+    known_down=st.lists(NODES, max_size=7),
+    seed=SEEDS,
+    with_flags=st.booleans(),
+    data=st.data(),
+)
+def test_cached_rows_match_reference(cs, me, known_down, seed, with_flags, data):
+    flags = None
+    if with_flags:
+        flags = np.array(
+            data.draw(st.lists(FLAG_VALUES, min_size=len(cs), max_size=len(cs))), dtype=np.uint32
+        )
+    got = ship_mask(cs, me, known_down, seed=seed, flags=flags)
+    expected = ref.ship_mask(cs.tolist(), me, known_down, seed=seed, flags=flags)
+    assert got.tolist() == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    cs=repeating_copysets(),
+    bad=st.sampled_from([65536, 2**20, 2**31 - 1]),
+    seed=st.integers(0, 2**64 - 1),
+    data=st.data(),
+)
+def test_cached_rows_bad_index_names_the_first_bad_row(cs, bad, seed, data):
+    cs = cs.astype(data.draw(st.sampled_from(["i4", "i8"])))
+    # a bad row repeated (after it is first met, the cache must not answer for it)
+    r = data.draw(st.integers(0, len(cs) - 1))
+    cs[r, data.draw(st.integers(0, cs.shape[1] - 1))] = bad
+    cs[r:] = np.where(data.draw(st.booleans()), cs[r], cs[r:])
+    with pytest.raises(ValueError, match=rf"copysets\[{r}\] holds node index {bad}"):
+        ship_mask(cs, 0, [1], seed=seed)
+
+
 @settings(max_examples=300, deadline=None)
 @given(cs=copysets(), known_down=NODE_SETS, seed=SEEDS, local=st.one_of(st.none(), NODE_SETS))
 def test_first_eligible_matches_reference(cs, known_down, seed, local):

@@ -359,6 +359,66 @@ def test_plain_path_simd_and_portable_agree_on_many_rows():
                 assert (general == got[0]).all()
 
 
+# --- the seeded path's cache (scd.h) ----------------------------------------------------
+
+
+def _uncached(cs, me, known_down, **kw):
+    # fewer than 64 rows per call: decided row by row, no cache
+    return np.concatenate(
+        [ship_mask(cs[i : i + 63], me, known_down, **kw) for i in range(0, len(cs), 63)]
+    )
+
+
+@pytest.mark.parametrize(("nodes", "width"), [(10, 3), (40, 3), (12, 5), (9, 7), (300, 2)])
+def test_cache_agrees_with_deciding_every_row(nodes, width):
+    # From a few hundred to ~27,000 distinct rows: the table grows (and stops growing).
+    rng = np.random.default_rng(nodes * 8 + width)
+    cs = np.argsort(rng.random((60_000, nodes)), axis=1)[:, :width].astype(np.int16)
+    cs[rng.random(cs.shape) < 0.02] = -1
+    for seed, kd in [(42, (1,)), (2**64 - 1, (0, 1, 2)), (None, (0, 1, 2, 3, 4, 5))]:
+        assert (ship_mask(cs, 3, kd, seed=seed) == _uncached(cs, 3, kd, seed=seed)).all()
+
+
+def test_cache_gives_up_on_rows_that_do_not_repeat():
+    # ~150,000 distinct rows: misses outnumber hits, the cache turns itself off mid-way.
+    rng = np.random.default_rng(4)
+    cs = rng.integers(0, 30_000, (150_000, 3)).astype(np.int16)
+    cs[50_000:50_100] = cs[50_000]  # a run of equal rows after that
+    mask = ship_mask(cs, 7, (1, 2), seed=9)
+    assert (mask == _uncached(cs, 7, (1, 2), seed=9)).all()
+    rows = cs[:2000].tolist()
+    assert mask[:2000].tolist() == ref.ship_mask(rows, 7, (1, 2), seed=9)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "head", "tails"),
+    [
+        ("i2", [1, 2, 3, 4], [(x, y) for x in range(45) for y in range(45)]),
+        ("i2", [1, 2, 3, 4], [(x, 9, y) for x in range(45) for y in range(45)]),
+        ("i4", [5, 6], [(x,) for x in range(2025)]),
+    ],
+)
+def test_cache_keys_differing_only_past_the_first_word(dtype, head, tails):
+    # Rows of 9-15 bytes whose first 8 bytes are all the same: only the second key word
+    # tells them apart, in whichever slot they land.
+    pool = np.array([head + list(t) for t in tails])
+    cs = pool[np.random.default_rng(len(tails[0])).integers(0, len(pool), 20_000)].astype(dtype)
+    for seed in (3, 4):
+        assert (ship_mask(cs, 2, (1, 40), seed=seed) == _uncached(cs, 2, (1, 40), seed=seed)).all()
+
+
+@pytest.mark.parametrize("dtype", ["i1", "i2", "i4", "i8"])
+def test_cache_every_dtype_and_width(dtype):
+    rng = np.random.default_rng(np.dtype(dtype).itemsize)
+    for width in range(1, 9):
+        pool = rng.integers(-1, 8, (25, width))
+        cs = pool[rng.integers(0, 25, 300)].astype(dtype)
+        rows = cs.tolist()
+        for seed, kd in [(5, ()), (6, (2,)), (None, (0, 1, 2, 3, 4))]:
+            expected = ref.ship_mask(rows, 2, kd, seed=seed)
+            assert ship_mask(cs, 2, kd, seed=seed).tolist() == expected
+
+
 # --- input handling --------------------------------------------------------------------
 
 
