@@ -116,27 +116,8 @@ def read_back(client: Any, console: Console, written: Written, logs: list[int],
     spans = {log_id: (int(min(p.min() for p in written.lsns[log_id])),
                       int(max(p.max() for p in written.lsns[log_id])))
              for log_id in logs if written.lsns.get(log_id)}
-    label = "read_batch, " + ("single copy delivery" if scd else "all-send-all")
-    rows = payload = 0
-    b0 = client.bytes_received
-    with client.create_reader(max_logs=len(spans)) as r, benchutil.progress(console) as prog:
-        task = prog.add_task(label, total=written.records, rate="")
-        if not scd:
-            r.force_no_single_copy_delivery()
-        t0 = time.perf_counter()
-        for log_id, (lo, hi) in spans.items():
-            r.start_reading(log_id, lo, hi)
-        while True:
-            batch = r.read_batch(100_000)
-            if not len(batch) and not batch.gaps:
-                break
-            rows += len(batch)
-            payload += batch.nbytes
-            prog.update(task, completed=rows,
-                        rate=f"{rows / max(1e-9, time.perf_counter() - t0):,.0f} rec/s")
-        seconds = time.perf_counter() - t0
-    return {"scd": scd, "records": rows, "payload_bytes": payload, "seconds": seconds,
-            "bytes_received": client.bytes_received - b0}
+    done = benchutil.read_spans(client, console, spans, scd=scd, total=written.records)
+    return {"scd": scd, **done}
 
 
 def show_reads(console: Console, written: Written, reads: list[dict[str, Any]],

@@ -64,6 +64,37 @@ def progress(console: Console) -> Progress:
                     TimeRemainingColumn(), console=console, transient=False)
 
 
+def read_spans(client: Any, console: Console, spans: dict[int, tuple[int, int]], *,
+               scd: bool, total: int, batch: int = 100_000) -> dict[str, Any]:
+    """Read ``{log_id: (lo, hi)}`` through one Reader's ``read_batch`` with a progress bar.
+
+    Returns records, payload bytes, seconds, bytes the client received from the nodes and
+    the reader's stats (``scd=False`` forces all-send-all).
+    """
+    label = "read_batch, " + ("single copy delivery" if scd else "all-send-all")
+    rows = payload = 0
+    b0 = client.bytes_received
+    with client.create_reader(max_logs=len(spans)) as r, progress(console) as prog:
+        task = prog.add_task(label, total=total, rate="")
+        if not scd:
+            r.force_no_single_copy_delivery()
+        t0 = time.perf_counter()
+        for log_id, (lo, hi) in spans.items():
+            r.start_reading(log_id, lo, hi)
+        while True:
+            b = r.read_batch(batch)
+            if not len(b) and not b.gaps:
+                break
+            rows += len(b)
+            payload += b.nbytes
+            prog.update(task, completed=rows,
+                        rate=f"{rows / max(1e-9, time.perf_counter() - t0):,.0f} rec/s")
+        seconds = time.perf_counter() - t0
+        stats = r.stats
+    return {"records": rows, "payload_bytes": payload, "seconds": seconds,
+            "bytes_received": client.bytes_received - b0, "stats": stats}
+
+
 def results_table(title: str, rows: list[tuple[str, str, str]]) -> Table:
     t = Table(title=title)
     t.add_column("measurement")

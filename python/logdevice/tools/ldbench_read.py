@@ -82,31 +82,13 @@ def _backfill(client: Client, args: argparse.Namespace, console: Console,
 
 def _read_batches(client: Client, args: argparse.Namespace, console: Console,
                   span: dict[int, tuple[int, int]], scd: bool) -> dict[str, Any]:
-    label = "read_batch, " + ("SCD" if scd else "all-send-all")
-    b0 = client.bytes_received
-    rows = 0
-    payload = 0
-    with client.create_reader(max_logs=len(span)) as r, benchutil.progress(console) as prog:
-        task = prog.add_task(label, total=args.records, rate="")
-        if not scd:
-            r.force_no_single_copy_delivery()
-        t0 = time.perf_counter()
-        for log, (lo, hi) in span.items():
-            r.start_reading(log, lo, hi)
-        while True:
-            b = r.read_batch(args.batch)
-            if not len(b) and not b.gaps:
-                break
-            rows += len(b)
-            payload += b.nbytes
-            prog.update(task, completed=rows,
-                        rate=f"{rows / max(1e-9, time.perf_counter() - t0):,.0f} rec/s")
-        elapsed = time.perf_counter() - t0
-        stats = r.stats
-    return {"records": rows, "seconds": elapsed, "records_per_s": rows / elapsed,
-            "payload_mb_per_s": payload / elapsed / 1e6,
-            "bytes_received": client.bytes_received - b0,
-            "copies_received": stats.records_received, "starts": stats.starts_sent}
+    r = benchutil.read_spans(client, console, span, scd=scd, total=args.records,
+                             batch=args.batch)
+    elapsed = r["seconds"]
+    return {"records": r["records"], "seconds": elapsed, "records_per_s": r["records"] / elapsed,
+            "payload_mb_per_s": r["payload_bytes"] / elapsed / 1e6,
+            "bytes_received": r["bytes_received"],
+            "copies_received": r["stats"].records_received, "starts": r["stats"].starts_sent}
 
 
 def _read_records(client: Client, args: argparse.Namespace, console: Console,
