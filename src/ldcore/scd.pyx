@@ -121,6 +121,10 @@ FLAG_BRIDGE = LD_FLAG_BRIDGE
 FLAG_DRAINED = LD_FLAG_DRAINED
 MAX_NODES = LD_MAX_NODES
 
+# Rows of one ship_mask call from which _ship_small remembers answers per row (scd.h).
+cdef enum:
+    CACHE_MIN_ROWS = 4096
+
 # Bits of the per-node lookup table.
 cdef enum:
     T_DOWN = 1
@@ -459,7 +463,9 @@ def _ship_impl(const cs_t[:, ::1] cs, const uint32_t[::1] flags, list kd, list l
     cdef ld_scd_cache_t cache
     cdef ld_scd_cache_t* cp = NULL
     if me >= 0 and width <= 8 and not (have_rebuilding or have_local):
-        if (nrows >= 64 and 1 <= width * cs.itemsize <= 15
+        # Below CACHE_MIN_ROWS, setting up and growing the table costs more than it saves
+        # (short runs of equal rows are caught without it).
+        if (nrows >= CACHE_MIN_ROWS and 1 <= width * cs.itemsize <= 15
                 and ld_scd_cache_init(&cache, p, nrows, width * cs.itemsize) == 0):
             cp = &cache
         try:

@@ -165,8 +165,8 @@ def test_plain_path_bad_index_names_the_first_bad_row(case, bad, simd, data):
         scd._set_simd(previous)
 
 
-# The cache of _ship_small (seeded shuffle, or > 4 known down: scd.h) is set up for 64
-# rows or more of at most 15 bytes; rows repeat (runs and a small pool of distinct rows),
+# The cache of _ship_small (seeded shuffle, or > 4 known down: scd.h) is set up for 4096
+# rows or more of at most 15 bytes; rows repeat (runs, and a small pool of distinct rows),
 # so lookups hit, miss, and the table grows; the last rows are decided without it.
 @st.composite
 def repeating_copysets(draw):
@@ -175,14 +175,16 @@ def repeating_copysets(draw):
     hi = DTYPES[dtype]
     entry = st.one_of(NODES.filter(lambda x: x <= hi), st.just(-1), st.just(-3))
     pool = draw(st.lists(st.lists(entry, min_size=width, max_size=width), min_size=1, max_size=30))
-    picks = draw(st.lists(st.integers(0, len(pool) - 1), min_size=64, max_size=200))
-    rows = []
-    for i in picks:
-        rows += [pool[i]] * draw(st.sampled_from([1, 1, 1, 2, 5]))
-    return np.array(rows, dtype=dtype).reshape(len(rows), width)
+    picks = draw(st.lists(st.integers(0, len(pool) - 1), min_size=1, max_size=200))
+    runs = draw(
+        st.lists(st.sampled_from([1, 1, 1, 2, 5, 40]), min_size=len(picks), max_size=len(picks))
+    )
+    order = np.repeat(picks, runs)
+    order = np.tile(order, -(-4096 // len(order)))[: 4096 + draw(st.integers(0, 40))]
+    return np.array(pool, dtype=dtype).reshape(len(pool), width)[order]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(
     cs=repeating_copysets(),
     me=NODES,
@@ -202,7 +204,7 @@ def test_cached_rows_match_reference(cs, me, known_down, seed, with_flags, data)
     assert got.tolist() == expected
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(
     cs=repeating_copysets(),
     bad=st.sampled_from([65536, 2**20, 2**31 - 1]),

@@ -363,9 +363,9 @@ def test_plain_path_simd_and_portable_agree_on_many_rows():
 
 
 def _uncached(cs, me, known_down, **kw):
-    # fewer than 64 rows per call: decided row by row, no cache
+    # fewer than 4096 rows per call: decided row by row, no cache
     return np.concatenate(
-        [ship_mask(cs[i : i + 63], me, known_down, **kw) for i in range(0, len(cs), 63)]
+        [ship_mask(cs[i : i + 4095], me, known_down, **kw) for i in range(0, len(cs), 4095)]
     )
 
 
@@ -412,7 +412,7 @@ def test_cache_every_dtype_and_width(dtype):
     rng = np.random.default_rng(np.dtype(dtype).itemsize)
     for width in range(1, 9):
         pool = rng.integers(-1, 8, (25, width))
-        cs = pool[rng.integers(0, 25, 300)].astype(dtype)
+        cs = pool[rng.integers(0, 25, 5000)].astype(dtype)
         rows = cs.tolist()
         for seed, kd in [(5, ()), (6, (2,)), (None, (0, 1, 2, 3, 4))]:
             expected = ref.ship_mask(rows, 2, kd, seed=seed)
