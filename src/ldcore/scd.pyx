@@ -22,7 +22,9 @@
 # at most 4 known-down nodes, width 1..8) runs in scd.h: per-entry bits from SSE2 compares,
 # then all rows of a 16-row block at once with shifts and masks, about as fast as a copy
 # of the array.  Otherwise node indices (below 65536) index one 64 KiB table of bits for
-# K, the local region and the rebuilding set, built only for those kernels.
+# K, the local region and the rebuilding set, built only for those kernels; without local
+# SCD or a rebuilding filter, a large batch decides each distinct row once and answers
+# repeats from a small hash table (scd.h).
 #
 # The shuffle (seed is an int): identical on every node, process and platform, so that
 # the nodes of a copyset agree on who ships.  With GAMMA = 0x9E3779B97F4A7C15 and
