@@ -19,6 +19,7 @@ import shutil
 
 import numpy as np
 import pytest
+
 from logdevice.storage import keys as K
 from logdevice.storage.logsdb import LSN_MAX, LogsDB
 from logdevice.storage.rocksdb import DB, Options, WriteBatch

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from logdevice.local_cluster import free_ports
 from logdevice.storage.logsdb import LogsDB
 from logdevice.tools import benchutil

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from logdevice.errors import E, error_for
 from logdevice.local_cluster import LocalCluster
 from logdevice.node.probe import NodeConnection

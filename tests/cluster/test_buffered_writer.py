@@ -8,9 +8,10 @@ import contextlib
 import threading
 import time
 
-import logdevice as ld
 import numpy as np
 import pytest
+
+import logdevice as ld
 from logdevice.client import BatchFuture, PayloadFuture
 from logdevice.errors import E, InvalidParamError, LogDeviceError, NoBufsError, TooBigError
 

@@ -7,8 +7,9 @@ import multiprocessing
 import threading
 import time
 
-import logdevice as ld
 import pytest
+
+import logdevice as ld
 from logdevice.errors import (
     E,
     InvalidParamError,

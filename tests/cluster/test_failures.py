@@ -9,9 +9,9 @@ import threading
 import time
 
 import pytest
-from logdevice.placement import sequencer_for
 
 from ldcore import lsn as ldlsn
+from logdevice.placement import sequencer_for
 from tests.cluster.conftest import RawClient, check_acked_on_disk
 
 pytestmark = pytest.mark.cluster

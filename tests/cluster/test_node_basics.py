@@ -11,6 +11,9 @@ import sys
 import time
 
 import pytest
+
+from ldcore import lsn as ldlsn
+from ldcore.checksum import crc32c
 from logdevice.errors import E
 from logdevice.node.probe import NodeConnection
 from logdevice.protocol import (
@@ -31,9 +34,6 @@ from logdevice.protocol import (
     Window,
     encode_frame,
 )
-
-from ldcore import lsn as ldlsn
-from ldcore.checksum import crc32c
 from tests.cluster.conftest import RawClient
 
 pytestmark = pytest.mark.cluster

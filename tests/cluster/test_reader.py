@@ -8,9 +8,10 @@ import asyncio
 import threading
 import time
 
-import logdevice as ld
 import numpy as np
 import pytest
+
+import logdevice as ld
 from logdevice.errors import E, InvalidParamError, LogDeviceError, NotFoundError
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]

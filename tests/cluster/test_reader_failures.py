@@ -8,13 +8,13 @@ from __future__ import annotations
 import shutil
 import time
 
-import logdevice as ld
 import numpy as np
 import pytest
+
+import logdevice as ld
 from logdevice.epochstore import AuthoritativeStatus, open_epoch_store
 from logdevice.storage import keys as K
 from logdevice.storage.logsdb import LogsDB
-
 from tests.cluster.conftest import RawClient, read_back
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]

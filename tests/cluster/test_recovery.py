@@ -9,12 +9,12 @@ import contextlib
 import time
 
 import pytest
+
+from ldcore import lsn as ldlsn
 from logdevice.errors import LogDeviceError
 from logdevice.placement import sequencer_for
 from logdevice.protocol.flags import FLAG_BRIDGE, FLAG_WRITTEN_BY_RECOVERY
 from logdevice.records import DataRecord, GapRecord, GapType
-
-from ldcore import lsn as ldlsn
 from tests.cluster.conftest import check_acked_on_disk, read_back
 
 pytestmark = pytest.mark.cluster

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
+from ldcore import lsn as ldlsn
+from ldcore.checksum import crc32c
 from logdevice.errors import E
 from logdevice.node.probe import NodeConnection
 from logdevice.protocol import (
@@ -17,9 +20,6 @@ from logdevice.protocol import (
     pack_payloads,
 )
 from logdevice.storage.logsdb import LogsDB
-
-from ldcore import lsn as ldlsn
-from ldcore.checksum import crc32c
 from tests.cluster.conftest import RawClient, read_back
 
 pytestmark = pytest.mark.cluster

@@ -9,9 +9,9 @@ import subprocess
 import sys
 import time
 
-import logdevice as ld
 import pytest
 
+import logdevice as ld
 from ldcore.lsn import to_string as lsn_str
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]

@@ -10,8 +10,8 @@ from __future__ import annotations
 import multiprocessing
 
 import pytest
-from logdevice.errors import E
 
+from logdevice.errors import E
 from tests.cluster.conftest import RawClient, check_acked_on_disk, read_back
 
 pytestmark = pytest.mark.cluster

@@ -20,6 +20,10 @@ from collections import deque
 import numpy as np
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+
+import ldcore.scd as lscd
+from ldcore import codec
+from ldcore.scd import ship_mask
 from logdevice.errors import E
 from logdevice.protocol.flags import FLAG_BRIDGE, FLAG_BUFFERED_WRITER_BLOB, FLAG_HOLE
 from logdevice.read_stream import (
@@ -31,10 +35,6 @@ from logdevice.read_stream import (
     SendWindow,
 )
 from logdevice.records import DataRecord, GapRecord, GapType
-
-import ldcore.scd as lscd
-from ldcore import codec
-from ldcore.scd import ship_mask
 
 E1, E2 = 3, 5  # the log's epochs
 ESN_MAX = 0xFFFFFFFF

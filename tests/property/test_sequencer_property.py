@@ -15,6 +15,8 @@ import random
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from ldcore import lsn as ldlsn
 from logdevice.errors import E, InvalidParamError
 from logdevice.sequencer import (
     AckAppend,
@@ -26,8 +28,6 @@ from logdevice.sequencer import (
     SequencerState,
     satisfies,
 )
-
-from ldcore import lsn as ldlsn
 
 EPOCH = 4
 

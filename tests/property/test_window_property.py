@@ -6,8 +6,8 @@ import numpy as np
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
-from ldcore.window import Window
 
+from ldcore.window import Window
 from tests.reference.window import Window as RefWindow
 
 LSN_MAX = 2**64 - 1

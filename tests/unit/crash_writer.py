@@ -8,6 +8,7 @@ write returns, the batch id is printed (and flushed), so everything printed is a
 import sys
 
 import numpy as np
+
 from logdevice.storage.logsdb import LogsDB
 
 LOG = 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+
 from logdevice.errors import E
 from logdevice.sequencer.actions import AckAppend, Reject, SendStore
 from logdevice.sequencer.appender import Appender, AppenderContext, AppenderState

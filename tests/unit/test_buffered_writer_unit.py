@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from ldcore import codec
 from logdevice.client.batching import (
     BLOB_OVERHEAD,
     PER_PAYLOAD_OVERHEAD,
@@ -24,8 +26,6 @@ from logdevice.client.batching import (
 )
 from logdevice.client.futures import BatchFuture, PayloadFuture, Segment
 from logdevice.errors import E, LogDeviceError, NoBufsError
-
-from ldcore import codec
 
 
 class FakeClock:

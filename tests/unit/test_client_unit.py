@@ -4,6 +4,7 @@ settings, backoff.  No sockets."""
 from __future__ import annotations
 
 import pytest
+
 from logdevice.client.combine import (
     HeadAttributes,
     combine_data_size,

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from logdevice.config import (
     USER_LOGID_MAX,
     Config,

@@ -7,6 +7,7 @@ import random
 from collections import Counter
 
 import pytest
+
 from logdevice.sequencer.copyset import (
     CopysetSelector,
     Replication,

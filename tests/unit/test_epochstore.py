@@ -6,6 +6,7 @@ import sqlite3
 import threading
 
 import pytest
+
 from logdevice.epochstore import (
     EPOCH_MIN,
     SHARD_ABORT_REBUILD,

@@ -9,11 +9,11 @@ import time
 
 import numpy as np
 import pytest
+
 from logdevice.errors import E, LogDeviceError
 from logdevice.storage import keys as K
 from logdevice.storage.flags import FLAG_HOLE, FLAG_WRITTEN_BY_RECOVERY
 from logdevice.storage.logsdb import LSN_MAX, LogsDB
-
 from tests.unit import crash_writer
 
 MIN = 60_000

@@ -4,6 +4,7 @@ size per log.  Real RocksDB in tmp dirs."""
 
 import numpy as np
 import pytest
+
 from logdevice.storage import reads
 from logdevice.storage.logsdb import LSN_MAX, LogsDB
 

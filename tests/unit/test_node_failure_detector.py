@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+
+from ldcore.checksum import crc32c
 from logdevice.errors import E
 from logdevice.node.failure_detector import FailureDetector
 from logdevice.node.group_commit import StoreJob, merge, prepare
 from logdevice.protocol import RecordFlag, Store, pack_payloads
-
-from ldcore.checksum import crc32c
 
 DEAD = 1.5
 

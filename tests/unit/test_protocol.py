@@ -4,12 +4,13 @@ zero-copy arrays, and one loopback socket exchange through the asyncio glue."""
 import asyncio
 import struct
 
-import logdevice.protocol as p
 import msgspec
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+import logdevice.protocol as p
 from logdevice.errors import E, InvalidParamError, LogDeviceError, TooBigError
 from logdevice.protocol import framing
 from logdevice.protocol.flags import RecordFlag, StartFlag

@@ -7,6 +7,7 @@ Driven event by event with a fake clock.  The helpers at the top are shared by t
 from __future__ import annotations
 
 import pytest
+
 from logdevice.read_stream import (
     GapReason,
     ReadStream,

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+
+from ldcore import codec
 from logdevice.protocol.flags import FLAG_BRIDGE, FLAG_BUFFERED_WRITER_BLOB, FLAG_HOLE
 from logdevice.read_stream import SendWindow
 from logdevice.records import DataRecord, GapRecord, GapType
-
-from ldcore import codec
 from tests.unit.test_read_stream import LOG, lsn, make, records, show
 
 EMAX = 0xFFFFFFFF

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from logdevice.errors import E
 from logdevice.read_stream import AuthoritativeStatus, SendStart, SendWindow
-
 from tests.unit.test_read_stream import make, records, show
 
 UNTIL = 10_000

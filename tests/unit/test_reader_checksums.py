@@ -5,13 +5,13 @@ copy from another node and never delivers the bad one."""
 from __future__ import annotations
 
 import numpy as np
+
+from ldcore.checksum import crc32c
 from logdevice.client.reader_core import bad_copies
 from logdevice.protocol import Records, decode_frame, encode_frame
 from logdevice.protocol.flags import FLAG_CHECKSUM
 from logdevice.readstream import ReadStream
 from logdevice.records import DataRecord
-
-from ldcore.checksum import crc32c
 
 LSNS = [11, 12, 13, 14]
 PAYLOADS = [b"alpha", b"bravo", b"charlie", b"delta"]

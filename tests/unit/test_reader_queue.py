@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 import pytest
+
 from logdevice.client.reader_batch import concat_batches
 from logdevice.client.reader_queue import ReaderQueue
 from logdevice.readstream import ReadBatch

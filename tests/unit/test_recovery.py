@@ -13,6 +13,9 @@ from collections import deque
 
 import numpy as np
 import pytest
+
+from ldcore import lsn as ldlsn
+from ldcore.checksum import crc32c
 from logdevice.config import make_local_config
 from logdevice.epochstore import EpochMetadata, FileEpochStore, TailRecord
 from logdevice.errors import E
@@ -42,9 +45,6 @@ from logdevice.sequencer.recovery import (
 )
 from logdevice.shards import AuthoritativeStatus
 from logdevice.storage.logsdb import LogsDB
-
-from ldcore import lsn as ldlsn
-from ldcore.checksum import crc32c
 
 LOG = 3
 WBR = FLAG_WRITTEN_BY_RECOVERY

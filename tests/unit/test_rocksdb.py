@@ -4,6 +4,7 @@ import gc
 
 import numpy as np
 import pytest
+
 from logdevice.errors import E, LogDeviceError
 from logdevice.storage._rdb import status_for as _status_for
 from logdevice.storage.rocksdb import DB, Options, WriteBatch, list_column_families

@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
+
+from ldcore import lsn as ldlsn
 from logdevice.errors import E, InvalidParamError
 from logdevice.sequencer import (
     AckAppend,
@@ -17,8 +19,6 @@ from logdevice.sequencer import (
     stores_by_node,
 )
 from logdevice.sequencer.appender import AppenderState
-
-from ldcore import lsn as ldlsn
 
 
 class Clock:

@@ -6,6 +6,8 @@ import asyncio
 
 import numpy as np
 import pytest
+
+from ldcore.scd import FLAG_BRIDGE, FLAG_DRAINED, FLAG_HOLE, ship_mask
 from logdevice.config import make_local_config
 from logdevice.errors import E
 from logdevice.node.read_stream_server import ServerReadStream, StreamState
@@ -26,8 +28,6 @@ from logdevice.protocol import (
 )
 from logdevice.storage import keys as K
 from logdevice.storage.logsdb import LogsDB
-
-from ldcore.scd import FLAG_BRIDGE, FLAG_DRAINED, FLAG_HOLE, ship_mask
 
 LOG = 7
 LSN_MAX = 2**64 - 1

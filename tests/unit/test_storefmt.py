@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
-from logdevice.storage import keys as K
 
 from ldcore import storefmt
+from logdevice.storage import keys as K
 
 LSN = (5 << 32) | 7
 
