@@ -409,27 +409,25 @@ class AsyncReader(_ReaderBase):
             for item in items:
                 yield item
 
-    async def aclose(self) -> None:
-        """Stop every stream.  Idempotent."""
+    def _mark_closed(self) -> bool:
+        """Close the user side; True when the streams on the client's loop need stopping."""
         if self._closed:
-            return
+            return False
         self._closed = True
         self._logs.clear()
         self._queue.close()
         self._finalizer.detach()
-        if not self._client._closed:
+        return not self._client._closed
+
+    async def aclose(self) -> None:
+        """Stop every stream.  Idempotent."""
+        if self._mark_closed():
             with contextlib.suppress(LogDeviceError):
                 await self._run(self._core.close)
 
     def close(self) -> None:
         """Stop every stream without awaiting (from synchronous code)."""
-        if self._closed:
-            return
-        self._closed = True
-        self._logs.clear()
-        self._queue.close()
-        self._finalizer.detach()
-        if not self._client._closed:
+        if self._mark_closed():
             self._lt.call_soon(self._core.close)
 
     async def __aenter__(self) -> AsyncReader:
