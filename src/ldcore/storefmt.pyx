@@ -80,6 +80,20 @@ cdef inline int _copyset(uint8_t *p, const int16_t[:, ::1] cs, Py_ssize_t row) n
     return k
 
 
+cdef object _entry_offsets(const int16_t[:, ::1] cs, Py_ssize_t n, uint64_t fixed):
+    """Boundaries of n entries of ``fixed`` bytes plus 2 per copyset member."""
+    offs_arr = np.empty(n + 1, np.uint64)
+    cdef uint64_t[::1] offs = offs_arr
+    cdef uint64_t total = 0
+    cdef Py_ssize_t i
+    offs[0] = 0
+    with nogil:
+        for i in range(n):
+            total += fixed + 2 * _count(cs, i)
+            offs[i + 1] = total
+    return offs_arr
+
+
 cdef inline int _count(const int16_t[:, ::1] cs, Py_ssize_t row) noexcept nogil:
     cdef Py_ssize_t j
     cdef int k = 0
@@ -186,14 +200,10 @@ def encode_data(uint64_t log_id, const uint64_t[::1] lsns, const int64_t[::1] ti
                 f"{max_payload}")
 
     keys_arr = np.empty(n * 17, np.uint8)
-    hoffs_arr = np.empty(n + 1, np.uint64)
+    hoffs_arr = _entry_offsets(copysets, n, _HEAD_FIXED)
     cdef uint8_t[::1] keys = keys_arr
     cdef uint64_t[::1] hoffs = hoffs_arr
-    hoffs[0] = 0
-    with nogil:
-        for i in range(n):
-            total += _HEAD_FIXED + 2 * _count(copysets, i)
-            hoffs[i + 1] = total
+    total = hoffs[n]
     heads_arr = np.empty(total, np.uint8)
     if n == 0:
         return keys_arr, heads_arr, hoffs_arr
@@ -247,14 +257,10 @@ def encode_csi(uint64_t log_id, const uint64_t[::1] lsns, const uint32_t[::1] fl
         raise RecordFormatError(f"flags must have {n} entries, got {flags.shape[0]}")
     _check_copysets(copysets, n)
     keys_arr = np.empty(n * 18, np.uint8)
-    voffs_arr = np.empty(n + 1, np.uint64)
+    voffs_arr = _entry_offsets(copysets, n, _CSI_FIXED)
     cdef uint8_t[::1] keys = keys_arr
     cdef uint64_t[::1] voffs = voffs_arr
-    voffs[0] = 0
-    with nogil:
-        for i in range(n):
-            total += _CSI_FIXED + 2 * _count(copysets, i)
-            voffs[i + 1] = total
+    total = voffs[n]
     values_arr = np.empty(total, np.uint8)
     if n == 0:
         return keys_arr, values_arr, voffs_arr
