@@ -134,10 +134,6 @@ class Batcher:
     def _triggered(self, b: Batch) -> bool:
         return b.nbytes >= self.size_trigger or b.count >= self.count_trigger
 
-    def cut(self, log_id: int) -> Batch | None:
-        """Detach ``log_id``'s batch (None if it has none)."""
-        return self._pending.pop(log_id, None)
-
     def add(self, log_id: int, payload: bytes) -> tuple[PayloadFuture, list[Batch]]:
         """Buffer one payload; its future and the batches this cut (in order)."""
         ready: list[Batch] = []

@@ -61,6 +61,3 @@ class Backoff:
         d = min(self.maximum, self.initial * (2.0 ** self.attempt))
         self.attempt += 1
         return d * (0.5 + 0.5 * self._rng())
-
-    def reset(self) -> None:
-        self.attempt = 0

@@ -12,7 +12,7 @@ Time comes from an injected ``clock`` so tests drive it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from logdevice.config import Config
 from logdevice.placement import sequencer_for
@@ -101,10 +101,6 @@ class Routing:
             return False
         return True
 
-    def suspects(self) -> set[int]:
-        now = self.clock()
-        return {n for n in list(self._suspects) if self._is_suspect(n, now)}
-
     # ------------------------------------------------------------------ routing
 
     def sequencer(self, log_id: int) -> int | None:
@@ -135,5 +131,3 @@ class Routing:
         uses this superset of every nodeset the log ever had."""
         return [n.index for n in self.config.storage_nodes()]
 
-    def alive_among(self, nodes: Iterable[int]) -> list[int]:
-        return [n for n in nodes if n in self.alive]

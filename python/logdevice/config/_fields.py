@@ -98,9 +98,6 @@ class Obj:
     def path_of(self, key: str) -> str:
         return join(self.path, key)
 
-    def has(self, key: str) -> bool:
-        return key in self.value and self.value[key] is not None
-
     def raw(self, key: str, default: Any = _MISSING) -> Any:
         self._used.add(key)
         if key not in self.value or (self.value[key] is None and default is not _MISSING):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -368,9 +368,6 @@ class EpochStore(ABC):
     def _catch_up(self) -> ShardStatusFold:
         # Events are append-only: fold only those not seen yet.
         return self._fold.apply_all(self.events(self._fold.version))
-
-    def append_events(self, events: Iterable[Mapping[str, Any]]) -> list[int]:
-        return [self.append_event(e) for e in events]
 
     def __enter__(self) -> EpochStore:
         return self

@@ -151,12 +151,6 @@ class Node:
             if link is not None and link.conn is not None:
                 link.conn._flush()
 
-    def is_connected(self, node: int) -> bool:
-        if node == self.index:
-            return True
-        link = self.links.get(node)
-        return link is not None and link.connected
-
     # -- events -----------------------------------------------------------------------------
     def notify_release(self, log_id: int, lsn: int) -> None:
         for role in self.roles:

@@ -336,9 +336,6 @@ class EpochRecovery:
     def done(self) -> bool:
         return self._phase == RecoveryState.DONE
 
-    def epoch_state(self, epoch: int) -> RecoveryState:
-        return self.epochs[epoch].state
-
     def digest(self, epoch: int) -> Digest | None:
         return self.epochs[epoch].digest
 
