@@ -117,6 +117,74 @@ def test_scd_all_send_all_timeout():
     assert starts(rs.take_actions(), 1, 4, False, (), 3)
 
 
+def test_passed_known_down_timer_with_nobody_to_mark_is_no_deadline():
+    """Once the known-down timer has passed with nobody it could mark, the stream reports
+    the all-send-all deadline, never a time in the past that tick would not act on."""
+    rs, clock = make(nodes=(0, 1, 2), r=2, scd=True, scd_timeout=1.0,
+                     scd_all_send_all_timeout=5.0, buffer_size=4)
+    rs.take_actions()
+    t0 = clock.t
+    records(rs, 1, 3)
+    assert rs.next_deadline() == t0 + 1.0
+    clock.advance(1.0)
+    rs.tick()
+    assert starts(rs.take_actions(), 1, 4, True, (0, 2), 2)
+    # Marking node 1 too would leave nobody: only the all-send-all timer is left.
+    assert rs.next_deadline() == t0 + 5.0
+    clock.advance(1.5)
+    assert rs.next_deadline() == t0 + 5.0
+    for dt in (0.0, 0.1, 0.7, 0.9, 0.4):
+        clock.advance(dt)
+        rs.tick()
+        assert rs.take_actions() == []
+        d = rs.next_deadline()
+        assert d is None or d > clock.t
+    clock.t = rs.next_deadline()
+    rs.tick()
+    assert starts(rs.take_actions(), 1, 4, False, (), 3)
+    assert rs.next_deadline() is None
+
+
+def test_event_that_makes_marking_possible_brings_the_known_down_timer_back():
+    rs, clock = make(nodes=(0, 1, 2, 3), r=2, scd=True, scd_timeout=1.0,
+                     scd_all_send_all_timeout=5.0, buffer_size=4)
+    rs.take_actions()
+    t0 = clock.t
+    records(rs, 0, 2)  # LSN 1 is missing: the stall starts
+    rs.on_connection_closed(1)
+    assert starts(rs.take_actions(), 1, 4, True, (1,), 2)
+    clock.advance(1.5)
+    # After the rewind nobody has passed LSN 1: marking 0, 2, 3 would leave nobody.
+    rs.tick()
+    assert rs.take_actions() == []
+    assert rs.next_deadline() == t0 + 5.0
+    rs.on_record(2, 3, b"p3", filter_version=2)  # node 2 passed LSN 1
+    assert rs.next_deadline() == t0 + 1.0  # already due: 0 and 3 can be marked now
+    rs.tick()
+    assert starts(rs.take_actions(), 1, 4, True, (0, 1, 3), 3)
+    assert rs.next_deadline() > clock.t
+
+
+def test_after_tick_the_deadline_is_in_the_future():
+    """Whatever time tick runs at, next_deadline is then None or later."""
+    rs, clock = make(nodes=(0, 1, 2, 3), r=2, scd=True, scd_timeout=0.3,
+                     scd_all_send_all_timeout=1.1, buffer_size=4, reconnect_delay=0.1)
+    rs.take_actions()
+    records(rs, 2, 2)
+    rs.on_connection_closed(3)
+    for step in range(200):
+        clock.advance(0.01 * (step % 7))
+        rs.tick()
+        rs.take_actions()
+        d = rs.next_deadline()
+        assert d is None or d > clock.t
+        if d is not None and step % 3 == 0:
+            clock.t = d  # also tick exactly at the deadline
+            rs.tick()
+            d = rs.next_deadline()
+            assert d is None or d > clock.t
+
+
 def test_no_stall_timers_while_tailing():
     """Caught up with the tail, silence is normal: no known-down, no failover."""
     rs, clock = make(nodes=(0, 1, 2), r=2, scd=True, scd_timeout=1.0,

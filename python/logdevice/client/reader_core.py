@@ -45,8 +45,6 @@ log = logging.getLogger("logdevice.client.reader")
 
 #: Seconds between reads of the event log while streams are open.
 STATUS_REFRESH = 1.0
-#: Least delay of a stream's timer (see ``ReaderCore._arm``).
-RETICK = 0.05
 _NOT_BLOB = np.uint32(~FLAG_BUFFERED_WRITER_BLOB & 0xFFFFFFFF)
 _CHECKSUM = np.uint32(FLAG_CHECKSUM)
 
@@ -391,10 +389,6 @@ class ReaderCore:
         d = st.rs.next_deadline()
         if d is None:
             return
-        # A deadline still in the past right after a tick is one the stream cannot act
-        # on yet (e.g. an SCD timeout with nobody left to mark down): look again a
-        # little later instead of spinning the loop.
-        d = max(d, self.loop.time() + RETICK)
         if st.timer is not None and st.timer_at <= d:
             return
         if st.timer is not None:

@@ -115,25 +115,40 @@ class ScdMixin(StreamBase):
                 and self._has_evidence()):
             self._stall_since = self._clock()
 
-    def _scd_timers(self, now: float) -> None:
+    def _scd_to_mark(self) -> list[int]:
+        """Nodes the known-down timer would put on the list: those not yet past the read
+        pointer, or none if that would leave nobody to ship."""
+        nxt = self._next
+        down = [n for n, s in self._senders.items()
+                if n not in self._known_down and s.next_lsn <= nxt]
+        if down and len(self._known_down) + len(down) < len(self._senders):
+            return down
+        return []
+
+    def _scd_timer_deadlines(self) -> tuple[float | None, float | None]:
+        """``(known_down, all_send_all)``: the times at which ``_scd_timers`` acts, None
+        for a timer it cannot act on.  While a rewind is pending neither runs (it goes
+        out with the event); a passed known-down timer with nobody to mark stays off until
+        an event changes who could be marked."""
         if not self._scd_active or self._stall_since is None or self._rewind_pending:
-            return
-        if now - max(self._stall_since, self._last_kd_change) >= self._scd_timeout:
-            nxt = self._next
-            down = [n for n, s in self._senders.items()
-                    if n not in self._known_down and s.next_lsn <= nxt]
-            if down and len(self._known_down) + len(down) < len(self._senders):
-                for n in down:
-                    self._add_known_down(n)
-                return
-        if now - self._stall_since >= self._asa_timeout:
+            return None, None
+        asa = self._stall_since + self._asa_timeout
+        kd = max(self._stall_since, self._last_kd_change) + self._scd_timeout
+        return (kd if self._scd_to_mark() else None), asa
+
+    def _scd_timers(self, now: float) -> None:
+        kd, asa = self._scd_timer_deadlines()
+        if kd is not None and now >= kd:
+            for n in self._scd_to_mark():
+                self._add_known_down(n)
+        elif asa is not None and now >= asa:
             self._request_rewind("asa")
 
     def _scd_deadline(self) -> float | None:
-        if not self._scd_active or self._stall_since is None:
-            return None
-        return min(max(self._stall_since, self._last_kd_change) + self._scd_timeout,
-                   self._stall_since + self._asa_timeout)
+        kd, asa = self._scd_timer_deadlines()
+        if kd is None:
+            return asa
+        return kd if asa is None else min(kd, asa)
 
     # ---------------------------------------------------------------- window
 

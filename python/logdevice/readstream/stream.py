@@ -184,7 +184,12 @@ class ReadStream(GapsMixin, DeliveryMixin, ScdMixin):
         return out
 
     def next_deadline(self) -> float | None:
-        """Clock time at which ``tick`` has work to do (None: only events matter)."""
+        """Clock time at which ``tick`` has work to do (None: only events matter).
+
+        Only work ``tick`` will really do counts: after ``tick`` at time t this is None
+        or later than t, so a loop can simply sleep until it."""
+        if self._stopped:
+            return None
         times = [s.reconnect_at for s in self._senders.values() if s.reconnect_at is not None]
         if self._grace_deadline is not None:
             times.append(self._grace_deadline)
