@@ -145,19 +145,28 @@ def _per_call_throughput(client: Client, args: argparse.Namespace, console: Cons
             "mb_per_s": n * size / elapsed / 1e6}
 
 
+class _LatencyLog:
+    """Per-append latencies filled in by the futures' callbacks; each completion releases
+    ``done`` (a semaphore the caller waits on: completions, or free in-flight slots)."""
+
+    def __init__(self, total: int, done: threading.Semaphore) -> None:
+        self.seconds = np.zeros(total, dtype=np.float64)
+        self.errors = 0
+        self.done = done
+
+    def callback(self, i: int, since: float) -> Any:
+        def record(fut: Any) -> None:
+            self.seconds[i] = time.perf_counter() - since
+            if fut.exception() is not None:
+                self.errors += 1
+            self.done.release()
+        return record
+
+
 def _latency_at_rate(client: Client, args: argparse.Namespace, console: Console,
                      payload: bytes) -> dict[str, Any]:
     rate, total = args.rate, int(args.rate * args.rate_seconds)
-    lat = np.zeros(total, dtype=np.float64)
-    errors = [0]
-    done = threading.Semaphore(0)
-
-    def record(i: int, due: float, fut: Any) -> None:
-        lat[i] = time.perf_counter() - due
-        if fut.exception() is not None:
-            errors[0] += 1
-        done.release()
-
+    log = _LatencyLog(total, threading.Semaphore(0))
     with benchutil.progress(console) as prog, benchutil.CpuMeter() as cpu:
         task = prog.add_task(f"append_async at {rate:,.0f}/s", total=total, rate="")
         t0 = time.perf_counter()
@@ -167,48 +176,39 @@ def _latency_at_rate(client: Client, args: argparse.Namespace, console: Console,
             if delay > 0:
                 time.sleep(delay)
             f = client.append_async(1 + i % args.logs, payload)
-            f.add_done_callback(functools.partial(record, i, due))
+            f.add_done_callback(log.callback(i, due))
             if i % 200 == 0:
                 dt = max(1e-9, time.perf_counter() - t0)
                 prog.update(task, completed=i, rate=f"{i / dt:,.0f}/s")
         for _ in range(total):
-            done.acquire(timeout=args.timeout * 2)
+            log.done.acquire(timeout=args.timeout * 2)
         prog.update(task, completed=total)
-    out: dict[str, Any] = {**benchutil.percentiles(lat)}
-    out.update({"rate": rate, "errors": errors[0], **cpu.as_dict(), "cpu": cpu.describe()})
+    out: dict[str, Any] = {**benchutil.percentiles(log.seconds)}
+    out.update({"rate": rate, "errors": log.errors, **cpu.as_dict(), "cpu": cpu.describe()})
     return out
 
 
 def _latency_in_flight(client: Client, args: argparse.Namespace, console: Console,
                        payload: bytes) -> dict[str, Any]:
     total, depth = args.inflight_appends, args.inflight
-    lat = np.zeros(total, dtype=np.float64)
-    slots = threading.Semaphore(depth)
-    errors = [0]
-
-    def record(i: int, t: float, fut: Any) -> None:
-        lat[i] = time.perf_counter() - t
-        if fut.exception() is not None:
-            errors[0] += 1
-        slots.release()
-
+    log = _LatencyLog(total, threading.Semaphore(depth))
     with benchutil.progress(console) as prog, benchutil.CpuMeter() as cpu:
         task = prog.add_task(f"append_async, {depth} in flight", total=total, rate="")
         t0 = time.perf_counter()
         for i in range(total):
-            slots.acquire()
+            log.done.acquire()
             t = time.perf_counter()
             f = client.append_async(1 + i % args.logs, payload)
-            f.add_done_callback(functools.partial(record, i, t))
+            f.add_done_callback(log.callback(i, t))
             if i % 500 == 0:
                 dt = max(1e-9, time.perf_counter() - t0)
                 prog.update(task, completed=i, rate=f"{i / dt:,.0f}/s")
         for _ in range(depth):
-            slots.acquire(timeout=args.timeout * 2)
+            log.done.acquire(timeout=args.timeout * 2)
         elapsed = time.perf_counter() - t0
         prog.update(task, completed=total)
-    out: dict[str, Any] = {**benchutil.percentiles(lat)}
-    out.update({"in_flight": depth, "appends_per_s": total / elapsed, "errors": errors[0],
+    out: dict[str, Any] = {**benchutil.percentiles(log.seconds)}
+    out.update({"in_flight": depth, "appends_per_s": total / elapsed, "errors": log.errors,
                 **cpu.as_dict(), "cpu": cpu.describe()})
     return out
 
