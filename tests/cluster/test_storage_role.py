@@ -8,6 +8,7 @@ import pytest
 
 from ldcore import lsn as ldlsn
 from ldcore.checksum import crc32c
+from logdevice.epochstore import LogEpochState, open_epoch_store
 from logdevice.errors import E
 from logdevice.node.probe import NodeConnection
 from logdevice.protocol import (
@@ -71,15 +72,22 @@ def test_store_statuses_and_release(local_cluster):
         st = _store(6, 3, 102, [3, 1, 3], [b"old", b"one", b"new"])
         st.lsns = np.array(lsns, np.uint64)
         assert conn.request(st, Stored).status == E.OK
-        conn.send(Release(log_id=3, lsn=ldlsn.compose(100, 3)))
+        # Releases name the releasing sequencer's epoch; the epochs before it must be
+        # clean in the epoch store (the node purges up to there first).
+        with open_epoch_store(cluster.config.epoch_store_uri) as es:
+            for log_id, epoch in ((3, 102), (4, 6)):
+                es.update(log_id, lambda cur, log_id=log_id, epoch=epoch: LogEpochState(
+                    log_id, epoch=epoch, last_clean_epoch=epoch - 1))
+        conn.send(Release(log_id=3, lsn=ldlsn.compose(100, 3), epoch=102))
         conn.send(ReleaseBatch(log_ids=np.array([3, 4], np.uint64),
                                lsns=np.array([ldlsn.compose(100, 2), ldlsn.compose(6, 1)],
-                                             np.uint64)))
+                                             np.uint64),
+                               epochs=np.array([102, 6], np.uint64)))
     with _node_conn(cluster, 2) as conn:
         assert conn.request(_store(1, 3, 100, [1], [b"x"]), Stored).status == E.DISABLED
     with NodeConnection(cluster.node_address(1), cluster.config.cluster) as client:
         assert client.request(_store(1, 3, 100, [1], [b"x"]), Stored).status == E.ACCESS
-        err = client.request(Release(log_id=3, lsn=1))
+        err = client.request(Release(log_id=3, lsn=1, epoch=1))
         assert isinstance(err, Error) and err.status == E.ACCESS
     cluster.stop_all()
     stored = read_back(cluster, [3, 4], nodes=[1])

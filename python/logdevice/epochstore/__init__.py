@@ -29,6 +29,7 @@ from logdevice.epochstore.events import (
     SHARD_UNRECOVERABLE,
     ShardStatusFold,
 )
+from logdevice.epochstore.outcome import EpochOutcome
 from logdevice.epochstore.sqlite import FileEpochStore
 from logdevice.epochstore.uri import EpochStoreURI, parse_epoch_store_uri
 from logdevice.errors import E, LogDeviceError
@@ -76,6 +77,7 @@ __all__ = [
     "LogEpochState",
     "EpochMetadata",
     "TailRecord",
+    "EpochOutcome",
     "VersionMismatchError",
     "BackendNotAvailableError",
     "AuthoritativeStatus",

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from logdevice.epochstore.events import ShardStatusFold
+from logdevice.epochstore.outcome import EpochOutcome
 from logdevice.errors import E, InvalidParamError, LogDeviceError, NotFoundError
 from logdevice.shards import AuthoritativeStatus
 
@@ -29,6 +30,9 @@ EPOCH_MIN = 1
 EPOCH_MAX = 0xFFFFFFFE
 LOGID_MAX = 2**63 - 1  # what a backend can key on; the config limits user logs further
 SCOPE_NAMES = ("region", "dc", "cluster", "row", "rack", "node")  # biggest first
+#: Recovery outcomes kept per log (the newest epochs).  A storage node that missed more
+#: recoveries than this in a row cannot purge the oldest of them from the store.
+MAX_OUTCOMES = 1024
 
 
 class VersionMismatchError(LogDeviceError):
@@ -151,6 +155,7 @@ class LogEpochState:
     history: tuple[EpochMetadata, ...] = ()
     version: int = 0  # 0: not in the store yet
     extra: Mapping[str, Any] = field(default_factory=dict)  # room for backends and tools
+    recovered: tuple[EpochOutcome, ...] = ()  # newest MAX_OUTCOMES, by epoch
 
     def __post_init__(self) -> None:
         _check_log_id(self.log_id)
@@ -186,12 +191,20 @@ class LogEpochState:
             found = m
         return found
 
+    def outcome(self, epoch: int) -> EpochOutcome | None:
+        """What recovery made of ``epoch`` (None: not recovered, or forgotten)."""
+        for o in self.recovered:
+            if o.epoch == epoch:
+                return o
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         return {"log_id": self.log_id, "epoch": self.epoch,
                 "last_clean_epoch": self.last_clean_epoch,
                 "tail": None if self.tail is None else self.tail.to_dict(),
                 "history": [m.to_dict() for m in self.history], "version": self.version,
-                "extra": dict(self.extra)}
+                "extra": dict(self.extra),
+                "recovered": [o.to_dict() for o in self.recovered]}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LogEpochState:
@@ -200,7 +213,8 @@ class LogEpochState:
                    last_clean_epoch=d.get("last_clean_epoch", 0),
                    tail=None if tail is None else TailRecord(tail["lsn"], tail["timestamp"]),
                    history=tuple(EpochMetadata.from_dict(m) for m in d.get("history", ())),
-                   version=d.get("version", 0), extra=dict(d.get("extra", {})))
+                   version=d.get("version", 0), extra=dict(d.get("extra", {})),
+                   recovered=tuple(EpochOutcome.from_dict(o) for o in d.get("recovered", ())))
 
 
 MetadataArg = (EpochMetadata | Mapping[str, Any] | None
@@ -321,8 +335,10 @@ class EpochStore(ABC):
         return state
 
     def set_last_clean_epoch(self, log_id: int, epoch: int,
-                             tail: TailRecord | None = None) -> LogEpochState:
-        """Record that recovery finished up to ``epoch`` (and the tail record then).
+                             tail: TailRecord | None = None,
+                             outcomes: tuple[EpochOutcome, ...] = ()) -> LogEpochState:
+        """Record that recovery finished up to ``epoch`` (and the tail record then), with
+        what it made of each epoch it recovered (for storage nodes that missed it).
 
         Only moves forward: an ``epoch`` at or below the stored one changes nothing (the
         returned state says what is stored).  NOTFOUND for an unknown log; INVALID_PARAM
@@ -341,7 +357,10 @@ class EpochStore(ABC):
             new_tail = cur.tail
             if tail is not None and (new_tail is None or tail.lsn >= new_tail.lsn):
                 new_tail = tail
-            return replace(cur, last_clean_epoch=epoch, tail=new_tail)
+            known = {o.epoch: o for o in cur.recovered}
+            known.update((o.epoch, o) for o in outcomes)
+            kept = tuple(known[e] for e in sorted(known)[-MAX_OUTCOMES:])
+            return replace(cur, last_clean_epoch=epoch, tail=new_tail, recovered=kept)
 
         state = self.update(log_id, advance)
         assert state is not None

@@ -263,7 +263,8 @@ class Recoveries:
 
         def work() -> None:
             role._store().set_last_clean_epoch(a.log_id, a.last_clean_epoch,
-                                               TailRecord(a.tail_lsn, a.tail_timestamp))
+                                               TailRecord(a.tail_lsn, a.tail_timestamp),
+                                               a.outcomes)
 
         def done(fut: asyncio.Future[None]) -> None:
             exc = fut.exception()

@@ -207,7 +207,7 @@ class SequencerRole(Role):
         """A storage node (re)connected: tell it where our logs are released up to."""
         for seq in self.sequencers.values():
             if node in seq.nodeset and seq.release_lsn:
-                self.sender.release(seq.log_id, seq.release_lsn, (node,))
+                self.sender.release(seq.log_id, seq.release_lsn, (node,), seq.epoch)
 
     # -- requests ---------------------------------------------------------------------------
     def _check(self, log_id: int) -> tuple[E, int | None, str]:
@@ -386,7 +386,8 @@ class SequencerRole(Role):
                    nodes: Collection[int]) -> None:
         """Recovery finished: release the recovered epochs (their nodesets may differ from
         the current one) and let the sequencer release its own records."""
-        self.sender.release(seq.log_id, last_released, set(nodes) | set(seq.nodeset))
+        self.sender.release(seq.log_id, last_released, set(nodes) | set(seq.nodeset),
+                            seq.epoch)
         self._run(seq, seq.on_recovery_done(last_released, last_timestamp))
 
     def _keep_payload(self, rid: Any, log_id: int, payload: Any, checksum: int) -> None:
@@ -447,7 +448,7 @@ class SequencerRole(Role):
             elif t is AckAppend:
                 self._answer(a.request_id, E.OK, lsn=a.lsn, timestamp=a.timestamp)
             elif t is Release:
-                sender.release(a.log_id, a.lsn, a.nodes)
+                sender.release(a.log_id, a.lsn, a.nodes, seq.epoch)
             elif t is Reject:
                 self._answer(a.request_id, a.status, lsn=a.lsn)
             elif t is Reactivate:

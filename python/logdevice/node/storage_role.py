@@ -31,8 +31,10 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from logdevice.epochstore import EpochStore, open_epoch_store
 from logdevice.errors import E, LogDeviceError
 from logdevice.node.group_commit import GroupCommitter, StoreJob
+from logdevice.node.purging import Purger
 from logdevice.node.role import Peer, Role
 from logdevice.node.shard_check import mark_if_data_lost
 from logdevice.protocol import (
@@ -94,6 +96,9 @@ class StorageRole(Role):
         self._stopping = False
         self._sticky: dict[int, bool] = {}
         self._lng: dict[tuple[int, int], int] = {}  # (log, epoch) -> highest LNG in STOREs
+        self.purger: Purger | None = None
+        self._held: dict[int, tuple[int, int]] = {}  # log -> (lsn, epoch) waiting for a purge
+        self._epoch_store: EpochStore | None = None
 
     def handlers(self) -> Mapping[type, Any]:
         return {Store: self._on_store, Release: self._on_release,
@@ -111,11 +116,20 @@ class StorageRole(Role):
                                            self.node.config, self.node.index)
         if self.db is not None:
             self.committer = GroupCommitter(self.node.loop, self.db, self._on_written)
+            self.purger = Purger(self.node.loop, self.db, self._meta_exec, self._open_store,
+                                 self.committer.flush, self._on_purged)
+
+    def _open_store(self) -> EpochStore:
+        if self._epoch_store is None:
+            self._epoch_store = open_epoch_store(self.node.config.epoch_store_uri)
+        return self._epoch_store
 
     async def stop(self) -> None:
         self._stopping = True
         if self.committer is not None:
             await self.committer.flush()
+        if self.purger is not None:
+            await self.purger.drain(timeout=5.0)
         if self._persist_handle is not None:
             self._persist_handle.cancel()
             self._persist_handle = None
@@ -128,6 +142,9 @@ class StorageRole(Role):
             self.committer.close()
         self._meta_exec.shutdown(wait=True)
         self._read_exec.shutdown(wait=True)
+        if self._epoch_store is not None:
+            self._epoch_store.close()
+            self._epoch_store = None
         if self.db is not None:
             self.db.close()
             self.db = None
@@ -160,6 +177,9 @@ class StorageRole(Role):
             return E.DISABLED
         if not self.node.config.has_log(msg.log_id):
             return E.NOTFOUND
+        if not msg.recovery_epoch and self.purger is not None \
+                and msg.epoch <= self.purger.clean_epoch(msg.log_id):
+            return E.PREEMPTED  # a closed epoch: recovery decided its content already
         sealed = self.db.sealed_epoch(msg.log_id)
         if sealed:
             epoch = msg.recovery_epoch or msg.epoch
@@ -205,20 +225,26 @@ class StorageRole(Role):
 
     def _on_release(self, conn: Peer, msg: Release) -> None:
         self._check_node(conn)
-        self._release(msg.log_id, msg.lsn)
+        self._release(msg.log_id, msg.lsn, msg.epoch)
 
     def _on_release_batch(self, conn: Peer, msg: ReleaseBatch) -> None:
         self._check_node(conn)
-        for log_id, lsn in zip(msg.log_ids.tolist(), msg.lsns.tolist(), strict=True):
-            self._release(log_id, lsn)
+        for log_id, lsn, epoch in zip(msg.log_ids.tolist(), msg.lsns.tolist(),
+                                      msg.epochs.tolist(), strict=True):
+            self._release(log_id, lsn, epoch)
 
     @staticmethod
     def _check_node(conn: Peer) -> None:
         if conn.peer_role != "node":
             raise LogDeviceError(E.ACCESS, "only nodes may release records")
 
-    def _release(self, log_id: int, lsn: int) -> None:
+    def _release(self, log_id: int, lsn: int, epoch: int) -> None:
         if not self.node.config.has_log(log_id) or lsn <= self.last_released(log_id):
+            return
+        if self.purger is not None and self.purger.must_wait(log_id, epoch):
+            held = self._held.get(log_id)
+            if held is None or held < (lsn, epoch):
+                self._held[log_id] = (lsn, epoch)
             return
         self._released[log_id] = lsn
         if self.db is not None:
@@ -227,6 +253,11 @@ class StorageRole(Role):
                 self._persist_handle = self.node.loop.call_later(PERSIST_INTERVAL,
                                                                  self._persist_soon)
         self.node.notify_release(log_id, lsn)
+
+    def _on_purged(self, log_id: int) -> None:
+        held = self._held.pop(log_id, None)
+        if held is not None:
+            self._release(log_id, *held)
 
     def _persist_soon(self) -> None:
         self._persist_handle = None

@@ -67,7 +67,7 @@ class StoreSender:
         self.payload_of = payload_of
         self.sequencer_of = sequencer_of
         self._stores: list[SendStore] = []
-        self._releases: dict[int, dict[int, int]] = {}
+        self._releases: dict[int, dict[int, tuple[int, int]]] = {}  # node -> log -> (lsn, epoch)
         self._scheduled = False
         self._next_id = 1
         self.outstanding: OrderedDict[tuple[int, int], Outstanding] = OrderedDict()
@@ -80,11 +80,13 @@ class StoreSender:
         self._stores.append(action)
         self._schedule()
 
-    def release(self, log_id: int, lsn: int, nodes: Iterable[int]) -> None:
+    def release(self, log_id: int, lsn: int, nodes: Iterable[int], epoch: int) -> None:
+        """RELEASE up to ``lsn`` from the sequencer of ``epoch`` to ``nodes``."""
         for n in nodes:
             per_node = self._releases.setdefault(n, {})
-            if per_node.get(log_id, 0) < lsn:
-                per_node[log_id] = lsn
+            old = per_node.get(log_id)
+            if old is None or old[0] < lsn:
+                per_node[log_id] = (lsn, max(epoch, old[1] if old else 0))
         self._schedule()
 
     def _schedule(self) -> None:
@@ -116,11 +118,14 @@ class StoreSender:
         releases, self._releases = self._releases, {}
         for node, logs in releases.items():
             if len(logs) == 1:
-                ((log_id, lsn),) = logs.items()
-                msg: Any = Release(log_id=log_id, lsn=lsn)
+                ((log_id, (lsn, epoch)),) = logs.items()
+                msg: Any = Release(log_id=log_id, lsn=lsn, epoch=epoch)
             else:
-                msg = ReleaseBatch(log_ids=np.fromiter(logs.keys(), np.uint64, len(logs)),
-                                   lsns=np.fromiter(logs.values(), np.uint64, len(logs)))
+                n = len(logs)
+                msg = ReleaseBatch(log_ids=np.fromiter(logs.keys(), np.uint64, n),
+                                   lsns=np.fromiter((v[0] for v in logs.values()), np.uint64, n),
+                                   epochs=np.fromiter((v[1] for v in logs.values()),
+                                                      np.uint64, n))
             self.node.send_to_node(node, msg)
 
     def _send_store(self, node: int, log_id: int, epoch: int, actions: list[SendStore],

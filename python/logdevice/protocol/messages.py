@@ -321,24 +321,30 @@ class Stored(Message, eq=False):
 
 @register
 class Release(Message):
-    """Sequencer -> storage nodes of the nodeset: records up to ``lsn`` are released."""
+    """Sequencer -> storage nodes of the nodeset: records up to ``lsn`` are released.
+
+    ``epoch`` is the releasing sequencer's: every epoch before it is clean (recovered),
+    which a storage node that missed the recovery must catch up with (purge) before it
+    serves what is released."""
 
     TYPE = MessageType.RELEASE
     log_id: int
     lsn: int
+    epoch: int
 
 
 @register
 class ReleaseBatch(Message, eq=False):
-    """Sequencer -> storage node: RELEASE for many logs at once (``lsns[i]`` for
-    ``log_ids[i]``)."""
+    """Sequencer -> storage node: RELEASE for many logs at once (``lsns[i]`` and the
+    sequencer's ``epochs[i]`` for ``log_ids[i]``)."""
 
     TYPE = MessageType.RELEASE_BATCH
     log_ids: U64Array = EMPTY_U64
     lsns: U64Array = EMPTY_U64
+    epochs: U64Array = EMPTY_U64
 
     def _check(self) -> str | None:
-        return _check_columns(len(self.log_ids), {"lsns": self.lsns})
+        return _check_columns(len(self.log_ids), {"lsns": self.lsns, "epochs": self.epochs})
 
 
 # ------------------------------------------------------------------------ read path

@@ -60,6 +60,7 @@ from random import Random
 from typing import Any, NamedTuple
 
 from ldcore import lsn as ldlsn
+from logdevice.epochstore.outcome import EpochOutcome
 from logdevice.errors import E
 from logdevice.readstream.fmajority import FailureDomainNodeSet, FMajorityResult
 from logdevice.sequencer.actions import SendStore
@@ -113,13 +114,15 @@ class StopDigest(NamedTuple):
 
 class UpdateEpochStore(NamedTuple):
     """Record in the epoch store: recovery finished up to ``last_clean_epoch``, the log's
-    tail record is (``tail_lsn``, ``tail_timestamp``).  Answer with
-    ``on_epoch_store_updated``."""
+    tail record is (``tail_lsn``, ``tail_timestamp``), and ``outcomes`` says what it made
+    of each epoch (storage nodes that missed the recovery purge against them).  Answer
+    with ``on_epoch_store_updated``."""
 
     log_id: int
     last_clean_epoch: int
     tail_lsn: int
     tail_timestamp: int
+    outcomes: tuple[EpochOutcome, ...] = ()
 
 
 class Done(NamedTuple):
@@ -213,6 +216,7 @@ class _Epoch:
         self.mutations: dict[int, _Mutation] = {}
         self.pending = 0
         self.last_lsn = 0  # the epoch's last LSN after recovery (its bridge record)
+        self.outcome: EpochOutcome | None = None  # what the mutation makes of the epoch
         self.unheard: tuple[int, ...] = ()  # nodes whose digest recovery did without
 
     def sealed(self) -> set[int]:
@@ -518,12 +522,16 @@ class EpochRecovery:
         assert ep.digest is not None
         ep.unheard = tuple(n for n in ep.nodeset
                            if not (n in ep.streams and ep.streams[n].complete))
-        if ldlsn.esn_of(ep.digest.lng) >= _ESN_MAX:
+        lng_esn = ldlsn.esn_of(ep.digest.lng)
+        if lng_esn >= _ESN_MAX:
             plan: list[Decision] = []
             ep.last_lsn = ep.until
         else:
             plan = ep.digest.plan()
             ep.last_lsn = plan[-1].lsn if plan else ep.until
+        ep.outcome = EpochOutcome.from_plan(ep.epoch, lng_esn,
+                                            (ldlsn.esn_of(d.lsn) for d in plan),
+                                            (d.flags for d in plan))
         for d in plan:
             m = _Mutation(d)
             ep.mutations[d.lsn] = m
@@ -650,8 +658,9 @@ class EpochRecovery:
         self._phase = RecoveryState.UPDATING
         self._es_attempts += 1
         self._es_retry_at = None
+        outcomes = tuple(ep.outcome for ep in self.epochs.values() if ep.outcome is not None)
         out.append(UpdateEpochStore(self.log_id, self.seal_epoch, self.tail_lsn,
-                                    self.tail_ts))
+                                    self.tail_ts, outcomes))
 
     # -- driving --------------------------------------------------------------------------
     def _advance(self, out: list, now: float) -> None:

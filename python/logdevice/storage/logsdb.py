@@ -27,7 +27,7 @@ import numpy as np
 
 from logdevice.errors import E, error_for
 from logdevice.storage import keys as K
-from logdevice.storage import reads
+from logdevice.storage import deletes, reads
 from logdevice.storage.batch import CsiBatch, RecordBatch
 from logdevice.storage.partitions import Directory, Partition
 from logdevice.storage.rocksdb import DB, ColumnFamily, Options, WriteBatch
@@ -62,10 +62,11 @@ class _Gate:
             if not self._busy:
                 self._cv.notify_all()
 
-    def close(self, timeout: float) -> None:
+    def close(self, timeout: float) -> bool:
+        """Refuse new operations; wait for those in flight.  False: still busy."""
         with self._cv:
             self.closed = True
-            self._cv.wait_for(lambda: self._busy == 0, timeout)
+            return self._cv.wait_for(lambda: self._busy == 0, timeout)
 
 
 class LogsDB:
@@ -174,8 +175,14 @@ class LogsDB:
             self._db.write(stale, sync=True)
 
     def close(self, timeout: float = 10.0) -> None:
-        """Wait (up to ``timeout`` s) for operations in flight, then close.  Idempotent."""
-        self._gate.close(timeout)
+        """Wait (up to ``timeout`` s) for operations in flight, then close.  Idempotent.
+
+        New operations are refused from the start.  If some are still running after
+        ``timeout`` RocksDB is left open (freeing it under a running read would crash
+        the process) and TIMEDOUT is raised; call ``close`` again later."""
+        if not self._gate.close(timeout):
+            raise error_for(E.TIMEDOUT, f"logsdb: operations still running after "
+                                        f"{timeout:g}s; not closed")
         self._db.close()
 
     @property
@@ -368,6 +375,14 @@ class LogsDB:
                                     bool(payloads))
         rb.next_lsn = min(rb.next_lsn, LSN_MAX)
         return rb
+
+    def delete_records(self, log_id: int, lsns, *, sync: bool = True) -> None:
+        """Delete these records of ``log_id`` (data and copyset index), atomically.  Only
+        for purging copies that epoch recovery overruled; LSNs not held are ignored."""
+        log_id = self._check_log(log_id)
+        arr = np.unique(np.asarray(lsns, dtype=np.uint64))
+        with self._gate, self._lock:
+            deletes.delete_records(self, log_id, arr, sync=sync)
 
     def read_csi(self, log_id: int, lo: int, hi: int = LSN_MAX, *,
                  max_entries: int = 4096) -> CsiBatch:
