@@ -217,6 +217,17 @@ cdef class Window:
         """The handle stored for ``lsn``, or -1 (empty, stale or beyond the window)."""
         return self._get(_lsn_arg(lsn))
 
+    def replace(self, lsn, handle):
+        """Put ``handle`` in the filled slot of ``lsn`` instead of what is there (a better
+        copy of the same record arrived).  Returns the handle it replaced, or -1 (the
+        slot is empty, stale or beyond the window: nothing changes)."""
+        cdef uint64_t key = _lsn_arg(lsn)
+        cdef int64_t h = _handle_arg(handle)
+        cdef int64_t old = self._get(key)
+        if old >= 0:
+            self._slots[self._slot(<Py_ssize_t>(key - self._head))] = h
+        return old
+
     def pop_ready(self):
         """Remove the filled run that starts at head; head moves past it.
 

@@ -65,6 +65,11 @@ class WindowMachine(RuleBasedStateMachine):
         self.w.clear(head)
         self.ref.clear(head)
 
+    @rule(off=st.integers(-3, 12), handle=HANDLES)
+    def replace(self, off, handle):
+        lsn = self._lsn(off)
+        assert self.w.replace(lsn, handle) == self.ref.replace(lsn, handle)
+
     @rule(off=st.integers(-3, 12))
     def get(self, off):
         lsn = self._lsn(off)

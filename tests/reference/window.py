@@ -38,6 +38,13 @@ class Window:
     def get(self, lsn: int) -> int:
         return self.slots.get(lsn, -1)
 
+    def replace(self, lsn: int, handle: int) -> int:
+        assert handle >= 0
+        old = self.slots.get(lsn, -1) if self._code(lsn) == 0 else -1
+        if old >= 0:
+            self.slots[lsn] = handle
+        return old
+
     def _drop_below(self, end: int) -> tuple[list[int], list[int]]:
         lsns = sorted(x for x in self.slots if x < end)
         return lsns, [self.slots.pop(x) for x in lsns]

@@ -305,6 +305,30 @@ def test_hole_plug_is_a_hole_gap():
     assert show(rs.poll()) == [1, ("HOLE", 2, 2), 3]
 
 
+def test_recovery_copy_replaces_a_sequencer_copy_still_buffered():
+    """A node that missed recovery sent its own copy of LSN 2 where recovery wrote a hole
+    plug; the plug arrives while LSN 2 still waits (LSN 1 is missing): the plug wins,
+    whatever the order the copies came in."""
+    from logdevice.protocol.flags import FLAG_HOLE, FLAG_WRITTEN_BY_RECOVERY
+
+    plug = FLAG_HOLE | FLAG_WRITTEN_BY_RECOVERY
+    for first_stale in (True, False):
+        rs, _ = make(nodes=(0, 1, 2), r=1)
+        copies = [(0, b"stale", 0), (1, b"", plug)]
+        for node, payload, flags in copies if first_stale else copies[::-1]:
+            rs.on_record(node, 2, payload, flags)
+            assert rs.poll() == []
+        rs.on_record(2, 1, b"one")
+        assert show(rs.poll()) == [1, ("HOLE", 2, 2)]
+    # A later sequencer copy never replaces a recovery copy; nor does an equal one.
+    rs, _ = make(nodes=(0, 1, 2, 3), r=1)
+    rs.on_record(0, 2, b"rec", FLAG_WRITTEN_BY_RECOVERY)
+    rs.on_record(1, 2, b"seq", 0)
+    rs.on_record(2, 2, b"rec2", FLAG_WRITTEN_BY_RECOVERY)
+    rs.on_record(3, 1, b"one")
+    assert [bytes(r.payload) for r in rs.poll()] == [b"one", b"rec"]
+
+
 def test_trim_point():
     rs, _ = make(nodes=(0, 1), r=2, start=1)
     records(rs, 0, 3, 4)  # a node that has not trimmed yet

@@ -166,6 +166,10 @@ class BatchStore:
             self._batches[bid] = b
         self._pending = None  # type: ignore[assignment]
 
+    def flags_of(self, handle: int) -> int:
+        """Record flags of a record that sits in the buffer."""
+        return int(self._batches[handle >> 32].flags[handle & _INDEX_MASK])
+
     def release(self, handles: np.ndarray) -> None:
         """Records dropped from the buffer without delivery."""
         if len(handles) == 0:

@@ -26,7 +26,7 @@ import numpy as np
 
 from ldcore.window import Window
 from logdevice.errors import E, InvalidParamError
-from logdevice.readstream.actions import GapReason, SendStop
+from logdevice.readstream.actions import FLAG_WRITTEN_BY_RECOVERY, GapReason, SendStop
 from logdevice.readstream.batches import BatchStore, as_u8
 from logdevice.readstream.delivery import DeliveryMixin
 from logdevice.readstream.fmajority import (
@@ -287,12 +287,30 @@ class ReadStream(GapsMixin, DeliveryMixin, ScdMixin):
         codes = self._window.insert_many(lsns, handles)
         if codes[n - 1] == -2:  # past the buffer: the node ignored flow control
             n = int(np.argmax(codes == -2))
-        self._batches.keep(bid, int(np.count_nonzero(codes == 1)))
+        live = int(np.count_nonzero(codes == 1))
+        better = (codes[:n] == 0) & ((fl[:n] & FLAG_WRITTEN_BY_RECOVERY) != 0)
+        if better.any():
+            live += self._prefer_recovery_copies(lsns[:n][better], handles[:n][better])
+        self._batches.keep(bid, live)
         if n:
             last = int(lsns[n - 1]) + 1
             if last > s.next_lsn:
                 s.next_lsn = last
             s.shipped_record = True
+
+    def _prefer_recovery_copies(self, lsns: np.ndarray, handles: np.ndarray) -> int:
+        """Copies written by epoch recovery of LSNs already buffered: they replace a
+        sequencer's copy there (recovery's decision is the one every reader must see, as
+        in recovery's own digest).  Returns how many went in."""
+        replaced = []
+        batches, window = self._batches, self._window
+        for lsn, h in zip(lsns.tolist(), handles.tolist(), strict=True):
+            old = window.get(lsn)
+            if old >= 0 and not batches.flags_of(old) & FLAG_WRITTEN_BY_RECOVERY:
+                window.replace(lsn, h)
+                replaced.append(old)
+        batches.release(np.array(replaced, dtype=np.int64))
+        return len(replaced)
 
     def on_gap(self, node: int, lo: int, hi: int, reason: int = GapReason.NO_RECORDS,
                filter_version: int | None = None) -> None:
