@@ -94,6 +94,7 @@ class Client:
         self._readers: weakref.WeakSet[Reader | AsyncReader] = weakref.WeakSet()
         self._router: StreamRouter | None = None
         self._placement_source: PlacementSource | None = None
+        self._tails_seen: dict[int, TailAttributes] = {}  # written on the client loop
         self._close_lock = threading.Lock()
         self._closed = False
         # A client dropped without close() still stops its thread and connections.
@@ -190,7 +191,14 @@ class Client:
 
     async def _tail(self, log_id: int, timeout: float) -> TailAttributes:
         reply = await self._core.get_tail(log_id, timeout)
-        return TailAttributes(int(reply.lsn), int(reply.timestamp), None)
+        tail = TailAttributes(int(reply.lsn), int(reply.timestamp), None)
+        # Never report less than this client already did: a sequencer that has not yet
+        # learned it was replaced may still answer with its older release.
+        seen = self._tails_seen.get(log_id)
+        if seen is not None and seen.last_released_real_lsn > tail.last_released_real_lsn:
+            return seen
+        self._tails_seen[log_id] = tail
+        return tail
 
     def get_head_attributes(self, log_id: int, *,
                             timeout: float | None = None) -> HeadAttributes:

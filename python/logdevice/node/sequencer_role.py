@@ -118,6 +118,7 @@ class SequencerRole(Role):
         self.sequencers: dict[int, Sequencer] = {}  # the active one per log
         self._live: dict[tuple[int, int], Sequencer] = {}  # (log, epoch) -> not deactivated
         self._activating: dict[int, list[tuple[Any, ...]]] = {}  # log -> queued requests
+        self._tail_waiters: dict[int, list[tuple[Peer, int]]] = {}  # log -> GET_TAILs held
         self._appends: dict[int, _Append] = {}
         self._rids = itertools.count(1)
         self._timers: dict[Sequencer, tuple[float, asyncio.TimerHandle]] = {}
@@ -259,9 +260,25 @@ class SequencerRole(Role):
             self._send_tail(seq, conn, msg.request_id)
 
     def _send_tail(self, seq: Sequencer, conn: Peer, request_id: int) -> None:
+        if seq.needs_recovery:
+            # Until recovery settles the earlier epochs this sequencer knows only the
+            # epoch store's tail, which can be older than what readers were given: wait
+            # (the client's timeout bounds it) rather than let the tail go back.
+            self._tail_waiters.setdefault(seq.log_id, []).append((conn, request_id))
+            return
         lsn, ts = seq.tail()
         conn.send(Tail(request_id=request_id, status=E.OK, log_id=seq.log_id, lsn=lsn,
                        timestamp=ts))
+
+    def _answer_tail_waiters(self, log_id: int, seq: Sequencer | None) -> None:
+        """Recovery finished (``seq``), or the sequencer went away (None: the clients
+        ask the log's sequencer again)."""
+        for conn, request_id in self._tail_waiters.pop(log_id, []):
+            if seq is not None:
+                self._send_tail(seq, conn, request_id)
+            else:
+                conn.send(Tail(request_id=request_id, status=E.NOSEQUENCER, log_id=log_id,
+                               redirect_to=self.owner(log_id)))
 
     def _on_stored(self, conn: Peer, msg: Stored) -> None:
         node = conn.peer_node if conn.peer_node is not None else msg.node_index
@@ -389,6 +406,7 @@ class SequencerRole(Role):
         self.sender.release(seq.log_id, last_released, set(nodes) | set(seq.nodeset),
                             seq.epoch)
         self._run(seq, seq.on_recovery_done(last_released, last_timestamp))
+        self._answer_tail_waiters(seq.log_id, seq)
 
     def _keep_payload(self, rid: Any, log_id: int, payload: Any, checksum: int) -> None:
         """A recovery STORE's payload, for ``_payload_of`` (no client to answer)."""
@@ -412,6 +430,7 @@ class SequencerRole(Role):
             return
         redirect = self.owner(log_id) if status == E.PREEMPTED else None
         self.recoveries.abort(log_id)
+        self._answer_tail_waiters(log_id, None)
         actions = seq.deactivate(status)
         self._live.pop((log_id, seq.epoch), None)
         timer = self._timers.pop(seq, None)
