@@ -156,6 +156,20 @@ def test_graylist_is_cleared_when_it_alone_blocks_selection():
     assert ctx.health.graylisted(0.01) == frozenset()
 
 
+def test_nodes_blacklisted_for_their_own_failure_are_tried_before_failing():
+    """R=3 of 5 with two nodes down: a third node blacklisted because it was restarting
+    (SHUTDOWN, a broken connection) is used rather than failing the append."""
+    ctx, _ = make(nodes=range(5), r=3)
+    h = ctx.health
+    h.mark_down(0)
+    h.mark_down(1)
+    h.blacklist(2, E.SHUTDOWN, 0.0)
+    cs, status = ctx.pick(0, 0.0)
+    assert status == E.OK and set(cs) == {2, 3, 4}
+    h.blacklist(2, E.OVERLOADED, 0.0)  # asked to be left alone: that is respected
+    assert ctx.pick(0, 0.0) == (None, E.OVERLOADED)
+
+
 def test_failure_status():
     ctx, app = make(nodes=range(4), r=3)
     h = ctx.health

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from logdevice.client.connection import Connection
-from logdevice.client.retry import Backoff
+from logdevice.client.retry import REFUSAL_RETRYABLE, Backoff
 from logdevice.client.routing import Routing
 from logdevice.client.settings import ClientSettings
 from logdevice.config import Config
@@ -46,6 +46,7 @@ class ClientCore:
         self.routing = Routing(config, suspect_time=settings.suspect_time,
                                view_refresh_interval=settings.view_refresh_interval)
         self.conns: dict[int, Connection] = {}
+        self._append_slots: dict[int, asyncio.Semaphore] = {}  # log -> appends in flight
         self._view_task: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -102,7 +103,23 @@ class ClientCore:
             return Append(request_id=0, log_id=log_id, payload=payload, flags=flags,
                           timeout_ms=remaining_ms, checksum=checksum)
 
-        reply: Appended = await self._sequencer_request(log_id, make, timeout, "append")
+        slots = self._append_slots.get(log_id)
+        if slots is None:
+            limit = min(self.settings.max_appends_in_flight,
+                        self.config.log_group(log_id).max_writes_in_flight)
+            slots = self._append_slots[log_id] = asyncio.Semaphore(max(1, limit))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        try:
+            await asyncio.wait_for(slots.acquire(), timeout)
+        except TimeoutError:
+            raise TimedOutError(message=f"append to log {log_id}: no room among the "
+                                        f"appends in flight within {timeout:g} s") from None
+        try:
+            reply: Appended = await self._sequencer_request(
+                log_id, make, max(0.0, deadline - loop.time()), "append")
+        finally:
+            slots.release()
         return reply
 
     async def get_tail(self, log_id: int, timeout: float) -> Tail:
@@ -165,6 +182,11 @@ class ClientCore:
                 continue
             if status == E.PREEMPTED and reply.redirect_to is not None:
                 routing.redirect(log_id, reply.redirect_to)  # for the next call
+            if status in REFUSAL_RETRYABLE and not getattr(reply, "lsn", 0):
+                # Refused before an LSN was taken: nothing was stored, try again.
+                last = f"N{node}: {getattr(reply, 'message', '') or status.name}"
+                await self._back_off(backoff, deadline, refresh=status == E.PREEMPTED)
+                continue
             raise error_for(status, f"{what} to log {log_id} on N{node}: "
                                     f"{getattr(reply, 'message', '') or status.name}")
 

@@ -38,6 +38,10 @@ class ClientSettings:
         Send a CRC32C of each APPEND payload (``AppendFlag.CHECKSUM``).
     max_redirects : int
         Redirects followed in a row before the client refreshes its view and backs off.
+    max_appends_in_flight : int
+        Appends one client has outstanding per log; more wait in the client (back-pressure)
+        instead of overflowing the sequencer's window.  Also capped by the log group's
+        ``max_writes_in_flight``.
     """
 
     connect_timeout: float = 2.0
@@ -48,6 +52,7 @@ class ClientSettings:
     suspect_time: float = 1.0
     append_checksum: bool = True
     max_redirects: int = 3
+    max_appends_in_flight: int = 1000
 
     @classmethod
     def from_config(cls, config: Config, overrides: dict[str, Any]) -> ClientSettings:

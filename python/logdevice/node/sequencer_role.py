@@ -186,6 +186,9 @@ class SequencerRole(Role):
     def on_link_change(self, node: int, connected: bool) -> None:
         if connected:
             self._link_down.discard(node)
+            # A fresh link: what the node failed with before (a restart faster than the
+            # failure detector notices) is history.
+            self.health.forgive(node)
             self._resend_releases(node)
         else:
             self._link_down.add(node)

@@ -101,6 +101,8 @@ class AppenderContext:
         if cs is None and health.graylisted(now):
             health.clear_graylist()
             cs = self._select(health.excluded(now), payload_len, now)
+        if cs is None and health.blacklisted(now):
+            cs = self._select(health.must_avoid(now), payload_len, now)
         if cs is None:
             return None, self.failure_status(now)
         return cs, E.OK

@@ -54,6 +54,11 @@ class NodeHealth:
             self._black.pop(node, None)
             self._dirty = True
 
+    def forgive(self, node: int) -> None:
+        """Forget gray- and blacklisting of ``node`` (it reconnected afresh)."""
+        if self._gray.pop(node, None) is not None or self._black.pop(node, None) is not None:
+            self._dirty = True
+
     def graylist(self, node: int, now: float) -> None:
         self._gray[node] = now + self.graylist_seconds
         self._dirty = True
@@ -88,6 +93,14 @@ class NodeHealth:
             del self._gray[node]
         for node in [n for n, (until, _) in self._black.items() if until <= now]:
             del self._black[node]
+
+    def must_avoid(self, now: float) -> frozenset[int]:
+        """The nodes selection avoids even when the others cannot hold a copyset: down,
+        out of space or overloaded.  A node blacklisted for a failure of its own (it was
+        stopping, its connection broke) is worth another try before an append fails."""
+        self.excluded(now)
+        return frozenset(self.down | {n for n, (_, st) in self._black.items()
+                                      if st in (E.NOSPC, E.OVERLOADED)})
 
     def graylisted(self, now: float) -> frozenset[int]:
         self.excluded(now)
