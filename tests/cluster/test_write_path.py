@@ -82,6 +82,21 @@ def test_sticky_copysets_make_long_runs(local_cluster):
     assert runs <= 3, f"{runs} copysets for 100 records of a sticky log"
 
 
+@pytest.mark.parametrize("durability", ["memory", "sync_write"])
+def test_durability_setting_reaches_the_nodes(local_cluster, durability):
+    """Each level stores and acknowledges (the level itself is tested against RocksDB's
+    statistics in tests/unit/test_group_commit.py); records survive a clean restart."""
+    cluster = local_cluster(nodes=3, replication=2, logs=[1],
+                            append_store_durability=durability)
+    assert cluster.config.settings.append_store_durability == durability
+    acked = {}
+    with RawClient(cluster) as client:
+        for i in range(30):
+            acked[(1, client.append(1, b"r%d" % i).lsn)] = b"r%d" % i
+    cluster.stop_all()
+    check_acked_on_disk(cluster, acked, 2)
+
+
 def test_window_full_gives_seqnobufs(local_cluster):
     # Two nodes, R=2: every copyset needs both.  With the non-owner paused, stores hang,
     # the window (4) fills and further appends get SEQNOBUFS at once.

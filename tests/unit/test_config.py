@@ -333,6 +333,8 @@ BAD = [
     ("setting-fd-order", _set(["settings", "suspect_timeout_ms"], 10_000),
      "settings.suspect_timeout_ms", "dead_timeout_ms"),
     ("settings-type", _set(["settings"], [1]), "settings", "expected an object"),
+    ("setting-durability", _set(["settings", "append_store_durability"], "fsync"),
+     "settings.append_store_durability", "memory, async_write, sync_write"),
 ]
 
 

@@ -42,6 +42,10 @@ SETTING_BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "max_payload_size": (1, MAX_PAYLOAD_SIZE),
     "read_flow_control_threshold": (0.01, 1.0),
 }
+# Settings that take one of a few words.
+SETTING_CHOICES: dict[str, tuple[str, ...]] = {
+    "append_store_durability": ("memory", "async_write", "sync_write"),
+}
 _CLUSTER_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,127}$")
 _HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:]*:[0-9A-Fa-f:.]*"
                    r"|[A-Za-z0-9]([A-Za-z0-9\-.]*[A-Za-z0-9])?)$")
@@ -289,7 +293,13 @@ def _parse_settings(raw: Any) -> Settings:
     for name in known:
         default = getattr(defaults, name)
         lo, hi = SETTING_BOUNDS.get(name, (1, None))
-        if isinstance(default, float):
+        if isinstance(default, str):
+            value = o.get_str(name, default)
+            if value not in SETTING_CHOICES[name]:
+                raise FieldError(o.path_of(name), f"must be one of "
+                                 f"{', '.join(SETTING_CHOICES[name])}, got {value!r}")
+            values[name] = value
+        elif isinstance(default, float):
             values[name] = o.get_float(name, default, lo=lo, hi=hi)
         else:
             values[name] = o.get_int(name, default, lo=None if lo is None else int(lo),

@@ -159,6 +159,11 @@ class Settings:
     scd_all_send_all_timeout_ms: int = 10_000  # stuck this long in SCD: all-send-all
     store_graylist_ms: int = 5_000  # a node that timed out a wave is avoided this long
     store_blacklist_ms: int = 10_000  # a node that answered an error is avoided this long
+    # When a storage node answers STORED: "memory" (written to RocksDB's memtable, no
+    # write-ahead log: lost if the node crashes), "async_write" (in the write-ahead log,
+    # not fsynced: survives a process crash, not a power loss) or "sync_write" (the WAL
+    # is fsynced first, once per group commit: survives a power loss).
+    append_store_durability: str = "async_write"
 
     def to_dict(self, only_changed: bool = True) -> dict[str, Any]:
         """The settings as JSON; by default only those that differ from the defaults."""

@@ -152,14 +152,22 @@ class GroupCommitter:
         Called on the loop with each written batch (statuses filled in).
     inline_bytes : int
         Batches this small are written on the event loop (0: always the thread).
+    durability : str
+        ``memory`` (no write-ahead log), ``async_write`` (WAL, not fsynced) or
+        ``sync_write`` (the WAL is fsynced once per batch before any STORED goes out;
+        such batches are always written in the writer thread).
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, db: LogsDB,
                  done: Callable[[list[StoreJob]], None], *,
-                 inline_bytes: int = INLINE_BYTES) -> None:
+                 inline_bytes: int = INLINE_BYTES, durability: str = "async_write") -> None:
+        if durability not in ("memory", "async_write", "sync_write"):
+            raise ValueError(f"unknown append store durability {durability!r}")
         self.loop = loop
         self.db = db
         self.done = done
+        self._sync = durability == "sync_write"
+        self._wal = durability != "memory"
         self.pending: list[StoreJob] = []
         self.pending_bytes = 0
         self.in_flight: list[StoreJob] | None = None
@@ -194,7 +202,8 @@ class GroupCommitter:
         self.pending, self.pending_bytes = [], 0
         self.in_flight = batch
         self._idle.clear()
-        if nbytes <= self.inline_bytes and len(batch) <= INLINE_STORES:
+        # An fsync (sync_write) never blocks the event loop.
+        if nbytes <= self.inline_bytes and len(batch) <= INLINE_STORES and not self._sync:
             # Small: a thread hop (two wake-ups) costs more than the write itself.
             self.inline_writes += 1
             try:
@@ -251,7 +260,7 @@ class GroupCommitter:
         if not added:
             return 0
         try:
-            pw.commit()
+            pw.commit(sync=self._sync, wal=self._wal)
         except LogDeviceError as exc:
             log.error("LogsDB write of %d records failed: %s", pw.records, exc)
             for job in added:

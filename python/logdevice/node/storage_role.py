@@ -115,7 +115,9 @@ class StorageRole(Role):
                 await loop.run_in_executor(self._meta_exec, mark_if_data_lost,
                                            self.node.config, self.node.index)
         if self.db is not None:
-            self.committer = GroupCommitter(self.node.loop, self.db, self._on_written)
+            self.committer = GroupCommitter(
+                self.node.loop, self.db, self._on_written,
+                durability=self.node.config.settings.append_store_durability)
             self.purger = Purger(self.node.loop, self.db, self._meta_exec, self._open_store,
                                  self.committer.flush, self._on_purged)
 

@@ -217,9 +217,10 @@ class PendingWrite:
         keys, values, voffs = storefmt.encode_csi(log_id, lsns, fl, cs16)
         batch.put_many(keys, K.fixed_offsets(m, K.CSI_KEY_LEN), values, voffs, cf, checked=True)
 
-    def commit(self, sync: bool = False) -> None:
+    def commit(self, sync: bool = False, wal: bool = True) -> None:
         """Write everything added, atomically; ``sync`` (or the store's ``sync_writes``)
-        waits for the write-ahead log to reach the disk."""
+        waits for the write-ahead log to reach the disk; ``wal=False`` skips the
+        write-ahead log (the records live only in the memtable until a flush)."""
         if self._done:
             raise _invalid("this pending write was already committed")
         if self._broken:
@@ -242,7 +243,7 @@ class PendingWrite:
                 grown.add(delta)
                 self._batch.put(K.partition_key(pid), grown.encode(), store._meta_cf)
                 new_parts.append(grown)
-            store._db.write(self._batch, sync=sync or store.sync_writes)
+            store._db.write(self._batch, sync=(sync or store.sync_writes) and wal, wal=wal)
             for pid, log_id, new in updates:
                 store._dir.logs.setdefault(log_id, {})[pid] = new
             for part in new_parts:

@@ -1,0 +1,83 @@
+"""The storage node's group commit at each append-store durability level, checked through
+RocksDB's own statistics: ``sync_write`` fsyncs the write-ahead log once per batch,
+``async_write`` writes it without syncing, ``memory`` does not write it at all."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import numpy as np
+import pytest
+
+from ldcore import lsn as ldlsn
+from logdevice.errors import E
+from logdevice.node.group_commit import GroupCommitter, StoreJob
+from logdevice.protocol import Store, pack_payloads
+from logdevice.storage.logsdb import LogsDB
+
+
+def _store(rid: int, epoch: int, esns) -> Store:
+    n = len(esns)
+    offsets, buf = pack_payloads([b"payload %d" % e for e in esns])
+    return Store(request_id=rid, log_id=1, epoch=epoch, sequencer_node=0,
+                 lsns=np.array([ldlsn.compose(epoch, e) for e in esns], np.uint64),
+                 timestamps=np.full(n, 1_700_000_000_000, np.int64),
+                 flags=np.zeros(n, np.uint32), waves=np.ones(n, np.uint32),
+                 copysets=np.tile(np.int16([0, 1]), (n, 1)), payload_offsets=offsets,
+                 payloads=buf, checksums=np.zeros(0, np.uint32))
+
+
+def ticker(stats: str, name: str) -> int:
+    m = re.search(rf"^{re.escape(name)} COUNT : (\d+)$", stats, re.M)
+    assert m, f"{name} not in the statistics"
+    return int(m.group(1))
+
+
+def write_batches(db: LogsDB, durability: str, batches: int) -> list[StoreJob]:
+    """``batches`` rounds of 5 STOREs submitted together; every job once written."""
+    loop = asyncio.new_event_loop()
+    done: list[StoreJob] = []
+    try:
+        committer = GroupCommitter(loop, db, done.extend, durability=durability)
+
+        async def run() -> None:
+            for b in range(batches):
+                for k in range(5):
+                    esn = b * 5 + k + 1
+                    committer.submit(StoreJob(None, _store(esn, 3, [esn]), nbytes=10))
+                await committer.flush()
+
+        loop.run_until_complete(run())
+        committer.close()
+    finally:
+        loop.close()
+    return done
+
+
+@pytest.mark.parametrize("durability", ["memory", "async_write", "sync_write"])
+def test_durability_levels(tmp_path, durability):
+    with LogsDB(tmp_path / "db", statistics=True) as db:
+        write_batches(db, durability, batches=1)  # creates the first partition (logged)
+        before = db.statistics()
+        synced0 = ticker(before, "rocksdb.wal.synced")
+        wal0 = ticker(before, "rocksdb.wal.bytes")
+        jobs = write_batches(db, durability, batches=4)
+        assert [j.status for j in jobs] == [E.OK] * 20
+        stats = db.statistics()
+        synced = ticker(stats, "rocksdb.wal.synced") - synced0
+        wal_bytes = ticker(stats, "rocksdb.wal.bytes") - wal0
+        rb = db.read_records(1, 1)
+        assert len(rb) == 20  # readable at every level while the process lives
+    if durability == "sync_write":
+        assert synced == 4  # one fsync per group commit, not one per STORE
+        assert wal_bytes > 0
+    elif durability == "async_write":
+        assert synced == 0 and wal_bytes > 0
+    else:
+        assert synced == 0 and wal_bytes == 0
+
+
+def test_unknown_durability_is_refused(tmp_path):
+    with LogsDB(tmp_path / "db") as db, pytest.raises(ValueError, match="durability"):
+        GroupCommitter(asyncio.new_event_loop(), db, lambda jobs: None, durability="fsync")
