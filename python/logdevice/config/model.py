@@ -164,6 +164,9 @@ class Settings:
     # not fsynced: survives a process crash, not a power loss) or "sync_write" (the WAL
     # is fsynced first, once per group commit: survives a power loss).
     append_store_durability: str = "async_write"
+    partition_duration_ms: int = 900_000  # LogsDB starts a new time partition this often
+    partition_size_limit_bytes: int = 512 << 20  # ... or once the newest holds this much
+    retention_interval_ms: int = 60_000  # how often a node drops partitions nobody needs
 
     def to_dict(self, only_changed: bool = True) -> dict[str, Any]:
         """The settings as JSON; by default only those that differ from the defaults."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -72,7 +73,24 @@ def open_logsdb(node: Node) -> LogsDB:
     """The node's LogsDB in its data directory (created when missing)."""
     path = node.config.node_data_dir(node.index)
     path.mkdir(parents=True, exist_ok=True)
-    return LogsDB(path / "logsdb", max_payload=node.config.settings.max_payload_size)
+    s = node.config.settings
+    return LogsDB(path / "logsdb", max_payload=s.max_payload_size,
+                  partition_duration_ms=s.partition_duration_ms,
+                  partition_size_limit=s.partition_size_limit_bytes)
+
+
+def apply_retention(db: LogsDB, config: Any) -> list[int]:
+    """Drop the partitions every log is done with (trimmed, or older than the log's
+    backlog retention), then flush, so the write-ahead log that still holds their
+    records can go too.  Blocking; the dropped partition ids."""
+    backlog = {}
+    for log_id in db.logs():
+        if config.has_log(log_id):
+            backlog[log_id] = config.log_group(log_id).backlog_retention_ms
+    dropped = db.apply_retention(int(time.time() * 1000), backlog)
+    if dropped:
+        db.flush()
+    return dropped
 
 
 class StorageRole(Role):
@@ -99,6 +117,7 @@ class StorageRole(Role):
         self.purger: Purger | None = None
         self._held: dict[int, tuple[int, int]] = {}  # log -> (lsn, epoch) waiting for a purge
         self._epoch_store: EpochStore | None = None
+        self._retention_handle: asyncio.TimerHandle | None = None
 
     def handlers(self) -> Mapping[type, Any]:
         return {Store: self._on_store, Release: self._on_release,
@@ -120,6 +139,28 @@ class StorageRole(Role):
                 durability=self.node.config.settings.append_store_durability)
             self.purger = Purger(self.node.loop, self.db, self._meta_exec, self._open_store,
                                  self.committer.flush, self._on_purged)
+            self._schedule_retention()
+
+    def _schedule_retention(self) -> None:
+        interval = self.node.config.settings.retention_interval_ms / 1000
+        self._retention_handle = self.node.loop.call_later(interval, self._run_retention)
+
+    def _run_retention(self) -> None:
+        if self._stopping or self.db is None:
+            return
+        db, config = self.db, self.node.config
+
+        def done(fut: asyncio.Future[list[int]]) -> None:
+            exc = fut.exception()
+            if exc is not None:
+                log.error("retention failed: %s", exc)
+            elif fut.result():
+                log.info("retention dropped partitions %s", fut.result())
+            if not self._stopping:
+                self._schedule_retention()
+
+        fut = self.node.loop.run_in_executor(self._meta_exec, apply_retention, db, config)
+        fut.add_done_callback(done)
 
     def _open_store(self) -> EpochStore:
         if self._epoch_store is None:
@@ -128,6 +169,8 @@ class StorageRole(Role):
 
     async def stop(self) -> None:
         self._stopping = True
+        if self._retention_handle is not None:
+            self._retention_handle.cancel()
         if self.committer is not None:
             await self.committer.flush()
         if self.purger is not None:
