@@ -432,6 +432,43 @@ def test_errors_open_file_and_use_after_close(tmp_path):
         assert ei.value.status == E.SHUTDOWN
 
 
+def test_close_never_frees_rocksdb_under_a_running_operation(tmp_path):
+    """``close(timeout)`` while a read is running: TIMEDOUT, RocksDB stays open for the
+    read (freeing it under the read crashed the process), new calls get SHUTDOWN, and a
+    later ``close`` finishes the job."""
+    import threading
+
+    from logdevice.storage import keys as K
+
+    db = LogsDB(tmp_path / "db")
+    db.write_records(1, [1, 2], [0, 0], [0, 0], [[1], [1]], b"xy", [0, 1, 2])
+    inside, leave = threading.Event(), threading.Event()
+    got: list[bytes | None] = []
+
+    def running_read() -> None:
+        with db._gate:  # held by every LogsDB call for as long as it uses RocksDB
+            inside.set()
+            assert leave.wait(10)
+            # What a read does with the handle: here, a raw get of record 1's data key.
+            cf = db._cfs[min(db._cfs)]
+            got.append(db._db.get(K.data_key(1, 1), cf))
+
+    t = threading.Thread(target=running_read)
+    t.start()
+    assert inside.wait(10)
+    with pytest.raises(LogDeviceError) as ei:
+        db.close(timeout=0.05)
+    assert ei.value.status == E.TIMEDOUT
+    with pytest.raises(LogDeviceError) as ei:
+        db.read_records(1, 1)
+    assert ei.value.status == E.SHUTDOWN
+    leave.set()
+    t.join(10)
+    assert got[0] is not None and got[0].endswith(b"x")  # RocksDB was still there
+    db.close(timeout=5)
+    assert db.closed
+
+
 def test_crash_keeps_every_acknowledged_batch(tmp_path):
     path = tmp_path / "db"
     writer = os.path.join(os.path.dirname(__file__), "crash_writer.py")
