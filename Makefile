@@ -6,7 +6,7 @@ PY := .venv/bin/python
 STAMPS := .make
 KERNEL_SOURCES := $(wildcard src/ldcore/*.pyx src/ldcore/*.pxd src/ldcore/*.h) $(wildcard _ext/*.py)
 
-.PHONY: run test bench lint build clean
+.PHONY: run test bench lint build clean chaos
 
 run: $(STAMPS)/build
 	$(PY) -m logdevice.demo
@@ -16,6 +16,11 @@ test: $(STAMPS)/build
 
 bench: $(STAMPS)/build
 	bash ci/bench.sh $(ARGS)
+
+# A long chaos run against a local cluster: SECONDS (default 600), SEED (default random),
+# REPLICATION (default 3).  Exit status 1 and the replay command on any violation.
+chaos: $(STAMPS)/build
+	$(PY) -m tests.chaos.driver --seconds $(or $(SECONDS),600) --replication $(or $(REPLICATION),3) $(if $(SEED),--seed $(SEED))
 
 lint: $(STAMPS)/build
 	bash ci/lint.sh

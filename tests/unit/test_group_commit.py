@@ -79,5 +79,9 @@ def test_durability_levels(tmp_path, durability):
 
 
 def test_unknown_durability_is_refused(tmp_path):
-    with LogsDB(tmp_path / "db") as db, pytest.raises(ValueError, match="durability"):
-        GroupCommitter(asyncio.new_event_loop(), db, lambda jobs: None, durability="fsync")
+    loop = asyncio.new_event_loop()
+    try:
+        with LogsDB(tmp_path / "db") as db, pytest.raises(ValueError, match="durability"):
+            GroupCommitter(loop, db, lambda jobs: None, durability="fsync")
+    finally:
+        loop.close()

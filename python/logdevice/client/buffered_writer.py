@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import queue
+import secrets
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -147,6 +148,8 @@ class BufferedWriter:
         self._waiting: dict[int, collections.deque[Batch]] = {}  # one_at_a_time queues
         self._busy: set[int] = set()  # one_at_a_time: logs with a blob in flight
         self._tasks: set[asyncio.Task[None]] = set()
+        # Names this writer's blobs to the sequencer, so a retried blob is not stored twice.
+        self._producer_id = secrets.randbits(63) | 1
         self.stats = {"blobs": 0, "payloads": 0, "retries": 0, "failed_blobs": 0,
                       "blob_bytes": 0, "payload_bytes": 0}
 
@@ -358,7 +361,8 @@ class BufferedWriter:
                 b.attempts += 1
                 try:
                     reply = await client._core.append(b.log_id, blob, flags, checksum,
-                                                      client.timeout)
+                                                      client.timeout,
+                                                      (self._producer_id, b.seq + 1))
                 except LogDeviceError as exc:
                     if exc.status in WRITER_RETRYABLE and b.attempts <= self.retries \
                             and self._aborted is None:

@@ -177,6 +177,13 @@ class Client:
 
     # ------------------------------------------------------------------ tail and head
 
+    @property
+    def stats(self) -> dict[str, int]:
+        """Back-pressure figures: ``appends_waited`` (appends that queued in this client
+        because the log had as many in flight as allowed) and ``refusals_retried``
+        (appends a sequencer refused before taking an LSN, tried again)."""
+        return dict(self._core.stats)
+
     def get_tail_lsn(self, log_id: int, *, timeout: float | None = None) -> int:
         """The last released LSN of the log (LSN_INVALID if nothing was released)."""
         return self.get_tail_attributes(log_id, timeout=timeout).last_released_real_lsn

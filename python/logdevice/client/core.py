@@ -47,6 +47,9 @@ class ClientCore:
                                view_refresh_interval=settings.view_refresh_interval)
         self.conns: dict[int, Connection] = {}
         self._append_slots: dict[int, asyncio.Semaphore] = {}  # log -> appends in flight
+        # Back-pressure figures: appends that waited for room among those in flight, and
+        # refusals (window full, overloaded, ...) retried.
+        self.stats = {"appends_waited": 0, "refusals_retried": 0}
         self._view_task: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -97,11 +100,13 @@ class ClientCore:
     # ------------------------------------------------------------------ sequencer requests
 
     async def append(self, log_id: int, payload: Any, flags: int, checksum: int,
-                     timeout: float) -> Appended:
-        """APPEND one record (or blob) to ``log_id``'s sequencer; the OK ``Appended``."""
+                     timeout: float, producer: tuple[int, int] = (0, 0)) -> Appended:
+        """APPEND one record (or blob) to ``log_id``'s sequencer; the OK ``Appended``.
+        ``producer`` is an idempotent writer's (id, blob sequence number)."""
         def make(remaining_ms: int) -> Append:
             return Append(request_id=0, log_id=log_id, payload=payload, flags=flags,
-                          timeout_ms=remaining_ms, checksum=checksum)
+                          timeout_ms=remaining_ms, checksum=checksum,
+                          producer_id=producer[0], producer_seq=producer[1])
 
         slots = self._append_slots.get(log_id)
         if slots is None:
@@ -110,6 +115,8 @@ class ClientCore:
             slots = self._append_slots[log_id] = asyncio.Semaphore(max(1, limit))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        if slots.locked():
+            self.stats["appends_waited"] += 1
         try:
             await asyncio.wait_for(slots.acquire(), timeout)
         except TimeoutError:
@@ -185,6 +192,7 @@ class ClientCore:
             if status in REFUSAL_RETRYABLE and not getattr(reply, "lsn", 0):
                 # Refused before an LSN was taken: nothing was stored, try again.
                 last = f"N{node}: {getattr(reply, 'message', '') or status.name}"
+                self.stats["refusals_retried"] += 1
                 await self._back_off(backoff, deadline, refresh=status == E.PREEMPTED)
                 continue
             raise error_for(status, f"{what} to log {log_id} on N{node}: "

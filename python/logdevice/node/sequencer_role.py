@@ -51,6 +51,7 @@ from logdevice.errors import E, LogDeviceError
 from logdevice.node.recovery_driver import Recoveries, RecoveryDriver
 from logdevice.node.role import Peer, Role
 from logdevice.node.store_sender import StoreSender
+from logdevice.sequencer.producers import ADMIT_NEW, ADMIT_WAIT, ProducerTable
 from logdevice.placement import score, sequencer_for
 from logdevice.protocol import (
     Append,
@@ -91,15 +92,16 @@ SWEEP_INTERVAL = 5.0
 class _Append:
     """An APPEND being served: who asked, and the payload until it is answered."""
 
-    __slots__ = ("conn", "request_id", "log_id", "payload", "checksum")
+    __slots__ = ("conn", "request_id", "log_id", "payload", "checksum", "producer")
 
     def __init__(self, conn: Peer, request_id: int, log_id: int, payload: Any,
-                 checksum: int) -> None:
+                 checksum: int, producer: tuple[int, int] = (0, 0)) -> None:
         self.conn = conn
         self.request_id = request_id
         self.log_id = log_id
         self.payload = payload
         self.checksum = checksum
+        self.producer = producer  # an idempotent writer's (id, blob sequence number)
 
 
 class SequencerRole(Role):
@@ -119,6 +121,7 @@ class SequencerRole(Role):
         self._live: dict[tuple[int, int], Sequencer] = {}  # (log, epoch) -> not deactivated
         self._activating: dict[int, list[tuple[Any, ...]]] = {}  # log -> queued requests
         self._tail_waiters: dict[int, list[tuple[Peer, int]]] = {}  # log -> GET_TAILs held
+        self.producers = ProducerTable()
         self._appends: dict[int, _Append] = {}
         self._rids = itertools.count(1)
         self._timers: dict[Sequencer, tuple[float, asyncio.TimerHandle]] = {}
@@ -242,7 +245,17 @@ class SequencerRole(Role):
                                message=why))
             return
         rid = next(self._rids)
-        self._appends[rid] = _Append(conn, msg.request_id, log_id, msg.payload, msg.checksum)
+        if msg.producer_id:
+            verdict = self.producers.admit(log_id, msg.producer_id, msg.producer_seq,
+                                           (conn, msg.request_id))
+            if verdict is ADMIT_WAIT:
+                return  # answered with the first attempt
+            if verdict is not ADMIT_NEW:  # done: the blob is stored already
+                conn.send(Appended(request_id=msg.request_id, status=E.OK, lsn=verdict.lsn,
+                                   timestamp=verdict.timestamp))
+                return
+        self._appends[rid] = _Append(conn, msg.request_id, log_id, msg.payload, msg.checksum,
+                                     (msg.producer_id, msg.producer_seq))
         flags = msg.flags & _APPEND_FLAGS
         seq = self.sequencers.get(log_id)
         if seq is None:
@@ -456,9 +469,16 @@ class SequencerRole(Role):
     def _answer(self, rid: Any, status: E, redirect: int | None = None, message: str = "",
                 lsn: int = 0, timestamp: int = 0) -> None:
         a = self._appends.pop(rid, None)
-        if a is not None:
+        if a is None:
+            return
+        if not a.producer[0]:
             a.conn.send(Appended(request_id=a.request_id, status=status, lsn=lsn,
                                  timestamp=timestamp, redirect_to=redirect, message=message))
+            return
+        for conn, request_id in self.producers.finish(a.log_id, *a.producer, status, lsn,
+                                                      timestamp):
+            conn.send(Appended(request_id=request_id, status=status, lsn=lsn,
+                               timestamp=timestamp, redirect_to=redirect, message=message))
 
     def _run(self, seq: Sequencer, actions: list) -> None:
         """Carry out a sequencer's actions, then re-arm its timer."""

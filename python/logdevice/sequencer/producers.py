@@ -1,0 +1,105 @@
+"""Idempotent appends: a retried APPEND is recognised and not stored twice.
+
+A BufferedWriter names itself with a random 64-bit producer id and numbers its blobs per
+log (1, 2, ...); a retry of a blob carries the same (producer, sequence number).  The
+sequencer remembers, per log and producer, the outcome of the last ``window`` sequence
+numbers (Kafka's idempotent producer keeps five batches; a BufferedWriter may have more
+blobs in flight, so the window is larger):
+
+- a sequence number seen and acknowledged: answer with the same LSN, store nothing;
+- one still in flight: the retry waits for the first attempt and gets its answer;
+- one that failed before it was stored (no LSN taken): forgotten, so the retry goes on
+  as a new append.
+
+The table lives in the sequencer node, in memory: a retry that reaches another node after
+a failover is appended again (at least once, not exactly once, across failovers).  The
+least recently used producers are forgotten beyond ``max_producers``.  Sans-I/O:
+``admit`` says what to do with an APPEND, ``finish`` who to answer once it is done.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Hashable
+from typing import NamedTuple
+
+from logdevice.errors import E
+
+__all__ = ["ProducerTable", "Admit", "ADMIT_NEW", "ADMIT_WAIT"]
+
+#: Sequence numbers remembered per (log, producer).
+DEFAULT_WINDOW = 1024
+#: (log, producer) pairs remembered.
+DEFAULT_MAX_PRODUCERS = 10_000
+
+
+class Admit(NamedTuple):
+    """``admit``'s verdict: NEW (append it), WAIT (answered with the first attempt), or
+    DONE (answer now with ``lsn``/``timestamp``)."""
+
+    verdict: str
+    lsn: int = 0
+    timestamp: int = 0
+
+
+ADMIT_NEW = Admit("new")
+ADMIT_WAIT = Admit("wait")
+
+
+class _Entry:
+    __slots__ = ("lsn", "timestamp", "waiters")
+
+    def __init__(self) -> None:
+        self.lsn = 0  # 0 while in flight
+        self.timestamp = 0
+        self.waiters: list[Hashable] = []
+
+
+class ProducerTable:
+    """Outcomes of recent (producer, sequence number) appends of one sequencer's logs."""
+
+    def __init__(self, window: int = DEFAULT_WINDOW,
+                 max_producers: int = DEFAULT_MAX_PRODUCERS) -> None:
+        self.window = window
+        self.max_producers = max_producers
+        self._seen: OrderedDict[tuple[int, int], OrderedDict[int, _Entry]] = OrderedDict()
+        self.duplicates = 0  # retries answered without storing anything
+
+    def admit(self, log_id: int, producer: int, seq: int, waiter: Hashable) -> Admit:
+        """An APPEND of blob ``seq`` from ``producer`` arrived (``waiter`` answers it)."""
+        key = (log_id, producer)
+        recent = self._seen.get(key)
+        if recent is None:
+            recent = self._seen[key] = OrderedDict()
+            if len(self._seen) > self.max_producers:
+                self._seen.popitem(last=False)
+        else:
+            self._seen.move_to_end(key)
+        entry = recent.get(seq)
+        if entry is None:
+            entry = recent[seq] = _Entry()
+            entry.waiters.append(waiter)
+            while len(recent) > self.window:
+                recent.popitem(last=False)
+            return ADMIT_NEW
+        self.duplicates += 1
+        if entry.lsn:
+            return Admit("done", entry.lsn, entry.timestamp)
+        entry.waiters.append(waiter)
+        return ADMIT_WAIT
+
+    def finish(self, log_id: int, producer: int, seq: int, status: E, lsn: int = 0,
+               timestamp: int = 0) -> list[Hashable]:
+        """The append of ``seq`` ended: the waiters to answer (the first attempt's first),
+        all with this outcome.  A failure forgets the sequence number: nothing was
+        acknowledged, so the writer's next retry is appended as new."""
+        recent = self._seen.get((log_id, producer))
+        entry = recent.get(seq) if recent is not None else None
+        if entry is None:
+            return []
+        waiters, entry.waiters = entry.waiters, []
+        if status == E.OK:
+            entry.lsn, entry.timestamp = lsn, timestamp
+        else:
+            del recent[seq]
+        return waiters
