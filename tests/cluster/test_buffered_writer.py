@@ -192,3 +192,38 @@ def test_client_close_fails_what_is_buffered(cluster):
     c.close()
     exc = f.exception(10)
     assert isinstance(exc, LogDeviceError) and exc.status == E.SHUTDOWN
+
+
+def test_retried_blob_is_stored_once(local_cluster):
+    """A blob whose APPEND times out at the client (a storage node is paused, so the
+    sequencer cannot finish it) is retried; the retry reaches the same sequencer, which
+    answers it with the first attempt's LSN: every payload is in the log exactly once."""
+    from logdevice.placement import sequencer_for
+    from tests.cluster.conftest import read_back
+
+    cluster = local_cluster(nodes=2, replication=2, logs=[1])
+    seq = sequencer_for(1, cluster.config.sequencer_weights())
+    with ld.Client(cluster.config_path, timeout=0.5) as client:
+        w = client.create_buffered_writer(count_trigger=10, time_trigger=None, retries=40,
+                                          backoff=(0.05, 0.2))
+        warm = w.append(1, b"warm-up")
+        w.flush()
+        assert warm.result(10)
+        cluster.pause(1 - seq)  # every copyset needs it: stores wait
+        try:
+            futs = [w.append(1, b"payload %d" % i) for i in range(50)]
+            w.flush()
+            deadline = time.monotonic() + 10
+            while w.stats["retries"] < 5 and time.monotonic() < deadline:
+                time.sleep(0.05)  # polls a condition; bounded
+            assert w.stats["retries"] >= 5, "the appends never timed out"
+        finally:
+            cluster.resume(1 - seq)
+        lsns = [f.result(30) for f in futs]
+        w.close()
+    assert len(set(lsns)) == 5  # five blobs of ten payloads
+    cluster.stop_all()
+    stored = read_back(cluster, [1])
+    blobs = {lsn for (_, lsn), copies in stored.items()}
+    assert set(lsns) <= blobs
+    assert len(blobs) == 6, f"blobs stored more than once: {sorted(blobs)}"
