@@ -51,7 +51,6 @@ from logdevice.errors import E, LogDeviceError
 from logdevice.node.recovery_driver import Recoveries, RecoveryDriver
 from logdevice.node.role import Peer, Role
 from logdevice.node.store_sender import StoreSender
-from logdevice.sequencer.producers import ADMIT_NEW, ADMIT_WAIT, ProducerTable
 from logdevice.placement import score, sequencer_for
 from logdevice.protocol import (
     Append,
@@ -76,6 +75,7 @@ from logdevice.sequencer import (
     Sequencer,
     SequencerState,
 )
+from logdevice.sequencer.producers import ADMIT_NEW, ADMIT_WAIT, ProducerTable
 
 if TYPE_CHECKING:
     from logdevice.node.failure_detector import FailureDetectorRole

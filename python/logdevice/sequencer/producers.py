@@ -20,8 +20,7 @@ least recently used producers are forgotten beyond ``max_producers``.  Sans-I/O:
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from logdevice.errors import E
 
@@ -52,7 +51,7 @@ class _Entry:
     def __init__(self) -> None:
         self.lsn = 0  # 0 while in flight
         self.timestamp = 0
-        self.waiters: list[Hashable] = []
+        self.waiters: list[Any] = []  # opaque to the table: whoever answers an APPEND
 
 
 class ProducerTable:
@@ -65,7 +64,7 @@ class ProducerTable:
         self._seen: OrderedDict[tuple[int, int], OrderedDict[int, _Entry]] = OrderedDict()
         self.duplicates = 0  # retries answered without storing anything
 
-    def admit(self, log_id: int, producer: int, seq: int, waiter: Hashable) -> Admit:
+    def admit(self, log_id: int, producer: int, seq: int, waiter: Any) -> Admit:
         """An APPEND of blob ``seq`` from ``producer`` arrived (``waiter`` answers it)."""
         key = (log_id, producer)
         recent = self._seen.get(key)
@@ -89,13 +88,12 @@ class ProducerTable:
         return ADMIT_WAIT
 
     def finish(self, log_id: int, producer: int, seq: int, status: E, lsn: int = 0,
-               timestamp: int = 0) -> list[Hashable]:
+               timestamp: int = 0) -> list[Any]:
         """The append of ``seq`` ended: the waiters to answer (the first attempt's first),
         all with this outcome.  A failure forgets the sequence number: nothing was
         acknowledged, so the writer's next retry is appended as new."""
         recent = self._seen.get((log_id, producer))
-        entry = recent.get(seq) if recent is not None else None
-        if entry is None:
+        if recent is None or (entry := recent.get(seq)) is None:
             return []
         waiters, entry.waiters = entry.waiters, []
         if status == E.OK:

@@ -26,8 +26,8 @@ from os import fspath
 import numpy as np
 
 from logdevice.errors import E, error_for
-from logdevice.storage import keys as K
 from logdevice.storage import deletes, reads
+from logdevice.storage import keys as K
 from logdevice.storage.batch import CsiBatch, RecordBatch
 from logdevice.storage.partitions import Directory, Partition
 from logdevice.storage.rocksdb import DB, ColumnFamily, Options, WriteBatch
