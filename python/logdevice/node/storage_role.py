@@ -10,7 +10,14 @@
 - RELEASE / RELEASE_BATCH: the last released LSN per log is kept in memory, persisted to
   LogsDB lazily (every ``PERSIST_INTERVAL`` in one batch, and on shutdown), and every role
   hears about it through ``Node.notify_release`` (read streams wake their tailing
-  readers).  ``last_released(log_id)`` is the read side's view.
+  readers).  ``last_released(log_id)`` is the read side's view.  A release from a
+  sequencer whose earlier epochs this node has not caught up with waits for purging
+  (``purging.Purger``): the node deletes the copies recovery overruled first.  STOREs of
+  epochs the node knows clean get PREEMPTED.
+- Durability: STORED goes out once the group commit wrote the records at the configured
+  ``append_store_durability`` (memtable only, WAL, or fsynced WAL).
+- Retention: every ``retention_interval_ms`` the node drops the partitions that every log
+  is done with (trimmed, or older than its backlog retention).
 - TRIM, GET_HEAD, FIND_TIME, DATA_SIZE: this node's answer only; the client combines the
   answers of the nodeset.
 - SEAL (epoch recovery, from a node): persist the seal in LogsDB (from then on STOREs of
