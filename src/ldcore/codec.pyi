@@ -10,6 +10,7 @@ MAGIC: int
 COMPRESSION_NONE: int
 COMPRESSION_ZSTD: int
 FLAG_CHECKSUM_CRC32C: int
+FLAG_PRODUCER: int
 DEFAULT_MAX_SIZE: int
 
 class CodecError(ValueError): ...
@@ -20,7 +21,9 @@ def encode(
     compression: Literal["zstd", "none"] | str | None = "zstd",
     level: int = 1,
     checksum: bool = True,
+    producer: tuple[int, int] | None = None,
 ) -> bytes: ...
+def producer_of(blob: _Bytes) -> tuple[int, int] | None: ...
 def decode(
     blob: _Bytes, *, max_size: int = ...
 ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint64]]: ...

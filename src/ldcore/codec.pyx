@@ -1,11 +1,14 @@
 # BufferedWriter blob: many payloads in one record (REFERENCE.md A8), our byte layout.
 #
-#  byte 0     1       2..5 (only if flags & CHECKSUM)
-#  +------+-------+=====================+---------------+
-#  | 0xb1 | flags | crc32c, 4 bytes, LE | varint count  |  header
-#  +------+-------+=====================+---------------+
+#  byte 0     1       2..5 (if CHECKSUM)    next 16 (if PRODUCER)
+#  +------+-------+=====================+==========================+---------------+
+#  | 0xb1 | flags | crc32c, 4 bytes, LE | producer id, sequence no | varint count  |
+#  +------+-------+=====================+==========================+---------------+
+#                                         u64 LE        u64 LE
 #
-#  flags:  bit 7..4  reserved, must be 0
+#  flags:  bit 7..5  reserved, must be 0
+#          bit 4     PRODUCER: the writer's id and the blob's sequence number follow
+#                    (a retried blob carries the same pair: the sequencer drops repeats)
 #          bit 3     CHECKSUM_CRC32C: bytes 2..5 hold a checksum
 #          bit 2..0  compression: NONE = 0, ZSTD = 1 (others are errors)
 #
@@ -51,13 +54,15 @@ MAGIC = 0xB1
 COMPRESSION_NONE = 0
 COMPRESSION_ZSTD = 1
 FLAG_CHECKSUM_CRC32C = 0x08
+FLAG_PRODUCER = 0x10
 DEFAULT_MAX_SIZE = 1 << 30
 
 cdef enum:
     _MAGIC = 0xB1
     _COMP_MASK = 0x07
     _FLAG_CRC = 0x08
-    _RESERVED = 0xF0
+    _FLAG_PRODUCER = 0x10
+    _RESERVED = 0xE0
     _POOL = 4
     _KEEP_SCRATCH = 1 << 22
 
@@ -100,6 +105,9 @@ cdef struct Err:
 cdef struct Header:
     int compression
     bint has_checksum
+    bint has_producer
+    uint64_t producer_id
+    uint64_t producer_seq
     uint64_t count
     size_t body          # offset of the body (after the count varint)
 
@@ -293,6 +301,20 @@ cdef object _error(Err *e):
 
 # ---------------------------------------------------------------- decode
 
+cdef inline uint64_t _read_u64le(const uint8_t *p) noexcept nogil:
+    cdef uint64_t v = 0
+    cdef int i
+    for i in range(8):
+        v |= (<uint64_t>p[i]) << (8 * i)
+    return v
+
+
+cdef inline void _write_u64le(uint8_t *p, uint64_t v) noexcept nogil:
+    cdef int i
+    for i in range(8):
+        p[i] = <uint8_t>(v >> (8 * i))
+
+
 cdef int _parse_header(const uint8_t *p, size_t size, Header *h, Err *err,
                        bint verify) noexcept nogil:
     cdef uint8_t flags
@@ -335,6 +357,16 @@ cdef int _parse_header(const uint8_t *p, size_t size, Header *h, Err *err,
                 err.a = stored
                 err.b = actual
                 return -1
+    h.has_producer = (flags & _FLAG_PRODUCER) != 0
+    if h.has_producer:
+        if size < pos + 17:
+            err.code = E_SHORT
+            err.a = size
+            err.b = pos + 17
+            return -1
+        h.producer_id = _read_u64le(p + pos)
+        h.producer_seq = _read_u64le(p + pos + 8)
+        pos += 16
     if _read_varint(p, size, &pos, &h.count, err, W_COUNT) < 0:
         return -1
     h.body = pos
@@ -399,6 +431,25 @@ def decode_count(blob):
     if _parse_header(p, view.shape[0], &h, &err, False) < 0:
         raise _error(&err)
     return h.count
+
+
+def producer_of(blob):
+    """``(producer id, sequence number)`` from a blob's header, or None if it has none
+    (checksum not verified).
+
+    Raises
+    ------
+    CodecError
+        If the header is malformed or truncated.
+    """
+    cdef const uint8_t[::1] view = blob
+    cdef Header h
+    cdef Err err
+    err.code = E_OK
+    cdef const uint8_t *p = &view[0] if view.shape[0] else NULL
+    if _parse_header(p, view.shape[0], &h, &err, False) < 0:
+        raise _error(&err)
+    return (h.producer_id, h.producer_seq) if h.has_producer else None
 
 
 def decode(blob, *, max_size=DEFAULT_MAX_SIZE):
@@ -543,11 +594,22 @@ cdef inline bint _is_offsets(x):
     return isinstance(x, np.ndarray) and x.dtype.kind in "iu" and x.dtype.itemsize > 1
 
 
-cdef size_t _fill_header(uint8_t *out, int compression, bint checksum,
-                         uint64_t count) noexcept nogil:
+cdef struct Producer:
+    bint present
+    uint64_t id
+    uint64_t seq
+
+
+cdef size_t _fill_header(uint8_t *out, int compression, bint checksum, uint64_t count,
+                         const Producer *prod) noexcept nogil:
     out[0] = _MAGIC
-    out[1] = <uint8_t>(compression | (_FLAG_CRC if checksum else 0))
+    out[1] = <uint8_t>(compression | (_FLAG_CRC if checksum else 0)
+                       | (_FLAG_PRODUCER if prod.present else 0))
     cdef size_t pos = 6 if checksum else 2
+    if prod.present:
+        _write_u64le(out + pos, prod.id)
+        _write_u64le(out + pos + 8, prod.seq)
+        pos += 16
     return pos + _write_varint(out + pos, count)
 
 
@@ -571,16 +633,16 @@ cdef size_t _pack(uint8_t *dst, const uint8_t **ptrs, const size_t *lens,
 
 
 cdef object _encode(const uint8_t **ptrs, const size_t *lens, size_t n, int compression,
-                    int level, bint checksum):
+                    int level, bint checksum, const Producer *prod):
     cdef size_t i, body = 0, head, plain, zsize = 0, total, bound
-    cdef uint8_t hdr[16]
+    cdef uint8_t hdr[40]
     cdef uint8_t *out
     cdef Scratch s
     cdef bint use_zstd = False, have_scratch = False
     with nogil:
         for i in range(n):
             body += _varint_size(lens[i]) + lens[i]
-    head = _fill_header(hdr, 0, checksum, n)
+    head = _fill_header(hdr, 0, checksum, n, prod)
     plain = head + body
     try:
         if compression == 1 and body > 0:
@@ -601,7 +663,7 @@ cdef object _encode(const uint8_t **ptrs, const size_t *lens, size_t n, int comp
             result = PyBytes_FromStringAndSize(NULL, total)
             out = <uint8_t *>PyBytes_AS_STRING(result)
             with nogil:
-                i = _fill_header(out, 1, checksum, n)
+                i = _fill_header(out, 1, checksum, n, prod)
                 i += _write_varint(out + i, body)
                 memcpy(out + i, s.zbuf, zsize)
                 if checksum:
@@ -610,7 +672,7 @@ cdef object _encode(const uint8_t **ptrs, const size_t *lens, size_t n, int comp
             result = PyBytes_FromStringAndSize(NULL, plain)
             out = <uint8_t *>PyBytes_AS_STRING(result)
             with nogil:
-                i = _fill_header(out, 0, checksum, n)
+                i = _fill_header(out, 0, checksum, n, prod)
                 if have_scratch:
                     memcpy(out + i, s.section, body)
                 else:
@@ -623,7 +685,7 @@ cdef object _encode(const uint8_t **ptrs, const size_t *lens, size_t n, int comp
             _give_enc(&s)
 
 
-def encode(payloads, *, compression="zstd", level=1, checksum=True):
+def encode(payloads, *, compression="zstd", level=1, checksum=True, producer=None):
     """Pack payloads into one BufferedWriter blob.
 
     Parameters
@@ -638,11 +700,21 @@ def encode(payloads, *, compression="zstd", level=1, checksum=True):
         zstd compression level.
     checksum : bool
         Store a CRC32C of the blob (flags bit 3).
+    producer : (int, int), optional
+        The writer's id and this blob's sequence number (flags bit 4), both uint64.
 
     Returns
     -------
     bytes
     """
+    cdef Producer prod
+    prod.present = producer is not None
+    if prod.present:
+        pid, pseq = producer
+        if not (0 <= pid < 2**64 and 0 <= pseq < 2**64):
+            raise ValueError(f"producer id and sequence number must be uint64, got {producer}")
+        prod.id = pid
+        prod.seq = pseq
     cdef int comp = _compression_of(compression)
     cdef int lvl = level
     if comp == 1 and not ZSTD_minCLevel() <= lvl <= ZSTD_maxCLevel():
@@ -650,11 +722,12 @@ def encode(payloads, *, compression="zstd", level=1, checksum=True):
             f"zstd level must be in [{ZSTD_minCLevel()}, {ZSTD_maxCLevel()}], got {level}")
     cdef bint crc = bool(checksum)
     if isinstance(payloads, tuple) and len(payloads) == 2 and _is_offsets(payloads[1]):
-        return _encode_buffer(payloads[0], payloads[1], comp, lvl, crc)
-    return _encode_list(payloads, comp, lvl, crc)
+        return _encode_buffer(payloads[0], payloads[1], comp, lvl, crc, &prod)
+    return _encode_list(payloads, comp, lvl, crc, &prod)
 
 
-cdef object _encode_buffer(buffer, offsets, int comp, int lvl, bint crc):
+cdef object _encode_buffer(buffer, offsets, int comp, int lvl, bint crc,
+                           const Producer *prod):
     cdef const uint8_t[::1] buf = buffer
     cdef const uint64_t[::1] off = np.ascontiguousarray(offsets, dtype=np.uint64).ravel()
     cdef Py_ssize_t m = off.shape[0], i, n
@@ -678,13 +751,13 @@ cdef object _encode_buffer(buffer, offsets, int comp, int lvl, bint crc):
         for i in range(n):
             ptrs[i] = base + off[i] if base != NULL else NULL
             lens[i] = off[i + 1] - off[i]
-        return _encode(ptrs, lens, n, comp, lvl, crc)
+        return _encode(ptrs, lens, n, comp, lvl, crc, prod)
     finally:
         free(ptrs)
         free(lens)
 
 
-cdef object _encode_list(payloads, int comp, int lvl, bint crc):
+cdef object _encode_list(payloads, int comp, int lvl, bint crc, const Producer *prod):
     cdef tuple items = tuple(payloads)
     cdef Py_ssize_t n = len(items), i, held = 0
     cdef const uint8_t **ptrs = <const uint8_t **>malloc((n + 1) * sizeof(uint8_t *))
@@ -705,7 +778,7 @@ cdef object _encode_list(payloads, int comp, int lvl, bint crc):
                 ptrs[i] = <const uint8_t *>views[held].buf
                 lens[i] = views[held].len
                 held += 1
-        return _encode(ptrs, lens, n, comp, lvl, crc)
+        return _encode(ptrs, lens, n, comp, lvl, crc, prod)
     finally:
         if views != NULL:
             for i in range(held):

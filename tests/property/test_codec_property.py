@@ -13,7 +13,9 @@ payload = st.one_of(
 )
 payload_lists = st.lists(payload, max_size=30)
 options = st.fixed_dictionaries(
-    {"compression": st.sampled_from(["zstd", "none"]), "checksum": st.booleans()}
+    {"compression": st.sampled_from(["zstd", "none"]), "checksum": st.booleans(),
+     "producer": st.one_of(st.none(), st.tuples(st.integers(0, 2**64 - 1),
+                                                st.integers(0, 2**64 - 1)))}
 )
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -55,6 +57,7 @@ def test_round_trip_matches_reference(payloads, opts):
     blob = codec.encode(payloads, **opts)
     assert as_list(*codec.decode(blob)) == payloads
     assert codec.decode_count(blob) == len(payloads)
+    assert codec.producer_of(blob) == opts["producer"] == ref.producer_of(blob)
     assert ref.decode(blob) == payloads
     ref_blob = ref.encode(payloads, **opts)
     assert as_list(*codec.decode(ref_blob)) == payloads
@@ -79,7 +82,7 @@ def test_random_bytes_never_crash(data):
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.integers(0, 0x1F), st.binary(max_size=64))
+@given(st.integers(0, 0x3F), st.binary(max_size=64))
 def test_random_bodies_behind_a_valid_magic(flags, rest):
     blob = bytes([0xB1, flags]) + rest
     assert agree(blob)

@@ -1,8 +1,9 @@
 """Plain-Python BufferedWriter blob codec: the reference for ``ldcore.codec``.
 
 Same layout as ``src/ldcore/codec.pyx`` (see the drawing there): ``0xb1``, flags (low 3
-bits compression, bit 3 checksum), optional CRC32C of everything else (little-endian),
-varint count, then ``[varint len][bytes]...`` or ``[varint size][zstd frame of that]``.
+bits compression, bit 3 checksum, bit 4 producer), optional CRC32C of everything else
+(little-endian), optional producer id and sequence number (u64 LE each), varint count,
+then ``[varint len][bytes]...`` or ``[varint size][zstd frame of that]``.
 """
 
 import zstandard
@@ -13,6 +14,7 @@ MAGIC = 0xB1
 NONE = 0
 ZSTD = 1
 FLAG_CHECKSUM = 0x08
+FLAG_PRODUCER = 0x10
 
 
 class RefCodecError(ValueError):
@@ -54,14 +56,19 @@ def _seal(flags: int, rest: bytes, checksum: bool) -> bytes:
     return head + crc.to_bytes(4, "little") + rest
 
 
-def encode(payloads, compression: str = "zstd", level: int = 1, checksum: bool = True) -> bytes:
+def encode(payloads, compression: str = "zstd", level: int = 1, checksum: bool = True,
+           producer: tuple[int, int] | None = None) -> bytes:
     payloads = [bytes(p) for p in payloads]
     body = _body(payloads)
     count = write_varint(len(payloads))
-    plain = _seal(NONE, count + body, checksum)
+    extra = 0
+    if producer is not None:
+        extra = FLAG_PRODUCER
+        count = producer[0].to_bytes(8, "little") + producer[1].to_bytes(8, "little") + count
+    plain = _seal(NONE | extra, count + body, checksum)
     if compression == "zstd" and body:
         frame = zstandard.ZstdCompressor(level=level).compress(body)
-        packed = _seal(ZSTD, count + write_varint(len(body)) + frame, checksum)
+        packed = _seal(ZSTD | extra, count + write_varint(len(body)) + frame, checksum)
         if len(packed) < len(plain):
             return packed
     return plain
@@ -80,12 +87,21 @@ def _split(body: bytes, count: int) -> list[bytes]:
     return out
 
 
+def producer_of(blob: bytes) -> tuple[int, int] | None:
+    blob = bytes(blob)
+    if len(blob) < 2 or blob[0] != MAGIC or not blob[1] & FLAG_PRODUCER:
+        return None
+    pos = 6 if blob[1] & FLAG_CHECKSUM else 2
+    return (int.from_bytes(blob[pos:pos + 8], "little"),
+            int.from_bytes(blob[pos + 8:pos + 16], "little"))
+
+
 def decode(blob: bytes) -> list[bytes]:
     blob = bytes(blob)
     if len(blob) < 2 or blob[0] != MAGIC:
         raise RefCodecError("bad magic or truncated")
     flags = blob[1]
-    if flags & 0xF0 or flags & 0x07 > ZSTD:
+    if flags & 0xE0 or flags & 0x07 > ZSTD:
         raise RefCodecError("unknown flags")
     pos = 2
     if flags & FLAG_CHECKSUM:
@@ -95,6 +111,10 @@ def decode(blob: bytes) -> list[bytes]:
         if stored != crc32c(blob[6:], crc32c(blob[:2])):
             raise RefCodecError("checksum mismatch")
         pos = 6
+    if flags & FLAG_PRODUCER:
+        if len(blob) < pos + 17:
+            raise RefCodecError("truncated")
+        pos += 16
     count, pos = read_varint(blob, pos)
     if flags & 0x07 == NONE:
         return _split(blob[pos:], count)

@@ -228,3 +228,23 @@ def test_decode_count_is_a_peek():
         codec.decode(blob)
     with pytest.raises(codec.CodecError, match="magic"):
         codec.decode_count(b"\x00\x00\x00")
+
+
+def test_producer_header_layout():
+    """Flag bit 4: the writer's id and the blob's sequence number, u64 LE each, after
+    the checksum (covered by it) and before the count."""
+    blob = codec.encode([b"a"], compression="none", checksum=False, producer=(1, 2))
+    assert blob == (b"\xb1\x10" + (1).to_bytes(8, "little") + (2).to_bytes(8, "little")
+                    + b"\x01\x01a")
+    assert codec.producer_of(blob) == (1, 2)
+    assert codec.producer_of(codec.encode([b"a"])) is None
+    sealed = codec.encode([b"a"], compression="none", producer=(2**64 - 1, 7))
+    assert sealed[1] == 0x18 and codec.producer_of(sealed) == (2**64 - 1, 7)
+    flipped = bytearray(sealed)
+    flipped[10] ^= 1  # inside the producer id: the checksum catches it
+    with pytest.raises(codec.CodecError, match="checksum"):
+        codec.decode(bytes(flipped))
+    with pytest.raises(codec.CodecError, match="truncated"):
+        codec.producer_of(blob[:10])
+    with pytest.raises(ValueError, match="uint64"):
+        codec.encode([b"a"], producer=(-1, 0))

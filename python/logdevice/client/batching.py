@@ -226,12 +226,14 @@ def payload_offsets(payloads: Sequence[Any]) -> npt.NDArray[np.uint64]:
     return offsets
 
 
-def encode_batch(batch: Batch, *, compression: str = "zstd", level: int = 1) -> bytes:
-    """The batch's payloads as one ``ldcore.codec`` blob (zstd kept only if smaller)."""
+def encode_batch(batch: Batch, *, compression: str = "zstd", level: int = 1,
+                 producer: tuple[int, int] | None = None) -> bytes:
+    """The batch's payloads as one ``ldcore.codec`` blob (zstd kept only if smaller),
+    with ``producer`` (writer id, blob sequence number) in its header when given."""
     parts = batch.parts
     if all(type(p) is list for p in parts):
         flat = parts[0] if len(parts) == 1 else list(itertools.chain.from_iterable(parts))
-        return codec.encode(flat, compression=compression, level=level)
+        return codec.encode(flat, compression=compression, level=level, producer=producer)
     bufs: list[bytes] = []
     offs: list[npt.NDArray[np.uint64]] = []
     base = 0
@@ -246,7 +248,8 @@ def encode_batch(batch: Batch, *, compression: str = "zstd", level: int = 1) -> 
         base += len(buf)
     offsets = np.concatenate(offs + [np.array([base], dtype=np.uint64)])
     data = np.frombuffer(b"".join(bufs), dtype=np.uint8)
-    return codec.encode((data, offsets), compression=compression, level=level)
+    return codec.encode((data, offsets), compression=compression, level=level,
+                        producer=producer)
 
 
 class MemoryBudget:

@@ -148,8 +148,9 @@ class BufferedWriter:
         self._waiting: dict[int, collections.deque[Batch]] = {}  # one_at_a_time queues
         self._busy: set[int] = set()  # one_at_a_time: logs with a blob in flight
         self._tasks: set[asyncio.Task[None]] = set()
-        # Names this writer's blobs to the sequencer, so a retried blob is not stored twice.
-        self._producer_id = secrets.randbits(63) | 1
+        # Goes into every blob's header with the blob's sequence number, so the sequencer
+        # recognises a retried blob and does not store it twice.
+        self._producer_id = secrets.randbits(64) | 1
         self.stats = {"blobs": 0, "payloads": 0, "retries": 0, "failed_blobs": 0,
                       "blob_bytes": 0, "payload_bytes": 0}
 
@@ -301,7 +302,8 @@ class BufferedWriter:
                 continue
             try:
                 b.blob = encode_batch(b, compression=self.compression,
-                                      level=self.compression_level)
+                                      level=self.compression_level,
+                                      producer=(self._producer_id, b.seq + 1))
             except Exception as exc:  # a codec bug must not kill the thread silently
                 err = LogDeviceError(E.BADPAYLOAD, f"could not encode the batch: {exc}")
                 self._loop.call_soon(self._finish, b, None, err)
@@ -361,8 +363,7 @@ class BufferedWriter:
                 b.attempts += 1
                 try:
                     reply = await client._core.append(b.log_id, blob, flags, checksum,
-                                                      client.timeout,
-                                                      (self._producer_id, b.seq + 1))
+                                                      client.timeout)
                 except LogDeviceError as exc:
                     if exc.status in WRITER_RETRYABLE and b.attempts <= self.retries \
                             and self._aborted is None:

@@ -100,13 +100,11 @@ class ClientCore:
     # ------------------------------------------------------------------ sequencer requests
 
     async def append(self, log_id: int, payload: Any, flags: int, checksum: int,
-                     timeout: float, producer: tuple[int, int] = (0, 0)) -> Appended:
-        """APPEND one record (or blob) to ``log_id``'s sequencer; the OK ``Appended``.
-        ``producer`` is an idempotent writer's (id, blob sequence number)."""
+                     timeout: float) -> Appended:
+        """APPEND one record (or blob) to ``log_id``'s sequencer; the OK ``Appended``."""
         def make(remaining_ms: int) -> Append:
             return Append(request_id=0, log_id=log_id, payload=payload, flags=flags,
-                          timeout_ms=remaining_ms, checksum=checksum,
-                          producer_id=producer[0], producer_seq=producer[1])
+                          timeout_ms=remaining_ms, checksum=checksum)
 
         slots = self._append_slots.get(log_id)
         if slots is None:

@@ -304,7 +304,7 @@ class Recoveries:
                      list(driver.machine.epochs), done.last_released)
             if current:
                 self.role._recovered(seq, done.last_released, done.last_timestamp,
-                                     done.nodes)
+                                     done.nodes, done.producers)
             return
         self.failed += 1
         if done.status in (E.CANCELLED, E.SHUTDOWN):

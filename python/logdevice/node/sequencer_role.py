@@ -44,6 +44,7 @@ from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from ldcore import codec
 from ldcore.checksum import crc32c
 from logdevice.config import LogGroup
 from logdevice.epochstore import EpochMetadata, EpochStore, open_epoch_store
@@ -85,6 +86,7 @@ log = logging.getLogger("logdevice.node.sequencer")
 
 _APPEND_FLAGS = int(AppendFlag.CHECKSUM | AppendFlag.BUFFERED_WRITER_BLOB)
 _CHECKSUM = int(AppendFlag.CHECKSUM)
+_BLOB = int(AppendFlag.BUFFERED_WRITER_BLOB)
 #: Seconds between sweeps of unanswered STORE bookkeeping.
 SWEEP_INTERVAL = 5.0
 
@@ -122,6 +124,7 @@ class SequencerRole(Role):
         self._activating: dict[int, list[tuple[Any, ...]]] = {}  # log -> queued requests
         self._tail_waiters: dict[int, list[tuple[Peer, int]]] = {}  # log -> GET_TAILs held
         self.producers = ProducerTable()
+        self._held_blobs: dict[int, list[tuple[Peer, Append]]] = {}  # log -> see _on_append
         self._appends: dict[int, _Append] = {}
         self._rids = itertools.count(1)
         self._timers: dict[Sequencer, tuple[float, asyncio.TimerHandle]] = {}
@@ -244,24 +247,44 @@ class SequencerRole(Role):
             conn.send(Appended(request_id=msg.request_id, status=status, redirect_to=redirect,
                                message=why))
             return
-        rid = next(self._rids)
-        if msg.producer_id:
-            verdict = self.producers.admit(log_id, msg.producer_id, msg.producer_seq,
-                                           (conn, msg.request_id))
+        producer = self._producer_of(msg)
+        if producer[0]:
+            seq = self.sequencers.get(log_id)
+            if seq is None or seq.needs_recovery:
+                # Until recovery has said which blobs the earlier epochs hold, a retried
+                # blob cannot be told from a new one: hold it.
+                self._held_blobs.setdefault(log_id, []).append((conn, msg))
+                if seq is None:
+                    self._enqueue(log_id, ("noop",))
+                return
+            verdict = self.producers.admit(log_id, *producer, (conn, msg.request_id))
             if verdict is ADMIT_WAIT:
                 return  # answered with the first attempt
             if verdict is not ADMIT_NEW:  # done: the blob is stored already
                 conn.send(Appended(request_id=msg.request_id, status=E.OK, lsn=verdict.lsn,
                                    timestamp=verdict.timestamp))
                 return
+        rid = next(self._rids)
         self._appends[rid] = _Append(conn, msg.request_id, log_id, msg.payload, msg.checksum,
-                                     (msg.producer_id, msg.producer_seq))
+                                     producer)
         flags = msg.flags & _APPEND_FLAGS
         seq = self.sequencers.get(log_id)
         if seq is None:
             self._enqueue(log_id, ("append", rid, size, flags))
         else:
             self._run(seq, seq.append(rid, size, flags))
+
+    @staticmethod
+    def _producer_of(msg: Append) -> tuple[int, int]:
+        """(writer id, blob sequence number) of an idempotent BufferedWriter blob, else
+        (0, 0)."""
+        if not msg.flags & _BLOB:
+            return (0, 0)
+        try:
+            found = codec.producer_of(msg.payload)
+        except codec.CodecError:
+            return (0, 0)  # not ours to judge here: readers report a bad blob
+        return found if found is not None else (0, 0)
 
     def _on_get_tail(self, conn: Peer, msg: GetTail) -> None:
         status, redirect, _ = self._check(msg.log_id)
@@ -403,6 +426,8 @@ class SequencerRole(Role):
         self._live[(log_id, epoch)] = seq
         if recover:
             self.recoveries.start(seq, state, statuses)
+        else:
+            self._take_held_blobs(log_id)
         queue = self._activating.pop(log_id, [])
         for item in queue:
             if item[0] == "append":
@@ -416,13 +441,26 @@ class SequencerRole(Role):
         return bool(state.last_clean_epoch < state.epoch - 1)
 
     def _recovered(self, seq: Sequencer, last_released: int, last_timestamp: int,
-                   nodes: Collection[int]) -> None:
+                   nodes: Collection[int],
+                   producers: Collection[tuple[int, int, int, int]] = ()) -> None:
         """Recovery finished: release the recovered epochs (their nodesets may differ from
         the current one) and let the sequencer release its own records."""
         self.sender.release(seq.log_id, last_released, set(nodes) | set(seq.nodeset),
                             seq.epoch)
         self._run(seq, seq.on_recovery_done(last_released, last_timestamp))
         self._answer_tail_waiters(seq.log_id, seq)
+        for producer, blob_seq, lsn, timestamp in producers:
+            self.producers.remember(seq.log_id, producer, blob_seq, lsn, timestamp)
+        self._take_held_blobs(seq.log_id)
+
+    def _take_held_blobs(self, log_id: int) -> None:
+        """The log's sequencer is ready for idempotent appends: serve the held ones."""
+        for conn, msg in self._held_blobs.pop(log_id, []):
+            self._on_append(conn, msg)
+
+    def _refuse_held_blobs(self, log_id: int, status: E, redirect: int | None) -> None:
+        for conn, msg in self._held_blobs.pop(log_id, []):
+            conn.send(Appended(request_id=msg.request_id, status=status, redirect_to=redirect))
 
     def _keep_payload(self, rid: Any, log_id: int, payload: Any, checksum: int) -> None:
         """A recovery STORE's payload, for ``_payload_of`` (no client to answer)."""
@@ -433,6 +471,7 @@ class SequencerRole(Role):
 
     def _fail_queue(self, log_id: int, status: E, message: str = "",
                     redirect: int | None = None) -> None:
+        self._refuse_held_blobs(log_id, status, redirect)
         for item in self._activating.pop(log_id, []):
             if item[0] == "append":
                 self._answer(item[1], status, redirect, message)
@@ -447,6 +486,7 @@ class SequencerRole(Role):
         redirect = self.owner(log_id) if status == E.PREEMPTED else None
         self.recoveries.abort(log_id)
         self._answer_tail_waiters(log_id, None)
+        self._refuse_held_blobs(log_id, E.NOSEQUENCER, self.owner(log_id))
         actions = seq.deactivate(status)
         self._live.pop((log_id, seq.epoch), None)
         timer = self._timers.pop(seq, None)

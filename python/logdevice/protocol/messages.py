@@ -232,8 +232,6 @@ class Append(Message, eq=False):
 
     ``flags`` are ``AppendFlag`` bits; ``checksum`` is the crc32c of the payload when
     ``AppendFlag.CHECKSUM`` is set.  ``timeout_ms`` 0 means the node's default.
-    ``producer_id`` (non-zero) and ``producer_seq`` name an idempotent writer's blob: a
-    retry with the same pair is answered with the first attempt's outcome.
     """
 
     TYPE = MessageType.APPEND
@@ -243,8 +241,6 @@ class Append(Message, eq=False):
     flags: int = 0
     timeout_ms: int = 0
     checksum: int = 0
-    producer_id: int = 0
-    producer_seq: int = 0
 
 
 @register

@@ -1,7 +1,8 @@
 """Idempotent appends: a retried APPEND is recognised and not stored twice.
 
-A BufferedWriter names itself with a random 64-bit producer id and numbers its blobs per
-log (1, 2, ...); a retry of a blob carries the same (producer, sequence number).  The
+A BufferedWriter names itself with a random 64-bit producer id and numbers its blobs
+(1, 2, ...), both in each blob's header (``ldcore.codec``); a retry of a blob is the same
+blob, so it carries the same (producer, sequence number).  The
 sequencer remembers, per log and producer, the outcome of the last ``window`` sequence
 numbers (Kafka's idempotent producer keeps five batches; a BufferedWriter may have more
 blobs in flight, so the window is larger):
@@ -11,8 +12,11 @@ blobs in flight, so the window is larger):
 - one that failed before it was stored (no LSN taken): forgotten, so the retry goes on
   as a new append.
 
-The table lives in the sequencer node, in memory: a retry that reaches another node after
-a failover is appended again (at least once, not exactly once, across failovers).  The
+The table lives in the sequencer node, in memory.  After a failover the new sequencer
+learns from epoch recovery which blobs the old epoch holds past its last known good
+record (``remember``) before it takes idempotent appends, so a blob whose first attempt
+landed there is not appended again.  A blob acknowledged below that point whose
+acknowledgement was lost in the crash is the one case left: at least once there.  The
 least recently used producers are forgotten beyond ``max_producers``.  Sans-I/O:
 ``admit`` says what to do with an APPEND, ``finish`` who to answer once it is done.
 """
@@ -86,6 +90,15 @@ class ProducerTable:
             return Admit("done", entry.lsn, entry.timestamp)
         entry.waiters.append(waiter)
         return ADMIT_WAIT
+
+    def remember(self, log_id: int, producer: int, seq: int, lsn: int,
+                 timestamp: int) -> None:
+        """Blob ``seq`` of ``producer`` is stored at ``lsn`` (epoch recovery found it: a
+        retry of it must not be appended again)."""
+        if self.admit(log_id, producer, seq, None) is ADMIT_NEW:
+            self.finish(log_id, producer, seq, E.OK, lsn, timestamp)
+        else:
+            self.duplicates -= 1  # not a retry, just known twice
 
     def finish(self, log_id: int, producer: int, seq: int, status: E, lsn: int = 0,
                timestamp: int = 0) -> list[Any]:
