@@ -57,6 +57,9 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_write_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--durability", choices=("memory", "async_write", "sync_write"),
+                   default=None, help="local cluster's append_store_durability "
+                                      "(default: the config's, async_write)")
     p.add_argument("--records", type=int, default=1_000_000,
                    help="records for the bulk BufferedWriter run")
     p.add_argument("--per-call-records", type=int, default=200_000,
@@ -220,8 +223,9 @@ def run_write(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         buf, offsets = generate(0, max(args.records, args.per_call_records, 1), size)
     payload = buf[:size].tobytes()
     results: dict[str, Any] = {}
+    options = {} if args.durability is None else {"append_store_durability": args.durability}
     with benchutil.cluster_config(args.config, nodes=args.nodes, replication=args.replication,
-                                  logs=max(args.logs, 1), console=console) as cfg, \
+                                  logs=max(args.logs, 1), console=console, **options) as cfg, \
             Client(cfg, timeout=args.timeout) as client:
         for log in range(1, args.logs + 1):  # activate every sequencer before timing
             client.append(log, b"warm-up")
