@@ -415,6 +415,18 @@ cdef int _unpack(uint8_t *dst, const uint8_t *src, size_t size, uint64_t count,
     return 0
 
 
+cdef Header _header_only(blob) except *:
+    # The header of a blob, its checksum not verified; CodecError if malformed.
+    cdef const uint8_t[::1] view = blob
+    cdef Header h
+    cdef Err err
+    err.code = E_OK
+    cdef const uint8_t *p = &view[0] if view.shape[0] else NULL
+    if _parse_header(p, view.shape[0], &h, &err, False) < 0:
+        raise _error(&err)
+    return h
+
+
 def decode_count(blob):
     """Number of payloads in a blob, from its header alone (checksum not verified).
 
@@ -423,14 +435,7 @@ def decode_count(blob):
     CodecError
         If the header is malformed or truncated.
     """
-    cdef const uint8_t[::1] view = blob
-    cdef Header h
-    cdef Err err
-    err.code = E_OK
-    cdef const uint8_t *p = &view[0] if view.shape[0] else NULL
-    if _parse_header(p, view.shape[0], &h, &err, False) < 0:
-        raise _error(&err)
-    return h.count
+    return _header_only(blob).count
 
 
 def producer_of(blob):
@@ -442,13 +447,7 @@ def producer_of(blob):
     CodecError
         If the header is malformed or truncated.
     """
-    cdef const uint8_t[::1] view = blob
-    cdef Header h
-    cdef Err err
-    err.code = E_OK
-    cdef const uint8_t *p = &view[0] if view.shape[0] else NULL
-    if _parse_header(p, view.shape[0], &h, &err, False) < 0:
-        raise _error(&err)
+    cdef Header h = _header_only(blob)
     return (h.producer_id, h.producer_seq) if h.has_producer else None
 
 
