@@ -3,12 +3,44 @@
 The public names live here; everything else is an implementation module.
 """
 
-from logdevice.errors import E, LogDeviceError, error_for
+from importlib.metadata import PackageNotFoundError, version
+
+from logdevice.client import Client
+from logdevice.errors import (
+    BadPayloadError,
+    ChecksumMismatchError,
+    ConnectionFailedError,
+    E,
+    InvalidConfigError,
+    InvalidParamError,
+    LogDeviceError,
+    NoBufsError,
+    NotFoundError,
+    TimedOutError,
+    TooBigError,
+    error_for,
+)
+from logdevice.local_cluster import LocalCluster
 from logdevice.records import LSN_INVALID, LSN_MAX, LSN_OLDEST, DataRecord, GapRecord, GapType
 
+try:
+    __version__ = version("logdevice")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0+unknown"
+
 __all__ = [
+    "__version__",
     "E",
     "LogDeviceError",
+    "TimedOutError",
+    "NotFoundError",
+    "InvalidParamError",
+    "InvalidConfigError",
+    "TooBigError",
+    "BadPayloadError",
+    "ChecksumMismatchError",
+    "ConnectionFailedError",
+    "NoBufsError",
     "error_for",
     "LSN_INVALID",
     "LSN_OLDEST",
@@ -19,15 +51,3 @@ __all__ = [
     "LocalCluster",
     "Client",
 ]
-
-
-def __getattr__(name: str):  # lazy: ``import logdevice`` stays light
-    if name == "LocalCluster":
-        from logdevice.local_cluster import LocalCluster
-
-        return LocalCluster
-    if name == "Client":
-        from logdevice.client import Client
-
-        return Client
-    raise AttributeError(f"module 'logdevice' has no attribute {name!r}")

@@ -1,0 +1,30 @@
+"""The top-level ``logdevice`` namespace: real exports, a version, the error classes."""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+
+import logdevice as ld
+
+
+def test_every_public_name_is_a_real_attribute():
+    assert not hasattr(ld, "__getattr__")  # nothing resolved lazily behind the user's back
+    for name in ld.__all__:
+        assert name in dir(ld), name
+        assert getattr(ld, name) is not None
+    assert ld.Client.__module__ == "logdevice.client.client"
+    assert ld.LocalCluster.__module__ == "logdevice.local_cluster"
+
+
+def test_version_is_the_installed_one():
+    assert ld.__version__ == version("logdevice")
+
+
+def test_error_classes_derive_the_base_and_a_builtin():
+    assert issubclass(ld.TimedOutError, ld.LogDeviceError)
+    assert issubclass(ld.TimedOutError, TimeoutError)
+    assert issubclass(ld.NotFoundError, LookupError)
+    assert issubclass(ld.InvalidParamError, ValueError)
+    assert issubclass(ld.ConnectionFailedError, ConnectionError)
+    assert ld.error_for(ld.E.TIMEDOUT).status == ld.E.TIMEDOUT
+    assert type(ld.error_for(ld.E.NOTFOUND)) is ld.NotFoundError
