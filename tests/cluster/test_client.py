@@ -266,3 +266,21 @@ def test_every_node_paused_times_out_within_bound(local_cluster):
         assert warm.append(1, b"back", timeout=15.0) > 0
     finally:
         warm.close()
+
+
+def test_cluster_away_fails_with_connfailed_not_timeout(local_cluster):
+    """Every node down: calls fail with CONNFAILED after ``unreachable_timeout`` (here
+    1 s) instead of waiting out their 60 s timeout; when the cluster is back they work."""
+    cluster = local_cluster(nodes=3, replication=2, logs=[1])
+    with ld.Client(cluster.config_path, timeout=60.0, unreachable_timeout=1.0) as client:
+        client.append(1, b"before")
+        cluster.stop_all()
+        for call in (lambda: client.append(1, b"away"), lambda: client.get_tail_lsn(1),
+                     lambda: client.find_time(1, 0)):
+            with pytest.raises(ld.ConnectionFailedError) as ei:
+                call()
+            assert ei.value.status == ld.E.CONNFAILED
+            assert "reachable" in str(ei.value) or "CONNFAILED" in str(ei.value)
+        for i in range(3):
+            cluster.start(i)
+        assert client.append(1, b"back") > 0

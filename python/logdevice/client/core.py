@@ -50,6 +50,8 @@ class ClientCore:
         # Back-pressure figures: appends that waited for room among those in flight, and
         # refusals (window full, overloaded, ...) retried.
         self.stats = {"appends_waited": 0, "refusals_retried": 0}
+        # Since when no node could be reached (None: some node answered since).
+        self._unreachable_since: float | None = None
         self._view_task: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -63,6 +65,24 @@ class ClientCore:
                            connect_timeout=self.settings.connect_timeout)
             self.conns[node] = c
         return c
+
+    # ------------------------------------------------------------------ reachability
+
+    def _reached(self) -> None:
+        self._unreachable_since = None
+
+    def _unreachable(self, what: str, detail: str, failed: bool = True) -> None:
+        """A connection failed (``failed``), or no node is left to try: fail the call
+        with CONNFAILED once no node at all has been reachable for
+        ``unreachable_timeout``."""
+        now = asyncio.get_running_loop().time()
+        if self._unreachable_since is None:
+            if failed:
+                self._unreachable_since = now
+        elif now - self._unreachable_since >= self.settings.unreachable_timeout:
+            raise error_for(E.CONNFAILED, f"{what}: no node of cluster "
+                                 f"{self.config.cluster!r} reachable for "
+                                 f"{now - self._unreachable_since:.1f} s (last: {detail})")
 
     # ------------------------------------------------------------------ cluster view
 
@@ -92,6 +112,7 @@ class ClientCore:
             except LogDeviceError:
                 self.routing.suspect(node)
                 continue
+            self._reached()
             if view.status == E.OK:
                 self.routing.clear_suspect(node)
                 self.routing.update_view(view)
@@ -150,6 +171,7 @@ class ClientCore:
             node = routing.sequencer(log_id)
             if node is None:
                 last = "no sequencer node is alive"
+                self._unreachable(f"{what} to log {log_id}", last, failed=False)
                 await self._back_off(backoff, deadline, refresh=True)
                 continue
             c = self.conn(node)
@@ -166,8 +188,10 @@ class ClientCore:
                     raise
                 last = f"N{node}: {exc.message}"
                 routing.suspect(node)
+                self._unreachable(f"{what} to log {log_id}", last)
                 await self._back_off(backoff, deadline, refresh=True)
                 continue
+            self._reached()
             status = reply.status
             if status == E.OK:
                 routing.clear_suspect(node)

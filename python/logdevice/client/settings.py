@@ -38,6 +38,9 @@ class ClientSettings:
         Send a CRC32C of each APPEND payload (``AppendFlag.CHECKSUM``).
     max_redirects : int
         Redirects followed in a row before the client refreshes its view and backs off.
+    unreachable_timeout : float
+        When no node of the cluster could be reached for this long, calls fail with
+        CONNFAILED instead of waiting out their whole timeout.
     max_appends_in_flight : int
         Appends one client has outstanding per log; more wait in the client (back-pressure)
         instead of overflowing the sequencer's window.  Also capped by the log group's
@@ -53,6 +56,7 @@ class ClientSettings:
     append_checksum: bool = True
     max_redirects: int = 3
     max_appends_in_flight: int = 1000
+    unreachable_timeout: float = 2.0
 
     @classmethod
     def from_config(cls, config: Config, overrides: dict[str, Any]) -> ClientSettings:
