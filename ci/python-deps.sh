@@ -10,5 +10,5 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
 .venv/bin/python -m pip install -q --disable-pip-version-check \
-  "setuptools>=69" wheel "Cython>=3.0" "numpy>=2.0" "cffi>=1.16"
+  "setuptools>=77" wheel "Cython>=3.0" "numpy>=2.0" "cffi>=1.16"
 .venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation -e ".[test,dev,bench]"
