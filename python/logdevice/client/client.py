@@ -17,7 +17,10 @@ import concurrent.futures
 import os
 import threading
 import weakref
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from ldcore.checksum import crc32c
 from logdevice.client import combine
@@ -26,12 +29,22 @@ from logdevice.client.core import ClientCore
 from logdevice.client.loop import LoopThread
 from logdevice.client.settings import ClientSettings
 from logdevice.config import Config, LogGroup
+from logdevice.epochstore.checkpoints import validate_name
 from logdevice.errors import E, InvalidParamError, LogDeviceError, error_for
-from logdevice.protocol import AppendFlag, DataSize, FindTime, GetHead, Trim
+from logdevice.protocol import (
+    AppendFlag,
+    DataSize,
+    FindTime,
+    GetCheckpoints,
+    GetHead,
+    SetCheckpoints,
+    Trim,
+)
 from logdevice.records import LSN_MAX
 
 if TYPE_CHECKING:
     from logdevice.client.buffered_writer import BufferedWriter
+    from logdevice.client.checkpointed_reader import CheckpointedReader
     from logdevice.client.reader import AsyncReader, Reader
     from logdevice.client.reader_core import StreamRouter
     from logdevice.client.reader_placement import PlacementSource
@@ -285,6 +298,40 @@ class Client:
         answers = await self._core.storage_call(log_id, make, timeout, r)
         return rule(answers, len(answers), r)
 
+    # ------------------------------------------------------------------ checkpoints
+
+    def load_checkpoints(self, name: str, *,
+                         timeout: float | None = None) -> dict[int, tuple[int, int]]:
+        """The checkpoints of consumer ``name``: log id -> (lsn, batch offset) of the last
+        record it processed (empty if it has none).  Kept in the cluster's epoch store,
+        reached through any node."""
+        return self._call(self._checkpoints,  # type: ignore[no-any-return]
+                          lambda: GetCheckpoints(request_id=0, name=validate_name(name)),
+                          self._timeout(timeout), timeout=timeout)
+
+    def store_checkpoints(self, name: str, positions: Mapping[int, tuple[int, int]], *,
+                          timeout: float | None = None) -> dict[int, tuple[int, int]]:
+        """Set consumer ``name``'s checkpoints of the given logs, atomically (others stay
+        as they are); all of its checkpoints after the change."""
+        validate_name(name)
+        for log_id in positions:
+            self._log_group(log_id)
+        logs = sorted(positions)
+        msg = SetCheckpoints(
+            request_id=0, name=name, log_ids=np.array(logs, np.uint64),
+            lsns=np.array([positions[k][0] for k in logs], np.uint64),
+            batch_offsets=np.array([positions[k][1] for k in logs], np.uint32))
+        return self._call(self._checkpoints, lambda: msg,  # type: ignore[no-any-return]
+                          self._timeout(timeout), timeout=timeout)
+
+    async def _checkpoints(self, make: Any, timeout: float) -> dict[int, tuple[int, int]]:
+        reply = await self._core.any_node_call(make, timeout, "checkpoints")
+        if reply.status != E.OK:
+            raise error_for(reply.status, f"checkpoints of {reply.name!r}: {reply.message}")
+        return {log: (lsn, off) for log, lsn, off in zip(
+            reply.log_ids.tolist(), reply.lsns.tolist(), reply.batch_offsets.tolist(),
+            strict=True)}
+
     # ------------------------------------------------------------------ writers
 
     def create_buffered_writer(self, **options: Any) -> BufferedWriter:
@@ -305,6 +352,14 @@ class Client:
         r = Reader(self, max_logs, **options)
         self._readers.add(r)
         return r
+
+    def create_checkpointed_reader(self, name: str, max_logs: int = 1,
+                                   **options: Any) -> CheckpointedReader:
+        """A ``Reader`` that resumes each log after consumer ``name``'s checkpoint and
+        commits where the application got to (see ``CheckpointedReader``)."""
+        from logdevice.client.checkpointed_reader import CheckpointedReader
+
+        return CheckpointedReader(self, name, self.create_reader(max_logs, **options))
 
     def create_async_reader(self, max_logs: int = 1, **options: Any) -> AsyncReader:
         """An ``AsyncReader`` (the asyncio flavour of ``Reader``)."""

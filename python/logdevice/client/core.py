@@ -280,6 +280,38 @@ class ClientCore:
             answers[tasks[t]] = TimedOutError(message=f"N{tasks[t]} did not answer in time")
         return answers
 
+    # ------------------------------------------------------------------ any-node requests
+
+    async def any_node_call(self, make: Callable[[], Any], timeout: float, what: str) -> Any:
+        """Send ``make()`` to the first node that answers (cluster-wide requests such as
+        checkpoints); its reply, whatever its status."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        backoff = Backoff(self.settings.initial_backoff, self.settings.max_backoff)
+        last = "no attempt"
+        while loop.time() < deadline:
+            for node in self.routing.view_sources():
+                if loop.time() >= deadline:
+                    break
+                c = self.conn(node)
+                try:
+                    reply = await c.request(make(), deadline)
+                except TimedOutError:
+                    last = f"N{node} did not answer"
+                    continue
+                except LogDeviceError as exc:
+                    if exc.status != E.CONNFAILED:
+                        raise
+                    last = f"N{node}: {exc.message}"
+                    self.routing.suspect(node)
+                    self._unreachable(what, last)
+                    continue
+                self._reached()
+                return reply
+            await self._back_off(backoff, deadline, refresh=False)
+        raise TimedOutError(message=f"{what}: no node answered within {timeout:g} s "
+                                    f"(last: {last})")
+
     # ------------------------------------------------------------------ closing
 
     async def close(self) -> None:

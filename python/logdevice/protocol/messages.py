@@ -72,6 +72,9 @@ __all__ = [
     "DataSizeReply",
     "Seal",
     "Sealed",
+    "GetCheckpoints",
+    "SetCheckpoints",
+    "Checkpoints",
 ]
 
 
@@ -108,6 +111,9 @@ class MessageType(IntEnum):
     DATA_SIZE_REPLY = 49
     SEAL = 50
     SEALED = 51
+    GET_CHECKPOINTS = 70
+    SET_CHECKPOINTS = 71
+    CHECKPOINTS = 72
 
 
 class GapReason(IntEnum):
@@ -646,6 +652,53 @@ class Sealed(Message):
     last_known_good: int = 0
     max_seen_lsn: int = 0
     epoch: int = 0
+
+
+# ------------------------------------------------------------------------ checkpoints
+
+
+@register
+class GetCheckpoints(Message):
+    """Client -> any node: the checkpoints of the consumer ``name``."""
+
+    TYPE = MessageType.GET_CHECKPOINTS
+    request_id: int
+    name: str
+
+
+@register
+class SetCheckpoints(Message, eq=False):
+    """Client -> any node: set ``name``'s checkpoints of ``log_ids[i]`` to
+    (``lsns[i]``, ``batch_offsets[i]``), atomically; answered with CHECKPOINTS."""
+
+    TYPE = MessageType.SET_CHECKPOINTS
+    request_id: int
+    name: str
+    log_ids: U64Array = EMPTY_U64
+    lsns: U64Array = EMPTY_U64
+    batch_offsets: U32Array = EMPTY_U32
+
+    def _check(self) -> str | None:
+        return _check_columns(len(self.log_ids),
+                              {"lsns": self.lsns, "batch_offsets": self.batch_offsets})
+
+
+@register
+class Checkpoints(Message, eq=False):
+    """Node -> client: every checkpoint of ``name`` (after the change, for SET)."""
+
+    TYPE = MessageType.CHECKPOINTS
+    request_id: int
+    status: E
+    name: str = ""
+    log_ids: U64Array = EMPTY_U64
+    lsns: U64Array = EMPTY_U64
+    batch_offsets: U32Array = EMPTY_U32
+    message: str = ""
+
+    def _check(self) -> str | None:
+        return _check_columns(len(self.log_ids),
+                              {"lsns": self.lsns, "batch_offsets": self.batch_offsets})
 
 
 ALL_MESSAGES: tuple[type[Message], ...] = tuple(

@@ -1,0 +1,53 @@
+"""Checkpoints in the epoch store: per name, atomic, apart from every log's state."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from logdevice.epochstore import FileEpochStore
+from logdevice.epochstore.checkpoints import (
+    checkpoint_key,
+    is_checkpoint_key,
+    load_checkpoints,
+    store_checkpoints,
+)
+from logdevice.errors import InvalidParamError, LogDeviceError
+
+
+def test_store_merge_and_reload(tmp_path):
+    path = tmp_path / "epochs.sqlite"
+    with FileEpochStore(path) as store:
+        assert load_checkpoints(store, "billing") == {}
+        assert store_checkpoints(store, "billing", {1: (10, 3), 2: (20, 0)}) == {
+            1: (10, 3), 2: (20, 0)}
+        assert store_checkpoints(store, "billing", {1: (5, 0xFFFFFFFF)}) == {
+            1: (5, 0xFFFFFFFF), 2: (20, 0)}  # explicit positions may go back (rewind)
+        assert load_checkpoints(store, "audit") == {}
+    with FileEpochStore(path) as store:  # durable
+        assert load_checkpoints(store, "billing") == {1: (5, 0xFFFFFFFF), 2: (20, 0)}
+
+
+def test_keys_are_outside_every_log_id():
+    for name in ("a", "billing", "x" * 255):
+        key = checkpoint_key(name)
+        assert is_checkpoint_key(key) and 2**62 + 2**61 <= key < 2**63
+    assert not is_checkpoint_key(2**62 - 1)
+    assert checkpoint_key("a") != checkpoint_key("b")
+
+
+def test_bad_input_and_a_key_collision(tmp_path):
+    with FileEpochStore(tmp_path / "e.sqlite") as store:
+        for bad in ("", "x" * 256, None, 5):
+            with pytest.raises(InvalidParamError):
+                store_checkpoints(store, bad, {1: (1, 0)})  # type: ignore[arg-type]
+        with pytest.raises(InvalidParamError):
+            store_checkpoints(store, "n", {1: (-1, 0)})
+        store_checkpoints(store, "n", {1: (1, 0)})
+        # Another name on the same key (a hash collision) is refused, not merged.
+        key = checkpoint_key("n")
+        store.update(key, lambda cur: replace(cur, extra={**cur.extra,
+                                                          "checkpoint_name": "m"}))
+        with pytest.raises(LogDeviceError, match="share a key"):
+            load_checkpoints(store, "n")
