@@ -92,6 +92,17 @@ def sample_messages():
         p.Seal(request_id=11, log_id=77, seal_epoch=5, sequencer_node=2),
         p.Sealed(request_id=11, status=E.OK, log_id=77, node_index=3, seal_epoch=5,
                  last_known_good=(5 << 32) | 9, max_seen_lsn=(5 << 32) | 12),
+        p.GetCheckpoints(request_id=12, name="billing"),
+        p.SetCheckpoints(request_id=13, name="billing", log_ids=np.array([1, 7], np.uint64),
+                         lsns=np.array([5, 2**64 - 2], np.uint64),
+                         batch_offsets=np.array([0, 2**32 - 1], np.uint32)),
+        p.Checkpoints(request_id=13, status=E.OK, name="billing",
+                      log_ids=np.array([1], np.uint64), lsns=np.array([5], np.uint64),
+                      batch_offsets=np.array([3], np.uint32)),
+        p.GroupHeartbeat(request_id=14, group="g", member="m1",
+                         log_ids=np.array([1, 2], np.uint64), session_ms=2000, leave=True),
+        p.GroupAssignment(request_id=14, status=E.OK, generation=3,
+                          log_ids=np.array([2], np.uint64)),
     ]
 
 

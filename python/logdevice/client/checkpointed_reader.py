@@ -72,9 +72,15 @@ class CheckpointedReader:
         with self._lock:
             return dict(self._committed)
 
-    def start_reading(self, log_id: int, until_lsn: int = LSN_MAX) -> None:
+    def start_reading(self, log_id: int, until_lsn: int = LSN_MAX, *,
+                      refresh: bool = False) -> None:
         """Read ``log_id`` from after its checkpoint (from the oldest record if it has
-        none) up to ``until_lsn``."""
+        none) up to ``until_lsn``.  ``refresh``: load the checkpoints again first
+        (another reader of the same consumer may have moved them)."""
+        if refresh:
+            committed = self._client.load_checkpoints(self.name)
+            with self._lock:
+                self._committed = committed
         with self._lock:
             ckpt = self._committed.get(log_id)
         if ckpt is None:
@@ -93,7 +99,16 @@ class CheckpointedReader:
         self._reader.start_reading(log_id, start, until_lsn)
 
     def stop_reading(self, log_id: int) -> None:
+        """Stop reading ``log_id``; a later ``commit()`` leaves its checkpoint alone."""
         self._reader.stop_reading(log_id)
+        with self._lock:
+            self._seen.pop(log_id, None)
+            self._skip.pop(log_id, None)
+
+    def position(self, log_id: int) -> Position | None:
+        """Where ``read`` got to in ``log_id`` (None: nothing handed out yet)."""
+        with self._lock:
+            return self._seen.get(log_id)
 
     def read(self, count: int, timeout: float | None = None) -> list[DataRecord | GapRecord]:
         """Like ``Reader.read``; what it returns counts as handed out for ``commit``."""

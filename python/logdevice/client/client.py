@@ -17,7 +17,7 @@ import concurrent.futures
 import os
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,6 +37,7 @@ from logdevice.protocol import (
     FindTime,
     GetCheckpoints,
     GetHead,
+    GroupHeartbeat,
     SetCheckpoints,
     Trim,
 )
@@ -45,6 +46,7 @@ from logdevice.records import LSN_MAX
 if TYPE_CHECKING:
     from logdevice.client.buffered_writer import BufferedWriter
     from logdevice.client.checkpointed_reader import CheckpointedReader
+    from logdevice.client.group_reader import GroupReader
     from logdevice.client.reader import AsyncReader, Reader
     from logdevice.client.reader_core import StreamRouter
     from logdevice.client.reader_placement import PlacementSource
@@ -324,6 +326,27 @@ class Client:
         return self._call(self._checkpoints, lambda: msg,  # type: ignore[no-any-return]
                           self._timeout(timeout), timeout=timeout)
 
+    def group_heartbeat(self, group: str, member: str, logs: Sequence[int], *,
+                        session_timeout: float = 10.0, leave: bool = False,
+                        timeout: float | None = None) -> tuple[int, list[int]]:
+        """``member`` of consumer group ``group`` (reading ``logs``) is alive for
+        ``session_timeout`` more seconds (or leaves): the group's generation and the logs
+        the member reads now.  ``GroupReader`` calls it; tools may, to look."""
+        for log_id in logs:
+            self._log_group(log_id)
+        msg = GroupHeartbeat(request_id=0, group=validate_name(group), member=member,
+                             log_ids=np.array(sorted(set(logs)), np.uint64),
+                             session_ms=int(session_timeout * 1000), leave=leave)
+        return self._call(self._group_heartbeat, msg,  # type: ignore[no-any-return]
+                          self._timeout(timeout), timeout=timeout)
+
+    async def _group_heartbeat(self, msg: GroupHeartbeat, timeout: float
+                               ) -> tuple[int, list[int]]:
+        reply = await self._core.any_node_call(lambda: msg, timeout, "group heartbeat")
+        if reply.status != E.OK:
+            raise error_for(reply.status, f"group {msg.group!r}: {reply.message}")
+        return int(reply.generation), reply.log_ids.tolist()
+
     async def _checkpoints(self, make: Any, timeout: float) -> dict[int, tuple[int, int]]:
         reply = await self._core.any_node_call(make, timeout, "checkpoints")
         if reply.status != E.OK:
@@ -360,6 +383,16 @@ class Client:
         from logdevice.client.checkpointed_reader import CheckpointedReader
 
         return CheckpointedReader(self, name, self.create_reader(max_logs, **options))
+
+    def create_group_reader(self, group: str, logs: Sequence[int], *,
+                            member: str | None = None, session_timeout: float = 10.0,
+                            **options: Any) -> GroupReader:
+        """Join consumer group ``group`` reading ``logs``: each log is read by one member
+        at a time, from the group's checkpoints (see ``GroupReader``)."""
+        from logdevice.client.group_reader import GroupReader
+
+        return GroupReader(self, group, logs, member=member,
+                           session_timeout=session_timeout, **options)
 
     def create_async_reader(self, max_logs: int = 1, **options: Any) -> AsyncReader:
         """An ``AsyncReader`` (the asyncio flavour of ``Reader``)."""

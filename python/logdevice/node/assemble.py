@@ -3,7 +3,7 @@
 Every node runs the failure detector, the sequencer role (a node without the sequencer
 role never owns a log, so it only redirects), the storage role (disabled on a node
 without the storage role: STOREs get DISABLED) and the read streams served from the
-storage role's LogsDB (START / WINDOW / STOP), and the consumers' checkpoints.  A new
+storage role's LogsDB (START / WINDOW / STOP), and the consumers' checkpoints and groups.  A new
 role is one more ``add_role`` line here; the failure detector comes first because the
 others read its view.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 
 from logdevice.config import Config
-from logdevice.node.checkpoints import CheckpointsRole
+from logdevice.node.consumers import ConsumersRole
 from logdevice.node.failure_detector import FailureDetectorRole
 from logdevice.node.read_streams import ReadStreamsRole
 from logdevice.node.sequencer_role import SequencerRole
@@ -29,5 +29,5 @@ def build_node(config: Config, index: int,
     node.add_role(StorageRole(node))
     node.add_role(ReadStreamsRole(node))  # after storage: it reads the storage role's db
     node.add_role(SequencerRole(node))
-    node.add_role(CheckpointsRole(node))
+    node.add_role(ConsumersRole(node))
     return node

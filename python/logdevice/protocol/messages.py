@@ -75,6 +75,8 @@ __all__ = [
     "GetCheckpoints",
     "SetCheckpoints",
     "Checkpoints",
+    "GroupHeartbeat",
+    "GroupAssignment",
 ]
 
 
@@ -114,6 +116,8 @@ class MessageType(IntEnum):
     GET_CHECKPOINTS = 70
     SET_CHECKPOINTS = 71
     CHECKPOINTS = 72
+    GROUP_HEARTBEAT = 73
+    GROUP_ASSIGNMENT = 74
 
 
 class GapReason(IntEnum):
@@ -699,6 +703,32 @@ class Checkpoints(Message, eq=False):
     def _check(self) -> str | None:
         return _check_columns(len(self.log_ids),
                               {"lsns": self.lsns, "batch_offsets": self.batch_offsets})
+
+
+@register
+class GroupHeartbeat(Message, eq=False):
+    """Client -> any node: ``member`` of consumer group ``group`` (which reads
+    ``log_ids``) is alive for ``session_ms`` more, or leaves."""
+
+    TYPE = MessageType.GROUP_HEARTBEAT
+    request_id: int
+    group: str
+    member: str
+    log_ids: U64Array = EMPTY_U64
+    session_ms: int = 10_000
+    leave: bool = False
+
+
+@register
+class GroupAssignment(Message, eq=False):
+    """Node -> client: the logs ``member`` reads now, in the group's ``generation``."""
+
+    TYPE = MessageType.GROUP_ASSIGNMENT
+    request_id: int
+    status: E
+    generation: int = 0
+    log_ids: U64Array = EMPTY_U64
+    message: str = ""
 
 
 ALL_MESSAGES: tuple[type[Message], ...] = tuple(
