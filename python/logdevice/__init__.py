@@ -5,7 +5,7 @@ The public names live here; everything else is an implementation module.
 
 from importlib.metadata import PackageNotFoundError, version
 
-from logdevice.client import Client
+from logdevice.client import AsyncClient, Client
 from logdevice.errors import (
     BadPayloadError,
     ChecksumMismatchError,
@@ -50,4 +50,5 @@ __all__ = [
     "GapRecord",
     "LocalCluster",
     "Client",
+    "AsyncClient",
 ]

@@ -284,3 +284,25 @@ def test_cluster_away_fails_with_connfailed_not_timeout(local_cluster):
         for i in range(3):
             cluster.start(i)
         assert client.append(1, b"back") > 0
+
+
+def test_async_client(local_cluster):
+    import asyncio
+
+    cluster = local_cluster(nodes=3, replication=2, logs=[1])
+
+    async def main() -> list[bytes]:
+        async with ld.AsyncClient(cluster.config_path, timeout=20.0) as client:
+            lsns = await asyncio.gather(*(client.append(1, b"a%d" % i) for i in range(50)))
+            assert len(set(lsns)) == 50
+            assert await client.get_tail_lsn(1) >= max(lsns)
+            assert not await client.is_log_empty(1)
+            with pytest.raises(ld.NotFoundError):
+                await client.append(999, b"x")
+            reader = client.create_reader()
+            await reader.start_reading(1, until_lsn=max(lsns))
+            got = [bytes(r.payload) async for r in reader if isinstance(r, ld.DataRecord)]
+            await reader.aclose()
+            return got
+
+    assert sorted(asyncio.run(main())) == sorted(b"a%d" % i for i in range(50))

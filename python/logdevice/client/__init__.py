@@ -1,6 +1,9 @@
 """The client: appends, BufferedWriter, readers, tail/head/trim/find_time/data_size.
 
-- ``client``: ``Client``, the synchronous thread-safe facade users call.
+- ``client``: ``Client``, the synchronous thread-safe facade users call;
+  ``async_client``: ``AsyncClient``, its awaitable flavour for asyncio services.
+- ``checkpointed_reader``, ``group_reader``: consumers that resume from checkpoints, and
+  consumer groups sharing logs.
 - ``core``: the coroutines on the client loop (routing, retries, storage fan-out).
 - ``connection``: one pipelined connection to one node.
 - ``loop``: the client's event loop thread.
@@ -14,16 +17,22 @@
 - ``retry``, ``settings``: retry rules and client settings.
 """
 
+from logdevice.client.async_client import AsyncClient
 from logdevice.client.buffered_writer import MODES, BufferedWriter
+from logdevice.client.checkpointed_reader import CheckpointedReader
 from logdevice.client.client import Client
 from logdevice.client.combine import HeadAttributes, TailAttributes
 from logdevice.client.futures import BatchFuture, PayloadFuture
+from logdevice.client.group_reader import GroupReader
 from logdevice.client.reader import AsyncReader, Reader
 from logdevice.client.reader_batch import ReaderBatch
 from logdevice.client.settings import ClientSettings
 
 __all__ = [
     "Client",
+    "AsyncClient",
+    "CheckpointedReader",
+    "GroupReader",
     "ClientSettings",
     "BufferedWriter",
     "MODES",

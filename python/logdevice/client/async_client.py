@@ -1,0 +1,76 @@
+"""``AsyncClient``: the client for asyncio services.
+
+    async with ld.AsyncClient(config_path) as client:
+        lsn = await client.append(1, b"event")
+        tail = await client.get_tail_lsn(1)
+        reader = client.create_reader()          # an AsyncReader
+        await reader.start_reading(1)
+
+A ``Client`` does its network work on a loop thread of its own; ``AsyncClient`` awaits
+those results from the caller's event loop without blocking it (appends are futures
+already; the other calls run in the default executor).  Everything else (settings,
+timeouts, errors) is the ``Client``'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from logdevice.client.client import Client
+from logdevice.client.combine import HeadAttributes, TailAttributes
+from logdevice.client.reader import AsyncReader
+
+__all__ = ["AsyncClient"]
+
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """Awaitable appends and queries over a ``Client`` (same arguments)."""
+
+    def __init__(self, config_path: Any, timeout: float = 10.0, **settings: Any) -> None:
+        self.client = Client(config_path, timeout=timeout, **settings)
+
+    async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(
+            None, functools.partial(fn, *args, **kwargs))
+
+    async def append(self, log_id: int, payload: Any, *, timeout: float | None = None) -> int:
+        """Append one record; its LSN once acknowledged (errors as ``Client.append``)."""
+        return await asyncio.wrap_future(
+            self.client.append_async(log_id, payload, timeout=timeout))
+
+    async def get_tail_lsn(self, log_id: int, *, timeout: float | None = None) -> int:
+        return await self._run(self.client.get_tail_lsn, log_id, timeout=timeout)
+
+    async def get_tail_attributes(self, log_id: int, *,
+                                  timeout: float | None = None) -> TailAttributes:
+        return await self._run(self.client.get_tail_attributes, log_id, timeout=timeout)
+
+    async def get_head_attributes(self, log_id: int, *,
+                                  timeout: float | None = None) -> HeadAttributes:
+        return await self._run(self.client.get_head_attributes, log_id, timeout=timeout)
+
+    async def trim(self, log_id: int, lsn: int, *, timeout: float | None = None) -> None:
+        await self._run(self.client.trim, log_id, lsn, timeout=timeout)
+
+    async def find_time(self, log_id: int, ms: float, *, timeout: float | None = None) -> int:
+        return await self._run(self.client.find_time, log_id, ms, timeout=timeout)
+
+    async def is_log_empty(self, log_id: int, *, timeout: float | None = None) -> bool:
+        return await self._run(self.client.is_log_empty, log_id, timeout=timeout)
+
+    def create_reader(self, max_logs: int = 1, **options: Any) -> AsyncReader:
+        return self.client.create_async_reader(max_logs, **options)
+
+    async def close(self) -> None:
+        await self._run(self.client.close)
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
