@@ -94,3 +94,46 @@ def test_ldtail_follows_and_stops_on_ctrl_c(cluster, client, log1):
             raise
     assert proc.returncode == 130
     assert b"Traceback" not in err, err.decode()
+
+
+def test_ldwrite_streams_lines_and_stops_cleanly_on_ctrl_c(cluster, client):
+    """A line piped in is written within the time trigger (not held until 4 MiB or the
+    end of input); Ctrl-C writes what was read and exits 130 without a traceback."""
+    proc = subprocess.Popen([os.path.join(BIN, "ldwrite"), "--config", str(cluster.config_path),
+                             "--log", "4", "--quiet"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        reader = client.create_reader()
+        reader.start_reading(4)
+        got: list[bytes] = []
+        for i in range(3):
+            proc.stdin.write(b"event %d\n" % i)
+            proc.stdin.flush()  # the pipe stays open
+            deadline = time.monotonic() + 20
+            while len(got) <= i and time.monotonic() < deadline:
+                got += [bytes(r.payload) for r in reader.read(10, timeout=0.2)
+                        if isinstance(r, ld.DataRecord)]
+        assert got == [b"event 0", b"event 1", b"event 2"]
+        proc.stdin.write(b"last one\n")
+        proc.stdin.flush()
+        deadline = time.monotonic() + 20
+        while len(got) < 4 and time.monotonic() < deadline:
+            got += [bytes(r.payload) for r in reader.read(10, timeout=0.2)
+                    if isinstance(r, ld.DataRecord)]
+        assert got[-1] == b"last one"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            _, err = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    assert proc.returncode == 130
+    assert b"Traceback" not in err and err == b"", err.decode()  # --quiet is quiet
+
+
+def test_ldwrite_missing_file_is_one_line(cluster):
+    p = run("ldwrite", "--config", str(cluster.config_path), "--log", "4", "/no/such/file")
+    assert p.returncode == 1
+    assert p.stderr.decode().strip().count("\n") == 0
+    assert "cannot read /no/such/file" in p.stderr.decode()

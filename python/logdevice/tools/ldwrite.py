@@ -3,11 +3,13 @@
     ldwrite --config cluster.json --log 1 access.log
     producer | ldwrite --config cluster.json --log 1
 
-Each line (without its newline) becomes one record.  Input is read in large chunks and
-split with numpy: the newlines are found and dropped in one vectorised pass and the chunk
-goes to ``append_many`` as ``(buffer, offsets)``, so no Python object is made per line.
+Each line (without its newline) becomes one record.  Input is read as it arrives (up to
+4 MiB at a time) and split with numpy: the newlines are found and dropped in one
+vectorised pass and the lines go to ``append_many`` as ``(buffer, offsets)``, so no Python
+object is made per line, and a line piped in is written within the time trigger.
 A progress bar shows lines acknowledged; at the end it prints records/s, MB/s and the
-last LSN written.  Exit status 1 if any record could not be written.
+last LSN written (``--quiet``: nothing but errors).  Ctrl-C writes what was read and exits
+with status 130.  Exit status 1 if any record could not be written.
 """
 
 from __future__ import annotations
@@ -64,8 +66,9 @@ def split_lines(data: bytes, *, final: bool) -> tuple[np.ndarray, np.ndarray, in
 
 def _chunks(f: IO[bytes]) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
     carry = b""
+    read1 = getattr(f, "read1", f.read)  # what is there now, not a full CHUNK
     while True:
-        block = f.read(CHUNK)
+        block = read1(CHUNK)
         final = not block
         data = carry + block if carry else block
         if not data:
@@ -95,7 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.config:
         p.error("--config is required (or set LOGDEVICE_CONFIG)")
 
-    src: IO[bytes] = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
+    try:
+        src: IO[bytes] = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
+    except OSError as exc:
+        console.print(f"ldwrite: cannot read {args.file}: {exc.strerror}", markup=False)
+        return 1
     total = None if args.file == "-" else os.path.getsize(args.file)
     stats = {"acked": 0, "failed": 0, "last": 0}
     first_error: list[BaseException] = []
@@ -115,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
                     first_error.append(exc)
 
     t0 = time.perf_counter()
+    interrupted = False
+    read = 0
     try:
         with Client(args.config, timeout=args.timeout) as client, src:
             w = client.create_buffered_writer(size_trigger=args.size_trigger,
@@ -125,27 +134,34 @@ def main(argv: list[str] | None = None) -> int:
                           console=console, disable=args.quiet) as prog:
                 task = prog.add_task("write", total=total, lines="")
                 read = 0
-                for body, offsets, used in _chunks(src):
-                    w.append_many(args.log, (body, offsets)).add_done_callback(on_done)
-                    read += used
-                    prog.update(task, completed=read,
-                                lines=f"{stats['acked']:,} lines acknowledged")
+                try:
+                    for body, offsets, used in _chunks(src):
+                        w.append_many(args.log, (body, offsets)).add_done_callback(on_done)
+                        read += used
+                        prog.update(task, completed=read,
+                                    lines=f"{stats['acked']:,} lines acknowledged")
+                except KeyboardInterrupt:
+                    interrupted = True  # write what was read, then stop
                 w.flush()
                 w.close()
                 prog.update(task, completed=read, total=read,
                             lines=f"{stats['acked']:,} lines acknowledged")
     except (LogDeviceError, OSError) as exc:
-        console.print(f"[red]ldwrite:[/red] {exc}")
+        console.print(f"ldwrite: {exc}", markup=False)
         return 1
+    except KeyboardInterrupt:  # a second Ctrl-C while writing out what was read
+        return 130
     elapsed = time.perf_counter() - t0
     n = stats["acked"]
-    console.print(f"{n:,} records in {elapsed:.2f} s: {n / elapsed:,.0f} records/s, "
-                  f"{read / elapsed / 1e6:.1f} MB/s; last LSN {lsn_str(stats['last'])} "
-                  f"({stats['last']})")
+    if not args.quiet:
+        console.print(f"{n:,} records in {elapsed:.2f} s: {n / elapsed:,.0f} records/s, "
+                      f"{read / elapsed / 1e6:.1f} MB/s; last LSN {lsn_str(stats['last'])} "
+                      f"({stats['last']})", markup=False)
     if stats["failed"]:
-        console.print(f"[red]{stats['failed']:,} records failed[/red]: {first_error[0]}")
+        console.print(f"ldwrite: {stats['failed']:,} records failed: {first_error[0]}",
+                      markup=False)
         return 1
-    return 0
+    return 130 if interrupted else 0
 
 
 if __name__ == "__main__":
