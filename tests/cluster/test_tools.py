@@ -137,3 +137,28 @@ def test_ldwrite_missing_file_is_one_line(cluster):
     assert p.returncode == 1
     assert p.stderr.decode().strip().count("\n") == 0
     assert "cannot read /no/such/file" in p.stderr.decode()
+
+
+def test_ldcat_by_time_and_benign_gaps(cluster, client):
+    import datetime
+
+    first = [client.append(5, b"early %d" % i) for i in range(3)]
+    t_mid = int(time.time() * 1000) + 5
+    while int(time.time() * 1000) <= t_mid:  # the next records are strictly later
+        time.sleep(0.005)
+    late = [client.append(5, b"late %d" % i) for i in range(3)]
+    cfg = str(cluster.config_path)
+    p = run("ldcat", "--config", cfg, "--log", "5", "--since", str(t_mid))
+    assert p.returncode == 0, p.stderr.decode()
+    assert p.stdout == b"late 0\nlate 1\nlate 2\n"
+    iso = datetime.datetime.fromtimestamp(t_mid / 1000, datetime.UTC).isoformat()
+    p = run("ldcat", "--config", cfg, "--log", "5", "--before", iso)
+    assert p.stdout == b"early 0\nearly 1\nearly 2\n"
+    assert p.stderr == b""  # the BRIDGE gap before the first epoch is benign: hidden
+    p = run("ldcat", "--config", cfg, "--log", "5", "--show-gaps")
+    assert p.stdout.count(b"\n") == 6 and b"gap BRIDGE" in p.stderr
+    p = run("ldcat", "--config", cfg, "--log", "5", "--since=-1d")
+    assert p.stdout.count(b"\n") == 6
+    p = run("ldcat", "--config", cfg, "--log", "5", "--since", "yesterday")
+    assert p.returncode == 2 and b"not a time" in p.stderr
+    assert first[-1] < late[0]

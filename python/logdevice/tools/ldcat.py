@@ -6,20 +6,27 @@
 
 LSNs are written ``e<epoch>n<esn>`` or as integers; ``--from`` also takes ``oldest``,
 ``--until`` also ``tail`` (the tail when ldcat starts, the default) and ``max`` (follow
-for ever, as ``ldtail`` does).  ``--format text`` (default) writes each payload followed
+for ever, as ``ldtail`` does).  ``--since``/``--before`` select by time instead (ms since
+the Unix epoch, an ISO date-time, or ``--since=-15m`` for that long ago: s, m, h, d), through
+``find_time``.  ``--format text`` (default) writes each payload followed
 by a newline; ``--format json`` one object per record: log_id, lsn, lsn_str, timestamp
 (ms), batch_offset and the payload (``payload`` as text when it is UTF-8, else
-``payload_b64``).  Gaps go to stderr (``gap BRIDGE e0n1..e1n0``), so stdout holds only
-records.  Records are read in columnar batches (``Reader.read_batch``).
+``payload_b64``).  Gaps that lose nothing (BRIDGE: an epoch ends; HOLE: an append that
+never completed) are hidden unless ``--show-gaps``; the others (TRIM, DATALOSS, ...) go to
+stderr (``gap TRIM e0n1..e1n20``), so stdout holds only records.  Records are read in
+columnar batches (``Reader.read_batch``).
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import datetime
 import json
 import os
+import re
 import sys
+import time
 from typing import IO, Any
 
 import numpy as np
@@ -29,9 +36,15 @@ from ldcore.lsn import to_string as lsn_str
 from logdevice.client import Client
 from logdevice.client.reader_batch import ReaderBatch
 from logdevice.errors import LogDeviceError
-from logdevice.records import LSN_MAX, LSN_OLDEST, GapRecord
+from logdevice.records import LSN_MAX, LSN_OLDEST, GapRecord, GapType
 
-__all__ = ["main", "parse_lsn_arg", "write_batch", "write_gap", "add_output_arguments"]
+__all__ = ["main", "parse_lsn_arg", "parse_time_arg", "write_batch", "write_gap",
+           "add_output_arguments"]
+
+#: Gaps that say nothing was lost: shown only with --show-gaps.
+BENIGN_GAPS = frozenset({GapType.BRIDGE, GapType.HOLE})
+_AGO = re.compile(r"^-(\d+(?:\.\d+)?)([smhd])$")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 _NL = np.uint8(ord("\n"))
 
@@ -52,6 +65,25 @@ def parse_lsn_arg(text: str) -> int | str:
         raise argparse.ArgumentTypeError(
             f"not an LSN: {text!r} (e<epoch>n<esn>, an integer, oldest, tail or max)"
         ) from None
+
+
+def parse_time_arg(text: str) -> int:
+    """A time from the command line, in ms since the Unix epoch: an integer (ms), an ISO
+    date-time (UTC unless it names a zone) or ``-<n><s|m|h|d>`` (that long ago)."""
+    t = text.strip()
+    if t.isdigit():
+        return int(t)
+    m = _AGO.match(t)
+    if m:
+        return int((time.time() - float(m.group(1)) * _UNIT[m.group(2)]) * 1000)
+    try:
+        dt = datetime.datetime.fromisoformat(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a time: {text!r} (ms since the epoch, an ISO date-time, or -15m)") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=datetime.UTC)
+    return int(dt.timestamp() * 1000)
 
 
 def write_batch(out: IO[bytes], batch: ReaderBatch, fmt: str) -> None:
@@ -82,7 +114,10 @@ def write_batch(out: IO[bytes], batch: ReaderBatch, fmt: str) -> None:
     out.write(("\n".join(lines) + "\n").encode())
 
 
-def write_gap(err: IO[str], gap: GapRecord) -> None:
+def write_gap(err: IO[str], gap: GapRecord, show_all: bool = False) -> None:
+    """A gap to ``err``, unless it is benign and ``show_all`` is off."""
+    if gap.type in BENIGN_GAPS and not show_all:
+        return
     err.write(f"gap {gap.type.name} {lsn_str(gap.lo)}..{lsn_str(gap.hi)} "
               f"(log {gap.log_id}, {gap.lo}..{gap.hi})\n")
 
@@ -93,6 +128,8 @@ def add_output_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log", type=int, required=True, help="log id")
     p.add_argument("--format", choices=["text", "json"], default="text",
                    help="text: payloads one per line; json: one object per record")
+    p.add_argument("--show-gaps", action="store_true",
+                   help="also show gaps that lose nothing (BRIDGE, HOLE)")
     p.add_argument("--no-scd", action="store_true",
                    help="read all-send-all (every copy) instead of single copy delivery")
     p.add_argument("--timeout", type=float, default=30.0, help="client timeout, seconds")
@@ -105,15 +142,23 @@ def main(argv: list[str] | None = None) -> int:
                    help="first LSN (default oldest)")
     p.add_argument("--until", type=parse_lsn_arg, default="tail",
                    help="last LSN (default: the tail when ldcat starts; max: follow)")
+    p.add_argument("--since", type=parse_time_arg, default=None, metavar="TIME",
+                   help="start at the first record at or after TIME (instead of --from)")
+    p.add_argument("--before", type=parse_time_arg, default=None, metavar="TIME",
+                   help="stop before the first record at or after TIME (instead of --until)")
     args = p.parse_args(argv)
     if not args.config:
         p.error("--config is required (or set LOGDEVICE_CONFIG)")
     if args.from_lsn == "tail":
-        p.error("--from takes an LSN or oldest")
+        p.error("--from takes an LSN or oldest (ldtail follows from the tail)")
     out = sys.stdout.buffer
     try:
         with Client(args.config, timeout=args.timeout) as client:
             until = client.get_tail_lsn(args.log) if args.until == "tail" else args.until
+            if args.since is not None:
+                args.from_lsn = client.find_time(args.log, args.since)
+            if args.before is not None:
+                until = min(until, client.find_time(args.log, args.before) - 1)
             if until < args.from_lsn:
                 return 0  # an empty range (e.g. an empty log)
             with client.create_reader() as r:
@@ -124,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
                 while True:
                     batch = r.read_batch(65536)
                     for gap in batch.gaps:
-                        write_gap(sys.stderr, gap)
+                        write_gap(sys.stderr, gap, args.show_gaps)
                     if not len(batch) and not batch.gaps:
                         break
                     write_batch(out, batch, args.format)

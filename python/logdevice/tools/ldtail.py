@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                 while True:
                     batch = r.read_batch(65536, timeout=1.0)
                     for gap in batch.gaps:
-                        write_gap(sys.stderr, gap)
+                        write_gap(sys.stderr, gap, args.show_gaps)
                     if len(batch):
                         write_batch(out, batch, args.format)
                         out.flush()
