@@ -162,3 +162,10 @@ def test_ldcat_by_time_and_benign_gaps(cluster, client):
     p = run("ldcat", "--config", cfg, "--log", "5", "--since", "yesterday")
     assert p.returncode == 2 and b"not a time" in p.stderr
     assert first[-1] < late[0]
+
+
+@pytest.mark.parametrize("tool", ["ldwrite", "ldcat", "ldtail", "ldbench", "logdeviced"])
+def test_every_tool_has_a_version(tool):
+    p = run(tool, "--version", timeout=30)
+    assert p.returncode == 0
+    assert p.stdout.decode().strip() == f"{tool} (logdevice) {ld.__version__}"

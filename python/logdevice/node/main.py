@@ -25,6 +25,7 @@ import os
 import signal
 import sys
 
+from logdevice.cli import add_version
 from logdevice.config import Config
 from logdevice.errors import InvalidConfigError, LogDeviceError
 from logdevice.node.assemble import build_node
@@ -40,6 +41,7 @@ SWITCH_INTERVAL = 0.0005
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="logdeviced", description="Run one logdevice node.")
+    add_version(p)
     p.add_argument("--config", required=True, metavar="PATH", help="cluster config (JSON)")
     p.add_argument("--node-index", required=True, type=int, metavar="I",
                    help="this node's index in the config")

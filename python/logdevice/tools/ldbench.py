@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 
+from logdevice.cli import add_version
 from logdevice.client import Client
 from logdevice.errors import LogDeviceError
 from logdevice.tools import benchutil
@@ -286,6 +287,7 @@ SUBCOMMANDS: list[Subcommand] = [
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ldbench", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_version(parser)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, add_args, run in SUBCOMMANDS:
         p = sub.add_parser(name, help=(run.__doc__ or name).strip().split("\n")[0])

@@ -33,6 +33,7 @@ import numpy as np
 
 from ldcore.lsn import parse as parse_lsn
 from ldcore.lsn import to_string as lsn_str
+from logdevice.cli import add_version
 from logdevice.client import Client
 from logdevice.client.reader_batch import ReaderBatch
 from logdevice.errors import LogDeviceError
@@ -137,6 +138,7 @@ def add_output_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="ldcat", description=__doc__.split("\n\n")[0])
+    add_version(p)
     add_output_arguments(p)
     p.add_argument("--from", dest="from_lsn", type=parse_lsn_arg, default=LSN_OLDEST,
                    help="first LSN (default oldest)")

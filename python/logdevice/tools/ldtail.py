@@ -21,6 +21,7 @@ from types import FrameType
 
 import numpy as np
 
+from logdevice.cli import add_version
 from logdevice.client import Client
 from logdevice.client.reader_batch import ReaderBatch
 from logdevice.errors import LogDeviceError
@@ -87,6 +88,7 @@ def _stop(signum: int, frame: FrameType | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="ldtail", description=__doc__.split("\n\n")[0])
+    add_version(p)
     add_output_arguments(p)
     p.add_argument("-n", "--lines", type=int, default=0, metavar="N",
                    help="first show the last N records (default 0: only new ones)")

@@ -33,6 +33,7 @@ from rich.progress import (
 )
 
 from ldcore.lsn import to_string as lsn_str
+from logdevice.cli import add_version
 from logdevice.client import Client
 from logdevice.errors import LogDeviceError
 
@@ -83,6 +84,7 @@ def _chunks(f: IO[bytes]) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="ldwrite", description=__doc__.split("\n\n")[0])
+    add_version(p)
     p.add_argument("file", nargs="?", default="-", help="input file (default: stdin)")
     p.add_argument("--config", default=os.environ.get("LOGDEVICE_CONFIG"),
                    help="cluster config (default: $LOGDEVICE_CONFIG)")
