@@ -6,7 +6,7 @@ PY := .venv/bin/python
 STAMPS := .make
 KERNEL_SOURCES := $(wildcard src/ldcore/*.pyx src/ldcore/*.pxd src/ldcore/*.h) $(wildcard _ext/*.py)
 
-.PHONY: run test bench lint build clean chaos
+.PHONY: run test bench lint build clean chaos docs
 
 run: $(STAMPS)/build
 	$(PY) -m logdevice.demo
@@ -21,6 +21,10 @@ bench: $(STAMPS)/build
 # REPLICATION (default 3).  Exit status 1 and the replay command on any violation.
 chaos: $(STAMPS)/build
 	$(PY) -m tests.chaos.driver --seconds $(or $(SECONDS),600) --replication $(or $(REPLICATION),3) $(if $(SEED),--seed $(SEED))
+
+# The documentation site (docs/_build/html); warnings (broken references) are errors.
+docs: $(STAMPS)/build
+	bash ci/docs.sh
 
 lint: $(STAMPS)/build
 	bash ci/lint.sh
