@@ -231,8 +231,10 @@ def encode_batch(batch: Batch, *, compression: str = "zstd", level: int = 1,
     """The batch's payloads as one ``ldcore.codec`` blob (zstd kept only if smaller),
     with ``producer`` (writer id, blob sequence number) in its header when given."""
     parts = batch.parts
-    if all(type(p) is list for p in parts):
-        flat = parts[0] if len(parts) == 1 else list(itertools.chain.from_iterable(parts))
+    lists = [p for p in parts if isinstance(p, list)]
+    if len(lists) == len(parts):
+        flat: list[bytes] = lists[0] if len(lists) == 1 else list(
+            itertools.chain.from_iterable(lists))
         return codec.encode(flat, compression=compression, level=level, producer=producer)
     bufs: list[bytes] = []
     offs: list[npt.NDArray[np.uint64]] = []

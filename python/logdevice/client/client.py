@@ -17,8 +17,8 @@ import concurrent.futures
 import os
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 
@@ -52,6 +52,8 @@ if TYPE_CHECKING:
     from logdevice.client.reader_placement import PlacementSource
 
 __all__ = ["Client", "as_payload"]
+
+T = TypeVar("T")
 
 # Added to the client timeout when a sync call waits for its coroutine: the coroutine
 # enforces the timeout itself; this only catches a stuck loop.
@@ -130,10 +132,11 @@ class Client:
         if self._closed:
             raise LogDeviceError(E.SHUTDOWN, "the client is closed")
 
-    def _call(self, fn: Any, *args: Any, timeout: float | None) -> Any:
+    def _call(self, fn: Callable[..., Coroutine[Any, Any, T]], *args: Any,
+              timeout: float | None) -> T:
         self._check_open()
         t = self.timeout if timeout is None else float(timeout)
-        return self._loop.run(fn, *args, timeout=t + _WAIT_SLACK)
+        return cast(T, self._loop.run(fn, *args, timeout=t + _WAIT_SLACK))
 
     def _timeout(self, timeout: float | None) -> float:
         return self.timeout if timeout is None else float(timeout)
@@ -172,7 +175,7 @@ class Client:
         """
         data, flags, checksum = self._prepare_append(log_id, payload)
         return self._call(self._append_lsn, log_id, data, flags, checksum,
-                          self._timeout(timeout), timeout=timeout)  # type: ignore[no-any-return]
+                          self._timeout(timeout), timeout=timeout)
 
     def append_async(self, log_id: int, payload: Any, *,
                      timeout: float | None = None) -> concurrent.futures.Future[int]:
@@ -208,7 +211,7 @@ class Client:
         """Last released LSN, its timestamp (and byte offset when tracked), from the
         log's sequencer."""
         self._log_group(log_id)
-        return self._call(self._tail, log_id, self._timeout(timeout),  # type: ignore[no-any-return]
+        return self._call(self._tail, log_id, self._timeout(timeout),
                           timeout=timeout)
 
     async def _tail(self, log_id: int, timeout: float) -> TailAttributes:
@@ -228,7 +231,7 @@ class Client:
         group = self._log_group(log_id)
         return self._call(self._storage, log_id, lambda: GetHead(request_id=0, log_id=log_id),
                           combine.combine_head, group, self._timeout(timeout),
-                          timeout=timeout)  # type: ignore[no-any-return]
+                          timeout=timeout)
 
     def is_log_empty(self, log_id: int, *, timeout: float | None = None) -> bool:
         """True if the log holds no record past its trim point.
@@ -258,7 +261,7 @@ class Client:
         one past the last record if all are older.  The rule is in ``combine``."""
         group = self._log_group(log_id)
         t = _as_ms(ms, "ms")
-        return self._call(self._storage, log_id,  # type: ignore[no-any-return]
+        return self._call(self._storage, log_id,
                           lambda: FindTime(request_id=0, log_id=log_id, timestamp=t),
                           combine.combine_find_time, group, self._timeout(timeout),
                           timeout=timeout)
@@ -289,7 +292,7 @@ class Client:
         a, b = _as_ms(start_ms, "start_ms"), _as_ms(end_ms, "end_ms")
         if b < a:
             raise InvalidParamError(message=f"end_ms {b} is before start_ms {a}")
-        return self._call(self._storage, log_id,  # type: ignore[no-any-return]
+        return self._call(self._storage, log_id,
                           lambda: DataSize(request_id=0, log_id=log_id, start_ms=a, end_ms=b),
                           combine.combine_data_size, group, self._timeout(timeout),
                           timeout=timeout)
@@ -307,7 +310,7 @@ class Client:
         """The checkpoints of consumer ``name``: log id -> (lsn, batch offset) of the last
         record it processed (empty if it has none).  Kept in the cluster's epoch store,
         reached through any node."""
-        return self._call(self._checkpoints,  # type: ignore[no-any-return]
+        return self._call(self._checkpoints,
                           lambda: GetCheckpoints(request_id=0, name=validate_name(name)),
                           self._timeout(timeout), timeout=timeout)
 
@@ -323,7 +326,7 @@ class Client:
             request_id=0, name=name, log_ids=np.array(logs, np.uint64),
             lsns=np.array([positions[k][0] for k in logs], np.uint64),
             batch_offsets=np.array([positions[k][1] for k in logs], np.uint32))
-        return self._call(self._checkpoints, lambda: msg,  # type: ignore[no-any-return]
+        return self._call(self._checkpoints, lambda: msg,
                           self._timeout(timeout), timeout=timeout)
 
     def group_heartbeat(self, group: str, member: str, logs: Sequence[int], *,
@@ -337,7 +340,7 @@ class Client:
         msg = GroupHeartbeat(request_id=0, group=validate_name(group), member=member,
                              log_ids=np.array(sorted(set(logs)), np.uint64),
                              session_ms=int(session_timeout * 1000), leave=leave)
-        return self._call(self._group_heartbeat, msg,  # type: ignore[no-any-return]
+        return self._call(self._group_heartbeat, msg,
                           self._timeout(timeout), timeout=timeout)
 
     async def _group_heartbeat(self, msg: GroupHeartbeat, timeout: float

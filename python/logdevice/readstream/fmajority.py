@@ -27,7 +27,7 @@ from collections.abc import Collection, Iterable, Mapping
 from enum import IntEnum
 from typing import Any
 
-from logdevice.shards import AuthoritativeStatus
+from logdevice.shards import AuthoritativeStatus as AuthoritativeStatus  # re-exported
 
 
 class FMajorityResult(IntEnum):
