@@ -159,6 +159,13 @@ class Settings:
     scd_all_send_all_timeout_ms: int = 10_000  # stuck this long in SCD: all-send-all
     store_graylist_ms: int = 5_000  # a node that timed out a wave is avoided this long
     store_blacklist_ms: int = 10_000  # a node that answered an error is avoided this long
+    # Records/s a storage node reads from its copyset index to answer the checker; a
+    # check never takes more, so it cannot starve appends or reads.
+    checker_records_per_second: int = 5_000_000
+    # Periodic checks run by one node at a time (0: off), and the grace period after which
+    # records still under-replicated are a progress violation.
+    checker_interval_ms: int = 0
+    checker_grace_period_ms: int = 600_000
 
     def to_dict(self, only_changed: bool = True) -> dict[str, Any]:
         """The settings as JSON; by default only those that differ from the defaults."""

@@ -3,7 +3,8 @@
 Every node runs the failure detector, the sequencer role (a node without the sequencer
 role never owns a log, so it only redirects), the storage role (disabled on a node
 without the storage role: STOREs get DISABLED) and the read streams served from the
-storage role's LogsDB (START / WINDOW / STOP).  A new role is one more ``add_role`` line
+storage role's LogsDB (START / WINDOW / STOP), and the checker's availability requests
+on the same LogsDB.  A new role is one more ``add_role`` line
 here; the failure detector comes first because the others read its view.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 
 from logdevice.config import Config
+from logdevice.node.availability_role import AvailabilityRole
 from logdevice.node.failure_detector import FailureDetectorRole
 from logdevice.node.read_streams import ReadStreamsRole
 from logdevice.node.sequencer_role import SequencerRole
@@ -27,4 +29,5 @@ def build_node(config: Config, index: int,
     node.add_role(StorageRole(node))
     node.add_role(ReadStreamsRole(node))  # after storage: it reads the storage role's db
     node.add_role(SequencerRole(node))
+    node.add_role(AvailabilityRole(node))  # the checker's questions, from storage's db
     return node

@@ -72,6 +72,8 @@ __all__ = [
     "DataSizeReply",
     "Seal",
     "Sealed",
+    "GetRecordAvailability",
+    "RecordAvailability",
 ]
 
 
@@ -108,6 +110,8 @@ class MessageType(IntEnum):
     DATA_SIZE_REPLY = 49
     SEAL = 50
     SEALED = 51
+    GET_RECORD_AVAILABILITY = 60
+    RECORD_AVAILABILITY = 61
 
 
 class GapReason(IntEnum):
@@ -640,6 +644,55 @@ class Sealed(Message):
     last_known_good: int = 0
     max_seen_lsn: int = 0
     epoch: int = 0
+
+
+@register
+class GetRecordAvailability(Message):
+    """Checker -> storage node: which records of ``log_id`` in ``[lo, hi]`` do you hold?
+
+    The node answers from its copyset index (no payload is read), at most
+    ``max_records`` records per reply (0: the node's default), within its records/s
+    budget for checks (the ``checker_records_per_second`` setting).
+    """
+
+    TYPE = MessageType.GET_RECORD_AVAILABILITY
+    request_id: int
+    log_id: int
+    lo: int
+    hi: int
+    max_records: int = 0
+
+
+@register
+class RecordAvailability(Message, eq=False):
+    """Storage node -> checker, answer to GET_RECORD_AVAILABILITY.
+
+    ``availability`` is ``ldcore.availability.encode`` of the LSNs the node stores in
+    ``[lo, next_lsn - 1]`` above its trim point (BP-34's condensed format, byte for byte).
+    Their copysets travel as runs: run ``i`` covers the next ``run_lengths[i]`` stored
+    LSNs (in LSN order), which all have copyset ``copysets[run_copysets[i]]`` (a row of
+    the distinct copysets, node indices padded with -1).  ``done`` is true once the
+    reply reaches ``hi``; otherwise ask again from ``next_lsn``.  ``trim_point`` and
+    ``last_released`` are the node's for the log.
+    """
+
+    TYPE = MessageType.RECORD_AVAILABILITY
+    request_id: int
+    status: E
+    log_id: int = 0
+    node_index: int = -1
+    lo: int = 0
+    next_lsn: int = 0
+    done: bool = True
+    trim_point: int = 0
+    last_released: int = 0
+    availability: Payload = b""
+    run_lengths: U32Array = EMPTY_U32
+    run_copysets: U32Array = EMPTY_U32
+    copysets: I16Matrix = EMPTY_I16_2D
+
+    def _check(self) -> str | None:
+        return _check_columns(len(self.run_lengths), {"run_copysets": self.run_copysets})
 
 
 ALL_MESSAGES: tuple[type[Message], ...] = tuple(
