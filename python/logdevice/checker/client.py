@@ -80,9 +80,8 @@ class AvailabilityClient:
             if reply.status != E.OK:
                 raise LogDeviceError(reply.status, f"N{node} answered {reply.status.name} "
                                                    f"for log {log_id}")
-            self.bytes_received += REPLY_OVERHEAD + sum(
-                memoryview(x).nbytes for x in (reply.availability, reply.run_lengths,
-                                               reply.run_copysets, reply.copysets))
+            self.bytes_received += REPLY_OVERHEAD + len(memoryview(reply.availability)) + (
+                reply.run_lengths.nbytes + reply.run_copysets.nbytes + reply.copysets.nbytes)
             page = availability.decode(reply.availability).to_array().astype(np.uint64)
             cs = expand_runs(reply.run_lengths, reply.run_copysets, reply.copysets)
             if len(cs) != len(page):

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from logdevice.checker.client import AvailabilityClient
+from logdevice.checker.client import AvailabilityClient, Fetched
 from logdevice.checker.report import Report
 from logdevice.checker.verdict import judge
 from logdevice.config import Config

@@ -26,8 +26,9 @@ authoritative-empty (``rebuilding``), records held by fewer than R nodes
 the copyset (``extra_copies``), and copies that could not be checked because a copyset
 member did not answer (``unchecked``).
 
-Violations are reported as runs: records of consecutive LSNs with the same problem (same nodes missing, same bad copyset) make one detail with ``lsn_lo``,
-``lsn_hi`` and ``records``.  At most ``max_details`` details per category and log; the
+Violations are reported as runs: records of consecutive LSNs with the same problem (same
+nodes missing, same bad copyset) make one detail with ``lsn_lo``, ``lsn_hi`` and
+``records``.  At most ``max_details`` details per category and log; the
 counts are always exact.
 """
 
@@ -208,10 +209,10 @@ def judge(log_id: int, lo: int, hi: int, holdings: Mapping[int, NodeHoldings], *
     H = np.zeros((n, k), bool)
     M = np.zeros((n, k), bool)
     for j, x in enumerate(nodes):
-        h = held.get(x)
-        if h is not None:
-            H[:, j] = h.avail.contains_many(U)
-        M[:, j] = np.any(C == x, axis=1)
+        mine = held.get(x)
+        if mine is not None:
+            H[:, j] = mine.avail.contains_many(U)
+        M[:, j] = np.any(x == C, axis=1)
     answered = np.array([x in held for x in nodes], bool)
     st = np.array([int(status_of[x]) for x in nodes])
     is_full = st == int(full)

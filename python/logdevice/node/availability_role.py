@@ -112,7 +112,7 @@ class AvailabilityRole(Role):
         if not self.node.config.has_log(msg.log_id):
             conn.send(self._reply(msg, E.NOTFOUND))
             return
-        if db is None:
+        if storage is None or db is None:
             conn.send(self._reply(msg, E.DISABLED))
             return
         if not 0 < msg.lo <= msg.hi < LSN_MAX or msg.max_records < 0:

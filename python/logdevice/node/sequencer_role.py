@@ -50,6 +50,7 @@ from logdevice.epochstore import EpochMetadata, EpochStore, open_epoch_store
 from logdevice.errors import E, LogDeviceError
 from logdevice.node.recovery_driver import Recoveries, RecoveryDriver
 from logdevice.node.role import Peer, Role
+from logdevice.node.stats import AppendStats
 from logdevice.node.store_sender import StoreSender
 from logdevice.placement import score, sequencer_for
 from logdevice.protocol import (
@@ -91,10 +92,11 @@ SWEEP_INTERVAL = 5.0
 class _Append:
     """An APPEND being served: who asked, and the payload until it is answered."""
 
-    __slots__ = ("conn", "request_id", "log_id", "payload", "checksum")
+    __slots__ = ("conn", "request_id", "log_id", "payload", "checksum", "t0")
 
     def __init__(self, conn: Peer, request_id: int, log_id: int, payload: Any,
-                 checksum: int) -> None:
+                 checksum: int, t0: float = 0.0) -> None:
+        self.t0 = t0  # loop time it arrived (append latency)
         self.conn = conn
         self.request_id = request_id
         self.log_id = log_id
@@ -134,6 +136,7 @@ class SequencerRole(Role):
         self._sweeper: asyncio.TimerHandle | None = None
         self._stopping = False
         self.recoveries = Recoveries(self)
+        self.append_stats = AppendStats()  # for metrics
 
     def handlers(self) -> Mapping[type, Any]:
         rec = self.recoveries
@@ -238,7 +241,11 @@ class SequencerRole(Role):
                                message=why))
             return
         rid = next(self._rids)
-        self._appends[rid] = _Append(conn, msg.request_id, log_id, msg.payload, msg.checksum)
+        self._appends[rid] = _Append(conn, msg.request_id, log_id, msg.payload, msg.checksum,
+                                     self.node.loop.time())
+        stats = self.append_stats
+        stats.appends += 1
+        stats.bytes += size
         flags = msg.flags & _APPEND_FLAGS
         seq = self.sequencers.get(log_id)
         if seq is None:
@@ -434,6 +441,10 @@ class SequencerRole(Role):
                 lsn: int = 0, timestamp: int = 0) -> None:
         a = self._appends.pop(rid, None)
         if a is not None:
+            if status == E.OK:
+                self.append_stats.latency.add(self.node.loop.time() - a.t0)
+            else:
+                self.append_stats.failed += 1
             a.conn.send(Appended(request_id=a.request_id, status=status, lsn=lsn,
                                  timestamp=timestamp, redirect_to=redirect, message=message))
 
