@@ -104,7 +104,7 @@ def test_clean_cluster_status_query_and_metrics(local_cluster):
         assert sum(total(s, "logdevice_releases_total") for s in after) > sum(
             total(s, "logdevice_releases_total") for s in before)
         assert sum(total(s, "logdevice_checker_records_served_total") for s in after) >= 500
-        assert all(s['logdevice_node_up{"node": "%d"}' % i] == 1 for i, s in enumerate(after))
+        assert all(s[f'logdevice_node_up{{"node": "{i}"}}'] == 1 for i, s in enumerate(after))
     finally:
         client.close()
 

@@ -168,3 +168,38 @@ def test_report_json_contract_and_exit_codes():
     assert r.exit_code == 1
     assert Report().exit_code == 0
     assert Report(errors=["no epoch store"]).exit_code == 2
+
+
+@pytest.mark.parametrize("n_distinct", [3, 300, 70_000])
+def test_packed_runs_round_trip(n_distinct):
+    from logdevice.checker.wire import pack_runs, unpack_runs
+
+    rng = np.random.default_rng(n_distinct)
+    lengths = rng.integers(1, 5, 5000).astype(np.uint32)
+    index = rng.integers(0, n_distinct, 5000).astype(np.uint32)
+    data, width = pack_runs(lengths, index, n_distinct)
+    assert width == {3: 1, 300: 2, 70_000: 4}[n_distinct]
+    got = unpack_runs(data, 5000, width)
+    assert np.array_equal(got[0], lengths) and np.array_equal(got[1], index)
+    with pytest.raises(ValueError):
+        unpack_runs(data, 5001, width)
+    with pytest.raises(ValueError):
+        unpack_runs(b"garbage", 10, 1)
+
+
+def test_packed_availability_is_exact_bp34_and_small():
+    from logdevice.checker.wire import pack_availability, unpack_availability
+
+    rng = np.random.default_rng(9)
+    lsns = np.flatnonzero(rng.random(100_000) < 2 / 3).astype(np.uint64) + np.uint64(5 << 32)
+    for values in (lsns, lsns[:1], lsns[:0], np.arange(1, 10, 3, dtype=np.uint64)):
+        bp34 = availability.encode(values)
+        packed = pack_availability(bp34)
+        assert unpack_availability(packed) == bp34
+    assert len(pack_availability(availability.encode(lsns))) < len(lsns) // 2
+    with pytest.raises(ValueError):
+        pack_availability(b"\x00" * 63)
+    with pytest.raises(ValueError):
+        pack_availability(b"\x00\x00\x00\x01" + b"\x00" * 60)  # version 1
+    with pytest.raises(ValueError):
+        unpack_availability(b"not zstd")

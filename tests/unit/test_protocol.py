@@ -91,6 +91,14 @@ def sample_messages():
         p.Seal(request_id=11, log_id=77, seal_epoch=5, sequencer_node=2),
         p.Sealed(request_id=11, status=E.OK, log_id=77, node_index=3, seal_epoch=5,
                  last_known_good=(5 << 32) | 9, max_seen_lsn=(5 << 32) | 12),
+        p.GetRecordAvailability(request_id=12, log_id=77, lo=1, hi=(5 << 32) | 9,
+                                max_records=1000, compress=False),
+        p.RecordAvailability(request_id=12, status=E.OK, log_id=77, node_index=2, lo=1,
+                             next_lsn=(5 << 32) | 10, done=True, trim_point=0,
+                             last_released=(5 << 32) | 9, availability=b"\0" * 64,
+                             run_lengths=np.array([2, 1], np.uint32),
+                             run_copysets=np.array([0, 1], np.uint32),
+                             copysets=np.array([[2, 0], [2, 1]], np.int16)),
     ]
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from ldcore import availability
 from logdevice.checker.runs import expand_runs
 from logdevice.checker.verdict import NodeHoldings
+from logdevice.checker.wire import unpack_availability, unpack_runs
 from logdevice.client.connection import Connection
 from logdevice.config import Config
 from logdevice.errors import E, LogDeviceError
@@ -80,10 +81,14 @@ class AvailabilityClient:
             if reply.status != E.OK:
                 raise LogDeviceError(reply.status, f"N{node} answered {reply.status.name} "
                                                    f"for log {log_id}")
-            self.bytes_received += REPLY_OVERHEAD + len(memoryview(reply.availability)) + (
+            self.bytes_received += REPLY_OVERHEAD + sum(len(memoryview(x)) for x in (
+                reply.availability, reply.availability_packed, reply.runs_zstd)) + (
                 reply.run_lengths.nbytes + reply.run_copysets.nbytes + reply.copysets.nbytes)
-            page = availability.decode(reply.availability).to_array().astype(np.uint64)
-            cs = expand_runs(reply.run_lengths, reply.run_copysets, reply.copysets)
+            try:
+                page, cs = self._decode(reply)
+            except ValueError as exc:  # AvailabilityError is a ValueError too
+                raise LogDeviceError(E.BADMSG, f"N{node}: bad RECORD_AVAILABILITY: {exc}"
+                                     ) from None
             if len(cs) != len(page):
                 raise LogDeviceError(E.BADMSG, f"N{node}: {len(page)} LSNs but copyset "
                                                f"runs for {len(cs)}")
@@ -98,6 +103,18 @@ class AvailabilityClient:
                                          constant_values=-1) for c in copysets])
                   if copysets else np.empty((0, 0), np.int16))
         return Fetched(NodeHoldings(node, np.concatenate(lsns), cs_all), trim, released)
+
+    @staticmethod
+    def _decode(reply: RecordAvailability) -> tuple[np.ndarray, np.ndarray]:
+        """(stored LSNs, one copyset row each) of a reply, packed or not."""
+        bp34: bytes | bytearray | memoryview
+        if reply.n_runs:
+            bp34 = unpack_availability(reply.availability_packed)
+            lengths, index = unpack_runs(reply.runs_zstd, reply.n_runs, reply.index_width)
+        else:
+            bp34, lengths, index = reply.availability, reply.run_lengths, reply.run_copysets
+        lsns = availability.decode(bp34).to_array().astype(np.uint64)
+        return lsns, expand_runs(lengths, index, reply.copysets)
 
     async def fetch_node(self, node: int, logs: Iterable[int]) -> dict[int, Fetched]:
         """Every log of ``logs`` from ``node``; raises if the node fails on any."""

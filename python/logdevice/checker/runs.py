@@ -58,3 +58,4 @@ def expand_runs(run_lengths: np.ndarray, run_copysets: np.ndarray,
     if int(index.max()) >= len(distinct) or int(index.min()) < 0:
         raise ValueError("a run names a copyset that is not in the table")
     return np.asarray(distinct, dtype=np.int16)[np.repeat(index, lengths)]
+

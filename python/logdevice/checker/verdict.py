@@ -129,9 +129,35 @@ def _pattern_key(rows: np.ndarray) -> np.ndarray:
     """One int64 per row of a bool matrix, equal iff the rows are equal."""
     if rows.shape[1] == 0:
         return np.zeros(len(rows), np.int64)
+    if rows.shape[1] <= 62:
+        return rows.astype(np.int64) @ (np.int64(1) << np.arange(rows.shape[1],
+                                                                  dtype=np.int64))
     packed = np.packbits(rows, axis=1)
     _, inverse = np.unique(packed, axis=0, return_inverse=True)
     return inverse.reshape(-1).astype(np.int64)
+
+
+def _row_keys(C: np.ndarray) -> np.ndarray:
+    """One int64 per copyset row, equal iff the rows are equal."""
+    if C.shape[1] <= 4:  # 16 bits per entry (int16 node indices, -1 padding -> 0)
+        shifted = (C.astype(np.int64) + 1) << (16 * np.arange(C.shape[1], dtype=np.int64))
+        return shifted.sum(axis=1) if C.shape[1] else np.zeros(len(C), np.int64)
+    _, inverse = np.unique(C, axis=0, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int64)
+
+
+def _union(parts: list[np.ndarray]) -> np.ndarray:
+    """Sorted distinct values of sorted arrays (a stable sort merges the sorted runs)."""
+    if not parts:
+        return np.empty(0, np.uint64)
+    allv = np.concatenate(parts)
+    allv.sort(kind="stable")
+    if len(allv) < 2:
+        return allv
+    keep = np.empty(len(allv), bool)
+    keep[0] = True
+    np.not_equal(allv[1:], allv[:-1], out=keep[1:])
+    return allv[keep]
 
 
 def _copyset_list(row: np.ndarray) -> list[int]:
@@ -170,8 +196,7 @@ def judge(log_id: int, lo: int, hi: int, holdings: Mapping[int, NodeHoldings], *
     since_ms = since_ms or {}
     v = LogVerdict(log_id, lo, hi, silent=set(silent))
     held = {n: h.within(lo, hi) for n, h in holdings.items()}
-    parts = [h.lsns for h in held.values() if len(h.lsns)]
-    U = np.unique(np.concatenate(parts)) if parts else np.empty(0, np.uint64)
+    U = _union([h.lsns for h in held.values() if len(h.lsns)])
     n = len(U)
     v.summary["records"] = n
     full = AuthoritativeStatus.FULLY_AUTHORITATIVE
@@ -201,7 +226,7 @@ def judge(log_id: int, lo: int, hi: int, holdings: Mapping[int, NodeHoldings], *
         C[pos[new]] = _pad(h.copysets, width)[new]
         have[pos] = True
 
-    named = np.unique(C[C >= 0]).astype(int).tolist()
+    named = np.flatnonzero(np.bincount((C.astype(np.int64) + 1).ravel())[1:]).tolist()
     nodes = sorted(set(status_of) | set(named))
     for x in named:
         status_of.setdefault(x, AuthoritativeStatus(statuses.get(x, full)))
@@ -232,17 +257,22 @@ def judge(log_id: int, lo: int, hi: int, holdings: Mapping[int, NodeHoldings], *
     v.summary["under_replicated"] = int(np.count_nonzero(copies < rep.r))
 
     # Placement: once per distinct copyset.
-    distinct, inverse = np.unique(C, axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    bad = np.array([not satisfies(_copyset_list(row), rep, locations) for row in distinct],
+    keys = _row_keys(C)
+    distinct_keys, first = np.unique(keys, return_index=True)
+    bad = np.array([not satisfies(_copyset_list(C[i]), rep, locations) for i in first.tolist()],
                    bool)
-    place_rows = bad[inverse]
+    place_rows = (np.isin(keys, distinct_keys[bad]) if bool(bad.any())
+                  else np.zeros(n, bool))
 
     nodes_arr = np.array(nodes)
     out = v.details
 
-    def emit(category: str, kind: str, rows: np.ndarray, key: np.ndarray,
+    def emit(category: str, kind: str, rows: np.ndarray, key_of: Any,
              missing: np.ndarray | None) -> None:
+        if not bool(rows.any()):
+            return
+        key = np.zeros(n, np.int64)
+        key[rows] = key_of(rows)
         starts, ends = _runs(rows, key, U)
         v.counts[category] += int(np.count_nonzero(rows))
         for s, e in zip(starts[:max_details].tolist(), ends[:max_details].tolist(),
@@ -260,10 +290,11 @@ def judge(log_id: int, lo: int, hi: int, holdings: Mapping[int, NodeHoldings], *
                         "records": int(np.count_nonzero(rows[starts[max_details]:])),
                         "nodes_missing": [], "copysets": []})
 
-    emit("placement", "bad_copyset", place_rows, inverse.astype(np.int64), None)
-    emit("durability", "missing_copy", dur_rows, _pattern_key(miss_dur), miss_dur)
-    emit("progress", "under_replicated_past_grace", prog_rows, _pattern_key(miss_prog),
-         miss_prog)
+    emit("placement", "bad_copyset", place_rows, lambda r: keys[r], None)
+    emit("durability", "missing_copy", dur_rows, lambda r: _pattern_key(miss_dur[r]),
+         miss_dur)
+    emit("progress", "under_replicated_past_grace", prog_rows,
+         lambda r: _pattern_key(miss_prog[r]), miss_prog)
     for x in nodes_arr[(miss_dur | miss_prog).any(axis=0)].tolist():
         v.suspects.add(int(x))
 
@@ -276,9 +307,9 @@ def judge(log_id: int, lo: int, hi: int, holdings: Mapping[int, NodeHoldings], *
         ends_of = np.searchsorted(U, (epochs + np.uint64(1)) << np.uint64(32)) - 1
         held_in = (ends_of - starts_of + 1).tolist()
         for e, last, count in zip(epochs.tolist(), U[ends_of].tolist(), held_in, strict=True):
-            first = max(lo, (e << 32) | 1)  # every U of the epoch is at or above it
-            if last - first + 1 > count:
-                expected = np.arange(first, last + 1, dtype=np.uint64)
+            start = max(int(lo), (int(e) << 32) | 1)  # every U of the epoch is at or above
+            if int(last) - start + 1 > count:
+                expected = np.arange(start, int(last) + 1, dtype=np.uint64)
                 lost.append(whole.missing(expected).astype(np.uint64))
         if lost:
             gaps = np.concatenate(lost)

@@ -2,7 +2,8 @@
 
 For a log and an LSN range the node answers which records it holds, as BP-34's condensed
 availability (``ldcore.availability.encode``) plus their copysets as runs
-(``logdevice.checker.runs``).  Everything comes from the copyset index: no payload is
+(``logdevice.checker.runs``), both packed for the wire unless asked not to
+(``logdevice.checker.wire``).  Everything comes from the copyset index: no payload is
 read, so a check costs a few bytes of I/O per record.
 
 Checks must never starve appends or reads, so the role spends at most
@@ -23,6 +24,7 @@ import numpy as np
 
 from ldcore import availability
 from logdevice.checker.runs import to_runs
+from logdevice.checker.wire import pack_availability, pack_runs
 from logdevice.errors import E, LogDeviceError
 from logdevice.node.role import Peer, Role
 from logdevice.protocol import GetRecordAvailability, RecordAvailability
@@ -70,18 +72,23 @@ class RecordBudget:
         return 0.0 if self.tokens >= 0 else -self.tokens / self.rate
 
 
-def availability_page(db: LogsDB, log_id: int, lo: int, hi: int,
-                      max_records: int) -> dict[str, Any]:
+def availability_page(db: LogsDB, log_id: int, lo: int, hi: int, max_records: int,
+                      compress: bool = True) -> dict[str, Any]:
     """The fields of a RECORD_AVAILABILITY for ``[lo, hi]`` from ``db`` (one page)."""
     csi = db.read_csi(log_id, lo, hi, max_entries=max_records)
     lengths, index, distinct = to_runs(csi.copysets)
-    return {
+    bp34 = availability.encode(np.asarray(csi.lsns, dtype=np.uint64))
+    fields: dict[str, Any] = {
         "next_lsn": int(csi.next_lsn), "done": bool(csi.next_lsn > hi),
-        "trim_point": db.trim_point(log_id),
-        "availability": availability.encode(np.asarray(csi.lsns, dtype=np.uint64)),
-        "run_lengths": lengths, "run_copysets": index, "copysets": distinct,
-        "records": len(csi),
+        "trim_point": db.trim_point(log_id), "copysets": distinct, "records": len(csi),
     }
+    if compress and len(lengths):
+        packed, width = pack_runs(lengths, index, len(distinct))
+        fields.update(availability_packed=pack_availability(bp34), runs_zstd=packed,
+                      n_runs=len(lengths), index_width=width)
+    else:
+        fields.update(availability=bp34, run_lengths=lengths, run_copysets=index)
+    return fields
 
 
 class AvailabilityRole(Role):
@@ -143,4 +150,4 @@ class AvailabilityRole(Role):
                 send(fields)
 
         loop.run_in_executor(self._exec, availability_page, db, msg.log_id, msg.lo, msg.hi,
-                             page).add_done_callback(done)
+                             page, msg.compress).add_done_callback(done)

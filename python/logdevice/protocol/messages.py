@@ -661,6 +661,7 @@ class GetRecordAvailability(Message):
     lo: int
     hi: int
     max_records: int = 0
+    compress: bool = True
 
 
 @register
@@ -673,7 +674,11 @@ class RecordAvailability(Message, eq=False):
     LSNs (in LSN order), which all have copyset ``copysets[run_copysets[i]]`` (a row of
     the distinct copysets, node indices padded with -1).  ``done`` is true once the
     reply reaches ``hi``; otherwise ask again from ``next_lsn``.  ``trim_point`` and
-    ``last_released`` are the node's for the log.
+    ``last_released`` are the node's for the log.  When asked to ``compress`` (and the
+    page is not empty), the availability travels as ``availability_packed``
+    (``checker.wire.pack_availability``, which unpacks to the exact BP-34 bytes) and the
+    run arrays as ``runs_zstd`` (``checker.wire.pack_runs``: ``n_runs`` uint32 lengths,
+    then the copyset indices ``index_width`` bytes each, zstd).
     """
 
     TYPE = MessageType.RECORD_AVAILABILITY
@@ -690,6 +695,10 @@ class RecordAvailability(Message, eq=False):
     run_lengths: U32Array = EMPTY_U32
     run_copysets: U32Array = EMPTY_U32
     copysets: I16Matrix = EMPTY_I16_2D
+    runs_zstd: Payload = b""
+    n_runs: int = 0
+    index_width: int = 0
+    availability_packed: Payload = b""
 
     def _check(self) -> str | None:
         return _check_columns(len(self.run_lengths), {"run_copysets": self.run_copysets})
