@@ -17,6 +17,7 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 
 import numpy as np
@@ -218,3 +219,32 @@ def test_paused_node_is_rechecked_not_reported_as_loss(local_cluster):
         assert {d["nodes_missing"][0] for d in report["details"]} == {2}
     finally:
         cluster.resume(2)
+
+
+def test_periodic_checks_run_on_one_node_and_reach_metrics(local_cluster):
+    cluster = local_cluster(nodes=3, replication=2, logs=range(1, 3),
+                            checker_interval_ms=300)
+    client = cluster.client()
+    try:
+        for i in range(50):
+            client.append(1, b"c%d" % i)
+    finally:
+        client.close()
+    def runs_now():
+        return [total(scrape(cluster, i), "logdevice_checker_runs_total") for i in range(3)]
+
+    # Wait for a check that started after the appends: two more runs than now.
+    target = max(runs_now()) + 2
+    deadline = time.monotonic() + 60
+    while True:
+        runs = runs_now()
+        if max(runs) >= target:
+            break
+        assert time.monotonic() < deadline, f"no periodic check ran: {runs}"
+        time.sleep(0.2)
+    assert sorted(r > 0 for r in runs) == [False, False, True]  # the lease holder only
+    holder = runs.index(max(runs))
+    samples = scrape(cluster, holder)
+    assert samples["logdevice_checker_records_checked"] == 50
+    assert samples["logdevice_checker_records_missing_copies"] == 0
+    assert samples["logdevice_checker_records_not_adhering_to_placement"] == 0

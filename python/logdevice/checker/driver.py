@@ -85,7 +85,9 @@ def read_metadata(config: Config, logs: Iterable[int] | None) -> Metadata:
 
     meta = Metadata()
     with open_epoch_store(config.epoch_store_uri) as store:
-        wanted = store.logs() if logs is None else list(logs)
+        # Unless asked for, only configured logs (the store also holds internal state).
+        wanted = ([x for x in store.logs() if config.has_log(x)] if logs is None
+                  else list(logs))
         for log_id in wanted:
             if not config.has_log(log_id):
                 raise LogDeviceError(E.NOTFOUND, f"log {log_id} is not in the config")

@@ -4,8 +4,9 @@ Every node runs the failure detector, the sequencer role (a node without the seq
 role never owns a log, so it only redirects), the storage role (disabled on a node
 without the storage role: STOREs get DISABLED) and the read streams served from the
 storage role's LogsDB (START / WINDOW / STOP), the checker's availability requests on
-the same LogsDB, and the Prometheus endpoint on the admin port.  A new role is one more
-``add_role`` line here; the failure detector comes first because the others read its view.
+the same LogsDB, periodic checks (one node at a time) and the Prometheus endpoint on the
+admin port.  A new role is one more ``add_role`` line here; the failure detector comes
+first because the others read its view.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import asyncio
 
 from logdevice.config import Config
 from logdevice.node.availability_role import AvailabilityRole
+from logdevice.node.checker_role import CheckerRole
 from logdevice.node.failure_detector import FailureDetectorRole
 from logdevice.node.metrics import MetricsRole
 from logdevice.node.read_streams import ReadStreamsRole
@@ -31,5 +33,6 @@ def build_node(config: Config, index: int,
     node.add_role(ReadStreamsRole(node))  # after storage: it reads the storage role's db
     node.add_role(SequencerRole(node))
     node.add_role(AvailabilityRole(node))  # the checker's questions, from storage's db
+    node.add_role(CheckerRole(node))  # periodic checks (checker_interval_ms), one node
     node.add_role(MetricsRole(node))  # /metrics on the admin port: reads the others
     return node

@@ -52,6 +52,7 @@ CHECKER_GAUGES = {
         "summary", "no_replica", "records no node holds"),
     "logdevice_checker_records_less_than_r_copies": (
         "summary", "under_replicated", "records held by fewer nodes than the replication"),
+    "logdevice_checker_records_checked": ("summary", "records", "records checked"),
 }
 SNAPSHOT_TIMEOUT = 2.0
 

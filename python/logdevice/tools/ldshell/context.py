@@ -80,7 +80,7 @@ class ShellContext:
 
         with open_epoch_store(self.config.epoch_store_uri) as store:
             return {log_id: st for log_id in store.logs()
-                    if (st := store.get(log_id)) is not None}
+                    if self.config.has_log(log_id) and (st := store.get(log_id)) is not None}
 
     def events(self) -> list[dict[str, Any]]:
         from logdevice.epochstore import open_epoch_store
