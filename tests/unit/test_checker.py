@@ -43,7 +43,7 @@ def test_runs_round_trip_and_shape():
     cs = np.array([[0, 1], [0, 1], [2, 1], [0, 1], [0, 1], [0, 1]], np.int16)
     lengths, index, distinct = to_runs(cs)
     assert lengths.tolist() == [2, 1, 3]
-    assert distinct.tolist() == [[0, 1], [2, 1]]
+    assert distinct.tolist() == [[0, 1], [2, 1]]  # in row_keys order
     assert index.tolist() == [0, 1, 0]
     assert np.array_equal(expand_runs(lengths, index, distinct), cs)
     empty = to_runs(np.empty((0, 2), np.int16))
@@ -146,7 +146,9 @@ def test_records_nobody_holds_are_found_from_esn_holes():
 
 def test_holdings_use_the_bp34_encoding():
     h = NodeHoldings(0, _lsns([1, 2, 4, 5, 7, 8]), np.zeros((6, 1), np.int16))
-    assert h.avail == availability.decode(availability.encode(h.lsns))
+    assert h.availability() == availability.decode(availability.encode(h.lsns))
+    assert h.availability().missing(_lsns([3, 4, 6])).tolist() == [int(_lsns([3])[0]),
+                                                                    int(_lsns([6])[0])]
     with pytest.raises(ValueError):
         NodeHoldings(0, _lsns([1, 2]), np.zeros((3, 1), np.int16))
 

@@ -72,37 +72,57 @@ class AvailabilityClient:
         loop = asyncio.get_running_loop()
         lsns: list[np.ndarray] = []
         copysets: list[np.ndarray] = []
-        lo, trim, released = 1, 0, 0
-        while True:
-            deadline = loop.time() + self.timeout
-            reply: RecordAvailability = await self.conn(node).request(
+        tables: list[np.ndarray] = []
+        trim, released = 0, 0
+
+        def ask(lo: int) -> asyncio.Future[RecordAvailability]:
+            return asyncio.ensure_future(self.conn(node).request(
                 GetRecordAvailability(request_id=0, log_id=log_id, lo=lo, hi=LSN_MAX - 1,
-                                      max_records=self.page_records), deadline)
-            if reply.status != E.OK:
-                raise LogDeviceError(reply.status, f"N{node} answered {reply.status.name} "
-                                                   f"for log {log_id}")
-            self.bytes_received += REPLY_OVERHEAD + sum(len(memoryview(x)) for x in (
-                reply.availability, reply.availability_packed, reply.runs_zstd)) + (
-                reply.run_lengths.nbytes + reply.run_copysets.nbytes + reply.copysets.nbytes)
-            try:
-                page, cs = self._decode(reply)
-            except ValueError as exc:  # AvailabilityError is a ValueError too
-                raise LogDeviceError(E.BADMSG, f"N{node}: bad RECORD_AVAILABILITY: {exc}"
-                                     ) from None
-            if len(cs) != len(page):
-                raise LogDeviceError(E.BADMSG, f"N{node}: {len(page)} LSNs but copyset "
-                                               f"runs for {len(cs)}")
-            lsns.append(page)
-            copysets.append(cs)
-            trim, released = reply.trim_point, reply.last_released
-            if reply.done or reply.next_lsn <= lo:
-                break
-            lo = reply.next_lsn
+                                      max_records=self.page_records),
+                loop.time() + self.timeout))
+
+        pending = ask(1)
+        try:
+            while True:
+                reply: RecordAvailability = await pending
+                if reply.status != E.OK:
+                    raise LogDeviceError(reply.status, f"N{node} answered {reply.status.name} "
+                                                       f"for log {log_id}")
+                done = reply.done or reply.next_lsn <= reply.lo
+                if not done:  # the node reads the next page while we decode this one
+                    pending = ask(reply.next_lsn)
+                self.bytes_received += REPLY_OVERHEAD + sum(len(memoryview(x)) for x in (
+                    reply.availability, reply.availability_packed, reply.runs_zstd)) + (
+                    reply.run_lengths.nbytes + reply.run_copysets.nbytes + reply.copysets.nbytes)
+                try:
+                    page, cs = self._decode(reply)
+                except ValueError as exc:  # AvailabilityError is a ValueError too
+                    raise LogDeviceError(E.BADMSG, f"N{node}: bad RECORD_AVAILABILITY: {exc}"
+                                         ) from None
+                if len(cs) != len(page):
+                    raise LogDeviceError(E.BADMSG, f"N{node}: {len(page)} LSNs but copyset "
+                                                   f"runs for {len(cs)}")
+                lsns.append(page)
+                copysets.append(cs)
+                tables.append(reply.copysets)
+                trim, released = reply.trim_point, reply.last_released
+                if done:
+                    break
+        finally:
+            if not pending.done():  # an error while the next page was on its way
+                pending.cancel()
         width = max((c.shape[1] for c in copysets), default=0)
-        cs_all = (np.concatenate([np.pad(c, ((0, 0), (0, width - c.shape[1])),
-                                         constant_values=-1) for c in copysets])
-                  if copysets else np.empty((0, 0), np.int16))
-        return Fetched(NodeHoldings(node, np.concatenate(lsns), cs_all), trim, released)
+
+        def padded(parts: list[np.ndarray]) -> np.ndarray:
+            return np.concatenate([np.pad(c, ((0, 0), (0, width - c.shape[1])),
+                                          constant_values=-1) for c in parts])
+
+        cs_all = padded(copysets) if copysets else np.empty((0, 0), np.int16)
+        # The pages' copyset tables: a superset of the distinct rows, tiny.
+        table = padded([t for t in tables if len(t)]) if any(len(t) for t in tables) \
+            else np.empty((0, width), np.int16)
+        return Fetched(NodeHoldings(node, np.concatenate(lsns), cs_all, distinct=table),
+                       trim, released)
 
     @staticmethod
     def _decode(reply: RecordAvailability) -> tuple[np.ndarray, np.ndarray]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["to_runs", "expand_runs", "EMPTY_COPYSETS"]
+__all__ = ["to_runs", "expand_runs", "row_keys", "EMPTY_COPYSETS"]
 
 EMPTY_COPYSETS = np.empty((0, 0), np.int16)
 
@@ -29,7 +29,7 @@ def to_runs(copysets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     run_copysets : uint32 array
         Index of each run's copyset in ``distinct``.
     distinct : int16 2-D array
-        The distinct copysets, sorted.
+        The distinct copysets (in ``row_keys`` order).
     """
     cs = np.asarray(copysets, dtype=np.int16)
     n = len(cs)
@@ -42,8 +42,21 @@ def to_runs(copysets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         change[1:] = np.any(cs[1:] != cs[:-1], axis=1)
     starts = np.flatnonzero(change)
     lengths = np.diff(np.append(starts, n)).astype(np.uint32)
-    distinct, inverse = np.unique(cs[starts], axis=0, return_inverse=True)
-    return lengths, inverse.reshape(-1).astype(np.uint32), distinct.astype(np.int16)
+    heads = cs[starts]
+    _, first, inverse = np.unique(row_keys(heads), return_index=True, return_inverse=True)
+    return lengths, inverse.reshape(-1).astype(np.uint32), heads[first].astype(np.int16)
+
+
+def row_keys(cs: np.ndarray) -> np.ndarray:
+    """One int64 per copyset row, equal iff the rows are equal (16 bits per entry when the
+    rows have at most 4 entries: no sort of rows needed)."""
+    if cs.shape[1] == 0:
+        return np.zeros(len(cs), np.int64)
+    if cs.shape[1] <= 4:
+        shifted = (cs.astype(np.int64) + 1) << (16 * np.arange(cs.shape[1], dtype=np.int64))
+        return shifted.sum(axis=1)
+    _, inverse = np.unique(cs, axis=0, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int64)
 
 
 def expand_runs(run_lengths: np.ndarray, run_copysets: np.ndarray,

@@ -41,6 +41,8 @@ from typing import Any
 import numpy as np
 
 from ldcore import availability
+from logdevice.checker.grid import Grid
+from logdevice.checker.runs import row_keys
 from logdevice.sequencer.copyset import satisfies
 from logdevice.shards import AuthoritativeStatus
 
@@ -53,15 +55,23 @@ MAX_DETAILS = 1000
 _ESN_MASK = np.uint64(0xFFFFFFFF)
 
 
+def _distinct_rows(cs: np.ndarray) -> np.ndarray:
+    if not len(cs):
+        return cs
+    _, first = np.unique(row_keys(cs), return_index=True)
+    return cs[first]
+
+
 @dataclass(eq=False)
 class NodeHoldings:
     """What one node holds of a log: sorted uint64 ``lsns`` and one int16 copyset row per
-    LSN (-1 padded).  ``avail`` is their BP-34 availability (built when not given)."""
+    LSN (-1 padded).  ``distinct`` may list the distinct copysets (the tables the node
+    sent: saves a sort of the rows)."""
 
     node: int
     lsns: np.ndarray
     copysets: np.ndarray
-    avail: Any = None
+    distinct: np.ndarray | None = None  # the distinct copysets, when known (the wire's)
 
     def __post_init__(self) -> None:
         self.lsns = np.asarray(self.lsns, dtype=np.uint64)
@@ -70,9 +80,13 @@ class NodeHoldings:
             cs = cs.reshape(len(self.lsns), -1)
         if len(cs) != len(self.lsns):
             raise ValueError(f"N{self.node}: {len(self.lsns)} LSNs but {len(cs)} copysets")
+        if self.distinct is None:
+            self.distinct = _distinct_rows(cs)
         self.copysets = cs
-        if self.avail is None:
-            self.avail = availability.decode(availability.encode(self.lsns))
+
+    def availability(self) -> Any:
+        """The holdings as a decoded BP-34 availability (``ldcore.availability``)."""
+        return availability.decode(availability.encode(self.lsns))
 
     def within(self, lo: int, hi: int) -> NodeHoldings:
         """The holdings restricted to ``[lo, hi]``."""
@@ -80,7 +94,8 @@ class NodeHoldings:
         b = int(np.searchsorted(self.lsns, np.uint64(hi), "right"))
         if a == 0 and b == len(self.lsns):
             return self
-        return NodeHoldings(self.node, self.lsns[a:b], self.copysets[a:b])
+        return NodeHoldings(self.node, self.lsns[a:b], self.copysets[a:b],
+                            distinct=self.distinct)
 
 
 @dataclass
@@ -103,65 +118,29 @@ class LogVerdict:
         return not any(self.counts.values())
 
 
-def _pad(cs: np.ndarray, width: int) -> np.ndarray:
-    if cs.shape[1] >= width:
-        return cs
-    return np.pad(cs, ((0, 0), (0, width - cs.shape[1])), constant_values=-1)
-
-
 def _runs(mask: np.ndarray, key: np.ndarray,
-          lsns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Index ranges [start, end] of True rows of ``mask`` with equal ``key`` and
-    consecutive LSNs (so a detail's LSN range holds only the records it counts)."""
+          segment: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Slot ranges [start, end] of True ``mask`` slots that are consecutive, in one
+    segment (so consecutive LSNs) and have equal ``key`` (both given per True slot)."""
     idx = np.flatnonzero(mask)
     if not len(idx):
         return idx, idx
     brk = np.ones(len(idx), bool)
-    k = key[idx]
-    brk[1:] = ((np.diff(idx) != 1) | (k[1:] != k[:-1])
-               | (np.diff(lsns[idx]) != np.uint64(1)))
+    brk[1:] = (np.diff(idx) != 1) | (key[1:] != key[:-1]) | (segment[1:] != segment[:-1])
     first = np.flatnonzero(brk)
     last = np.append(first[1:] - 1, len(idx) - 1)
     return idx[first], idx[last]
 
 
-def _pattern_key(rows: np.ndarray) -> np.ndarray:
-    """One int64 per row of a bool matrix, equal iff the rows are equal."""
-    if rows.shape[1] == 0:
-        return np.zeros(len(rows), np.int64)
-    if rows.shape[1] <= 62:
-        return rows.astype(np.int64) @ (np.int64(1) << np.arange(rows.shape[1],
-                                                                  dtype=np.int64))
-    packed = np.packbits(rows, axis=1)
-    _, inverse = np.unique(packed, axis=0, return_inverse=True)
-    return inverse.reshape(-1).astype(np.int64)
-
-
-def _row_keys(C: np.ndarray) -> np.ndarray:
-    """One int64 per copyset row, equal iff the rows are equal."""
-    if C.shape[1] <= 4:  # 16 bits per entry (int16 node indices, -1 padding -> 0)
-        shifted = (C.astype(np.int64) + 1) << (16 * np.arange(C.shape[1], dtype=np.int64))
-        return shifted.sum(axis=1) if C.shape[1] else np.zeros(len(C), np.int64)
-    _, inverse = np.unique(C, axis=0, return_inverse=True)
-    return inverse.reshape(-1).astype(np.int64)
-
-
-def _union(parts: list[np.ndarray]) -> np.ndarray:
-    """Sorted distinct values of sorted arrays (a stable sort merges the sorted runs)."""
-    if not parts:
-        return np.empty(0, np.uint64)
-    allv = np.concatenate(parts)
-    allv.sort(kind="stable")
-    if len(allv) < 2:
-        return allv
-    keep = np.empty(len(allv), bool)
-    keep[0] = True
-    np.not_equal(allv[1:], allv[:-1], out=keep[1:])
-    return allv[keep]
-
-
 def _copyset_list(row: np.ndarray) -> list[int]:
     return [int(x) for x in row if x >= 0]
+
+
+def _any(masks: list[np.ndarray], size: int) -> np.ndarray:
+    out = np.zeros(size, bool)
+    for m in masks:
+        out |= m
+    return out
 
 
 def judge(log_id: int, lo: int, hi: int, holdings: Mapping[int, NodeHoldings], *,
@@ -188,140 +167,149 @@ def judge(log_id: int, lo: int, hi: int, holdings: Mapping[int, NodeHoldings], *
     since_ms, now_ms, grace_ms
         When each non-fully-authoritative node left that state, the time now, and how
         long under-replication may last before it is a progress violation.
+
+    Notes
+    -----
+    The work is done over the slots of a ``grid.Grid`` (one per LSN of each epoch
+    present), one boolean array per node: H[x] (holds) and M[x] (named by the copyset);
+    every step is a whole-array operation, never a loop over records.
     """
     from logdevice.sequencer.copyset import Replication
 
     rep = Replication(replication)
     statuses = statuses or {}
     since_ms = since_ms or {}
-    v = LogVerdict(log_id, lo, hi, silent=set(silent))
-    held = {n: h.within(lo, hi) for n, h in holdings.items()}
-    U = _union([h.lsns for h in held.values() if len(h.lsns)])
-    n = len(U)
-    v.summary["records"] = n
     full = AuthoritativeStatus.FULLY_AUTHORITATIVE
-    status_of = {x: AuthoritativeStatus(statuses.get(x, full)) for x in
-                 set(nodeset) | set(held) | set(silent)}
+    v = LogVerdict(log_id, lo, hi, silent=set(silent))
+    held = {x: h.within(lo, hi) for x, h in holdings.items()}
+
+    def status(x: int) -> AuthoritativeStatus:
+        return AuthoritativeStatus(statuses.get(x, full))
 
     # Availability: a fully authoritative node that did not answer.
-    for x in sorted(set(silent)):
-        if status_of.get(x, full) == full:
+    for x in sorted(v.silent):
+        if status(x) == full:
             v.counts["availability"] += 1
             v.suspects.add(x)
             v.details.append({"category": "availability", "kind": "not_answering",
                               "log_id": log_id, "lsn_lo": lo, "lsn_hi": hi, "records": 0,
-                              "nodes_missing": [x]})
-    if n == 0:
+                              "nodes_missing": [x], "copysets": []})
+
+    grid = Grid.build(lo, [h.lsns for h in held.values()])
+    G = grid.size
+    if G == 0:
         return v
 
-    # C: the copyset of every record, from the first node that holds it.
+    # Per slot: which nodes hold it (H) and its copyset, one int16 column per entry.
     width = max(h.copysets.shape[1] for h in held.values())
-    C = np.full((n, width), -1, np.int16)
-    have = np.zeros(n, bool)
-    for h in held.values():
-        if not len(h.lsns):
-            continue
-        pos = np.searchsorted(U, h.lsns)
-        new = ~have[pos]
-        C[pos[new]] = _pad(h.copysets, width)[new]
-        have[pos] = True
+    cols = [np.full(G, -1, np.int16) for _ in range(width)]
+    H: dict[int, np.ndarray] = {}
+    for x, h in held.items():
+        have = np.zeros(G, bool)
+        if len(h.lsns):
+            at = grid.slots(h.lsns)
+            have[at] = True
+            for w in range(h.copysets.shape[1]):
+                cols[w][at] = h.copysets[:, w]
+        H[x] = have
+    present = _any(list(H.values()), G)
+    n = int(np.count_nonzero(present))
+    v.summary["records"] = n
 
-    named = np.flatnonzero(np.bincount((C.astype(np.int64) + 1).ravel())[1:]).tolist()
-    nodes = sorted(set(status_of) | set(named))
-    for x in named:
-        status_of.setdefault(x, AuthoritativeStatus(statuses.get(x, full)))
-    k = len(nodes)
-    H = np.zeros((n, k), bool)
-    M = np.zeros((n, k), bool)
-    for j, x in enumerate(nodes):
-        mine = held.get(x)
-        if mine is not None:
-            H[:, j] = mine.avail.contains_many(U)
-        M[:, j] = np.any(x == C, axis=1)
-    answered = np.array([x in held for x in nodes], bool)
-    st = np.array([int(status_of[x]) for x in nodes])
-    is_full = st == int(full)
-    rebuilding = ~is_full
-    late = rebuilding & (st != int(AuthoritativeStatus.AUTHORITATIVE_EMPTY)) & np.array(
-        [x in since_ms and now_ms - since_ms[x] > grace_ms for x in nodes], bool)
+    counts = np.bincount(np.concatenate([c.astype(np.int64) + 1 for c in cols]))
+    named = np.flatnonzero(counts[1:]).tolist()
+    nodes = sorted(set(nodeset) | set(held) | v.silent | set(named))
+    none = np.zeros(G, bool)
+    M = {x: _any([c == x for c in cols], G) for x in nodes}
+    gone = {x: M[x] & ~H.get(x, none) for x in nodes}
+    answered_full = [x for x in nodes if x in held and status(x) == full]
+    rebuilding = [x for x in nodes if status(x) != full]
+    late = [x for x in rebuilding if status(x) != AuthoritativeStatus.AUTHORITATIVE_EMPTY
+            and x in since_ms and now_ms - since_ms[x] > grace_ms]
 
-    gone = M & ~H
-    miss_dur = gone & (answered & is_full)
-    dur_rows = miss_dur.any(axis=1)
-    v.summary["rebuilding"] = int((gone & rebuilding).sum())
-    miss_prog = gone & late
-    prog_rows = miss_prog.any(axis=1)
-    v.summary["unchecked"] = int((M & ~answered & is_full).sum())
-    v.summary["extra_copies"] = int((H & ~M).sum())
-    copies = H.sum(axis=1)
-    v.summary["under_replicated"] = int(np.count_nonzero(copies < rep.r))
+    dur_rows = _any([gone[x] for x in answered_full], G)
+    prog_rows = _any([gone[x] for x in late], G)
+    v.summary["rebuilding"] = sum(int(np.count_nonzero(gone[x])) for x in rebuilding)
+    v.summary["unchecked"] = sum(int(np.count_nonzero(M[x])) for x in nodes
+                                 if x not in held and status(x) == full)
+    v.summary["extra_copies"] = sum(int(np.count_nonzero(H[x] & ~M[x])) for x in held)
+    copies = np.zeros(G, np.uint8)
+    for have in H.values():
+        copies += have
+    v.summary["under_replicated"] = int(np.count_nonzero(present & (copies < rep.r)))
 
     # Placement: once per distinct copyset.
-    keys = _row_keys(C)
-    distinct_keys, first = np.unique(keys, return_index=True)
-    bad = np.array([not satisfies(_copyset_list(C[i]), rep, locations) for i in first.tolist()],
-                   bool)
-    place_rows = (np.isin(keys, distinct_keys[bad]) if bool(bad.any())
-                  else np.zeros(n, bool))
+    keys = np.zeros(G, np.int64)
+    if width <= 4:
+        for w, c in enumerate(cols):
+            keys |= (c.astype(np.int64) + 1) << (16 * w)
+    else:
+        keys = row_keys(np.stack(cols, axis=1))
+    # The candidates are the nodes' copyset tables (small), not the records.
+    tables = [h.distinct for h in held.values() if h.distinct is not None and len(h.distinct)]
+    table = _distinct_rows(np.concatenate([np.pad(t, ((0, 0), (0, width - t.shape[1])),
+                                                  constant_values=-1) for t in tables]))
+    bad_rows = [row for row in table if not satisfies(_copyset_list(row), rep, locations)]
+    if bad_rows:
+        bad_keys = row_keys(np.array(bad_rows, np.int16)) if width > 4 else np.array(
+            [sum((int(x) + 1) << (16 * w) for w, x in enumerate(row)) for row in bad_rows],
+            np.int64)
+        place_rows = present & np.isin(keys, bad_keys)
+    else:
+        place_rows = none
 
-    nodes_arr = np.array(nodes)
     out = v.details
 
     def emit(category: str, kind: str, rows: np.ndarray, key_of: Any,
-             missing: np.ndarray | None) -> None:
+             missing: list[int] | None) -> None:
         if not bool(rows.any()):
             return
-        key = np.zeros(n, np.int64)
-        key[rows] = key_of(rows)
-        starts, ends = _runs(rows, key, U)
-        v.counts[category] += int(np.count_nonzero(rows))
-        for s, e in zip(starts[:max_details].tolist(), ends[:max_details].tolist(),
-                        strict=True):
-            nodes_missing = ([] if missing is None
-                             else nodes_arr[missing[s]].astype(int).tolist())
-            run_cs = np.unique(C[s:e + 1], axis=0)
+        idx = np.flatnonzero(rows)
+        starts, ends = _runs(rows, key_of(idx), grid.segment_of(idx))
+        v.counts[category] += len(idx)
+        lo_lsn = grid.lsns(starts).tolist()
+        hi_lsn = grid.lsns(ends).tolist()
+        for r, (s, e) in enumerate(zip(starts[:max_details].tolist(),
+                                       ends[:max_details].tolist(), strict=True)):
+            nodes_missing = [] if missing is None else [x for x in missing if gone[x][s]]
+            block = np.stack([c[s:e + 1] for c in cols], axis=1)
+            run_cs = np.unique(block[(block >= 0).any(axis=1)], axis=0)
             out.append({"category": category, "kind": kind, "log_id": log_id,
-                        "lsn_lo": int(U[s]), "lsn_hi": int(U[e]), "records": e - s + 1,
+                        "lsn_lo": lo_lsn[r], "lsn_hi": hi_lsn[r], "records": e - s + 1,
                         "nodes_missing": nodes_missing,
-                        "copysets": [_copyset_list(r) for r in run_cs[:8]]})
+                        "copysets": [_copyset_list(row) for row in run_cs[:8]]})
         if len(starts) > max_details:
+            rest = idx[idx >= starts[max_details]]
             out.append({"category": category, "kind": "truncated", "log_id": log_id,
-                        "lsn_lo": int(U[starts[max_details]]), "lsn_hi": int(U[ends[-1]]),
-                        "records": int(np.count_nonzero(rows[starts[max_details]:])),
-                        "nodes_missing": [], "copysets": []})
+                        "lsn_lo": lo_lsn[max_details], "lsn_hi": hi_lsn[-1],
+                        "records": len(rest), "nodes_missing": [], "copysets": []})
 
-    emit("placement", "bad_copyset", place_rows, lambda r: keys[r], None)
-    emit("durability", "missing_copy", dur_rows, lambda r: _pattern_key(miss_dur[r]),
-         miss_dur)
-    emit("progress", "under_replicated_past_grace", prog_rows,
-         lambda r: _pattern_key(miss_prog[r]), miss_prog)
-    for x in nodes_arr[(miss_dur | miss_prog).any(axis=0)].tolist():
-        v.suspects.add(int(x))
+    def pattern(among: list[int]) -> Any:
+        def key_of(idx: np.ndarray) -> np.ndarray:
+            key = np.zeros(len(idx), np.int64)
+            for j, x in enumerate(among):  # one bit per node: which ones miss the record
+                key |= gone[x][idx].astype(np.int64) << (j % 63)
+            return key
+        return key_of
 
-    # Records nobody holds: holes in an epoch's ESNs below what the nodes hold.
-    epochs = np.unique(U >> np.uint64(32))
-    if len(epochs) and not v.silent:
-        whole = availability.decode(availability.encode(U))
-        lost: list[np.ndarray] = []
-        starts_of = np.searchsorted(U, epochs << np.uint64(32))
-        ends_of = np.searchsorted(U, (epochs + np.uint64(1)) << np.uint64(32)) - 1
-        held_in = (ends_of - starts_of + 1).tolist()
-        for e, last, count in zip(epochs.tolist(), U[ends_of].tolist(), held_in, strict=True):
-            start = max(int(lo), (int(e) << 32) | 1)  # every U of the epoch is at or above
-            if int(last) - start + 1 > count:
-                expected = np.arange(start, int(last) + 1, dtype=np.uint64)
-                lost.append(whole.missing(expected).astype(np.uint64))
-        if lost:
-            gaps = np.concatenate(lost)
-            v.summary["no_replica"] = len(gaps)
-            v.counts["durability"] += len(gaps)
-            brk = np.flatnonzero(np.diff(gaps) != 1)
-            firsts = np.append(gaps[:1], gaps[brk + 1])
-            lasts = np.append(gaps[brk], gaps[-1:])
-            for a, b in list(zip(firsts.tolist(), lasts.tolist(), strict=True))[:max_details]:
-                out.append({"category": "durability", "kind": "no_replica", "log_id": log_id,
-                            "lsn_lo": a, "lsn_hi": b, "records": b - a + 1,
-                            "nodes_missing": [], "copysets": []})
+    emit("placement", "bad_copyset", place_rows, lambda idx: keys[idx], None)
+    emit("durability", "missing_copy", dur_rows, pattern(answered_full), answered_full)
+    emit("progress", "under_replicated_past_grace", prog_rows, pattern(late), late)
+    for x in answered_full:
+        if bool((gone[x] & dur_rows).any()):
+            v.suspects.add(x)
+    for x in late:
+        if bool(gone[x].any()):
+            v.suspects.add(x)
+
+    # LSNs nobody holds inside an epoch's range: records with no copy left.  Judged only
+    # when every node answered (a silent one might hold them).
+    if not v.silent:
+        lost = ~present
+        if bool(lost.any()):
+            v.summary["no_replica"] = int(np.count_nonzero(lost))
+            emit("durability", "no_replica", lost, lambda idx: np.zeros(len(idx), np.int64),
+                 None)
     return v
 
 
