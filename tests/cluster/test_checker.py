@@ -106,6 +106,19 @@ def test_clean_cluster_status_query_and_metrics(local_cluster):
             total(s, "logdevice_releases_total") for s in before)
         assert sum(total(s, "logdevice_checker_records_served_total") for s in after) >= 500
         assert all(s[f'logdevice_node_up{{"node": "{i}"}}'] == 1 for i, s in enumerate(after))
+        # The records query read the 250 records through read streams (SCD by default).
+        shipped = sum(v for s in after for k, v in s.items()
+                      if k.startswith("logdevice_read_records_shipped_total"))
+        assert shipped >= 250
+        assert sum(total(s, "logdevice_read_streams_started_total") for s in after) >= 3
+
+        # The interactive prompt reads commands from stdin too.
+        p = subprocess.run([os.path.join(BIN, "ldshell"), "--config", str(cluster.config_path)],
+                           input='query "SELECT count(*) AS n FROM nodes" --json\nquit\n',
+                           capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "HOME": str(cluster.root)})
+        assert p.returncode == 0, p.stderr
+        assert '[{"n": 3}]' in p.stdout
     finally:
         client.close()
 

@@ -205,3 +205,17 @@ def test_packed_availability_is_exact_bp34_and_small():
         pack_availability(b"\x00\x00\x00\x01" + b"\x00" * 60)  # version 1
     with pytest.raises(ValueError):
         unpack_availability(b"not zstd")
+
+
+def test_ldshell_argument_helpers():
+    import argparse
+
+    from logdevice.tools.ldshell.commands import referenced_tables
+    from logdevice.tools.ldshell.main import parse_logs
+
+    assert parse_logs("1,2,10-12") == [1, 2, 10, 11, 12]
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_logs("1,x")
+    assert referenced_tables("SELECT * FROM nodes JOIN shards USING (node)") == [
+        "nodes", "shards"]
+    assert referenced_tables("select count(*) from record_csi") == ["record_csi"]
