@@ -261,3 +261,26 @@ def test_periodic_checks_run_on_one_node_and_reach_metrics(local_cluster):
     assert samples["logdevice_checker_records_checked"] == 50
     assert samples["logdevice_checker_records_missing_copies"] == 0
     assert samples["logdevice_checker_records_not_adhering_to_placement"] == 0
+
+
+def test_node_budget_paces_the_check(local_cluster):
+    # 2,000 records/s per node, a burst of 500: a node holding ~1,300 records needs
+    # at least ~0.4 s to answer them all, however fast the reads are.
+    cluster = local_cluster(nodes=3, replication=2, logs=range(1, 2),
+                            checker_records_per_second=2000)
+    client = cluster.client()
+    try:
+        client.append(1, b"first")  # activates the sequencer
+        for chunk in range(0, 1999, 200):
+            futs = [client.append_async(1, b"b%d" % i)
+                    for i in range(chunk, min(chunk + 200, 1999))]
+            for f in futs:
+                f.result(timeout=60)
+    finally:
+        client.close()
+    code, report = check_json(cluster, "--logs", "1")
+    assert code == 0 and report["summary"]["records"] == 2000
+    assert report["seconds"] >= 0.4, report["seconds"]  # timed inside the check
+    served = [total(scrape(cluster, i), "logdevice_checker_records_served_total")
+              for i in range(3)]
+    assert sum(served) == 4000  # every copy listed once: R=2
