@@ -219,3 +219,19 @@ def test_ldshell_argument_helpers():
     assert referenced_tables("SELECT * FROM nodes JOIN shards USING (node)") == [
         "nodes", "shards"]
     assert referenced_tables("select count(*) from record_csi") == ["record_csi"]
+
+
+def test_grid_lays_epochs_end_to_end():
+    from logdevice.checker.grid import Grid
+
+    a = np.array([(2 << 32) | 5, (2 << 32) | 7, (4 << 32) | 1, (4 << 32) | 3], np.uint64)
+    b = np.array([(2 << 32) | 9, (4 << 32) | 2], np.uint64)
+    g = Grid.build((2 << 32) | 4, [a, b])
+    # epoch 2 from the range's start (ESN 4) to ESN 9; epoch 4 from ESN 1 to 3
+    assert g.size == 6 + 3
+    assert g.slots(a).tolist() == [1, 3, 6, 8]
+    assert g.slots(b).tolist() == [5, 7]
+    assert g.lsns(np.arange(g.size)).tolist() == [(2 << 32) | e for e in range(4, 10)] + [
+        (4 << 32) | e for e in range(1, 4)]
+    assert g.segment_of(np.array([0, 5, 6, 8])).tolist() == [0, 0, 1, 1]
+    assert Grid.build(1, [np.empty(0, np.uint64)]).size == 0

@@ -1,13 +1,14 @@
 """The checker's verdict on one log: sans-I/O, whole-array numpy, no record loops.
 
 Input: what each node that answered holds in the log's live range (``NodeHoldings``:
-the decoded BP-34 availability and one copyset per stored LSN), which nodes did not
-answer, the replication property and node locations, and each node's authoritative
-status (with when it stopped being fully authoritative).  Output: a ``LogVerdict``.
+the LSNs decoded from its BP-34 availability and one copyset per stored LSN), which
+nodes did not answer, the replication property and node locations, and each node's
+authoritative status (with when it stopped being fully authoritative).  Output: a
+``LogVerdict``.
 
-Let U be every LSN some node holds in ``[lo, hi]``, C[i] the copyset of U[i] (as its
-holders stored it), H[i, j] "node j holds U[i]" (``Availability.contains_many``) and
-M[i, j] "node j is in C[i]".  Then, per record:
+The LSNs are laid out on a ``grid.Grid`` (one slot per ESN of each epoch present).  For
+slot i, C[i] is the copyset its holders stored, H[x][i] "node x holds it" and M[x][i]
+"node x is in C[i]"; each is one boolean array per node.  Then, per record:
 
 - **placement**: C[i] does not satisfy the replication property (failure domains
   included); decided once per distinct copyset.
@@ -28,8 +29,8 @@ member did not answer (``unchecked``).
 
 Violations are reported as runs: records of consecutive LSNs with the same problem (same
 nodes missing, same bad copyset) make one detail with ``lsn_lo``, ``lsn_hi`` and
-``records``.  At most ``max_details`` details per category and log; the
-counts are always exact.
+``records``.  At most ``max_details`` details per category and log; the counts are
+always exact.
 """
 
 from __future__ import annotations
@@ -52,7 +53,6 @@ CATEGORIES = ("placement", "durability", "progress", "availability")
 SUMMARY_KEYS = ("records", "under_replicated", "no_replica", "extra_copies", "rebuilding",
                 "unchecked")
 MAX_DETAILS = 1000
-_ESN_MASK = np.uint64(0xFFFFFFFF)
 
 
 def _distinct_rows(cs: np.ndarray) -> np.ndarray:
