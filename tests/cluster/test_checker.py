@@ -76,6 +76,9 @@ def test_clean_cluster_status_query_and_metrics(local_cluster):
                                         "availability": 0}
         assert report["details"] == []
         assert report["summary"]["records"] == 250
+        p = ldshell(cluster, "check", "--json", "--logs", "999")  # not in the config
+        assert p.returncode == 2, p.stdout
+        assert json.loads(p.stdout)["errors"] and "999" in json.loads(p.stdout)["errors"][0]
 
         p = ldshell(cluster, "status", "--json")
         assert p.returncode == 0, p.stderr
