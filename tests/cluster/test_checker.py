@@ -96,6 +96,11 @@ def test_clean_cluster_status_query_and_metrics(local_cluster):
                     "WHERE log_id = 1 AND len(copyset) = 2", "--json", "--logs", "1")
         assert p.returncode == 0, p.stderr
         assert json.loads(p.stdout) == [{"copies": 400}]
+        p = ldshell(cluster, "query", "SELECT node, sum(records) AS n FROM partitions "
+                    "GROUP BY node ORDER BY node", "--json")
+        assert p.returncode == 0, p.stderr
+        rows = json.loads(p.stdout)
+        assert [r["node"] for r in rows] == [0, 1, 2] and sum(r["n"] for r in rows) == 500
         p = ldshell(cluster, "query", "SELECT nope FROM nodes", "--json")
         assert p.returncode == 2 and "query failed" in p.stderr
 

@@ -99,6 +99,11 @@ def sample_messages():
                              run_lengths=np.array([2, 1], np.uint32),
                              run_copysets=np.array([0, 1], np.uint32),
                              copysets=np.array([[2, 0], [2, 1]], np.int16)),
+        p.GetPartitions(request_id=13),
+        p.PartitionList(request_id=13, status=E.OK, node_index=1,
+                        ids=np.array([1, 2], np.int64), start_ms=np.array([0, 9], np.int64),
+                        min_ts=np.array([1, 10], np.int64), max_ts=np.array([8, 12], np.int64),
+                        records=np.array([5, 6], np.int64), nbytes=np.array([50, 60], np.int64)),
     ]
 
 

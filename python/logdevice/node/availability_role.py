@@ -6,6 +6,8 @@ availability (``ldcore.availability.encode``) plus their copysets as runs
 (``logdevice.checker.wire``).  Everything comes from the copyset index: no payload is
 read, so a check costs a few bytes of I/O per record.
 
+The role also answers GET_PARTITIONS (the LogsDB partition directory, for ldshell).
+
 Checks must never starve appends or reads, so the role spends at most
 ``checker_records_per_second`` (a setting) on them: a token bucket (``RecordBudget``)
 is charged the records each reply lists, and a reply that overdraws it is held back
@@ -27,7 +29,12 @@ from logdevice.checker.runs import to_runs
 from logdevice.checker.wire import pack_availability, pack_runs
 from logdevice.errors import E, LogDeviceError
 from logdevice.node.role import Peer, Role
-from logdevice.protocol import GetRecordAvailability, RecordAvailability
+from logdevice.protocol import (
+    GetPartitions,
+    GetRecordAvailability,
+    PartitionList,
+    RecordAvailability,
+)
 
 if TYPE_CHECKING:
     from logdevice.node.server import Node
@@ -104,7 +111,7 @@ class AvailabilityRole(Role):
         self.records = 0
 
     def handlers(self) -> Mapping[type, Any]:
-        return {GetRecordAvailability: self._on_get}
+        return {GetRecordAvailability: self._on_get, GetPartitions: self._on_partitions}
 
     def close(self) -> None:
         self._exec.shutdown(wait=True)
@@ -112,6 +119,25 @@ class AvailabilityRole(Role):
     def _reply(self, msg: GetRecordAvailability, status: E, **kw: Any) -> RecordAvailability:
         return RecordAvailability(request_id=msg.request_id, status=status, log_id=msg.log_id,
                                   node_index=self.node.index, lo=msg.lo, **kw)
+
+    def _on_partitions(self, conn: Peer, msg: GetPartitions) -> None:
+        """GET_PARTITIONS: the LogsDB partition directory (in memory: no I/O)."""
+        storage = self.node.role("storage") if self.node.has_role("storage") else None
+        db = storage.db if storage is not None else None
+        if db is None:
+            conn.send(PartitionList(request_id=msg.request_id, status=E.DISABLED,
+                                    node_index=self.node.index))
+            return
+        parts = db.partitions()
+
+        def col(name: str) -> np.ndarray:
+            return np.array([getattr(p, name) for p in parts], np.int64)
+
+        conn.send(PartitionList(request_id=msg.request_id, status=E.OK,
+                                node_index=self.node.index, ids=col("id"),
+                                start_ms=col("start_ms"), min_ts=col("min_ts"),
+                                max_ts=col("max_ts"), records=col("records"),
+                                nbytes=col("nbytes")))
 
     def _on_get(self, conn: Peer, msg: GetRecordAvailability) -> None:
         storage = self.node.role("storage") if self.node.has_role("storage") else None

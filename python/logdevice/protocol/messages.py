@@ -74,6 +74,8 @@ __all__ = [
     "Sealed",
     "GetRecordAvailability",
     "RecordAvailability",
+    "GetPartitions",
+    "PartitionList",
 ]
 
 
@@ -112,6 +114,8 @@ class MessageType(IntEnum):
     SEALED = 51
     GET_RECORD_AVAILABILITY = 60
     RECORD_AVAILABILITY = 61
+    GET_PARTITIONS = 62
+    PARTITION_LIST = 63
 
 
 class GapReason(IntEnum):
@@ -702,6 +706,37 @@ class RecordAvailability(Message, eq=False):
 
     def _check(self) -> str | None:
         return _check_columns(len(self.run_lengths), {"run_copysets": self.run_copysets})
+
+
+@register
+class GetPartitions(Message):
+    """Admin tool -> storage node: describe your LogsDB time partitions."""
+
+    TYPE = MessageType.GET_PARTITIONS
+    request_id: int
+
+
+@register
+class PartitionList(Message, eq=False):
+    """Storage node -> admin tool, answer to GET_PARTITIONS: one entry per partition,
+    oldest first: ``ids[i]``, its start time ``start_ms[i]``, the timestamps of its records
+    (``min_ts[i]`` .. ``max_ts[i]``), how many records and bytes it holds."""
+
+    TYPE = MessageType.PARTITION_LIST
+    request_id: int
+    status: E
+    node_index: int = -1
+    ids: I64Array = EMPTY_I64
+    start_ms: I64Array = EMPTY_I64
+    min_ts: I64Array = EMPTY_I64
+    max_ts: I64Array = EMPTY_I64
+    records: I64Array = EMPTY_I64
+    nbytes: I64Array = EMPTY_I64
+
+    def _check(self) -> str | None:
+        return _check_columns(len(self.ids), {
+            "start_ms": self.start_ms, "min_ts": self.min_ts, "max_ts": self.max_ts,
+            "records": self.records, "nbytes": self.nbytes})
 
 
 ALL_MESSAGES: tuple[type[Message], ...] = tuple(

@@ -9,6 +9,7 @@ import json
 import re
 import sys
 from collections.abc import Callable
+from decimal import Decimal
 from typing import IO, Any
 
 from ldcore.lsn import to_string as lsn_str
@@ -23,6 +24,8 @@ EXIT_FAILED = 2
 
 
 def _jsonable(value: Any) -> Any:
+    if isinstance(value, Decimal):  # DuckDB's sum() of integers is a 128-bit decimal
+        return int(value) if value == value.to_integral_value() else float(value)
     if isinstance(value, bytes | bytearray | memoryview):
         raw = bytes(value)
         try:

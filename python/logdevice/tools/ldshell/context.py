@@ -112,6 +112,28 @@ class ShellContext:
 
         return asyncio.run(run())
 
+    def partitions(self) -> dict[int, Any]:
+        """node -> its PARTITION_LIST (storage nodes that answered)."""
+        from logdevice.client.connection import Connection
+        from logdevice.protocol import GetPartitions
+
+        async def run() -> dict[int, Any]:
+            loop = asyncio.get_running_loop()
+            conns = {n.index: Connection(n.index, n.host, n.port, self.config.cluster,
+                                         connect_timeout=self.timeout)
+                     for n in self.config.storage_nodes()}
+            try:
+                replies = await asyncio.gather(
+                    *(c.request(GetPartitions(request_id=0), loop.time() + self.timeout)
+                      for c in conns.values()), return_exceptions=True)
+            finally:
+                for c in conns.values():
+                    await c.aclose()
+            return {x: r for x, r in zip(conns, replies, strict=True)
+                    if not isinstance(r, BaseException)}
+
+        return asyncio.run(run())
+
     def client(self) -> Any:
         from logdevice.client import Client
 

@@ -5,6 +5,7 @@ statement names, so a query over ``nodes`` never reads records.  Tables over rec
 (``records``, ``record_csi``, ``logs``) cover the logs chosen with ``--logs`` (default:
 every log the epoch store knows); ``records`` reads at most ``--max-records`` per log.
 Array-backed tables are built from the arrays as they are, without a row loop.
+``partitions`` asks every storage node for its LogsDB partition directory.
 """
 
 from __future__ import annotations
@@ -235,6 +236,23 @@ def stats(ctx: ShellContext, opts: TableOptions) -> Any:
          ("value", "float64")]))
 
 
+def partitions(ctx: ShellContext, opts: TableOptions) -> Any:
+    """Every storage node's LogsDB time partitions."""
+    pa = _pa()
+    parts = []
+    for x, r in sorted(ctx.partitions().items()):
+        n = len(r.ids)
+        parts.append(pa.table({
+            "node": pa.array(np.full(n, x, np.int64)), "partition": pa.array(r.ids),
+            "start_ms": pa.array(r.start_ms), "min_ts": pa.array(r.min_ts),
+            "max_ts": pa.array(r.max_ts), "records": pa.array(r.records),
+            "bytes": pa.array(r.nbytes)}))
+    if not parts:
+        return pa.table({k: pa.array([], pa.int64()) for k in (
+            "node", "partition", "start_ms", "min_ts", "max_ts", "records", "bytes")})
+    return pa.concat_tables(parts)
+
+
 Builder = Callable[[ShellContext, TableOptions], Any]
 
 #: name -> (what it holds, builder)
@@ -248,6 +266,7 @@ TABLES: dict[str, tuple[str, Builder]] = {
     "logs": ("per log: trim point, release pointer, records and copies held", logs),
     "records": ("records of the chosen logs (one log / an LSN range)", records),
     "record_csi": ("per node and stored record: its copyset", record_csi),
+    "partitions": ("per storage node: its LogsDB time partitions", partitions),
     "stats": ("every node's Prometheus metrics", stats),
 }
 
