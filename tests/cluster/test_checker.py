@@ -86,6 +86,11 @@ def test_clean_cluster_status_query_and_metrics(local_cluster):
         assert [(n["node"], n["alive"], n["answering"]) for n in status["nodes"]] == [
             (0, True, True), (1, True, True), (2, True, True)]
 
+        p = ldshell(cluster, "sequencers", "--json")
+        assert p.returncode == 0, p.stderr
+        assert {r["log_id"] for r in json.loads(p.stdout)} == {1, 2}
+        assert all(r["node"] in (0, 1, 2) and r["epoch"] >= 1 for r in json.loads(p.stdout))
+
         p = ldshell(cluster, "query", "SELECT log_id, count(*) AS n, count(DISTINCT lsn) "
                     "AS d FROM records GROUP BY log_id ORDER BY log_id", "--json",
                     "--logs", "1,2")

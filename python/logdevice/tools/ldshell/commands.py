@@ -17,7 +17,8 @@ from logdevice.errors import LogDeviceError
 from logdevice.tools.ldshell.context import ShellContext
 from logdevice.tools.ldshell.tables import TABLES, TableOptions, build
 
-__all__ = ["status", "logs", "info", "check", "trim", "query", "tables", "EXIT_FAILED"]
+__all__ = ["status", "sequencers", "logs", "info", "check", "trim", "query", "tables",
+           "EXIT_FAILED"]
 
 EXIT_OK = 0
 EXIT_FAILED = 2
@@ -79,6 +80,12 @@ def status(ctx: ShellContext, as_json: bool = False, out: IO[str] = sys.stdout) 
             per_node.items(), key=lambda kv: -1 if kv[0] is None else kv[0])],
         schema=pa.schema([("node", "int64"), ("logs", "int64"), ("max_epoch", "int64")]))
     _print_table(summary, "sequencers", out)
+    return EXIT_OK
+
+
+def sequencers(ctx: ShellContext, as_json: bool = False, out: IO[str] = sys.stdout) -> int:
+    """Per log: the node that should sequence it (placement over live nodes), its epoch."""
+    _emit(build("sequencers", ctx, TableOptions()), as_json, "sequencers", out)
     return EXIT_OK
 
 

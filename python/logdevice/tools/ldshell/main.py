@@ -1,6 +1,7 @@
 """``ldshell``: look inside a cluster, check it, trim logs.
 
     ldshell --config cluster.json status [--json]
+    ldshell --config cluster.json sequencers [--json]
     ldshell --config cluster.json logs [--logs 1,2,10-20] [--json]
     ldshell --config cluster.json info 2 [--json]
     ldshell --config cluster.json check [--logs ...] [--json] [--report PATH]
@@ -73,6 +74,8 @@ def _commands_parser(top: bool = True) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command")
     s = sub.add_parser("status", help="nodes, their status, sequencers")
     s.add_argument("--json", action="store_true")
+    s = sub.add_parser("sequencers", help="per log: its sequencer node and epoch")
+    s.add_argument("--json", action="store_true")
     s = sub.add_parser("logs", help="log groups and per-log trim point, tail, records")
     s.add_argument("--logs", type=parse_logs, default=None)
     s.add_argument("--json", action="store_true")
@@ -105,6 +108,8 @@ def run(ctx: ShellContext, args: argparse.Namespace) -> int:
     c = args.command
     if c == "status":
         return commands.status(ctx, args.json)
+    if c == "sequencers":
+        return commands.sequencers(ctx, args.json)
     if c == "logs":
         return commands.logs(ctx, TableOptions(logs=args.logs), args.json)
     if c == "info":
@@ -172,7 +177,7 @@ class Shell(cmd.Cmd):
         self.parser.print_help()
 
     def completenames(self, text: str, *ignored: object) -> list[str]:
-        names = ["status", "logs", "info", "check", "trim", "query", "tables", "quit"]
+        names = ["status", "sequencers", "logs", "info", "check", "trim", "query", "tables", "quit"]
         return [n for n in names if n.startswith(text)]
 
     def completedefault(self, text: str, line: str, begidx: int, endidx: int) -> list[str]:
