@@ -235,3 +235,25 @@ def test_grid_lays_epochs_end_to_end():
         (4 << 32) | e for e in range(1, 4)]
     assert g.segment_of(np.array([0, 5, 6, 8])).tolist() == [0, 0, 1, 1]
     assert Grid.build(1, [np.empty(0, np.uint64)]).size == 0
+
+
+def test_copy_left_by_a_timed_out_wave_is_extra_not_missing():
+    # Wave 1 stored e1n3 on N0 only (copyset [0, 1]) and timed out; wave 2 stored it on
+    # N2 and N3 (copyset [2, 3]).  The complete variant wins: N1 is not missing anything.
+    def rows(*cs):
+        return np.array(cs, np.int16)
+
+    hold = {0: NodeHoldings(0, _lsns([1, 2, 3]), rows([0, 2], [0, 3], [0, 1])),
+            1: NodeHoldings(1, _lsns([]), np.empty((0, 2), np.int16)),
+            2: NodeHoldings(2, _lsns([1, 3]), rows([0, 2], [2, 3])),
+            3: NodeHoldings(3, _lsns([2, 3]), rows([0, 3], [2, 3]))}
+    hi = int(_lsns([3])[0])
+    v = judge(1, 1, hi, hold, replication=2, nodeset=range(4))
+    assert v.clean, v.details
+    assert v.summary["extra_copies"] == 1
+    # Without the second wave's copies, the record really lacks its copy on N1.
+    hold[2] = NodeHoldings(2, _lsns([1]), rows([0, 2]))
+    hold[3] = NodeHoldings(3, _lsns([2]), rows([0, 3]))
+    v = judge(1, 1, hi, hold, replication=2, nodeset=range(4))
+    assert v.counts["durability"] == 1
+    assert v.details[0]["nodes_missing"] == [1]

@@ -202,22 +202,45 @@ def judge(log_id: int, lo: int, hi: int, holdings: Mapping[int, NodeHoldings], *
 
     # Per slot: which nodes hold it (H) and its copyset, one int16 column per entry.
     width = max(h.copysets.shape[1] for h in held.values())
-    cols = [np.full(G, -1, np.int16) for _ in range(width)]
+    slots = {x: grid.slots(h.lsns) for x, h in held.items()}
     H: dict[int, np.ndarray] = {}
+    for x, at in slots.items():
+        H[x] = np.zeros(G, bool)
+        H[x][at] = True
+    # Holders may disagree on a copyset: a wave that timed out leaves copies that name an
+    # older copyset.  Take a variant whose members all hold the record when there is one
+    # (the wave that completed), else any.
+    top = max([*held, *(int(h.copysets.max(initial=-1)) for h in held.values())])
+    holds = np.zeros((top + 2, G), bool)  # row x + 1: node x holds the slot (row 0: -1)
+    for x, have in H.items():
+        holds[x + 1] = have
+    holds[0] = True  # padding entries are no constraint
+    cols = [np.full(G, -1, np.int16) for _ in range(width)]
+    chosen = np.zeros(G, bool)
+    complete = np.zeros(G, bool)
     for x, h in held.items():
-        have = np.zeros(G, bool)
-        if len(h.lsns):
-            at = grid.slots(h.lsns)
-            have[at] = True
-            for w in range(h.copysets.shape[1]):
-                cols[w][at] = h.copysets[:, w]
-        H[x] = have
-    present = _any(list(H.values()), G)
+        at = slots[x]
+        if not len(at):
+            continue
+        ok = np.ones(len(at), bool)
+        for w in range(h.copysets.shape[1]):
+            ok &= holds[h.copysets[:, w].astype(np.int64) + 1, at]
+        take = ~chosen[at] | (ok & ~complete[at])
+        for w in range(width):
+            src = h.copysets[:, w] if w < h.copysets.shape[1] else np.full(len(at), -1)
+            cols[w][at[take]] = src[take]
+        chosen[at] = True
+        complete[at[take]] = ok[take]
+    present = chosen
     n = int(np.count_nonzero(present))
     v.summary["records"] = n
 
-    counts = np.bincount(np.concatenate([c.astype(np.int64) + 1 for c in cols]))
-    named = np.flatnonzero(counts[1:]).tolist()
+    # The nodes' copyset tables (small) name every node a copyset names.
+    tables = [h.distinct for h in held.values() if h.distinct is not None and len(h.distinct)]
+    table = _distinct_rows(np.concatenate([np.pad(t, ((0, 0), (0, width - t.shape[1])),
+                                                  constant_values=-1) for t in tables])
+                           if tables else np.empty((0, width), np.int16))
+    named = sorted({int(x) for x in np.unique(table) if x >= 0})
     nodes = sorted(set(nodeset) | set(held) | v.silent | set(named))
     none = np.zeros(G, bool)
     M = {x: _any([c == x for c in cols], G) for x in nodes}
@@ -245,10 +268,7 @@ def judge(log_id: int, lo: int, hi: int, holdings: Mapping[int, NodeHoldings], *
             keys |= (c.astype(np.int64) + 1) << (16 * w)
     else:
         keys = row_keys(np.stack(cols, axis=1))
-    # The candidates are the nodes' copyset tables (small), not the records.
-    tables = [h.distinct for h in held.values() if h.distinct is not None and len(h.distinct)]
-    table = _distinct_rows(np.concatenate([np.pad(t, ((0, 0), (0, width - t.shape[1])),
-                                                  constant_values=-1) for t in tables]))
+    # The candidates are the copyset tables' rows, not the records.
     bad_rows = [row for row in table if not satisfies(_copyset_list(row), rep, locations)]
     if bad_rows:
         bad_keys = row_keys(np.array(bad_rows, np.int16)) if width > 4 else np.array(
