@@ -3,7 +3,8 @@
 # measured in the same run, also written to benchmarks/last-run.md), then the end-to-end
 # write path with its anchors (benchmarks/last-write-path.md) and the read path
 # (ldbench read: a 10 M-record backfill, SCD vs all-send-all in the same run), then the
-# cost of each append_store_durability level (benchmarks/last-durability.md).  Arguments go to pytest.
+# cost of each append_store_durability level (benchmarks/last-durability.md), the
+# cluster checker on a 10 M-record log (benchmarks/last-checker.md).  Arguments go to pytest.
 # LD_BENCH_E2E=0 skips the end-to-end part; LD_WITH_BENCH_PEERS=0 (no redis-server
 # installed by ci/system-deps.sh) runs it without the Redis Streams anchor.
 set -euo pipefail
@@ -18,4 +19,5 @@ if [ "${LD_BENCH_E2E:-1}" = 1 ]; then
   .venv/bin/python -m logdevice.tools.ldbench read --records "${LD_BENCH_READ_RECORDS:-10000000}" \
     --json benchmarks/last-read-path.json
   .venv/bin/python benchmarks/durability.py
+  .venv/bin/python benchmarks/checker.py  # LD_CHECKER_RECORDS (default 10 M)
 fi

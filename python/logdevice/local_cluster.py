@@ -136,8 +136,10 @@ class LocalCluster:
         self._closed = False
         self._lock = threading.RLock()
         try:
+            ports = free_ports(2 * nodes)  # a data port and an admin (metrics) port each
             self.config: Config = make_local_config(
-                nodes, replication, logs, root=self.root, ports=free_ports(nodes),
+                nodes, replication, logs, root=self.root, ports=ports[:nodes],
+                admin_ports=ports[nodes:],
                 cluster=cluster, roles=roles, locations=locations, weights=weights,
                 log_attrs=log_attrs, settings=settings)
             self.config_path = self.config.dump(self.root / "cluster.json")
@@ -168,6 +170,11 @@ class LocalCluster:
     def logsdb_path(self, i: int) -> Path:
         """Node ``i``'s LogsDB directory (open it with ``LogsDB`` once the node stopped)."""
         return self.node_data_dir(i) / "logsdb"
+
+    def metrics_url(self, i: int) -> str:
+        """Node ``i``'s Prometheus endpoint."""
+        n = self.config.node(i)
+        return f"http://{n.host}:{n.admin_port}/metrics"
 
     def log_path(self, i: int) -> Path:
         """Node ``i``'s stderr."""

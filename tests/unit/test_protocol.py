@@ -103,6 +103,19 @@ def sample_messages():
                          log_ids=np.array([1, 2], np.uint64), session_ms=2000, leave=True),
         p.GroupAssignment(request_id=14, status=E.OK, generation=3,
                           log_ids=np.array([2], np.uint64)),
+        p.GetRecordAvailability(request_id=15, log_id=77, lo=1, hi=(5 << 32) | 9,
+                                max_records=1000, compress=False),
+        p.RecordAvailability(request_id=15, status=E.OK, log_id=77, node_index=2, lo=1,
+                             next_lsn=(5 << 32) | 10, done=True, trim_point=0,
+                             last_released=(5 << 32) | 9, availability=b"\0" * 64,
+                             run_lengths=np.array([2, 1], np.uint32),
+                             run_copysets=np.array([0, 1], np.uint32),
+                             copysets=np.array([[2, 0], [2, 1]], np.int16)),
+        p.GetPartitions(request_id=16),
+        p.PartitionList(request_id=16, status=E.OK, node_index=1,
+                        ids=np.array([1, 2], np.int64), start_ms=np.array([0, 9], np.int64),
+                        min_ts=np.array([1, 10], np.int64), max_ts=np.array([8, 12], np.int64),
+                        records=np.array([5, 6], np.int64), nbytes=np.array([50, 60], np.int64)),
     ]
 
 

@@ -41,6 +41,8 @@ MAX_WRITES_IN_FLIGHT = 1_000_000
 SETTING_BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "max_payload_size": (1, MAX_PAYLOAD_SIZE),
     "read_flow_control_threshold": (0.01, 1.0),
+    "checker_interval_ms": (0, None),
+    "checker_grace_period_ms": (0, None),
 }
 # Settings that take one of a few words.
 SETTING_CHOICES: dict[str, tuple[str, ...]] = {

@@ -167,6 +167,13 @@ class Settings:
     partition_duration_ms: int = 900_000  # LogsDB starts a new time partition this often
     partition_size_limit_bytes: int = 512 << 20  # ... or once the newest holds this much
     retention_interval_ms: int = 60_000  # how often a node drops partitions nobody needs
+    # Records/s a storage node reads from its copyset index to answer the checker; a
+    # check never takes more, so it cannot starve appends or reads.
+    checker_records_per_second: int = 5_000_000
+    # Periodic checks run by one node at a time (0: off), and the grace period after which
+    # records still under-replicated are a progress violation.
+    checker_interval_ms: int = 0
+    checker_grace_period_ms: int = 600_000
 
     def to_dict(self, only_changed: bool = True) -> dict[str, Any]:
         """The settings as JSON; by default only those that differ from the defaults."""

@@ -3,9 +3,10 @@
 Every node runs the failure detector, the sequencer role (a node without the sequencer
 role never owns a log, so it only redirects), the storage role (disabled on a node
 without the storage role: STOREs get DISABLED) and the read streams served from the
-storage role's LogsDB (START / WINDOW / STOP), and the consumers' checkpoints and groups.  A new
-role is one more ``add_role`` line here; the failure detector comes first because the
-others read its view.
+storage role's LogsDB (START / WINDOW / STOP), the checker's availability requests on
+the same LogsDB, periodic checks (one node at a time), the consumers' checkpoints and
+groups, and the Prometheus endpoint on the admin port.  A new role is one more
+``add_role`` line here; the failure detector comes first because the others read its view.
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ from __future__ import annotations
 import asyncio
 
 from logdevice.config import Config
+from logdevice.node.availability_role import AvailabilityRole
+from logdevice.node.checker_role import CheckerRole
 from logdevice.node.consumers import ConsumersRole
 from logdevice.node.failure_detector import FailureDetectorRole
+from logdevice.node.metrics import MetricsRole
 from logdevice.node.read_streams import ReadStreamsRole
 from logdevice.node.sequencer_role import SequencerRole
 from logdevice.node.server import Node
@@ -30,4 +34,7 @@ def build_node(config: Config, index: int,
     node.add_role(ReadStreamsRole(node))  # after storage: it reads the storage role's db
     node.add_role(SequencerRole(node))
     node.add_role(ConsumersRole(node))
+    node.add_role(AvailabilityRole(node))  # the checker's questions, from storage's db
+    node.add_role(CheckerRole(node))  # periodic checks (checker_interval_ms), one node
+    node.add_role(MetricsRole(node))  # /metrics on the admin port: reads the others
     return node

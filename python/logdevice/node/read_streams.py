@@ -40,6 +40,7 @@ from logdevice.node.read_stream_server import (
     StreamState,
 )
 from logdevice.node.role import Peer, Role
+from logdevice.node.stats import ReadTotals
 from logdevice.protocol import Start, Started, StartFlag, Stop, Window
 
 if TYPE_CHECKING:
@@ -93,6 +94,7 @@ class ReadStreamsRole(Role):
         self._db = db
         self.budget_bytes = int(budget_bytes)
         self._streams: dict[tuple[int, int], _Entry] = {}
+        self.totals = ReadTotals()  # closed streams' counts, for metrics
         self._by_conn: dict[int, dict[int, _Entry]] = {}
         self._tailing: dict[int, set[_Entry]] = {}
         self._released: dict[int, int] = {}
@@ -163,6 +165,7 @@ class ReadStreamsRole(Role):
         entry = _Entry(conn, stream)
         self._streams[key] = entry
         self._by_conn.setdefault(conn.id, {})[stream.read_stream_id] = entry
+        self.totals.started += 1
         conn.send(Started(read_stream_id=msg.read_stream_id, filter_version=msg.filter_version,
                           status=E.OK, last_released=released))
         self._schedule(entry)
@@ -233,9 +236,14 @@ class ReadStreamsRole(Role):
             self._region_nodes[region] = nodes
         return nodes
 
+    def live_streams(self) -> list[ServerReadStream]:
+        """The streams open now (metrics add their counts to ``totals``)."""
+        return [e.stream for e in self._streams.values()]
+
     def _drop(self, entry: _Entry) -> None:
         entry.closed = True
         s = entry.stream
+        self.totals.fold(s)
         self._streams.pop((entry.conn.id, s.read_stream_id), None)
         per_conn = self._by_conn.get(entry.conn.id)
         if per_conn is not None and per_conn.get(s.read_stream_id) is entry:

@@ -51,6 +51,7 @@ from logdevice.epochstore import EpochMetadata, EpochStore, open_epoch_store
 from logdevice.errors import E, LogDeviceError
 from logdevice.node.recovery_driver import Recoveries, RecoveryDriver
 from logdevice.node.role import Peer, Role
+from logdevice.node.stats import AppendStats
 from logdevice.node.store_sender import StoreSender
 from logdevice.placement import score, sequencer_for
 from logdevice.protocol import (
@@ -94,10 +95,11 @@ SWEEP_INTERVAL = 5.0
 class _Append:
     """An APPEND being served: who asked, and the payload until it is answered."""
 
-    __slots__ = ("conn", "request_id", "log_id", "payload", "checksum", "producer")
+    __slots__ = ("conn", "request_id", "log_id", "payload", "checksum", "producer", "t0")
 
     def __init__(self, conn: Peer, request_id: int, log_id: int, payload: Any,
-                 checksum: int, producer: tuple[int, int] = (0, 0)) -> None:
+                 checksum: int, producer: tuple[int, int] = (0, 0), t0: float = 0.0) -> None:
+        self.t0 = t0  # loop time it arrived (append latency)
         self.conn = conn
         self.request_id = request_id
         self.log_id = log_id
@@ -141,6 +143,7 @@ class SequencerRole(Role):
         self._sweeper: asyncio.TimerHandle | None = None
         self._stopping = False
         self.recoveries = Recoveries(self)
+        self.append_stats = AppendStats()  # for metrics
 
     def handlers(self) -> Mapping[type, Any]:
         rec = self.recoveries
@@ -266,7 +269,10 @@ class SequencerRole(Role):
                 return
         rid = next(self._rids)
         self._appends[rid] = _Append(conn, msg.request_id, log_id, msg.payload, msg.checksum,
-                                     producer)
+                                     producer, self.node.loop.time())
+        stats = self.append_stats
+        stats.appends += 1
+        stats.bytes += size
         flags = msg.flags & _APPEND_FLAGS
         seq = self.sequencers.get(log_id)
         if seq is None:
@@ -511,6 +517,10 @@ class SequencerRole(Role):
         a = self._appends.pop(rid, None)
         if a is None:
             return
+        if status == E.OK:
+            self.append_stats.latency.add(self.node.loop.time() - a.t0)
+        else:
+            self.append_stats.failed += 1
         if not a.producer[0]:
             a.conn.send(Appended(request_id=a.request_id, status=status, lsn=lsn,
                                  timestamp=timestamp, redirect_to=redirect, message=message))

@@ -77,6 +77,10 @@ __all__ = [
     "Checkpoints",
     "GroupHeartbeat",
     "GroupAssignment",
+    "GetRecordAvailability",
+    "RecordAvailability",
+    "GetPartitions",
+    "PartitionList",
 ]
 
 
@@ -118,6 +122,10 @@ class MessageType(IntEnum):
     CHECKPOINTS = 72
     GROUP_HEARTBEAT = 73
     GROUP_ASSIGNMENT = 74
+    GET_RECORD_AVAILABILITY = 60
+    RECORD_AVAILABILITY = 61
+    GET_PARTITIONS = 62
+    PARTITION_LIST = 63
 
 
 class GapReason(IntEnum):
@@ -729,6 +737,93 @@ class GroupAssignment(Message, eq=False):
     generation: int = 0
     log_ids: U64Array = EMPTY_U64
     message: str = ""
+@register
+class GetRecordAvailability(Message):
+    """Checker -> storage node: which records of ``log_id`` in ``[lo, hi]`` do you hold?
+
+    The node answers from its copyset index (no payload is read), at most
+    ``max_records`` records per reply (0: the node's default), within its records/s
+    budget for checks (the ``checker_records_per_second`` setting).
+    """
+
+    TYPE = MessageType.GET_RECORD_AVAILABILITY
+    request_id: int
+    log_id: int
+    lo: int
+    hi: int
+    max_records: int = 0
+    compress: bool = True
+
+
+@register
+class RecordAvailability(Message, eq=False):
+    """Storage node -> checker, answer to GET_RECORD_AVAILABILITY.
+
+    ``availability`` is ``ldcore.availability.encode`` of the LSNs the node stores in
+    ``[lo, next_lsn - 1]`` above its trim point (BP-34's condensed format, byte for byte).
+    Their copysets travel as runs: run ``i`` covers the next ``run_lengths[i]`` stored
+    LSNs (in LSN order), which all have copyset ``copysets[run_copysets[i]]`` (a row of
+    the distinct copysets, node indices padded with -1).  ``done`` is true once the
+    reply reaches ``hi``; otherwise ask again from ``next_lsn``.  ``trim_point`` and
+    ``last_released`` are the node's for the log.  When asked to ``compress`` (and the
+    page is not empty), the availability travels as ``availability_packed``
+    (``checker.wire.pack_availability``, which unpacks to the exact BP-34 bytes) and the
+    run arrays as ``runs_zstd`` (``checker.wire.pack_runs``: ``n_runs`` uint32 lengths,
+    then the copyset indices ``index_width`` bytes each, zstd).
+    """
+
+    TYPE = MessageType.RECORD_AVAILABILITY
+    request_id: int
+    status: E
+    log_id: int = 0
+    node_index: int = -1
+    lo: int = 0
+    next_lsn: int = 0
+    done: bool = True
+    trim_point: int = 0
+    last_released: int = 0
+    availability: Payload = b""
+    run_lengths: U32Array = EMPTY_U32
+    run_copysets: U32Array = EMPTY_U32
+    copysets: I16Matrix = EMPTY_I16_2D
+    runs_zstd: Payload = b""
+    n_runs: int = 0
+    index_width: int = 0
+    availability_packed: Payload = b""
+
+    def _check(self) -> str | None:
+        return _check_columns(len(self.run_lengths), {"run_copysets": self.run_copysets})
+
+
+@register
+class GetPartitions(Message):
+    """Admin tool -> storage node: describe your LogsDB time partitions."""
+
+    TYPE = MessageType.GET_PARTITIONS
+    request_id: int
+
+
+@register
+class PartitionList(Message, eq=False):
+    """Storage node -> admin tool, answer to GET_PARTITIONS: one entry per partition,
+    oldest first: ``ids[i]``, its start time ``start_ms[i]``, the timestamps of its records
+    (``min_ts[i]`` .. ``max_ts[i]``), how many records and bytes it holds."""
+
+    TYPE = MessageType.PARTITION_LIST
+    request_id: int
+    status: E
+    node_index: int = -1
+    ids: I64Array = EMPTY_I64
+    start_ms: I64Array = EMPTY_I64
+    min_ts: I64Array = EMPTY_I64
+    max_ts: I64Array = EMPTY_I64
+    records: I64Array = EMPTY_I64
+    nbytes: I64Array = EMPTY_I64
+
+    def _check(self) -> str | None:
+        return _check_columns(len(self.ids), {
+            "start_ms": self.start_ms, "min_ts": self.min_ts, "max_ts": self.max_ts,
+            "records": self.records, "nbytes": self.nbytes})
 
 
 ALL_MESSAGES: tuple[type[Message], ...] = tuple(

@@ -376,13 +376,18 @@ class LogsDB:
         rb.next_lsn = min(rb.next_lsn, LSN_MAX)
         return rb
 
-    def delete_records(self, log_id: int, lsns, *, sync: bool = True) -> None:
-        """Delete these records of ``log_id`` (data and copyset index), atomically.  Only
-        for purging copies that epoch recovery overruled; LSNs not held are ignored."""
+    def delete_records(self, log_id: int, lsns, *, sync: bool = True) -> int:
+        """Delete these records of ``log_id`` (data and copyset index), atomically; how
+        many of them the store held (above the trim point).  For purging copies that
+        epoch recovery overruled, and for tests that make a node lose data silently."""
         log_id = self._check_log(log_id)
         arr = np.unique(np.asarray(lsns, dtype=np.uint64))
+        if not len(arr):
+            return 0
         with self._gate, self._lock:
+            held = len(reads.read_records_at(self, log_id, arr, False))
             deletes.delete_records(self, log_id, arr, sync=sync)
+        return held
 
     def read_csi(self, log_id: int, lo: int, hi: int = LSN_MAX, *,
                  max_entries: int = 4096) -> CsiBatch:

@@ -1,0 +1,148 @@
+"""Asking storage nodes what they hold: GET_RECORD_AVAILABILITY over client connections.
+
+``AvailabilityClient.fetch_log`` pages through one log on one node and returns a
+``verdict.NodeHoldings`` (LSNs decoded from the BP-34 bytes, copysets expanded from their
+runs) with the node's trim point and release pointer.  It counts the bytes it received,
+so a check can report what it cost the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ldcore import availability
+from logdevice.checker.runs import expand_runs
+from logdevice.checker.verdict import NodeHoldings
+from logdevice.checker.wire import unpack_availability, unpack_runs
+from logdevice.client.connection import Connection
+from logdevice.config import Config
+from logdevice.errors import E, LogDeviceError
+from logdevice.protocol import GetRecordAvailability, RecordAvailability
+
+__all__ = ["AvailabilityClient", "Fetched", "REPLY_OVERHEAD"]
+
+LSN_MAX = 2**64 - 1
+#: Bytes of a reply besides its sections (frame prefix and header), for the byte count.
+REPLY_OVERHEAD = 64
+
+
+@dataclass
+class Fetched:
+    """One node's answer for one log: what it holds, its trim point and release pointer."""
+
+    holdings: NodeHoldings
+    trim_point: int
+    last_released: int
+
+
+class AvailabilityClient:
+    """Connections to the storage nodes and paged GET_RECORD_AVAILABILITY calls.
+
+    Parameters
+    ----------
+    config : Config
+    timeout : float
+        Seconds for connecting and for each reply.
+    page_records : int
+        Records per reply asked for.
+    """
+
+    def __init__(self, config: Config, *, timeout: float = 5.0,
+                 page_records: int = 1 << 16) -> None:
+        self.config = config
+        self.timeout = timeout
+        self.page_records = page_records
+        self.conns: dict[int, Connection] = {}
+        self.bytes_received = 0  # sections of every reply, plus REPLY_OVERHEAD each
+
+    def conn(self, node: int) -> Connection:
+        c = self.conns.get(node)
+        if c is None:  # reused across rounds: it reconnects when needed
+            n = self.config.node(node)
+            c = self.conns[node] = Connection(node, n.host, n.port, self.config.cluster,
+                                              connect_timeout=self.timeout)
+        return c
+
+    async def fetch_log(self, node: int, log_id: int) -> Fetched:
+        """Everything ``node`` holds of ``log_id`` (every page)."""
+        loop = asyncio.get_running_loop()
+        lsns: list[np.ndarray] = []
+        copysets: list[np.ndarray] = []
+        tables: list[np.ndarray] = []
+        trim, released = 0, 0
+
+        def ask(lo: int) -> asyncio.Future[RecordAvailability]:
+            return asyncio.ensure_future(self.conn(node).request(
+                GetRecordAvailability(request_id=0, log_id=log_id, lo=lo, hi=LSN_MAX - 1,
+                                      max_records=self.page_records),
+                loop.time() + self.timeout))
+
+        pending = ask(1)
+        try:
+            while True:
+                reply: RecordAvailability = await pending
+                if reply.status != E.OK:
+                    raise LogDeviceError(reply.status, f"N{node} answered {reply.status.name} "
+                                                       f"for log {log_id}")
+                done = reply.done or reply.next_lsn <= reply.lo
+                if not done:  # the node reads the next page while we decode this one
+                    pending = ask(reply.next_lsn)
+                self.bytes_received += REPLY_OVERHEAD + sum(len(memoryview(x)) for x in (
+                    reply.availability, reply.availability_packed, reply.runs_zstd)) + (
+                    reply.run_lengths.nbytes + reply.run_copysets.nbytes + reply.copysets.nbytes)
+                try:
+                    page, cs = self._decode(reply)
+                except ValueError as exc:  # AvailabilityError is a ValueError too
+                    raise LogDeviceError(E.BADMSG, f"N{node}: bad RECORD_AVAILABILITY: {exc}"
+                                         ) from None
+                if len(cs) != len(page):
+                    raise LogDeviceError(E.BADMSG, f"N{node}: {len(page)} LSNs but copyset "
+                                                   f"runs for {len(cs)}")
+                lsns.append(page)
+                copysets.append(cs)
+                tables.append(reply.copysets)
+                trim, released = reply.trim_point, reply.last_released
+                if done:
+                    break
+        finally:
+            if not pending.done():  # an error while the next page was on its way
+                pending.cancel()
+        width = max((c.shape[1] for c in copysets), default=0)
+
+        def padded(parts: list[np.ndarray]) -> np.ndarray:
+            return np.concatenate([np.pad(c, ((0, 0), (0, width - c.shape[1])),
+                                          constant_values=-1) for c in parts])
+
+        cs_all = padded(copysets) if copysets else np.empty((0, 0), np.int16)
+        # The pages' copyset tables: a superset of the distinct rows, tiny.
+        table = padded([t for t in tables if len(t)]) if any(len(t) for t in tables) \
+            else np.empty((0, width), np.int16)
+        return Fetched(NodeHoldings(node, np.concatenate(lsns), cs_all, distinct=table),
+                       trim, released)
+
+    @staticmethod
+    def _decode(reply: RecordAvailability) -> tuple[np.ndarray, np.ndarray]:
+        """(stored LSNs, one copyset row each) of a reply, packed or not."""
+        bp34: bytes | bytearray | memoryview
+        if reply.n_runs:
+            bp34 = unpack_availability(reply.availability_packed)
+            lengths, index = unpack_runs(reply.runs_zstd, reply.n_runs, reply.index_width)
+        else:
+            bp34, lengths, index = reply.availability, reply.run_lengths, reply.run_copysets
+        lsns = availability.decode(bp34).to_array().astype(np.uint64)
+        return lsns, expand_runs(lengths, index, reply.copysets)
+
+    async def fetch_node(self, node: int, logs: Iterable[int]) -> dict[int, Fetched]:
+        """Every log of ``logs`` from ``node``; raises if the node fails on any."""
+        out = {}
+        for log_id in logs:
+            out[log_id] = await self.fetch_log(node, log_id)
+        return out
+
+    async def close(self) -> None:
+        for c in self.conns.values():
+            await c.aclose()

@@ -1,0 +1,234 @@
+"""ldshell's commands: each takes the shell context and its arguments, prints, and
+returns an exit code (0 ok; ``check``: 0 clean, 1 violations, 2 could not run; other
+commands: 2 when they could not run)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import sys
+from collections.abc import Callable
+from decimal import Decimal
+from typing import IO, Any
+
+from ldcore.lsn import to_string as lsn_str
+from logdevice.errors import LogDeviceError
+from logdevice.tools.ldshell.context import ShellContext
+from logdevice.tools.ldshell.tables import TABLES, TableOptions, build
+
+__all__ = ["status", "sequencers", "logs", "info", "check", "trim", "query", "tables",
+           "EXIT_FAILED"]
+
+EXIT_OK = 0
+EXIT_FAILED = 2
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Decimal):  # DuckDB's sum() of integers is a 128-bit decimal
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        raw = bytes(value)
+        try:
+            return raw.decode()
+        except UnicodeDecodeError:
+            return "base64:" + base64.b64encode(raw).decode()
+    return str(value)
+
+
+def _dump(obj: Any, out: IO[str]) -> None:
+    out.write(json.dumps(obj, default=_jsonable) + "\n")
+
+
+def _print_table(table: Any, title: str | None, out: IO[str]) -> None:
+    """An Arrow table as a rich table (people) ."""
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=title, show_lines=False)
+    for name in table.column_names:
+        t.add_column(name, overflow="fold")
+    for row in table.to_pylist():
+        t.add_row(*("" if v is None else str(_jsonable(v)) if isinstance(
+            v, bytes | bytearray | memoryview) else str(v) for v in row.values()))
+    Console(file=out, width=200 if not out.isatty() else None).print(t)
+
+
+def _emit(table: Any, as_json: bool, title: str, out: IO[str]) -> None:
+    if as_json:
+        _dump(table.to_pylist(), out)
+    else:
+        _print_table(table, title, out)
+
+
+def status(ctx: ShellContext, as_json: bool = False, out: IO[str] = sys.stdout) -> int:
+    """Nodes (roles, answering, alive, authoritative status) and sequencers (epochs)."""
+    nodes = build("nodes", ctx, TableOptions())
+    seqs = build("sequencers", ctx, TableOptions())
+    if as_json:
+        _dump({"cluster": ctx.config.cluster, "nodes": nodes.to_pylist(),
+               "sequencers": seqs.to_pylist()}, out)
+        return EXIT_OK
+    _print_table(nodes, f"cluster {ctx.config.cluster}: nodes", out)
+    per_node: dict[Any, list[int]] = {}
+    for row in seqs.to_pylist():
+        per_node.setdefault(row["node"], []).append(row["epoch"])
+    import pyarrow as pa
+
+    summary = pa.Table.from_pylist(
+        [{"node": n, "logs": len(e), "max_epoch": max(e)} for n, e in sorted(
+            per_node.items(), key=lambda kv: -1 if kv[0] is None else kv[0])],
+        schema=pa.schema([("node", "int64"), ("logs", "int64"), ("max_epoch", "int64")]))
+    _print_table(summary, "sequencers", out)
+    return EXIT_OK
+
+
+def sequencers(ctx: ShellContext, as_json: bool = False, out: IO[str] = sys.stdout) -> int:
+    """Per log: the node that should sequence it (placement over live nodes), its epoch."""
+    _emit(build("sequencers", ctx, TableOptions()), as_json, "sequencers", out)
+    return EXIT_OK
+
+
+def logs(ctx: ShellContext, opts: TableOptions, as_json: bool = False,
+         out: IO[str] = sys.stdout) -> int:
+    """Log groups, and per log: replication, trim point, tail, records and copies."""
+    table = build("logs", ctx, opts)
+    if as_json:
+        _dump({"log_groups": build("log_groups", ctx, opts).to_pylist(),
+               "logs": table.to_pylist()}, out)
+        return EXIT_OK
+    _print_table(build("log_groups", ctx, opts), "log groups", out)
+    _print_table(table, "logs", out)
+    return EXIT_OK
+
+
+def info(ctx: ShellContext, node: int, as_json: bool = False,
+         out: IO[str] = sys.stdout) -> int:
+    """One node: its config, what it answers, its status, a few of its metrics."""
+    if not ctx.config.has_node(node):
+        print(f"ldshell: node {node} is not in the config", file=sys.stderr)
+        return EXIT_FAILED
+    row = next(r for r in build("nodes", ctx, TableOptions()).to_pylist()
+               if r["node"] == node)
+    view = ctx.views().get(node)
+    row["sees_alive"] = sorted(view.alive) if view is not None else None
+    metrics = {}
+    text = ctx.metrics_text(node)
+    if text is not None:
+        from prometheus_client.parser import text_string_to_metric_families
+
+        for fam in text_string_to_metric_families(text):
+            for s in fam.samples:
+                if not s.labels and s.name.endswith(("_total", "_bytes", "_streams")):
+                    metrics[s.name] = s.value
+    row["metrics"] = metrics
+    if as_json:
+        _dump(row, out)
+        return EXIT_OK
+    import pyarrow as pa
+
+    flat = [{"key": k, "value": json.dumps(v, default=str) if isinstance(v, dict | list)
+             else str(v)} for k, v in row.items() if k != "metrics"]
+    flat += [{"key": k, "value": f"{v:g}"} for k, v in sorted(metrics.items())]
+    _print_table(pa.Table.from_pylist(flat), f"N{node}", out)
+    return EXIT_OK
+
+
+def check(ctx: ShellContext, logs_: list[int] | None, as_json: bool = False,
+          report_path: str | None = None, recheck_delay: float = 2.0,
+          out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> int:
+    """Run the checker; 0 clean, 1 violations, 2 could not run."""
+    from logdevice.checker.driver import CheckOptions, run_check
+
+    def say(text: str) -> None:
+        err.write(f"ldshell check: {text}\n")
+        err.flush()
+
+    report = run_check(ctx.config, CheckOptions(logs=logs_, timeout=ctx.timeout,
+                                                recheck_delay=recheck_delay, on_event=say))
+    data = report.to_json()
+    if report_path:
+        with open(report_path, "w") as f:
+            json.dump(data, f, indent=1)
+    if as_json:
+        _dump(data, out)
+        return report.exit_code
+    import pyarrow as pa
+
+    for e in report.errors:
+        err.write(f"ldshell check: could not run: {e}\n")
+    counts = pa.Table.from_pylist([{"category": c, "violations": n}
+                                   for c, n in data["violations"].items()])
+    _print_table(counts, f"checked {data['summary']['logs']} log(s), "
+                         f"{data['summary']['records']} record(s) in {data['seconds']} s", out)
+    if data["details"]:
+        rows = [{"category": d["category"], "kind": d["kind"], "log": d["log_id"],
+                 "lsn_lo": lsn_str(d["lsn_lo"]), "lsn_hi": lsn_str(d["lsn_hi"]),
+                 "records": d["records"], "nodes_missing": d["nodes_missing"],
+                 "copysets": d.get("copysets", [])} for d in data["details"][:200]]
+        _print_table(pa.Table.from_pylist(rows), "violations", out)
+    return report.exit_code
+
+
+def trim(ctx: ShellContext, log_id: int, lsn: int, out: IO[str] = sys.stdout) -> int:
+    """Trim ``log_id`` up to ``lsn``."""
+    with ctx.client() as client:
+        client.trim(log_id, lsn)
+    out.write(f"log {log_id} trimmed up to {lsn_str(lsn)}\n")
+    return EXIT_OK
+
+
+def tables(out: IO[str] = sys.stdout) -> int:
+    import pyarrow as pa
+
+    _print_table(pa.Table.from_pylist([{"table": k, "holds": v[0]}
+                                       for k, v in TABLES.items()]), "tables", out)
+    return EXIT_OK
+
+
+def referenced_tables(sql: str) -> list[str]:
+    """The tables a statement names (a word match, so only they are built)."""
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", sql.lower()))
+    return [t for t in TABLES if t in words]
+
+
+def run_sql(ctx: ShellContext, sql: str, opts: TableOptions,
+            builder: Callable[[str, ShellContext, TableOptions], Any] = build) -> Any:
+    """``sql`` over the tables it names, with DuckDB; an Arrow table."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        for name in referenced_tables(sql):
+            con.register(name, builder(name, ctx, opts))
+        rel = con.sql(sql)
+        if rel is None:  # a statement without rows
+            import pyarrow as pa
+
+            return pa.table({})
+        # The name of "the relation as an Arrow table" moved between DuckDB releases.
+        fetch = getattr(rel, "to_arrow_table", None) or rel.arrow
+        return fetch()
+    finally:
+        con.close()
+
+
+def query(ctx: ShellContext, sql: str, opts: TableOptions, as_json: bool = False,
+          out: IO[str] = sys.stdout) -> int:
+    """SQL over the cluster's tables; ``--json`` prints a list of row objects."""
+    try:
+        import duckdb
+    except ImportError:
+        print("ldshell: query needs duckdb and pyarrow (pip install 'logdevice[admin]')",
+              file=sys.stderr)
+        return EXIT_FAILED
+    try:
+        table = run_sql(ctx, sql, opts)
+    except duckdb.Error as exc:
+        print(f"ldshell: query failed: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except LogDeviceError as exc:
+        print(f"ldshell: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    _emit(table, as_json, "", out)
+    return EXIT_OK

@@ -1,0 +1,140 @@
+"""What ldshell knows about a cluster: its config, and small blocking calls to look inside.
+
+Every call is bounded by ``timeout``; a node that does not answer is reported as such,
+never waited on.  Nothing here writes to the cluster except ``trim``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import urllib.request
+from collections.abc import Iterable
+from typing import Any
+
+from logdevice.checker.client import AvailabilityClient, Fetched
+from logdevice.config import Config
+from logdevice.errors import LogDeviceError
+
+__all__ = ["ShellContext"]
+
+
+class ShellContext:
+    """The cluster behind ``--config PATH``.
+
+    Parameters
+    ----------
+    config_path : str
+    timeout : float
+        Seconds for each node call.
+    """
+
+    def __init__(self, config_path: str, timeout: float = 5.0) -> None:
+        self.config_path = config_path
+        self.config = Config.load(config_path)
+        self.timeout = timeout
+        self._views: dict[int, Any] | None = None
+
+    def forget(self) -> None:
+        """Drop what was cached for the last command (the interactive prompt)."""
+        self._views = None
+
+    # -- nodes ----------------------------------------------------------------------------
+    def views(self) -> dict[int, Any]:
+        """Each answering node's cluster view (cached for the command)."""
+        if self._views is None:
+            from logdevice.node.probe import cluster_view
+
+            views = {}
+            for n in self.config.nodes:
+                with contextlib.suppress(LogDeviceError, OSError):
+                    views[n.index] = cluster_view(n.address, self.config.cluster,
+                                                  min(self.timeout, 2.0))
+            self._views = views
+        return self._views
+
+    def alive(self) -> set[int]:
+        """Nodes some answering node believes alive (the freshest view wins)."""
+        views = self.views()
+        if not views:
+            return set()
+        best = max(views.values(), key=lambda v: v.time_ms)
+        return set(best.alive)
+
+    def metrics_text(self, node: int) -> str | None:
+        """Node ``node``'s /metrics page, or None (no admin port, not answering)."""
+        n = self.config.node(node)
+        if n.admin_port is None:
+            return None
+        try:
+            with urllib.request.urlopen(f"http://{n.host}:{n.admin_port}/metrics",
+                                        timeout=self.timeout) as resp:
+                return str(resp.read().decode())
+        except OSError:
+            return None
+
+    # -- epoch store ----------------------------------------------------------------------
+    def epoch_states(self) -> dict[int, Any]:
+        """log id -> LogEpochState for every log the epoch store knows."""
+        from logdevice.epochstore import open_epoch_store
+
+        with open_epoch_store(self.config.epoch_store_uri) as store:
+            return {log_id: st for log_id in store.logs()
+                    if self.config.has_log(log_id) and (st := store.get(log_id)) is not None}
+
+    def events(self) -> list[dict[str, Any]]:
+        from logdevice.epochstore import open_epoch_store
+
+        with open_epoch_store(self.config.epoch_store_uri) as store:
+            return store.events()
+
+    # -- storage nodes --------------------------------------------------------------------
+    def holdings(self, logs: Iterable[int], nodes: Iterable[int] | None = None
+                 ) -> dict[int, dict[int, Fetched | None]]:
+        """log -> node -> what the node holds of it (None: it did not answer)."""
+        logs = list(logs)
+        targets = [n.index for n in self.config.storage_nodes()] if nodes is None \
+            else list(nodes)
+
+        async def run() -> dict[int, dict[int, Fetched | None]]:
+            client = AvailabilityClient(self.config, timeout=self.timeout)
+            out: dict[int, dict[int, Fetched | None]] = {log_id: {} for log_id in logs}
+            try:
+                results = await asyncio.gather(
+                    *(client.fetch_node(x, logs) for x in targets), return_exceptions=True)
+                for x, res in zip(targets, results, strict=True):
+                    for log_id in logs:
+                        out[log_id][x] = None if isinstance(res, BaseException) \
+                            else res[log_id]
+            finally:
+                await client.close()
+            return out
+
+        return asyncio.run(run())
+
+    def partitions(self) -> dict[int, Any]:
+        """node -> its PARTITION_LIST (storage nodes that answered)."""
+        from logdevice.client.connection import Connection
+        from logdevice.protocol import GetPartitions
+
+        async def run() -> dict[int, Any]:
+            loop = asyncio.get_running_loop()
+            conns = {n.index: Connection(n.index, n.host, n.port, self.config.cluster,
+                                         connect_timeout=self.timeout)
+                     for n in self.config.storage_nodes()}
+            try:
+                replies = await asyncio.gather(
+                    *(c.request(GetPartitions(request_id=0), loop.time() + self.timeout)
+                      for c in conns.values()), return_exceptions=True)
+            finally:
+                for c in conns.values():
+                    await c.aclose()
+            return {x: r for x, r in zip(conns, replies, strict=True)
+                    if not isinstance(r, BaseException)}
+
+        return asyncio.run(run())
+
+    def client(self) -> Any:
+        from logdevice.client import Client
+
+        return Client(self.config_path, timeout=self.timeout)

@@ -1,0 +1,307 @@
+"""The checker, ldshell and /metrics against real node processes.
+
+- a clean cluster: ``ldshell check --json`` reports nothing and exits 0; ``status`` and
+  ``query --json`` answer; every node's /metrics moves after appends;
+- a node that silently lost records (deleted from its LogsDB while stopped, nobody told)
+  and a copyset forged onto two nodes of one rack: durability violations for exactly the
+  lost records, one placement violation, exit 1;
+- a node paused during the check is re-checked after the delay, not reported as data
+  loss; if it stays silent it is an availability violation, still not data loss.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from logdevice.storage.logsdb import LogsDB
+
+pytestmark = pytest.mark.cluster
+
+BIN = os.path.dirname(sys.executable)
+
+
+def ldshell(cluster, *args, timeout=120):
+    return subprocess.run([os.path.join(BIN, "ldshell"), "--config", str(cluster.config_path),
+                           "--timeout", "2", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def check_json(cluster, *args):
+    p = ldshell(cluster, "check", "--json", *args)
+    assert p.returncode in (0, 1), p.stderr
+    return p.returncode, json.loads(p.stdout)
+
+
+def scrape(cluster, i):
+    with urllib.request.urlopen(cluster.metrics_url(i), timeout=10) as resp:
+        assert resp.status == 200
+        text = resp.read().decode()
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            key = s.name + (json.dumps(s.labels, sort_keys=True) if s.labels else "")
+            out[key] = s.value
+    return out
+
+
+def total(samples, name):
+    return sum(v for k, v in samples.items() if k == name)
+
+
+def test_clean_cluster_status_query_and_metrics(local_cluster):
+    cluster = local_cluster(nodes=3, replication=2, logs=range(1, 5))
+    client = cluster.client()
+    try:
+        before = [scrape(cluster, i) for i in range(3)]
+        for i in range(200):
+            client.append(1, b"a%d" % i)
+        for i in range(50):
+            client.append(2, b"b%d" % i)
+
+        code, report = check_json(cluster)
+        assert code == 0
+        assert report["violations"] == {"placement": 0, "durability": 0, "progress": 0,
+                                        "availability": 0}
+        assert report["details"] == []
+        assert report["summary"]["records"] == 250
+        p = ldshell(cluster, "check", "--json", "--logs", "999")  # not in the config
+        assert p.returncode == 2, p.stdout
+        assert json.loads(p.stdout)["errors"] and "999" in json.loads(p.stdout)["errors"][0]
+
+        p = ldshell(cluster, "status", "--json")
+        assert p.returncode == 0, p.stderr
+        status = json.loads(p.stdout)
+        assert [(n["node"], n["alive"], n["answering"]) for n in status["nodes"]] == [
+            (0, True, True), (1, True, True), (2, True, True)]
+
+        p = ldshell(cluster, "sequencers", "--json")
+        assert p.returncode == 0, p.stderr
+        assert {r["log_id"] for r in json.loads(p.stdout)} == {1, 2}
+        assert all(r["node"] in (0, 1, 2) and r["epoch"] >= 1 for r in json.loads(p.stdout))
+
+        p = ldshell(cluster, "query", "SELECT log_id, count(*) AS n, count(DISTINCT lsn) "
+                    "AS d FROM records GROUP BY log_id ORDER BY log_id", "--json",
+                    "--logs", "1,2")
+        assert p.returncode == 0, p.stderr
+        assert json.loads(p.stdout) == [{"log_id": 1, "n": 200, "d": 200},
+                                        {"log_id": 2, "n": 50, "d": 50}]
+        # Two copies of each record (more if a store wave timed out and was retried).
+        p = ldshell(cluster, "query", "SELECT count(DISTINCT lsn) AS records, count(*) AS "
+                    "copies, min(len(copyset)) AS r FROM record_csi WHERE log_id = 1",
+                    "--json", "--logs", "1")
+        assert p.returncode == 0, p.stderr
+        (row,) = json.loads(p.stdout)
+        assert row["records"] == 200 and row["copies"] >= 400 and row["r"] == 2
+        p = ldshell(cluster, "query", "SELECT node, sum(records) AS n FROM partitions "
+                    "GROUP BY node ORDER BY node", "--json")
+        assert p.returncode == 0, p.stderr
+        rows = json.loads(p.stdout)
+        assert [r["node"] for r in rows] == [0, 1, 2] and sum(r["n"] for r in rows) == 500
+        p = ldshell(cluster, "query", "SELECT nope FROM nodes", "--json")
+        assert p.returncode == 2 and "query failed" in p.stderr
+
+        after = [scrape(cluster, i) for i in range(3)]
+        def grew(name):
+            return sum(total(s, name) for s in after) - sum(total(s, name) for s in before)
+
+        assert grew("logdevice_appends_total") == 250
+        assert grew("logdevice_store_records_total") >= 500  # retried waves store more
+        assert sum(total(s, "logdevice_append_latency_seconds_count") for s in after) >= 250
+        assert sum(total(s, "logdevice_releases_total") for s in after) > sum(
+            total(s, "logdevice_releases_total") for s in before)
+        assert sum(total(s, "logdevice_checker_records_served_total") for s in after) >= 500
+        assert all(s[f'logdevice_node_up{{"node": "{i}"}}'] == 1 for i, s in enumerate(after))
+        # The records query read the 250 records through read streams (SCD by default).
+        shipped = sum(v for s in after for k, v in s.items()
+                      if k.startswith("logdevice_read_records_shipped_total"))
+        assert shipped >= 250
+        assert sum(total(s, "logdevice_read_streams_started_total") for s in after) >= 3
+
+        # The interactive prompt reads commands from stdin too.
+        p = subprocess.run([os.path.join(BIN, "ldshell"), "--config", str(cluster.config_path)],
+                           input='query "SELECT count(*) AS n FROM nodes" --json\nquit\n',
+                           capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "HOME": str(cluster.root)})
+        assert p.returncode == 0, p.stderr
+        assert '[{"n": 3}]' in p.stdout
+    finally:
+        client.close()
+
+
+def test_lost_records_and_forged_copyset_are_reported(local_cluster):
+    racks = ["r.d.c.row.rack1", "r.d.c.row.rack1", "r.d.c.row.rack2", "r.d.c.row.rack2"]
+    cluster = local_cluster(nodes=4, replication={"rack": 2, "node": 2}, logs=range(1, 3),
+                            locations=racks)
+    client = cluster.client()
+    try:
+        lsns = [client.append(1, b"r%d" % i) for i in range(300)]
+    finally:
+        client.close()
+    cluster.stop_all()
+
+    dbs = {i: LogsDB(cluster.logsdb_path(i)) for i in range(4)}
+    try:
+        csi = {i: db.read_csi(1, 1, max_entries=10_000) for i, db in dbs.items()}
+        # Only records on exactly two nodes (a store wave that timed out and was retried
+        # leaves a third, stale copy: losing that one is no violation).
+        lsn_all, copies = np.unique(np.concatenate([c.lsns for c in csi.values()]),
+                                    return_counts=True)
+        two = lsn_all[copies == 2]
+        on3 = np.intersect1d(csi[3].lsns, two)
+        rng = np.random.default_rng(5)
+        victims = sorted(set(on3[10:14].tolist()) | set(
+            rng.choice(on3[20:], 8, replace=False).tolist()))
+        assert dbs[3].delete_records(1, victims) == len(victims)
+        # Forge: a record on {a in rack1, 2} moves to {a, a'}, both in rack1.
+        cs0 = {int(x): [int(n) for n in row if n >= 0]
+               for x, row in zip(csi[0].lsns, csi[0].copysets, strict=True)}
+        forged = next(x for x, cs in sorted(cs0.items())
+                      if sorted(cs) == [0, 2] and x not in victims and x in set(two.tolist()))
+        rb = dbs[0].read_records_at(1, [forged])
+        for node in (0, 1):
+            dbs[node].write_records(1, rb.lsns, rb.timestamps, rb.flags,
+                                    np.array([[0, 1]], np.int16), rb.payloads, rb.offsets,
+                                    rb.waves, sync=True)
+        assert dbs[2].delete_records(1, [forged]) == 1
+    finally:
+        for db in dbs.values():
+            db.close()
+    for i in range(4):
+        cluster.start(i)
+
+    code, report = check_json(cluster, "--logs", "1")
+    assert code == 1
+    v = report["violations"]
+    assert v == {"placement": 1, "durability": len(victims), "progress": 0,
+                 "availability": 0}
+    dur = [d for d in report["details"] if d["category"] == "durability"]
+    assert all(d["kind"] == "missing_copy" and d["nodes_missing"] == [3] for d in dur)
+    found = sorted(x for d in dur for x in lsns if d["lsn_lo"] <= x <= d["lsn_hi"])
+    assert found == victims  # exactly the lost records, nothing next to them
+    (place,) = [d for d in report["details"] if d["category"] == "placement"]
+    assert (place["lsn_lo"], place["lsn_hi"], place["copysets"]) == (forged, forged,
+                                                                     [[0, 1]])
+
+
+def _stderr_lines(proc):
+    lines = queue.Queue()
+
+    def pump():
+        for line in proc.stderr:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def test_paused_node_is_rechecked_not_reported_as_loss(local_cluster):
+    cluster = local_cluster(nodes=3, replication=2, logs=range(1, 3))
+    client = cluster.client()
+    try:
+        for i in range(100):
+            client.append(1, b"p%d" % i)
+    finally:
+        client.close()
+    cluster.pause(2)
+    try:
+        proc = subprocess.Popen(
+            [os.path.join(BIN, "ldshell"), "--config", str(cluster.config_path),
+             "--timeout", "1", "check", "--json", "--recheck-delay", "4"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            lines = _stderr_lines(proc)
+            while True:  # the first round gave up on N2: let it answer the re-check
+                line = lines.get(timeout=60)
+                assert line is not None, "ldshell ended before re-checking"
+                if "re-checking N2" in line:
+                    break
+            cluster.resume(2)
+            out, _ = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        assert proc.returncode == 0, out
+        report = json.loads(out)
+        assert report["violations"] == {"placement": 0, "durability": 0, "progress": 0,
+                                        "availability": 0}
+        assert report["rechecked_nodes"] == [2]
+        assert report["summary"]["records"] == 100
+
+        # Silent through the re-check too: availability, never data loss.
+        cluster.pause(2)
+        p = subprocess.run(
+            [os.path.join(BIN, "ldshell"), "--config", str(cluster.config_path),
+             "--timeout", "1", "check", "--json", "--recheck-delay", "0.2"],
+            capture_output=True, text=True, timeout=120)
+        assert p.returncode == 1, p.stderr
+        report = json.loads(p.stdout)
+        assert report["violations"] == {"placement": 0, "durability": 0, "progress": 0,
+                                        "availability": 1}
+        assert {d["nodes_missing"][0] for d in report["details"]} == {2}
+    finally:
+        cluster.resume(2)
+
+
+def test_periodic_checks_run_on_one_node_and_reach_metrics(local_cluster):
+    cluster = local_cluster(nodes=3, replication=2, logs=range(1, 3),
+                            checker_interval_ms=300)
+    client = cluster.client()
+    try:
+        for i in range(50):
+            client.append(1, b"c%d" % i)
+    finally:
+        client.close()
+    def runs_now():
+        return [total(scrape(cluster, i), "logdevice_checker_runs_total") for i in range(3)]
+
+    # Wait for a check that started after the appends: two more runs than now.
+    target = max(runs_now()) + 2
+    deadline = time.monotonic() + 60
+    while True:
+        runs = runs_now()
+        if max(runs) >= target:
+            break
+        assert time.monotonic() < deadline, f"no periodic check ran: {runs}"
+        time.sleep(0.2)
+    assert sorted(r > 0 for r in runs) == [False, False, True]  # the lease holder only
+    holder = runs.index(max(runs))
+    samples = scrape(cluster, holder)
+    assert samples["logdevice_checker_records_checked"] == 50
+    assert samples["logdevice_checker_records_missing_copies"] == 0
+    assert samples["logdevice_checker_records_not_adhering_to_placement"] == 0
+
+
+def test_node_budget_paces_the_check(local_cluster):
+    # 2,000 records/s per node, a burst of 500: a node holding ~1,300 records needs
+    # at least ~0.4 s to answer them all, however fast the reads are.
+    cluster = local_cluster(nodes=3, replication=2, logs=range(1, 2),
+                            checker_records_per_second=2000)
+    client = cluster.client()
+    try:
+        client.append(1, b"first")  # activates the sequencer
+        for chunk in range(0, 1999, 200):
+            futs = [client.append_async(1, b"b%d" % i)
+                    for i in range(chunk, min(chunk + 200, 1999))]
+            for f in futs:
+                f.result(timeout=60)
+    finally:
+        client.close()
+    code, report = check_json(cluster, "--logs", "1")
+    assert code == 0 and report["summary"]["records"] == 2000
+    assert report["seconds"] >= 0.4, report["seconds"]  # timed inside the check
+    served = [total(scrape(cluster, i), "logdevice_checker_records_served_total")
+              for i in range(3)]
+    assert sum(served) >= 4000  # every copy listed once: R=2 (more after a retried wave)
