@@ -7,9 +7,9 @@ them (a gap needs "nothing here" answers from enough nodes that every copyset of
 epoch meets one of them; the smallest R is the conservative choice).  Nodes' authoritative
 status (REFERENCE.md §A3) comes from the epoch store's event log.
 
-The client reaches the epoch store only when the config names a ``file:`` store that
-exists on this machine (the embedded SQLite store of a local cluster).  Otherwise, or
-when the log has no history yet, it reads from every storage node in the config, all
+The client reaches the epoch store when the config names a ZooKeeper store, or a ``file:``
+store that exists on this machine (the embedded SQLite store of a local cluster).  Otherwise,
+when the store does not answer in time, or when the log has no history yet, it reads from every storage node in the config, all
 taken as fully authoritative.  The placement is fixed when a stream starts: a nodeset
 change during a tailing read is not picked up.
 """
@@ -74,12 +74,10 @@ class PlacementSource:
                 return self._store
             self._tried = True
             try:
-                from logdevice.epochstore import parse_epoch_store_uri
-                from logdevice.epochstore.sqlite import FileEpochStore
+                from logdevice.epochstore import open_existing_epoch_store
 
-                uri = parse_epoch_store_uri(self.config.epoch_store_uri)
-                if uri.scheme == "file" and uri.path is not None and uri.path.exists():
-                    self._store = FileEpochStore(uri.path, timeout=2.0)
+                self._store = open_existing_epoch_store(self.config.epoch_store_uri,
+                                                        timeout=2.0)
             except (LogDeviceError, OSError, ValueError):
                 self._store = None
             return self._store
