@@ -8,10 +8,11 @@ epoch meets one of them; the smallest R is the conservative choice).  Nodes' aut
 status (REFERENCE.md §A3) comes from the epoch store's event log.
 
 The client reaches the epoch store when the config names a ZooKeeper store, or a ``file:``
-store that exists on this machine (the embedded SQLite store of a local cluster).  Otherwise,
-when the store does not answer in time, or when the log has no history yet, it reads from every storage node in the config, all
-taken as fully authoritative.  The placement is fixed when a stream starts: a nodeset
-change during a tailing read is not picked up.
+store that exists on this machine (the embedded SQLite store of a local cluster).
+Otherwise, when the store does not answer in time, or when the log has no history yet, it
+reads from every storage node in the config, all taken as fully authoritative.  The
+placement is fixed when a stream starts: a nodeset change during a tailing read is not
+picked up.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ The store keeps no ephemeral znodes, so a new session loses nothing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -97,12 +98,17 @@ class ZooKeeperEpochStore(EpochStore):
         self._ready = False
         self._closed = False
         hosts = ",".join(f"{h}:{p}" for h, p in uri.hosts)
+        kazoo_log = logging.getLogger("logdevice.epochstore.kazoo")
+        if kazoo_log.level == logging.NOTSET:
+            # We log once what an operation waits for; kazoo would log every reconnect
+            # attempt (several a second during an outage).  Lower it to see them.
+            kazoo_log.setLevel(logging.ERROR)
         # Reconnect forever in the background (kazoo's connection retry); each operation
         # bounds its own wait.
         self._zk = KazooClient(
             hosts=hosts, timeout=session_timeout,
             connection_retry=KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_delay=1.0),
-            logger=logging.getLogger("logdevice.epochstore.kazoo"))
+            logger=kazoo_log)
         self._connected = threading.Event()
         self._zk.add_listener(self._on_state)
         self._zk.start_async()
@@ -171,11 +177,9 @@ class ZooKeeperEpochStore(EpochStore):
         from kazoo.exceptions import NodeExistsError
 
         for path in (self._logs, self._events):
-            try:
+            with contextlib.suppress(NodeExistsError):
                 self._wait(self._zk.create_async(path, b"0" if path == self._events else b"",
                                                  makepath=True), deadline)
-            except NodeExistsError:
-                pass
         self._ready = True
 
     def _outcome_unknown(self, exc: BaseException) -> bool:

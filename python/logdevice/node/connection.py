@@ -96,7 +96,8 @@ class Connection(asyncio.Protocol):
         if self.outbound:
             me = self.node.me
             self._write_now(Hello(cluster=self.node.config.cluster, role="node",
-                                  node_index=me.index, location=str(me.location)))
+                                  node_index=me.index, location=str(me.location),
+                                  store_id=self.node.store_id))
         else:
             self.node.connections.add(self)
             self._hello_timer = self.node.loop.call_later(HELLO_TIMEOUT, self._hello_timeout)
@@ -173,7 +174,7 @@ class Connection(asyncio.Protocol):
             self._hello_timer.cancel()
             self._hello_timer = None
         node = self.node
-        status, why = check_hello(msg, node.config.cluster)
+        status, why = check_hello(msg, node.config.cluster, store_id=node.store_id)
         if status == E.OK and msg.role == "node" and not node.config.has_node(
                 msg.node_index or 0):
             status, why = E.NOTINSERVERCONFIG, f"node {msg.node_index} is not in the config"
