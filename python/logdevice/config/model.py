@@ -159,6 +159,7 @@ class Settings:
     scd_all_send_all_timeout_ms: int = 10_000  # stuck this long in SCD: all-send-all
     store_graylist_ms: int = 5_000  # a node that timed out a wave is avoided this long
     store_blacklist_ms: int = 10_000  # a node that answered an error is avoided this long
+    frame_timeout_ms: int = 30_000  # a frame half-sent and then stalled this long: close
 
     def to_dict(self, only_changed: bool = True) -> dict[str, Any]:
         """The settings as JSON; by default only those that differ from the defaults."""
