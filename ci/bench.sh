@@ -16,4 +16,5 @@ if [ "${LD_BENCH_E2E:-1}" = 1 ]; then
   .venv/bin/python benchmarks/write_path.py "${peers[@]}"
   .venv/bin/python -m logdevice.tools.ldbench read --records "${LD_BENCH_READ_RECORDS:-10000000}" \
     --json benchmarks/last-read-path.json
+  .venv/bin/python benchmarks/epoch_activation.py  # ZooKeeper vs SQLite epoch store
 fi

@@ -82,10 +82,14 @@ class LocalZooKeeper:
         Loopback address the server binds (127.0.0.0/8).
     start_timeout : float
         Seconds ``start`` waits for the server to answer.
+    durable : bool
+        fsync ZooKeeper's transaction log on every write, as in production (benchmarks);
+        off by default (tests: the data is thrown away, fsyncs only load the disk).
     """
 
     def __init__(self, root: str | os.PathLike[str] | None = None, port: int | None = None,
-                 host: str = "127.0.0.1", start_timeout: float = 60.0) -> None:
+                 host: str = "127.0.0.1", start_timeout: float = 60.0,
+                 durable: bool = False) -> None:
         self._classpath = zookeeper_classpath()
         self._own_root = root is None
         self.root = Path(tempfile.mkdtemp(prefix="ld-zk-") if root is None else root).resolve()
@@ -107,7 +111,7 @@ class LocalZooKeeper:
             "minSessionTimeout=1000\n"
             "admin.enableServer=false\n"
             "4lw.commands.whitelist=srvr,ruok\n"
-            "forceSync=no\n")  # test data: fsync buys nothing and costs the shared disk
+            f"forceSync={'yes' if durable else 'no'}\n")
         _LIVE.add(self)
         try:
             self.start()

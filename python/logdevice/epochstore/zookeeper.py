@@ -53,6 +53,7 @@ SCHEMA_VERSION = 1
 _EVENT_DIGITS = 20  # znode names sort like the numbers they spell
 _BACKOFF_START = 0.05
 _BACKOFF_MAX = 1.0
+_QUIET_CONNECT = 1.0  # seconds a new store may take to connect before we log a wait
 
 
 def _dumps(obj: Any) -> bytes:
@@ -110,11 +111,13 @@ class ZooKeeperEpochStore(EpochStore):
             connection_retry=KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_delay=1.0),
             logger=kazoo_log)
         self._connected = threading.Event()
+        self._ever_connected = False
         self._zk.add_listener(self._on_state)
         self._zk.start_async()
 
     def _on_state(self, state: str) -> None:  # kazoo's thread: only flip the event
         if state == "CONNECTED":
+            self._ever_connected = True
             self._connected.set()
         else:
             self._connected.clear()
@@ -130,10 +133,11 @@ class ZooKeeperEpochStore(EpochStore):
             SessionExpiredError,
         )
 
-        # ConnectionClosedError: kazoo between sessions (our own close is checked above).
+        # ConnectionClosedError: kazoo between sessions (our own close is checked first).
         unreachable = (ConnectionLoss, SessionExpiredError, OperationTimeoutError,
                        ConnectionClosedError, self._zk.handler.timeout_exception)
-        deadline = time.monotonic() + self.timeout
+        start = time.monotonic()
+        deadline = start + self.timeout
         delay = _BACKOFF_START
         waited_since: float | None = None
         while True:
@@ -153,7 +157,9 @@ class ZooKeeperEpochStore(EpochStore):
                 except unreachable as exc:
                     why = type(exc).__name__
                     now = time.monotonic()
-            if waited_since is None:
+            # A store just opened is still connecting: say nothing for its first second.
+            if waited_since is None and (why != "not connected" or self._ever_connected
+                                         or now - start >= _QUIET_CONNECT):
                 waited_since = now
                 log.warning("epoch store %s: ZooKeeper unreachable (%s); waiting to %s, "
                             "retrying for up to %g s", self.uri, why, what, self.timeout)
