@@ -6,10 +6,13 @@ files; and the guards against nodes that do not share one epoch store."""
 from __future__ import annotations
 
 import json
+import select
+import signal
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -185,3 +188,28 @@ def test_node_refuses_to_start_on_another_epoch_store(local_cluster, tmp_path):
          "--node-index", "2"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     assert "epoch store mismatch" in proc.stderr and "cannot start" in proc.stderr
+
+
+def test_ld_dev_cluster_on_zookeeper_and_loopback_hosts(zk_uri, tmp_path):
+    hosts = HOSTS[:3]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logdevice.local_cluster", "--epoch-store", zk_uri,
+         "--hosts", ",".join(hosts), "--logs", "1-4", "--root", str(tmp_path / "dev")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 120)
+        assert ready, "ld-dev-cluster printed no config path in time"
+        config_path = proc.stdout.readline().strip()
+        assert config_path.endswith("cluster.json"), config_path
+        cfg = json.loads(Path(config_path).read_text())
+        assert [n["host"] for n in cfg["nodes"]] == hosts and cfg["epoch_store"] == zk_uri
+        with ld.Client(config_path, timeout=30) as client:
+            assert ldlsn.epoch_of(client.append(2, b"via ld-dev-cluster")) >= 1
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        proc.stdout.close()
+        proc.stderr.close()

@@ -79,3 +79,27 @@ def test_opening_while_zookeeper_is_down(zookeeper_factory):
     finally:
         s.close()
     assert s.closed
+
+
+def test_a_lost_session_is_replaced(zk_server, zk_uri, caplog):
+    """ZooKeeper expires the store's session (here: another client takes it over and
+    closes it); the store gets a new session and goes on, epochs intact."""
+    from kazoo.client import KazooClient
+
+    with open_epoch_store(zk_uri, timeout=WAIT) as s:
+        s.activate(1, MD)
+        old = s.session
+        thief = KazooClient(hosts=zk_server.address, client_id=old)
+        thief.start(30)
+        thief.stop()  # closes the session: the server expires it for the store
+        thief.close()
+        deadline = time.monotonic() + WAIT
+        epochs = []
+        while True:
+            epochs.append(s.activate(1)[0])  # works before, during and after the change
+            if s.session is not None and s.session[0] != old[0]:
+                break
+            assert time.monotonic() < deadline, "the store kept the dead session"
+            time.sleep(0.05)
+        epochs.append(s.activate(1)[0])
+        assert epochs == list(range(2, 2 + len(epochs)))

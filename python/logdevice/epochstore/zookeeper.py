@@ -380,6 +380,11 @@ class ZooKeeperEpochStore(EpochStore):
         return self._closed
 
     @property
+    def session(self) -> tuple[int, bytes] | None:
+        """The ZooKeeper session (id, password) now held, None while there is none."""
+        return self._zk.client_id  # type: ignore[no-any-return]
+
+    @property
     def connected(self) -> bool:
         """Whether the client holds a live ZooKeeper connection now."""
         return bool(self._zk.connected)
