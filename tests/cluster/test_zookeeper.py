@@ -88,7 +88,7 @@ def test_sequencer_failover_through_zookeeper(local_cluster, zk_uri):
     check_reads(cluster, streamer.acked)
 
 
-def test_zookeeper_restart_under_a_running_writer(local_cluster, zookeeper_factory):
+def test_zookeeper_restart_under_a_running_writer(zookeeper_factory, local_cluster):
     zk = zookeeper_factory()
     cluster = local_cluster(nodes=3, replication=2, logs=range(1, 11),
                             epoch_store=zk.uri("/restart"))
@@ -111,7 +111,7 @@ def test_zookeeper_restart_under_a_running_writer(local_cluster, zookeeper_facto
     check_acked_on_disk(cluster, streamer.acked, 2)
 
 
-def test_new_epochs_wait_for_zookeeper_then_proceed(local_cluster, zookeeper_factory):
+def test_new_epochs_wait_for_zookeeper_then_proceed(zookeeper_factory, local_cluster):
     """A sequencer killed while ZooKeeper is down: its logs cannot get a new epoch until
     ZooKeeper is back; appends fail in bounded time meanwhile, then succeed."""
     zk = zookeeper_factory()
