@@ -100,6 +100,8 @@ def test_zookeeper_restart_under_a_running_writer(zookeeper_factory, local_clust
         # Sequencers hold their epochs: appends go on while ZooKeeper is away.
         before = streamer.count()
         streamer.wait_for(before + 300, timeout=60.0)
+        # And readers read (placement from the config when the store does not answer).
+        check_reads(cluster, dict(streamer.acked))  # dict(): one atomic copy
         zk.start()
         before = streamer.count()
         streamer.wait_for(before + 300, timeout=60.0)
