@@ -41,13 +41,13 @@ def test_activation_waits_for_zookeeper_and_says_so(zookeeper_factory, caplog):
         t = threading.Thread(target=lambda: result.append(s.activate(1)[0]))
         t.start()
         deadline = time.monotonic() + WAIT
-        while "waiting to update log 1" not in caplog.text:  # it noticed and said so
+        while "waiting to activate a new epoch of log 1" not in caplog.text:  # it said so
             assert time.monotonic() < deadline and t.is_alive()
             time.sleep(0.05)
         zk.start()
         t.join(WAIT)
         assert not t.is_alive() and result == [2]
-        assert "ZooKeeper is back; update log 1 done" in caplog.text
+        assert "ZooKeeper is back; activate a new epoch of log 1" in caplog.text
 
 
 def test_operations_give_up_after_the_timeout(zookeeper_factory):

@@ -33,13 +33,15 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
 from logdevice.epochstore.base import (
     EpochStore,
     LogEpochState,
+    MetadataArg,
+    TailRecord,
     VersionMismatchError,
     _check_log_id,
 )
@@ -112,6 +114,7 @@ class ZooKeeperEpochStore(EpochStore):
             logger=kazoo_log)
         self._connected = threading.Event()
         self._ever_connected = False
+        self._purpose = threading.local()  # what the caller is doing, for the wait log line
         self._zk.add_listener(self._on_state)
         self._zk.start_async()
 
@@ -136,6 +139,7 @@ class ZooKeeperEpochStore(EpochStore):
         # ConnectionClosedError: kazoo between sessions (our own close is checked first).
         unreachable = (ConnectionLoss, SessionExpiredError, OperationTimeoutError,
                        ConnectionClosedError, self._zk.handler.timeout_exception)
+        what = self._what(what)
         start = time.monotonic()
         deadline = start + self.timeout
         delay = _BACKOFF_START
@@ -211,7 +215,30 @@ class ZooKeeperEpochStore(EpochStore):
         body["log_id"] = log_id
         return LogEpochState.from_dict(body), stat, d.get("w")
 
+    @contextlib.contextmanager
+    def _doing(self, what: str) -> Iterator[None]:
+        """Name what this thread's operations are for (the wait log line says it)."""
+        outer = getattr(self._purpose, "what", None)
+        self._purpose.what = outer or what
+        try:
+            yield
+        finally:
+            self._purpose.what = outer
+
+    def _what(self, default: str) -> str:
+        return getattr(self._purpose, "what", None) or default
+
     # -- EpochStore -----------------------------------------------------------------------
+    def activate(self, log_id: int, metadata: MetadataArg = None,
+                 expected_version: int | None = None) -> tuple[int, LogEpochState]:
+        with self._doing(f"activate a new epoch of log {log_id} (sequencer activation)"):
+            return super().activate(log_id, metadata, expected_version)
+
+    def set_last_clean_epoch(self, log_id: int, epoch: int,
+                             tail: TailRecord | None = None) -> LogEpochState:
+        with self._doing(f"record log {log_id} clean up to epoch {epoch} (recovery)"):
+            return super().set_last_clean_epoch(log_id, epoch, tail)
+
     def get(self, log_id: int) -> LogEpochState | None:
         log_id = _check_log_id(log_id)
         return self._call(f"read log {log_id}", lambda: self._read_log(log_id)[0])  # type: ignore[no-any-return]
@@ -255,6 +282,7 @@ class ZooKeeperEpochStore(EpochStore):
         return self._cas_loop(f"update log {log_id}", attempt)  # type: ignore[no-any-return]
 
     def _cas_loop(self, what: str, attempt: Callable[[], Any]) -> Any:
+        what = self._what(what)
         deadline = time.monotonic() + self.timeout
         while True:
             try:
