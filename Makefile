@@ -6,7 +6,7 @@ PY := .venv/bin/python
 STAMPS := .make
 KERNEL_SOURCES := $(wildcard src/ldcore/*.pyx src/ldcore/*.pxd src/ldcore/*.h) $(wildcard _ext/*.py)
 
-.PHONY: run test bench lint build clean chaos docs
+.PHONY: run test bench lint build clean chaos docs fuzz
 
 run: $(STAMPS)/build
 	$(PY) -m logdevice.demo
@@ -25,6 +25,10 @@ chaos: $(STAMPS)/build
 # The documentation site (docs/_build/html); warnings (broken references) are errors.
 docs: $(STAMPS)/build
 	bash ci/docs.sh
+# A longer run of the wire decoder fuzz test (LD_FUZZ_EXAMPLES frames, default 20000).
+fuzz: $(STAMPS)/build
+	LD_FUZZ_EXAMPLES=$${LD_FUZZ_EXAMPLES:-20000} $(PY) -m pytest -q -p no:cacheprovider \
+		tests/unit/test_wire_fuzz.py $(ARGS)
 
 lint: $(STAMPS)/build
 	bash ci/lint.sh

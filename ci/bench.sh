@@ -20,4 +20,5 @@ if [ "${LD_BENCH_E2E:-1}" = 1 ]; then
     --json benchmarks/last-read-path.json
   .venv/bin/python benchmarks/durability.py
   .venv/bin/python benchmarks/checker.py  # LD_CHECKER_RECORDS (default 10 M)
+  .venv/bin/python benchmarks/epoch_activation.py  # ZooKeeper vs SQLite epoch store
 fi

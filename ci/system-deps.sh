@@ -8,6 +8,7 @@ PACKAGES=(
   librocksdb-dev                      # LogsDB's storage engine (headers + shared library)
   libzstd-dev                         # the codec links libzstd directly
   python3-venv                        # .venv on a stock Debian Python
+  zookeeper                           # a real ZooKeeper (and a JRE) for the zookeeper: store tests
   redis-server                        # peer system in the write benchmark
 )
 [ "${LD_WITH_BENCH_PEERS:-1}" = 1 ] || PACKAGES=("${PACKAGES[@]/redis-server}")

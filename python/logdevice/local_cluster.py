@@ -1,15 +1,21 @@
-"""``LocalCluster``: a real cluster of ``logdeviced`` processes on 127.0.0.1.
+"""``LocalCluster``: a real cluster of ``logdeviced`` processes on loopback addresses.
 
     with ld.LocalCluster(nodes=5, replication=2, logs=range(1, 101)) as cluster:
         client = cluster.client()
         cluster.kill(2); cluster.start(2)
 
 It writes a config into ``root`` (a temporary directory, removed on exit, when ``root`` is
-None), picks free loopback ports, starts one node process per node with the embedded
-(SQLite) epoch store and waits until every node answers HELLO and every node's cluster
-view shows all running nodes alive.  Each node's stderr goes to ``<root>/N<i>.log``; a
-node that does not come up in time raises ``TimeoutError`` naming it and quoting the end
-of its log.
+None), picks free loopback ports, starts one node process per node (by default on
+127.0.0.1 with the embedded SQLite epoch store) and waits until every node answers HELLO
+and every node's cluster view shows all running nodes alive.  Each node's stderr goes to
+``<root>/N<i>.log``; a node that does not come up in time raises ``TimeoutError`` naming it
+and quoting the end of its log.
+
+With ``hosts=[...]`` (one loopback address per node) and ``epoch_store="zookeeper:..."``
+the cluster is laid out as it would be on separate machines: node ``i`` listens on
+``hosts[i]``, runs in its own directory ``<root>/N<i>/`` with its own copy of the config
+and its data under it, and shares no file with the other nodes (the epoch store is
+ZooKeeper; clients use ``<root>/cluster.json``).
 
 Processes never outlive the cluster: ``close()`` (also on ``__exit__``, on interpreter
 exit, and on any error while starting) resumes paused nodes, sends SIGTERM, waits a
@@ -38,7 +44,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +89,7 @@ def _tail(path: Path, lines: int = 20) -> str:
 
 
 class LocalCluster:
-    """Node processes on free 127.0.0.1 ports, started on construction.
+    """Node processes on free loopback ports, started on construction.
 
     Parameters
     ----------
@@ -98,6 +104,12 @@ class LocalCluster:
         when None.  An explicit root is kept.
     roles, locations, weights : per-node sequences, optional
         As in ``config.make_local_config``.
+    epoch_store : str, optional
+        Epoch store URI (``zookeeper:127.0.0.1:2181/mycluster``); default a SQLite file
+        in ``root``.
+    hosts : sequence of str, optional
+        One listen address per node (127.0.0.0/8 for a local cluster).  Each node then
+        gets its own directory and config copy (no shared files).
     ready_timeout : float
         Seconds to wait for the nodes to come up.
     log_level : str
@@ -112,8 +124,9 @@ class LocalCluster:
     def __init__(self, nodes: int = 5, replication: int | Mapping[str, int] = 2,
                  logs: Iterable[int] = range(1, 101), root: str | os.PathLike[str] | None = None,
                  *, cluster: str = "local", roles: Any = None, locations: Any = None,
-                 weights: Any = None, ready_timeout: float = 30.0, log_level: str = "INFO",
-                 **options: Any) -> None:
+                 weights: Any = None, epoch_store: str | None = None,
+                 hosts: Sequence[str] | None = None, ready_timeout: float = 30.0,
+                 log_level: str = "INFO", **options: Any) -> None:
         settings = dict(LOCAL_SETTINGS)
         log_attrs: dict[str, Any] = {}
         for key, value in options.items():
@@ -135,14 +148,27 @@ class LocalCluster:
         self._paused: set[int] = set()
         self._closed = False
         self._lock = threading.RLock()
+        if hosts is not None and len(hosts) != nodes:
+            raise ValueError(f"hosts has {len(hosts)} entries for {nodes} nodes")
+        self.separate_roots = hosts is not None
+        host_list = list(hosts) if hosts is not None else ["127.0.0.1"] * nodes
         try:
-            ports = free_ports(2 * nodes)  # a data port and an admin (metrics) port each
+            # A data port and an admin (metrics) port for each node, free on its host.
+            per_host = {h: iter(free_ports(2 * host_list.count(h), h))
+                        for h in dict.fromkeys(host_list)}
+            data_ports = [next(per_host[h]) for h in host_list]
+            admin_ports = [next(per_host[h]) for h in host_list]
             self.config: Config = make_local_config(
-                nodes, replication, logs, root=self.root, ports=ports[:nodes],
-                admin_ports=ports[nodes:],
+                nodes, replication, logs, root=self.root, ports=data_ports,
+                admin_ports=admin_ports, host=host_list,
                 cluster=cluster, roles=roles, locations=locations, weights=weights,
-                log_attrs=log_attrs, settings=settings)
+                log_attrs=log_attrs, settings=settings, epoch_store=epoch_store,
+                data_dir="data" if self.separate_roots else None)
             self.config_path = self.config.dump(self.root / "cluster.json")
+            if self.separate_roots:
+                for i in range(nodes):
+                    self.node_root(i).mkdir(parents=True, exist_ok=True)
+                    self.config.dump(self.node_config_path(i))
             _LIVE.add(self)
             for i in range(nodes):
                 self._spawn(i)
@@ -164,7 +190,17 @@ class LocalCluster:
     def node_address(self, i: int) -> tuple[str, int]:
         return self.config.node(i).address
 
+    def node_root(self, i: int) -> Path:
+        """The directory node ``i`` runs in (its own one with ``hosts``, else ``root``)."""
+        return self.root / f"N{i}" if self.separate_roots else self.root
+
+    def node_config_path(self, i: int) -> Path:
+        """The config file node ``i`` reads."""
+        return self.node_root(i) / "cluster.json"
+
     def node_data_dir(self, i: int) -> Path:
+        if self.separate_roots:
+            return Config.load(self.node_config_path(i)).node_data_dir(i)
         return self.config.node_data_dir(i)
 
     def logsdb_path(self, i: int) -> Path:
@@ -197,13 +233,14 @@ class LocalCluster:
 
     # -- processes --------------------------------------------------------------------------
     def _spawn(self, i: int) -> None:
-        cmd = [sys.executable, "-m", "logdevice.node.main", "--config", str(self.config_path),
+        cmd = [sys.executable, "-m", "logdevice.node.main", "--config",
+               str(self.node_config_path(i)),
                "--node-index", str(i), "--log-level", self.log_level]
         with open(self.log_path(i), "ab") as err:
             err.write(f"==== starting N{i} at {time.strftime('%H:%M:%S')} ====\n".encode())
             err.flush()
             self._procs[i] = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err, cwd=self.root,
+                cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err, cwd=self.node_root(i),
                 start_new_session=True,
                 preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
 
@@ -362,13 +399,20 @@ def _parse_logs(text: str) -> list[int]:
 def main(argv: list[str] | None = None) -> int:
     """``ld-dev-cluster``: start a local cluster, print its config path, run until Ctrl-C."""
     p = argparse.ArgumentParser(prog="ld-dev-cluster",
-                                description="Run a local logdevice cluster on 127.0.0.1.")
+                                description="Run a local logdevice cluster on loopback "
+                                            "addresses.")
     p.add_argument("--nodes", type=int, default=5)
     p.add_argument("--replication", type=int, default=2)
     p.add_argument("--logs", default="1-100", help="log ids, e.g. 1-100 or 1,5,7-9")
     p.add_argument("--root", default=None, help="directory for config, data and node logs "
                                                 "(default: a temporary one, removed on exit)")
     p.add_argument("--log-level", default="INFO")
+    p.add_argument("--epoch-store", default=None, metavar="URI",
+                   help="epoch store, e.g. zookeeper:127.0.0.1:2181/dev (default: a SQLite "
+                        "file in the root)")
+    p.add_argument("--hosts", default=None, metavar="A,B,...",
+                   help="one loopback address per node, e.g. 127.0.0.2,127.0.0.3,127.0.0.4 "
+                        "(each node then gets its own directory; needs a zookeeper: store)")
     args = p.parse_args(argv)
     stop = threading.Event()
 
@@ -378,9 +422,11 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        cluster = LocalCluster(nodes=args.nodes, replication=args.replication,
-                               logs=_parse_logs(args.logs), root=args.root,
-                               log_level=args.log_level)
+        hosts = args.hosts.split(",") if args.hosts else None
+        cluster = LocalCluster(nodes=len(hosts) if hosts else args.nodes,
+                               replication=args.replication, logs=_parse_logs(args.logs),
+                               root=args.root, log_level=args.log_level,
+                               epoch_store=args.epoch_store, hosts=hosts)
     except (TimeoutError, RuntimeError, ValueError) as exc:
         print(f"ld-dev-cluster: {exc}", file=sys.stderr)
         return 1

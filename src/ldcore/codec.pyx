@@ -55,7 +55,10 @@ COMPRESSION_NONE = 0
 COMPRESSION_ZSTD = 1
 FLAG_CHECKSUM_CRC32C = 0x08
 FLAG_PRODUCER = 0x10
-DEFAULT_MAX_SIZE = 1 << 30
+# The largest blob a BufferedWriter makes: its blobs are appends, and no append may exceed
+# 32 MiB (logdevice's MAX_PAYLOAD_SIZE).  A blob claiming more is refused before anything
+# is allocated, so a small compressed record cannot make a reader allocate more.
+DEFAULT_MAX_SIZE = 32 * 1024 * 1024
 
 cdef enum:
     _MAGIC = 0xB1

@@ -232,6 +232,8 @@ def _zero_weights(d):
 
 BAD = [
     # (id, mutation, field, words in the message)
+    ("file-store-many-hosts", _set(["nodes", 1, "host"], "db2.example"), "epoch_store",
+     "is a file on one machine, but the nodes name 2 hosts (127.0.0.1, db2.example)"),
     ("unknown-top-key", _set(["nodez"], []), "nodez", "unknown key"),
     ("unknown-node-key", _set(["nodes", 1, "prot"], 1), "nodes[1].prot", "unknown key"),
     ("unknown-log-key", _set(["logs", 1, "stickycopysets"], True), "logs[1].stickycopysets",
@@ -369,6 +371,29 @@ def test_unreadable_and_malformed_files(tmp_path):
     top.write_text("[1, 2]")
     with pytest.raises(InvalidConfigError, match="expected an object"):
         Config.load(top)
+
+
+def test_zookeeper_store_serves_many_hosts(tmp_path):
+    d = base_config()
+    for i, n in enumerate(d["nodes"]):
+        n["host"] = f"127.0.0.{i + 2}"
+    d["epoch_store"] = "zookeeper:127.0.0.1:2181/test"
+    cfg = Config.load(write(tmp_path, d))
+    assert [n.address[0] for n in cfg.nodes] == [f"127.0.0.{i + 2}" for i in range(5)]
+
+
+@pytest.mark.parametrize("depth", [100_000, 5_000])
+def test_deeply_nested_config_is_a_config_error(tmp_path, depth):
+    path = tmp_path / "deep.json"
+    path.write_text('{"cluster": "x", "settings": ' + "[" * depth + "]" * depth + "}")
+    with pytest.raises(InvalidConfigError, match="nested") as ei:
+        Config.load(path)
+    assert str(path) in str(ei.value)
+    nested: list = []
+    for _ in range(depth):
+        nested = [nested]
+    with pytest.raises(InvalidConfigError, match="nested"):
+        Config.from_dict({**base_config(), "settings": {"read_window_size": nested}})
 
 
 def test_error_is_a_value_error_and_pickles():

@@ -1,5 +1,7 @@
-"""The epoch store: compare-and-set per log, metadata history, last clean epoch, the event
-log and shard status, and safety across processes sharing one SQLite file."""
+"""The epoch store contract, run against both backends (the SQLite ``file:`` store and a
+real ZooKeeper): compare-and-set per log, metadata history, last clean epoch, the event log
+and shard status, the cluster identity, and safety across processes sharing one store.
+SQLite-only behaviour (busy locks, the file itself) is tested at the end."""
 
 import multiprocessing as mp
 import sqlite3
@@ -15,7 +17,6 @@ from logdevice.epochstore import (
     SHARD_NEEDS_REBUILD,
     SHARD_UNRECOVERABLE,
     AuthoritativeStatus,
-    BackendNotAvailableError,
     EpochMetadata,
     FileEpochStore,
     LogEpochState,
@@ -32,9 +33,17 @@ MD = {"nodeset": [0, 1, 2], "replication": {"node": 2}}
 WAIT = 60  # seconds: every cross-process wait is bounded by this
 
 
+@pytest.fixture(params=["file", "zookeeper"])
+def store_uri(request, tmp_path):
+    """The URI of a fresh, empty store of each backend."""
+    if request.param == "file":
+        return f"file:{tmp_path / 'epochs.sqlite'}"
+    return request.getfixturevalue("zk_uri")
+
+
 @pytest.fixture
-def store(tmp_path):
-    with FileEpochStore(tmp_path / "epochs.sqlite", timeout=10) as s:
+def store(store_uri):
+    with open_epoch_store(store_uri, timeout=10) as s:
         yield s
 
 
@@ -228,19 +237,17 @@ SHARD_CASES = [
 
 @pytest.mark.parametrize(("events", "status"), [c[1:] for c in SHARD_CASES],
                          ids=[c[0] for c in SHARD_CASES])
-def test_shard_status_transitions(tmp_path, events, status):
+def test_shard_status_transitions(store, events, status):
     assert ShardStatusFold().apply_all(events).status(1) == status
-    with FileEpochStore(tmp_path / "e.sqlite") as store:
-        for e in events:
-            store.append_event(e)
-        assert store.shard_status(1) == status
-        expected = {} if status == A.FULLY_AUTHORITATIVE else {1: status}
-        assert {k: v for k, v in store.shard_statuses().items() if k == 1} == expected
+    for e in events:
+        store.append_event(e)
+    assert store.shard_status(1) == status
+    expected = {} if status == A.FULLY_AUTHORITATIVE else {1: status}
+    assert {k: v for k, v in store.shard_statuses().items() if k == 1} == expected
 
 
-def test_shard_status_follows_new_events(tmp_path):
-    path = tmp_path / "e.sqlite"
-    with FileEpochStore(path) as a, FileEpochStore(path) as b:
+def test_shard_status_follows_new_events(store_uri):
+    with open_epoch_store(store_uri) as a, open_epoch_store(store_uri) as b:
         assert a.shard_status(3) == A.FULLY_AUTHORITATIVE
         b.append_event(ev(SHARD_NEEDS_REBUILD, node=3))
         assert a.shard_status(3) == A.UNAVAILABLE  # a sees b's event
@@ -257,10 +264,6 @@ def test_open_epoch_store_and_uris(tmp_path):
         s.activate(1, MD)
     with open_epoch_store(f"file://{tmp_path}/sub/epochs.sqlite") as s:
         assert s.get(1).epoch == 1
-    with pytest.raises(BackendNotAvailableError) as ei:
-        open_epoch_store("zookeeper:zk1:2181/logdevice")
-    assert ei.value.status == E.PROTONOSUPPORT and isinstance(ei.value, NotImplementedError)
-    assert "not available yet" in str(ei.value)
     for bad in ("sqlite:/x", "file:", "zookeeper:zk1/root", "nothing"):
         with pytest.raises(InvalidParamError):
             open_epoch_store(bad)
@@ -269,8 +272,8 @@ def test_open_epoch_store_and_uris(tmp_path):
     assert zk.uri == "zookeeper:a:1,b.example:2181/logdevice"
 
 
-def test_closed_store_refuses(tmp_path):
-    s = FileEpochStore(tmp_path / "e.sqlite")
+def test_closed_store_refuses(store_uri):
+    s = open_epoch_store(store_uri)
     s.activate(1, MD)
     s.close()
     s.close()  # idempotent
@@ -296,15 +299,14 @@ def test_busy_store_times_out(tmp_path):
         assert s.activate(1)[0] == 2
 
 
-def test_threads_sharing_and_not_sharing_a_store(tmp_path):
-    path = tmp_path / "e.sqlite"
-    shared = FileEpochStore(path)
+def test_threads_sharing_and_not_sharing_a_store(store_uri):
+    shared = open_epoch_store(store_uri)
     shared.activate(1, MD)
     got: list[int] = []
     lock = threading.Lock()
 
     def run(own: bool):
-        s = FileEpochStore(path) if own else shared
+        s = open_epoch_store(store_uri) if own else shared
         try:
             for _ in range(20):
                 e = s.activate(1)[0]
@@ -325,18 +327,18 @@ def test_threads_sharing_and_not_sharing_a_store(tmp_path):
 
 
 # -- across processes ----------------------------------------------------------------------
-def _activate_many(path, log_id, count, barrier, out):
+def _activate_many(uri, log_id, count, barrier, out):
     try:
-        with FileEpochStore(path, timeout=30) as s:
+        with open_epoch_store(uri, timeout=30) as s:
             barrier.wait(WAIT)
             out.put([s.activate(log_id, MD)[0] for _ in range(count)])
     except BaseException as e:  # report, so the parent fails fast instead of waiting
         out.put(repr(e))
 
 
-def _read_and_activate(path, out):
+def _read_and_activate(uri, out):
     try:
-        with FileEpochStore(path) as s:
+        with open_epoch_store(uri) as s:
             st = s.get(11)
             e, _ = s.activate(11)
             s.append_event({"type": SHARD_NEEDS_REBUILD, "node": 4})
@@ -362,31 +364,49 @@ def _run(ctx, target, args, n=1):
     return results
 
 
-def test_reopen_from_another_process(tmp_path):
-    path = tmp_path / "e.sqlite"
-    with FileEpochStore(path) as s:
+def test_reopen_from_another_process(store_uri):
+    with open_epoch_store(store_uri) as s:
         s.activate(11, MD)
         s.activate(11, {"nodeset": [1, 2, 3], "replication": 2})
         s.set_last_clean_epoch(11, 1, TailRecord(99, 5))
     ctx = mp.get_context("spawn")
-    [(epoch, lce, tail, nodesets, new_epoch)] = _run(ctx, _read_and_activate, (path,))
+    [(epoch, lce, tail, nodesets, new_epoch)] = _run(ctx, _read_and_activate, (store_uri,))
     assert (epoch, lce, tail, nodesets, new_epoch) == (
         2, 1, TailRecord(99, 5), [(0, 1, 2), (1, 2, 3)], 3)
-    with FileEpochStore(path) as s:
+    with open_epoch_store(store_uri) as s:
         assert s.get(11).epoch == 3 and s.get(11).version == 4
         assert s.shard_status(4) == A.UNAVAILABLE
 
 
-def test_concurrent_activations_from_processes_get_distinct_epochs(tmp_path):
-    path = tmp_path / "e.sqlite"
-    FileEpochStore(path).close()  # create the schema up front: the race is on activate
+def test_concurrent_activations_from_processes_get_distinct_epochs(store_uri):
+    with open_epoch_store(store_uri) as s:  # create the layout up front: the race is on
+        s.logs()                            # activate
     n_procs, per_proc = 4, 25
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(n_procs)
-    results = _run(ctx, _activate_many, (path, 42, per_proc, barrier), n=n_procs)
+    results = _run(ctx, _activate_many, (store_uri, 42, per_proc, barrier), n=n_procs)
     epochs = [e for r in results for e in r]
     assert sorted(epochs) == list(range(1, n_procs * per_proc + 1))  # distinct, contiguous
     assert all(r == sorted(r) for r in results)  # each process sees its epochs increase
-    with FileEpochStore(path) as s:
+    with open_epoch_store(store_uri) as s:
         st = s.get(42)
         assert st.epoch == n_procs * per_proc == st.version and len(st.history) == 1
+
+
+# -- cluster identity ------------------------------------------------------------------------
+def test_cluster_identity_is_set_once(store_uri):
+    with open_epoch_store(store_uri) as a, open_epoch_store(store_uri) as b:
+        ident = a.cluster_identity("prod")
+        assert len(ident) == 32 and b.cluster_identity("prod") == ident
+        with pytest.raises(LogDeviceError, match="belongs to cluster 'prod'") as ei:
+            b.cluster_identity("staging")
+        assert ei.value.status == E.INVALID_CONFIG
+
+
+def test_separate_stores_have_separate_identities(tmp_path, zk_uri):
+    ids = set()
+    for uri in (f"file:{tmp_path / 'a.sqlite'}", f"file:{tmp_path / 'b.sqlite'}", zk_uri,
+                zk_uri + "_other"):
+        with open_epoch_store(uri) as s:
+            ids.add(s.cluster_identity("c"))
+    assert len(ids) == 4

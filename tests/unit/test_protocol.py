@@ -153,18 +153,19 @@ def test_hello_golden_bytes():
     hello = p.Hello(cluster="test", protocol_version=1, role="node", node_index=3,
                     location="r1.dc1.c1.row1.rack1")
     golden = bytes.fromhex(
-        "2e000000"  # frame_length 46
+        "2f000000"  # frame_length 47
         "0100"  # HELLO
         "01"  # version 1
         "00"  # flags
-        "22000000"  # header_length 34
-        "95"  # msgpack array of 5 fields
+        "23000000"  # header_length 35
+        "96"  # msgpack array of 6 fields
         "a474657374"  # "test"
         "01"  # protocol_version 1
         "a46e6f6465"  # "node"
         "03"  # node_index 3
         "b47231"  # str of 20 bytes: "r1.dc1.c1.row1.rack1"
         "2e6463312e63312e726f77312e7261636b31"
+        "a0"  # store_id ""
     )
     assert p.encode_frame(hello) == golden
     assert p.decode_frame(golden) == hello
@@ -373,7 +374,7 @@ def test_encode_errors():
 
 def test_forward_compatible_headers():
     """Extra trailing header fields from a newer peer are ignored; missing ones default."""
-    header = msgspec.msgpack.encode(["test", 1, "client", None, "", "a future field"])
+    header = msgspec.msgpack.encode(["test", 1, "client", None, "", "", "a future field"])
     (got,) = p.FrameDecoder().feed(prefix(12 + len(header), hl=len(header)) + header)
     assert got == p.Hello(cluster="test")
     header = msgspec.msgpack.encode(["test"])
@@ -388,6 +389,15 @@ def test_check_hello():
     assert status == E.PROTONOSUPPORT and "9" in why
     assert p.check_hello(p.Hello(cluster="a", role="node"), "a")[0] == E.INVALID_PARAM
     assert p.check_hello(p.Hello(cluster="a", protocol_version=2), "a", {1, 2})[0] == E.OK
+    # Epoch store identities: compared when both sides know theirs.
+    node = {"cluster": "a", "role": "node", "node_index": 3}
+    assert p.check_hello(p.Hello(**node, store_id="x"), "a", store_id="x")[0] == E.OK
+    assert p.check_hello(p.Hello(**node), "a", store_id="x")[0] == E.OK
+    assert p.check_hello(p.Hello(**node, store_id="x"), "a")[0] == E.OK
+    status, why = p.check_hello(p.Hello(**node, store_id="y"), "a", store_id="x")
+    assert status == E.INVALID_CONFIG and "epoch store mismatch: N3" in why
+    status, why = p.check_hello(p.Hello(cluster="a", store_id="y"), "a", store_id="x")
+    assert status == E.INVALID_CONFIG and "the peer uses" in why
 
 
 def test_message_types_are_unique():

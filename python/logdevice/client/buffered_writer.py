@@ -50,7 +50,7 @@ from logdevice.client.batching import (
     encode_batch,
     payload_offsets,
 )
-from logdevice.client.client import as_payload
+from logdevice.client.client import as_byte_view, as_payload
 from logdevice.client.futures import BatchFuture, PayloadFuture
 from logdevice.client.retry import WRITER_RETRYABLE, Backoff
 from logdevice.errors import E, InvalidParamError, LogDeviceError, error_for
@@ -221,7 +221,8 @@ class BufferedWriter:
                 payloads[1], bytes | bytearray | str | memoryview):
             buffer, raw_offsets = payloads
             signed = np.ascontiguousarray(raw_offsets, dtype=np.int64)
-            size = memoryview(buffer).nbytes
+            buffer = as_byte_view(buffer, "buffer")
+            size = buffer.nbytes
             if signed.ndim != 1 or len(signed) == 0 or signed[0] != 0 or \
                     signed[-1] != size or bool(np.any(np.diff(signed) < 0)):
                 raise InvalidParamError(message="offsets must be n + 1 non-decreasing "

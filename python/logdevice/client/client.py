@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+import re
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -60,22 +61,62 @@ T = TypeVar("T")
 _WAIT_SLACK = 5.0
 
 
+# Buffer formats whose memory is the data itself: bytes, bools, integers, floats (with an
+# optional byte order and repeat count).  Anything else, above all 'O' (a numpy object
+# array: its memory holds addresses of Python objects), is refused.
+_PLAIN_FORMAT = re.compile(r"^[@=<>!]?\d*[bBcxs?hHiIlLqQnNefd]$")
+
+
+def as_byte_view(payload: Any, what: str = "payload") -> memoryview:
+    """A flat byte view of a buffer holding plain data.
+
+    ``InvalidParamError`` for objects that are not buffers, buffers of Python objects
+    (numpy ``dtype=object``) or of other non-plain formats, and non-contiguous buffers.
+    """
+    try:
+        mv = memoryview(payload)
+    except TypeError:
+        raise InvalidParamError(
+            message=f"{what} must be bytes-like or str, not {type(payload).__name__}"
+        ) from None
+    if not _PLAIN_FORMAT.match(mv.format):
+        why = ("it holds pointers to Python objects, not their bytes: serialise them first"
+               if "O" in mv.format else "view it as bytes first, e.g. a.view(numpy.uint8)")
+        raise InvalidParamError(
+            message=f"{what} is a buffer of format {mv.format!r} ({type(payload).__name__}): "
+                    f"only plain data (bytes, numbers) can be appended; {why}")
+    if not mv.c_contiguous:
+        raise InvalidParamError(
+            message=f"{what} is a non-contiguous {type(payload).__name__} (strides "
+                    f"{mv.strides}): pass a contiguous copy, e.g. numpy.ascontiguousarray(a)")
+    return mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv
+
+
 def as_payload(payload: Any) -> bytes:
     """A payload as an immutable bytes-like the client may keep until it is sent.
 
-    ``bytes`` pass as they are; ``str`` is UTF-8 encoded; other buffers (bytearray,
-    memoryview, numpy arrays) are copied, so the caller may reuse them at once.
+    ``bytes`` pass as they are; ``str`` is UTF-8 encoded; other buffers of plain data
+    (bytearray, memoryview, numpy arrays of numbers) are copied, so the caller may reuse
+    them at once.  Object arrays and non-contiguous buffers are refused
+    (``InvalidParamError``).
     """
     if isinstance(payload, bytes):
         return payload
     if isinstance(payload, str):
         return payload.encode()
-    try:
-        return bytes(memoryview(payload).cast("B"))
-    except TypeError:
-        raise InvalidParamError(
-            message=f"payload must be bytes-like or str, not {type(payload).__name__}"
-        ) from None
+    return bytes(as_byte_view(payload))
+
+
+def check_timeout(timeout: Any, what: str = "timeout") -> float | None:
+    """``timeout`` as float seconds (None stays None); ``InvalidParamError`` unless a
+    number >= 0."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not (
+            timeout >= 0):  # "not >=" also refuses NaN
+        raise InvalidParamError(message=f"{what} must be None or seconds >= 0, "
+                                        f"got {timeout!r}")
+    return float(timeout)
 
 
 class Client:
@@ -135,11 +176,12 @@ class Client:
     def _call(self, fn: Callable[..., Coroutine[Any, Any, T]], *args: Any,
               timeout: float | None) -> T:
         self._check_open()
-        t = self.timeout if timeout is None else float(timeout)
+        t = self._timeout(timeout)
         return cast(T, self._loop.run(fn, *args, timeout=t + _WAIT_SLACK))
 
     def _timeout(self, timeout: float | None) -> float:
-        return self.timeout if timeout is None else float(timeout)
+        t = check_timeout(timeout)
+        return self.timeout if t is None else t
 
     def _prepare_append(self, log_id: int, payload: Any) -> tuple[Any, int, int]:
         self._log_group(log_id)

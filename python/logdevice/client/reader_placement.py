@@ -7,17 +7,21 @@ them (a gap needs "nothing here" answers from enough nodes that every copyset of
 epoch meets one of them; the smallest R is the conservative choice).  Nodes' authoritative
 status (REFERENCE.md §A3) comes from the epoch store's event log.
 
-The client reaches the epoch store only when the config names a ``file:`` store that
-exists on this machine (the embedded SQLite store of a local cluster).  Otherwise, or
-when the log has no history yet, it reads from every storage node in the config, all
-taken as fully authoritative.  The placement is fixed when a stream starts: a nodeset
-change during a tailing read is not picked up.
+The client reaches the epoch store when the config names a ZooKeeper store, or a ``file:``
+store that exists on this machine (the embedded SQLite store of a local cluster).
+Otherwise, when the store does not answer in time, or when the log has no history yet, it
+reads from every storage node in the config, all taken as fully authoritative; a store
+that timed out is not asked again for ``STORE_RETRY_AFTER`` seconds, so streams started
+during an epoch store outage do not each wait for it.  The
+placement is fixed when a stream starts: a nodeset change during a tailing read is not
+picked up.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +30,9 @@ from logdevice.config import Config
 from logdevice.errors import LogDeviceError
 
 __all__ = ["ReadPlacement", "PlacementSource"]
+
+#: Seconds a store that failed to answer is left alone (config placement meanwhile).
+STORE_RETRY_AFTER = 10.0
 
 
 @dataclass(frozen=True)
@@ -67,19 +74,23 @@ class PlacementSource:
         self._lock = threading.Lock()
         self._store: Any = None
         self._tried = False
+        self._skip_until = 0.0  # monotonic time before which the store is not asked
+
+    def _failed(self) -> None:
+        self._skip_until = time.monotonic() + STORE_RETRY_AFTER
 
     def _epoch_store(self) -> Any:
         with self._lock:
+            if time.monotonic() < self._skip_until:
+                return None
             if self._tried:
                 return self._store
             self._tried = True
             try:
-                from logdevice.epochstore import parse_epoch_store_uri
-                from logdevice.epochstore.sqlite import FileEpochStore
+                from logdevice.epochstore import open_existing_epoch_store
 
-                uri = parse_epoch_store_uri(self.config.epoch_store_uri)
-                if uri.scheme == "file" and uri.path is not None and uri.path.exists():
-                    self._store = FileEpochStore(uri.path, timeout=2.0)
+                self._store = open_existing_epoch_store(self.config.epoch_store_uri,
+                                                        timeout=2.0)
             except (LogDeviceError, OSError, ValueError):
                 self._store = None
             return self._store
@@ -92,6 +103,7 @@ class PlacementSource:
         try:
             return {int(n): int(s) for n, s in store.shard_statuses().items()}
         except LogDeviceError:
+            self._failed()
             return None
 
     def authoritative(self, nodes: tuple[int, ...]) -> dict[int, int]:
@@ -107,8 +119,10 @@ class PlacementSource:
         store = self._epoch_store()
         state = None
         if store is not None:
-            with contextlib.suppress(LogDeviceError):
+            try:
                 state = store.get(log_id)
+            except LogDeviceError:
+                self._failed()
         if state is not None and state.history:
             lo_e, hi_e = int(epoch_of(from_lsn)), int(epoch_of(until_lsn))
             hist = state.history

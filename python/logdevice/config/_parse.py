@@ -64,6 +64,9 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     except json.JSONDecodeError as e:
         raise _error(path, "", f"not valid JSON at line {e.lineno} column {e.colno}: "
                                f"{e.msg}") from None
+    except RecursionError:  # the decoder recurses once per nesting level
+        raise _error(path, "", "not a usable config: arrays or objects nested too deeply"
+                     ) from None
     return parse_config(d, source=path, base_dir=path.resolve().parent)
 
 
@@ -75,6 +78,9 @@ def parse_config(d: Mapping[str, Any], source: str | os.PathLike[str] | None = N
         return _parse(d, Path(base_dir), None if source is None else str(source))
     except FieldError as e:
         raise _error(source, e.path, e.problem) from None
+    except RecursionError:  # a value nested so deep that even describing it recurses
+        raise _error(source, "", "not a usable config: arrays or objects nested too deeply"
+                     ) from None
 
 
 def _error(source: str | os.PathLike[str] | None, path: str, problem: str
@@ -96,9 +102,17 @@ def _parse(d: Any, base_dir: Path, source: str | None) -> Config:
     nodes = _parse_nodes(top.raw("nodes"))
     epoch_store = top.get_str("epoch_store", "file:epochs.sqlite", nonempty=True)
     try:
-        parse_epoch_store_uri(epoch_store, base_dir=base_dir)
+        store_uri = parse_epoch_store_uri(epoch_store, base_dir=base_dir)
     except ValueError as e:
         raise FieldError("epoch_store", getattr(e, "message", str(e))) from None
+    hosts = sorted({n.host for n in nodes})
+    if store_uri.scheme == "file" and len(hosts) > 1:
+        # A SQLite file is one machine's: nodes elsewhere would each get their own copy
+        # and hand out the same epochs.
+        raise FieldError("epoch_store", f"{epoch_store!r} is a file on one machine, but the "
+                                        f"nodes name {len(hosts)} hosts ({', '.join(hosts[:4])}"
+                                        f"{', ...' if len(hosts) > 4 else ''}): use a "
+                                        "shared store, 'zookeeper:host:port/root'")
     data_dir = top.get_str("data_dir", "data", nonempty=True)
     settings = _parse_settings(top.raw("settings", {}))
     logs = _parse_logs(top.raw("logs", []), nodes)

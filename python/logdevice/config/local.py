@@ -35,13 +35,14 @@ def make_local_config(
     ports: Sequence[int],
     admin_ports: Sequence[int] | None = None,
     cluster: str = "local",
-    host: str = "127.0.0.1",
+    host: str | Sequence[str] = "127.0.0.1",
     roles: Sequence[Sequence[str]] | None = None,
     locations: Sequence[str] | None = None,
     weights: Sequence[Mapping[str, float]] | None = None,
     log_attrs: Mapping[str, Any] | None = None,
     settings: Mapping[str, Any] | None = None,
     epoch_store: str | None = None,
+    data_dir: str | None = None,
 ) -> Config:
     """A validated config for ``n_nodes`` nodes on ``host`` with data under ``root``.
 
@@ -55,6 +56,8 @@ def make_local_config(
         Log ids to provision; contiguous ids become one log group.
     root : path
         Data goes to ``<root>/data/N<i>``, the epoch store to ``<root>/epochs.sqlite``.
+    host : str or sequence of str
+        The address every node listens on, or one address per node.
     ports, admin_ports : sequence of int
         One data port (and optionally one admin port) per node, chosen by the caller.
     roles, locations, weights : per-node sequences, optional
@@ -65,17 +68,21 @@ def make_local_config(
         Tunables for the ``settings`` section.
     epoch_store : str, optional
         Epoch store URI; default ``file:<root>/epochs.sqlite``.
+    data_dir : str, optional
+        The config's ``data_dir`` as written (relative paths are taken from the directory
+        the config is loaded from); default ``<root>/data``.
 
     The config's ``base_dir`` is ``root``: dump it to ``<root>/cluster.json``.
     """
     root = Path(root).resolve()
-    for name, seq in (("ports", ports), ("admin_ports", admin_ports), ("roles", roles),
-                      ("locations", locations), ("weights", weights)):
+    hosts = [host] * n_nodes if isinstance(host, str) else list(host)
+    for name, seq in (("hosts", hosts), ("ports", ports), ("admin_ports", admin_ports),
+                      ("roles", roles), ("locations", locations), ("weights", weights)):
         if seq is not None and len(seq) != n_nodes:
             raise ValueError(f"{name} has {len(seq)} entries for {n_nodes} nodes")
     nodes = []
     for i in range(n_nodes):
-        node: dict[str, Any] = {"index": i, "host": host, "port": int(ports[i])}
+        node: dict[str, Any] = {"index": i, "host": hosts[i], "port": int(ports[i])}
         if admin_ports is not None:
             node["admin_port"] = int(admin_ports[i])
         node["location"] = locations[i] if locations is not None else ""
@@ -94,7 +101,7 @@ def make_local_config(
         "nodes": nodes,
         "logs": groups,
         "epoch_store": epoch_store or f"file:{root / 'epochs.sqlite'}",
-        "data_dir": str(root / "data"),
+        "data_dir": data_dir if data_dir is not None else str(root / "data"),
     }
     if settings:
         d["settings"] = dict(settings)

@@ -174,6 +174,7 @@ class Settings:
     # records still under-replicated are a progress violation.
     checker_interval_ms: int = 0
     checker_grace_period_ms: int = 600_000
+    frame_timeout_ms: int = 30_000  # a frame half-sent and then stalled this long: close
 
     def to_dict(self, only_changed: bool = True) -> dict[str, Any]:
         """The settings as JSON; by default only those that differ from the defaults."""

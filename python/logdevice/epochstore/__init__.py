@@ -2,8 +2,8 @@
 compare-and-set semantics (REFERENCE.md §A5, §A6, §A10).
 
 ``open_epoch_store(uri)`` picks the backend from the URI: ``file:`` is the embedded SQLite
-store (``FileEpochStore``); ``zookeeper:`` will be a kazoo-based store implementing the
-same ``EpochStore`` interface.
+store (``FileEpochStore``, one machine); ``zookeeper:`` is ``ZooKeeperEpochStore`` (kazoo),
+for clusters across machines.  Both implement the same ``EpochStore`` contract.
 """
 
 from __future__ import annotations
@@ -32,14 +32,7 @@ from logdevice.epochstore.events import (
 from logdevice.epochstore.outcome import EpochOutcome
 from logdevice.epochstore.sqlite import FileEpochStore
 from logdevice.epochstore.uri import EpochStoreURI, parse_epoch_store_uri
-from logdevice.errors import E, LogDeviceError
 from logdevice.shards import AuthoritativeStatus
-
-
-class BackendNotAvailableError(LogDeviceError, NotImplementedError):
-    """The URI names a backend this build does not have yet."""
-
-    status = E.PROTONOSUPPORT
 
 
 def open_epoch_store(uri: str, *, base_dir: str | os.PathLike[str] | None = None,
@@ -58,20 +51,34 @@ def open_epoch_store(uri: str, *, base_dir: str | os.PathLike[str] | None = None
     ------
     InvalidParamError
         The URI is malformed.
-    BackendNotAvailableError
-        ``zookeeper:`` (status PROTONOSUPPORT): that backend is not built yet.
+    LogDeviceError
+        NOTSUPPORTED: ``zookeeper:`` without kazoo installed.
     """
     parsed = parse_epoch_store_uri(uri, base_dir=base_dir)
     if parsed.scheme == "file":
         assert parsed.path is not None
         return FileEpochStore(parsed.path, timeout=timeout)
-    raise BackendNotAvailableError(message=f"the zookeeper: epoch store backend is not "
-                                           f"available yet (asked for {parsed.uri}); use a "
-                                           "file: URI for the embedded SQLite store")
+    from logdevice.epochstore.zookeeper import ZooKeeperEpochStore
+
+    return ZooKeeperEpochStore(parsed, timeout=timeout)
+
+
+def open_existing_epoch_store(uri: str, *, timeout: float = 10.0) -> EpochStore | None:
+    """The store named by ``uri`` if it can already hold something, else None.
+
+    For readers and checks that must not create a store: a ``file:`` store whose file does
+    not exist (a cluster that never activated a log, or a client on another machine) is
+    None; a ``zookeeper:`` store is always opened (it is shared by design).
+    """
+    parsed = parse_epoch_store_uri(uri)
+    if parsed.scheme == "file" and (parsed.path is None or not parsed.path.exists()):
+        return None
+    return open_epoch_store(parsed.uri, timeout=timeout)
 
 
 __all__ = [
     "open_epoch_store",
+    "open_existing_epoch_store",
     "EpochStore",
     "FileEpochStore",
     "LogEpochState",
@@ -79,7 +86,6 @@ __all__ = [
     "TailRecord",
     "EpochOutcome",
     "VersionMismatchError",
-    "BackendNotAvailableError",
     "AuthoritativeStatus",
     "ShardStatusFold",
     "EpochStoreURI",

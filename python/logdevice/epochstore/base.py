@@ -268,6 +268,16 @@ class EpochStore(ABC):
         ``time_ms`` added."""
 
     @abstractmethod
+    def cluster_identity(self, cluster: str) -> str:
+        """The id of the cluster that owns this store.
+
+        The first call on a new store records ``cluster`` (the config's cluster name) and a
+        fresh random id; later calls return that id.  Nodes compare ids with their peers:
+        two nodes whose ids differ use different stores and must not serve one cluster
+        together.  INVALID_CONFIG when the store belongs to a cluster of another name.
+        """
+
+    @abstractmethod
     def close(self) -> None:
         """Release the store's resources; further calls fail with SHUTDOWN."""
 
@@ -383,6 +393,13 @@ class EpochStore(ABC):
         """Every node that is not FULLY_AUTHORITATIVE, with its status."""
         with self._fold_lock:
             return self._catch_up().statuses()
+
+    def _check_identity(self, stored: Mapping[str, Any], cluster: str) -> str:
+        """``stored``'s id if it names ``cluster`` (for ``cluster_identity``)."""
+        if stored.get("cluster") != cluster:
+            raise LogDeviceError(E.INVALID_CONFIG, f"epoch store {self.uri} belongs to cluster "
+                                                   f"{stored.get('cluster')!r}, not {cluster!r}")
+        return str(stored["id"])
 
     def _catch_up(self) -> ShardStatusFold:
         # Events are append-only: fold only those not seen yet.

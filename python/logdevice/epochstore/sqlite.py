@@ -17,6 +17,7 @@ import os
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
@@ -217,6 +218,19 @@ class FileEpochStore(EpochStore):
             ev["time_ms"] = time_ms
             out.append(ev)
         return out
+
+    def cluster_identity(self, cluster: str) -> str:
+        try:
+            with self._transaction() as c:
+                row = c.execute("SELECT value FROM meta WHERE key='identity'").fetchone()
+                if row is None:
+                    stored = {"cluster": cluster, "id": uuid.uuid4().hex}
+                    c.execute("INSERT INTO meta VALUES ('identity', ?)", (json.dumps(stored),))
+                else:
+                    stored = json.loads(row[0])
+        except sqlite3.Error as e:
+            raise self._failed(e) from None
+        return self._check_identity(stored, cluster)
 
     def close(self) -> None:
         with self._lock:

@@ -8,9 +8,14 @@ The same class serves both directions:
 - *outbound* (our link to another node, see ``links``): we send HELLO(role="node") and
   wait for an OK HELLO_REPLY before the link counts as connected.
 
-Bad input closes this connection only (DESIGN.md §5, invariant 5): a frame the decoder
-refuses is answered with an ERROR frame naming the problem (status BADMSG or
-PROTONOSUPPORT), then the connection is closed; the node keeps serving the others.
+Bad input closes this connection only: a frame the decoder refuses is answered with an
+ERROR frame naming the problem (status BADMSG or PROTONOSUPPORT), then the connection is
+closed; the node keeps serving the others.  What a peer can make a node hold is bounded:
+before its HELLO is accepted a peer may send one frame of at most ``HELLO_MAX_FRAME``
+bytes; afterwards a frame's buffer grows only with the bytes that arrived (never the size
+a header claims), up to the frame limit; and a frame that stops arriving half-way is
+closed after ``settings.frame_timeout_ms`` without progress (time spent paused by our own
+back-pressure does not count).
 
 Writes are queued and flushed once per event-loop turn, so many small replies (one
 APPENDED per append) leave in one ``writelines`` call; code that has just produced a whole
@@ -55,6 +60,8 @@ WRITE_LOW_WATER = 2 << 20
 LINK_DROP_BYTES = 128 << 20
 #: Seconds an inbound connection may take to send its HELLO.
 HELLO_TIMEOUT = 10.0
+#: The largest first frame (the HELLO) an inbound connection may send.
+HELLO_MAX_FRAME = 64 * 1024
 
 _ids = itertools.count(1)
 
@@ -74,7 +81,10 @@ class Connection(asyncio.Protocol):
         self.ready = False
         self.closed = False
         self.transport: asyncio.Transport | None = None
-        self._decoder = FrameDecoder()
+        self._decoder = FrameDecoder(
+            first_frame_max_size=None if link is not None else HELLO_MAX_FRAME)
+        self._stall_timer: asyncio.TimerHandle | None = None
+        self._last_progress = 0.0
         self._out: list[Any] = []
         self._flush_scheduled = False
         self._read_pauses: set[str] = set()
@@ -96,7 +106,8 @@ class Connection(asyncio.Protocol):
         if self.outbound:
             me = self.node.me
             self._write_now(Hello(cluster=self.node.config.cluster, role="node",
-                                  node_index=me.index, location=str(me.location)))
+                                  node_index=me.index, location=str(me.location),
+                                  store_id=self.node.store_id))
         else:
             self.node.connections.add(self)
             self._hello_timer = self.node.loop.call_later(HELLO_TIMEOUT, self._hello_timeout)
@@ -114,6 +125,10 @@ class Connection(asyncio.Protocol):
             log.warning("%r: undecodable frame, closing: %r", self, exc)
             self._fail(E.BADMSG, f"undecodable frame: {type(exc).__name__}: {exc}")
             return
+        if self._decoder.pending:
+            self._last_progress = self.node.loop.time()
+            if self._stall_timer is None:
+                self._arm_stall_timer(self.node.config.settings.frame_timeout_ms / 1000)
         dispatch = self.node.dispatch
         for msg in msgs:
             if self.closed:
@@ -122,6 +137,26 @@ class Connection(asyncio.Protocol):
                 dispatch(self, msg)
             else:
                 self._handshake(msg)
+
+    def _arm_stall_timer(self, delay: float) -> None:
+        self._stall_timer = self.node.loop.call_later(delay, self._check_stall)
+
+    def _check_stall(self) -> None:
+        """A frame is half-received: close if no byte of it came for the frame timeout."""
+        self._stall_timer = None
+        if self.closed or not self._decoder.pending:
+            return
+        limit = self.node.config.settings.frame_timeout_ms / 1000
+        now = self.node.loop.time()
+        if self._read_pauses:  # we stopped reading: the peer is not the one stalling
+            self._last_progress = now
+        idle = now - self._last_progress
+        if idle < limit:
+            self._arm_stall_timer(limit - idle)
+            return
+        log.warning("%r: a frame stalled (%d bytes of it received, nothing for %.1f s), "
+                    "closing", self, self._decoder.pending, idle)
+        self._fail(E.TIMEDOUT, f"frame incomplete after {idle:.1f} s without progress")
 
     def eof_received(self) -> bool | None:
         return None  # close our side too
@@ -133,6 +168,9 @@ class Connection(asyncio.Protocol):
         self._out.clear()
         if self._hello_timer is not None:
             self._hello_timer.cancel()
+        if self._stall_timer is not None:
+            self._stall_timer.cancel()
+            self._stall_timer = None
         self.node.connections.discard(self)
         if self.link is not None:
             self.link.on_closed(self, was_ready)
@@ -173,7 +211,7 @@ class Connection(asyncio.Protocol):
             self._hello_timer.cancel()
             self._hello_timer = None
         node = self.node
-        status, why = check_hello(msg, node.config.cluster)
+        status, why = check_hello(msg, node.config.cluster, store_id=node.store_id)
         if status == E.OK and msg.role == "node" and not node.config.has_node(
                 msg.node_index or 0):
             status, why = E.NOTINSERVERCONFIG, f"node {msg.node_index} is not in the config"

@@ -5,7 +5,8 @@
 Logs go to stderr.  SIGTERM or SIGINT stops the node cleanly: it stops accepting
 connections, answers or fails what is in flight, flushes the group commit and the
 last-released pointers, and closes LogsDB.  Exit codes: 0 after a clean stop, 1 when the
-node could not run (port in use, storage error), 2 for bad arguments or a bad config (the
+node could not run (port in use, storage error, its epoch store unreachable or not the
+one its peers use), 2 for bad arguments or a bad config (the
 message names the file and the field; nothing was started).
 
 ``--no-uvloop`` (or ``LOGDEVICED_LOOP=asyncio``) uses the standard asyncio loop.
@@ -29,6 +30,7 @@ from logdevice.cli import add_version
 from logdevice.config import Config
 from logdevice.errors import InvalidConfigError, LogDeviceError
 from logdevice.node.assemble import build_node
+from logdevice.node.store_identity import check_store_identity
 
 log = logging.getLogger("logdevice.node.main")
 
@@ -66,6 +68,8 @@ async def serve(config: Config, index: int) -> int:
         loop.add_signal_handler(sig, stop.set)
     node = build_node(config, index, loop)
     try:
+        # Before serving: the epoch store must be the one the peers use.
+        node.store_id = await loop.run_in_executor(None, check_store_identity, config, index)
         await node.start()
     except (OSError, LogDeviceError) as exc:
         log.error("N%d cannot start: %s", index, exc)

@@ -37,13 +37,13 @@ class NodeConnection:
         Seconds for connecting and for each ``recv``.
     hello : bool
         Do the handshake (raise ``LogDeviceError`` with the node's status if refused).
-    role, node_index : str, int
+    role, node_index, store_id : str, int, str
         What the HELLO says about us.
     """
 
     def __init__(self, address: tuple[str, int], cluster: str, *, timeout: float = 5.0,
                  hello: bool = True, role: str = "client", node_index: int | None = None,
-                 protocol_version: int | None = None) -> None:
+                 protocol_version: int | None = None, store_id: str = "") -> None:
         self.address = address
         self.timeout = timeout
         try:
@@ -56,7 +56,8 @@ class NodeConnection:
         self._inbox: deque[Any] = deque()
         self.hello_reply: HelloReply | None = None
         if hello:
-            kw: dict[str, Any] = {"cluster": cluster, "role": role, "node_index": node_index}
+            kw: dict[str, Any] = {"cluster": cluster, "role": role, "node_index": node_index,
+                                  "store_id": store_id}
             if protocol_version is not None:
                 kw["protocol_version"] = protocol_version
             self.send(Hello(**kw))

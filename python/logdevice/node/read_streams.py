@@ -206,6 +206,11 @@ class ReadStreamsRole(Role):
             return E.DISABLED
         if not 0 <= msg.start_lsn <= msg.until_lsn <= LSN_MAX:
             return E.INVALID_PARAM
+        # SCD's known-down list and replication feed the shipping kernel: refuse what no
+        # config could produce here rather than fail later inside the stream.
+        has_node = self.node.config.has_node
+        if not all(has_node(n) for n in msg.known_down) or not 1 <= msg.replication <= 255:
+            return E.INVALID_PARAM
         return E.OK
 
     def last_released(self, log_id: int) -> int:

@@ -68,6 +68,8 @@ class Node:
         self.loopback = Loopback(self)
         self.server: asyncio.AbstractServer | None = None
         self.stopping = False
+        #: The identity of the epoch store this node uses ("" until known); sent in HELLO.
+        self.store_id = ""
         self._by_name: dict[str, Role] = {}
         self._unflushed: list[Connection] = []
         self._flush_scheduled = False

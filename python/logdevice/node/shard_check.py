@@ -11,8 +11,8 @@ as evidence (REFERENCE.md §A3, §A10) until rebuilding brings it back.
 
 The check is conservative: a node that joins a running cluster for the first time after
 a log already named it in a nodeset is marked too (it never had data, so the only cost
-is that its answers do not count until it is acknowledged).  Only a ``file:`` epoch
-store that exists is consulted (a store that was never created has no history).
+is that its answers do not count until it is acknowledged).  A ``file:`` store that was
+never created has no history and is not consulted; a ``zookeeper:`` store always is.
 """
 
 from __future__ import annotations
@@ -36,15 +36,14 @@ def mark_if_data_lost(config: Config, index: int) -> bool:
     from logdevice.epochstore import (
         SHARD_NEEDS_REBUILD,
         AuthoritativeStatus,
-        open_epoch_store,
-        parse_epoch_store_uri,
+        open_existing_epoch_store,
     )
 
     try:
-        uri = parse_epoch_store_uri(config.epoch_store_uri)
-        if uri.scheme != "file" or uri.path is None or not uri.path.exists():
+        store = open_existing_epoch_store(config.epoch_store_uri)
+        if store is None:
             return False
-        with open_epoch_store(config.epoch_store_uri) as store:
+        with store:
             held = [log_id for log_id in store.logs()
                     if (st := store.get(log_id)) is not None
                     and any(index in m.nodeset for m in st.history)]

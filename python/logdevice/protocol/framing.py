@@ -26,7 +26,11 @@ Wire layout of one frame (all integers little-endian)::
 Decoding is strict: an oversized frame, an unknown message type, a malformed header or
 section table raise ``ProtocolError(E.BADMSG)``, an unsupported version
 ``ProtocolError(E.PROTONOSUPPORT)``.  The caller then closes the connection.  The
-decoder checks the 12-byte prefix before it buffers or allocates the claimed length.
+decoder checks the 12-byte prefix before it buffers anything, and never allocates the
+claimed length up front: a frame's buffer grows with the bytes that actually arrived
+(first ``INITIAL_FRAME_BUFFER``, then doubling), so a peer that claims 64 MiB and sends
+12 bytes costs about 1 MiB, and a connection never holds more than about twice the
+largest frame it may send.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ __all__ = [
     "PROTOCOL_VERSION",
     "SUPPORTED_VERSIONS",
     "DEFAULT_MAX_FRAME_SIZE",
+    "INITIAL_FRAME_BUFFER",
     "PREFIX_SIZE",
     "ProtocolError",
     "FrameDecoder",
@@ -63,8 +68,11 @@ PREFIX_SIZE = 12
 _PREFIX = struct.Struct("<IHBBI")
 _PAD = [b"\0" * n for n in range(8)]
 # Incomplete frames at least this large get their own buffer at once, so their bytes are
-# copied exactly once however they are chunked.
+# copied once (plus the doublings past INITIAL_FRAME_BUFFER) however they are chunked.
 _OWN_BUFFER_THRESHOLD = 64 * 1024
+#: The first allocation for an incomplete frame; larger frames grow by doubling as their
+#: bytes arrive (costs an extra copy of at most the frame's size, for frames over 1 MiB).
+INITIAL_FRAME_BUFFER = 1 << 20
 
 
 class ProtocolError(LogDeviceError):
@@ -227,9 +235,10 @@ def encode_many(msgs: Iterable[Any]) -> list[bytes | bytearray | memoryview]:
 
 
 def _check_prefix(total: int, type_id: int, version: int, header_length: int,
-                  max_frame_size: int, versions: frozenset[int]) -> _TypeInfo:
+                  max_frame_size: int, versions: frozenset[int], what: str = "frame"
+                  ) -> _TypeInfo:
     if total > max_frame_size:
-        raise ProtocolError(E.BADMSG, f"frame of {total} bytes exceeds the limit {max_frame_size}")
+        raise ProtocolError(E.BADMSG, f"{what} of {total} bytes exceeds the limit {max_frame_size}")
     if version not in versions:
         raise ProtocolError(
             E.PROTONOSUPPORT, f"protocol version {version} not supported (have {sorted(versions)})"
@@ -305,6 +314,9 @@ class FrameDecoder:
         Frames claiming more bytes are refused before anything is buffered.
     versions : frozenset[int]
         Accepted encoding versions.
+    first_frame_max_size : int, optional
+        A smaller limit for the first frame only (a node's inbound connections: the
+        HELLO, before the peer was accepted).
 
     Notes
     -----
@@ -312,19 +324,23 @@ class FrameDecoder:
     kept in a small bytearray that is topped up only to that frame's end, so buffering
     never exceeds one small frame and is never re-copied.  A frame with raw sections
     (complete or not), or any incomplete frame of 64 KiB or more, gets its own buffer
-    as soon as its 12-byte prefix is validated: its bytes are copied into it exactly
-    once, and the arrays decoded from it view that buffer (never the caller's).
+    as soon as its 12-byte prefix is validated, sized to what arrived (at least
+    ``INITIAL_FRAME_BUFFER``, at most the frame) and doubled as more arrives; the arrays
+    decoded from it view that buffer (never the caller's).
     After a ``ProtocolError`` the decoder stays failed: every later ``feed`` raises the
     same error.
     """
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
-                 versions: frozenset[int] | Iterable[int] = SUPPORTED_VERSIONS) -> None:
+                 versions: frozenset[int] | Iterable[int] = SUPPORTED_VERSIONS,
+                 first_frame_max_size: int | None = None) -> None:
         self.max_frame_size = max_frame_size
         self.versions = frozenset(versions)
+        self._first_max = first_frame_max_size  # None once the first frame is through
         self._buf = bytearray()
         self._frame: bytearray | None = None  # a frame being filled in its own buffer
         self._frame_fill = 0
+        self._frame_total = 0
         self._frame_meta: tuple[_TypeInfo, int] | None = None
         self._error: ProtocolError | None = None
 
@@ -375,10 +391,15 @@ class FrameDecoder:
     def _fill(self, mv: memoryview, out: list[Any]) -> memoryview:
         frame = self._frame
         assert frame is not None and self._frame_meta is not None
-        take = min(len(frame) - self._frame_fill, len(mv))
-        frame[self._frame_fill : self._frame_fill + take] = mv[:take]
-        self._frame_fill += take
-        if self._frame_fill == len(frame):
+        fill, total = self._frame_fill, self._frame_total
+        take = min(total - fill, len(mv))
+        if fill + take > len(frame):  # grow with what arrived: double, up to the frame
+            grown = bytearray(min(total, max(2 * len(frame), fill + take)))
+            grown[:fill] = memoryview(frame)[:fill]
+            self._frame = frame = grown
+        frame[fill : fill + take] = mv[:take]
+        self._frame_fill = fill = fill + take
+        if fill == total:
             info, hl = self._frame_meta
             self._frame = None
             self._frame_meta = None
@@ -392,7 +413,14 @@ class FrameDecoder:
         n = len(src)
         while n - pos >= PREFIX_SIZE:
             total, type_id, version, _flags, hl = _PREFIX.unpack_from(src, pos)
-            info = _check_prefix(total, type_id, version, hl, self.max_frame_size, self.versions)
+            if self._first_max is not None:
+                info = _check_prefix(total, type_id, version, hl,
+                                     min(self._first_max, self.max_frame_size), self.versions,
+                                     "first frame")
+                self._first_max = None
+            else:
+                info = _check_prefix(total, type_id, version, hl, self.max_frame_size,
+                                     self.versions)
             if n - pos >= total:
                 if info.raw:
                     frame = memoryview(bytearray(src[pos : pos + total])).toreadonly()
@@ -401,10 +429,11 @@ class FrameDecoder:
                 out.append(_decode(info, frame, hl))
                 pos += total
             elif info.raw or total >= _OWN_BUFFER_THRESHOLD:
-                frame_buf = bytearray(total)
+                frame_buf = bytearray(min(total, max(INITIAL_FRAME_BUFFER, n - pos)))
                 frame_buf[: n - pos] = src[pos:n]
                 self._frame = frame_buf
                 self._frame_fill = n - pos
+                self._frame_total = total
                 self._frame_meta = (info, hl)
                 return n
             else:

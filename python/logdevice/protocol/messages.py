@@ -195,6 +195,7 @@ class Hello(Message):
     role: Literal["client", "node"] = "client"
     node_index: int | None = None  # the sender's index when role == "node"
     location: str = ""  # region.dc.cluster.row.rack of the sender (local SCD, placement)
+    store_id: str = ""  # the identity of the sender's epoch store ("": not checked)
 
 
 @register
@@ -223,11 +224,14 @@ class Error(Message):
 
 
 def check_hello(hello: Hello, cluster: str,
-                versions: frozenset[int] | set[int] = SUPPORTED_VERSIONS) -> tuple[E, str]:
+                versions: frozenset[int] | set[int] = SUPPORTED_VERSIONS,
+                store_id: str = "") -> tuple[E, str]:
     """Decide whether to accept a HELLO: ``(E.OK, "")`` or ``(status, why)``.
 
     A wrong cluster name is ``E.ACCESS``; a protocol version we do not speak is
-    ``E.PROTONOSUPPORT``; a node without an index is ``E.INVALID_PARAM``.
+    ``E.PROTONOSUPPORT``; a node without an index is ``E.INVALID_PARAM``; a node whose
+    epoch store has another identity than ours (``store_id``; two nodes on different
+    stores would hand out the same epochs) is ``E.INVALID_CONFIG``.
     """
     if hello.cluster != cluster:
         return E.ACCESS, f"wrong cluster: this is {cluster!r}, peer wants {hello.cluster!r}"
@@ -238,6 +242,13 @@ def check_hello(hello: Hello, cluster: str,
         )
     if hello.role == "node" and hello.node_index is None:
         return E.INVALID_PARAM, "a node HELLO must carry its node_index"
+    if hello.store_id and store_id and hello.store_id != store_id:
+        who = f"N{hello.node_index}" if hello.role == "node" else "the peer"
+        return E.INVALID_CONFIG, (
+            f"epoch store mismatch: {who} uses an epoch store with identity "
+            f"{hello.store_id}, this node's has {store_id}; every node of a cluster must use "
+            "the same epoch store (a file: store on each machine is not shared: use "
+            "zookeeper:)")
     return E.OK, ""
 
 

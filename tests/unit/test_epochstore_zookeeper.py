@@ -1,0 +1,105 @@
+"""The ZooKeeper epoch store across ZooKeeper outages (a real server, stopped and restarted):
+operations wait with a log line saying what for, finish once ZooKeeper is back, and give up
+with TIMEDOUT after the store's timeout; nothing is lost across a restart."""
+
+import logging
+import threading
+import time
+
+import pytest
+
+from logdevice.epochstore import SHARD_NEEDS_REBUILD, open_epoch_store
+from logdevice.errors import E, TimedOutError
+
+MD = {"nodeset": [0, 1, 2], "replication": {"node": 2}}
+WAIT = 60
+
+
+def test_state_survives_a_zookeeper_restart(zookeeper_factory):
+    zk = zookeeper_factory()
+    with open_epoch_store(zk.uri("/c"), timeout=30) as s:
+        s.activate(1, MD)
+        s.append_event({"type": SHARD_NEEDS_REBUILD, "node": 2})
+        zk.stop()
+        zk.start()
+        assert s.get(1).epoch == 1 and s.activate(1)[0] == 2
+        assert [e["version"] for e in s.events()] == [1]
+    zk.kill()  # no clean shutdown this time
+    zk.start()
+    with open_epoch_store(zk.uri("/c")) as s:
+        assert s.get(1).epoch == 2 and s.get(1).version == 2
+        assert s.append_event({"type": SHARD_NEEDS_REBUILD, "node": 1}) == 2
+
+
+def test_activation_waits_for_zookeeper_and_says_so(zookeeper_factory, caplog):
+    zk = zookeeper_factory()
+    caplog.set_level(logging.INFO, logger="logdevice.epochstore")
+    with open_epoch_store(zk.uri("/c"), timeout=WAIT) as s:
+        s.activate(1, MD)
+        zk.stop()
+        result: list = []
+        t = threading.Thread(target=lambda: result.append(s.activate(1)[0]))
+        t.start()
+        deadline = time.monotonic() + WAIT
+        while "waiting to activate a new epoch of log 1" not in caplog.text:  # it said so
+            assert time.monotonic() < deadline and t.is_alive()
+            time.sleep(0.05)
+        zk.start()
+        t.join(WAIT)
+        assert not t.is_alive() and result == [2]
+        assert "ZooKeeper is back; activate a new epoch of log 1" in caplog.text
+
+
+def test_operations_give_up_after_the_timeout(zookeeper_factory):
+    zk = zookeeper_factory()
+    with open_epoch_store(zk.uri("/c"), timeout=1.0) as s:
+        s.activate(1, MD)
+        zk.stop()
+        for op in (lambda: s.activate(1), lambda: s.get(1), s.events, s.logs):
+            t0 = time.monotonic()
+            with pytest.raises(TimedOutError) as ei:
+                op()
+            assert ei.value.status == E.TIMEDOUT and "unreachable" in str(ei.value)
+            assert time.monotonic() - t0 < 5
+        zk.start()
+        s.timeout = 30.0
+        assert s.activate(1)[0] == 2
+
+
+def test_opening_while_zookeeper_is_down(zookeeper_factory):
+    zk = zookeeper_factory()
+    zk.stop()
+    s = open_epoch_store(zk.uri("/c"), timeout=0.5)  # opening does not wait
+    try:
+        with pytest.raises(TimedOutError):
+            s.logs()
+        zk.start()
+        s.timeout = 30.0
+        assert s.activate(3, MD)[0] == 1
+    finally:
+        s.close()
+    assert s.closed
+
+
+def test_a_lost_session_is_replaced(zk_server, zk_uri, caplog):
+    """ZooKeeper expires the store's session (here: another client takes it over and
+    closes it); the store gets a new session and goes on, epochs intact."""
+    from kazoo.client import KazooClient
+
+    with open_epoch_store(zk_uri, timeout=WAIT) as s:
+        s.activate(1, MD)
+        old = s.session
+        thief = KazooClient(hosts=zk_server.address, client_id=old)
+        thief.start(30)
+        thief.stop()  # closes the session: the server expires it for the store
+        thief.close()
+        deadline = time.monotonic() + WAIT
+        epochs = []
+        while True:
+            epochs.append(s.activate(1)[0])  # works before, during and after the change
+            if s.session is not None and s.session[0] != old[0]:
+                break
+            assert time.monotonic() < deadline, "the store kept the dead session"
+            time.sleep(0.05)
+        epochs.append(s.activate(1)[0])
+        assert epochs == list(range(2, 2 + len(epochs)))
