@@ -46,6 +46,7 @@ from logdevice.epochstore.base import (
     _check_log_id,
 )
 from logdevice.epochstore.events import validate_event
+from logdevice.epochstore.outcome import EpochOutcome
 from logdevice.epochstore.uri import EpochStoreURI
 from logdevice.errors import E, LogDeviceError, TimedOutError
 
@@ -235,9 +236,10 @@ class ZooKeeperEpochStore(EpochStore):
             return super().activate(log_id, metadata, expected_version)
 
     def set_last_clean_epoch(self, log_id: int, epoch: int,
-                             tail: TailRecord | None = None) -> LogEpochState:
+                             tail: TailRecord | None = None,
+                             outcomes: tuple[EpochOutcome, ...] = ()) -> LogEpochState:
         with self._doing(f"record log {log_id} clean up to epoch {epoch} (recovery)"):
-            return super().set_last_clean_epoch(log_id, epoch, tail)
+            return super().set_last_clean_epoch(log_id, epoch, tail, outcomes)
 
     def get(self, log_id: int) -> LogEpochState | None:
         log_id = _check_log_id(log_id)
