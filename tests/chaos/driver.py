@@ -94,6 +94,9 @@ class Run:
         self.stop = threading.Event()
         self.t0 = 0.0
         self.report: dict[str, Any] = {}
+        # Seconds writers pause between appends: the log's volume stays what the final
+        # check can read back in a few seconds per reader, whatever the run's length.
+        self.pace = 0.001
 
     # -- load -------------------------------------------------------------------------------
     def _payload(self, who: str, seq: int) -> bytes:
@@ -105,6 +108,7 @@ class Run:
             p = self._payload(f"sync{log_id}", seq)
             seq += 1
             sent = time.monotonic()
+            time.sleep(self.pace)
             try:
                 lsn = client.append(log_id, p, timeout=15.0)
             except ld.LogDeviceError:
@@ -115,7 +119,7 @@ class Run:
 
     def _async_writer(self, client: ld.Client, log_id: int) -> None:
         seq = 0
-        while not self.stop.is_set():
+        while not self.stop.wait(self.pace * 20):
             batch = []
             for _ in range(32):
                 p = self._payload(f"async{log_id}", seq)
@@ -133,9 +137,9 @@ class Run:
         writer = client.create_buffered_writer(time_trigger=0.02, size_trigger=16 << 10)
         seq = 0
         try:
-            while not self.stop.is_set():
-                payloads = [self._payload(f"bw{log_id}", seq + k) for k in range(200)]
-                seq += 200
+            while not self.stop.wait(self.pace * 50):
+                payloads = [self._payload(f"bw{log_id}", seq + k) for k in range(100)]
+                seq += 100
                 fut = writer.append_many(log_id, payloads)
                 try:
                     lsns = fut.result(60)
@@ -250,19 +254,27 @@ class Run:
         return self.report
 
     # -- verification ----------------------------------------------------------------------
-    def _read_log(self, client: ld.Client, log_id: int, until: int, scd: bool) -> list[tuple]:
+    def _read_log(self, client: ld.Client, log_id: int, until: int, scd: bool
+                  ) -> list[tuple]:
+        """Everything of ``log_id`` up to ``until``, as (kind, lo, hi, batch offset,
+        payload) tuples in delivery order, read in columnar batches."""
         reader = client.create_reader()
         if not scd:
             reader.force_no_single_copy_delivery()
         reader.start_reading(log_id, until_lsn=until)
         items: list[tuple] = []
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            got = reader.read(10_000, timeout=1.0)
-            items += [_key(i) for i in got]
-            if items and items[-1][2] >= until:
-                return items
-        raise AssertionError(f"log {log_id}: a reader did not reach the tail in time")
+        deadline = time.monotonic() + 600
+        try:
+            while time.monotonic() < deadline:
+                batch = reader.read_batch(100_000, timeout=1.0)
+                items += _batch_keys(batch)
+                if items and items[-1][2] >= until:
+                    return items
+        finally:
+            reader.close()
+        raise AssertionError(f"log {log_id}: a reader did not reach the tail in time "
+                             f"(at {ldlsn.to_string(items[-1][2]) if items else '-'} of "
+                             f"{ldlsn.to_string(until)})")
 
     def _verify(self, cluster: ld.LocalCluster, tails: dict[tuple[int, int], list[Any]]
                 ) -> dict[str, Any]:
@@ -339,6 +351,19 @@ class Run:
             if acks:
                 out.append((min(acks) - start) * 1000.0)
         return sorted(out)
+
+
+def _batch_keys(batch: Any) -> list[tuple]:
+    """A ReaderBatch as ``_key`` tuples, records and gaps in LSN order (a gap comes
+    before the records after it)."""
+    buf = batch.payloads.tobytes()
+    offs = batch.offsets.tolist()
+    recs = [("R", lsn, lsn, bo, buf[offs[i]:offs[i + 1]]) for i, (lsn, bo) in enumerate(
+        zip(batch.lsns.tolist(), batch.batch_offsets.tolist(), strict=True))]
+    gaps = [(GapType(g.type).name, g.lo, g.hi, 0, b"") for g in batch.gaps]
+    if not gaps:
+        return recs
+    return sorted(recs + gaps, key=lambda t: (t[1], t[0] == "R"))
 
 
 def _key(item: Any) -> tuple:
