@@ -18,7 +18,7 @@ from typing import Any
 from logdevice.errors import LogDeviceError
 from logdevice.records import LSN_MAX
 from logdevice.spark.options import ReadOptions
-from logdevice.spark.plan import LogExtent, slice_count
+from logdevice.spark.plan import LSN_FIRST, LogExtent, slice_count
 
 __all__ = ["log_extent", "log_extents"]
 
@@ -29,7 +29,7 @@ def log_extent(client: Any, log_id: int, opts: ReadOptions) -> LogExtent:
     """The range of ``log_id`` that ``opts`` asks for, bounded by what the log holds now."""
     head = client.get_head_attributes(log_id)
     tail = client.get_tail_attributes(log_id)
-    lo = max(opts.from_lsn, head.trim_point + 1)
+    lo = max(opts.from_lsn, head.trim_point + 1, LSN_FIRST)
     hi = min(opts.until_lsn, tail.last_released_real_lsn)
     if opts.from_time is not None:
         lo = max(lo, client.find_time(log_id, opts.from_time))

@@ -19,14 +19,14 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from ldcore import lsn as ldlsn
+
 __all__ = ["Slice", "LogPartition", "LogExtent", "slice_count", "cut_lsn_range",
-           "cuts_to_slices", "pack", "epoch_of"]
+           "cuts_to_slices", "pack", "plan_extents", "LSN_FIRST"]
 
-_ESN_BITS = 32
-
-
-def epoch_of(lsn: int) -> int:
-    return lsn >> _ESN_BITS
+#: The lowest LSN a record can have (epoch 1, ESN 1): nothing is ever stored below it, so
+#: ranges start there rather than in the LSN space of epoch 0, which no sequencer owns.
+LSN_FIRST = ldlsn.compose(ldlsn.EPOCH_MIN, ldlsn.ESN_MIN)
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class LogExtent:
 
     @property
     def one_epoch(self) -> bool:
-        return epoch_of(self.lo) == epoch_of(self.hi)
+        return ldlsn.epoch_of(self.lo) == ldlsn.epoch_of(self.hi)
 
     @property
     def est_records(self) -> int:
@@ -72,7 +72,7 @@ class LogExtent:
             return 0
         if self.one_epoch:
             return self.hi - self.lo + 1
-        return (self.hi & ((1 << _ESN_BITS) - 1)) + 1
+        return int(ldlsn.esn_of(self.hi)) + 1
 
 
 def slice_count(est_records: int, est_bytes: int | None, records_per_partition: int,

@@ -35,7 +35,7 @@ class _RangesReader:
                 if log_id is None or lo is None or hi is None:
                     raise InvalidParamError(message=f"read_ranges: null in range row "
                                                     f"({log_id}, {lo}, {hi})")
-                if not (0 < log_id and 0 <= lo and hi <= LSN_MAX):
+                if not (log_id > 0 and lo >= 0 and hi <= LSN_MAX):
                     raise InvalidParamError(message=f"read_ranges: bad range row "
                                                     f"({log_id}, {lo}, {hi})")
                 yield Slice(int(log_id), int(lo), min(int(hi), LSN_MAX - 1))

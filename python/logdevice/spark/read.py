@@ -16,13 +16,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from logdevice.errors import E, TimedOutError, error_for
 from logdevice.records import GapType
 from logdevice.spark.arrow import to_spark_batch
-from logdevice.spark.plan import Slice
+from logdevice.spark.plan import LSN_FIRST, Slice
 
 __all__ = ["ReadStats", "read_slices", "DEFAULT_POLL"]
 
@@ -79,7 +79,9 @@ def read_slices(config: str, slices: Iterable[Slice], *, fail_on_data_loss: bool
     from logdevice.client import Client
 
     stats = stats if stats is not None else ReadStats()
-    pending = [s for s in slices if s.lo <= s.hi]
+    # Below LSN_FIRST no record exists; starting there keeps readers out of epoch 0.
+    pending = [replace(s, lo=max(s.lo, LSN_FIRST)) for s in slices]
+    pending = [s for s in pending if s.lo <= s.hi]
     if not pending:
         return
     with Client(config) as client:

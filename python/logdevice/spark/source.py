@@ -13,6 +13,7 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from logdevice.errors import InvalidParamError
 from logdevice.spark.arrow import SPARK_SCHEMA
 from logdevice.spark.extents import log_extents
 from logdevice.spark.options import ReadOptions
@@ -71,9 +72,17 @@ class LogDeviceDataSource(DataSource):
     def writer(self, schema: Any, overwrite: bool) -> Any:
         from logdevice.spark.sink import LogDeviceWriter, WriteOptions
 
+        _append_only(overwrite)
         return LogDeviceWriter(WriteOptions.parse(self.options, schema))
 
     def streamWriter(self, schema: Any, overwrite: bool) -> Any:
         from logdevice.spark.sink import LogDeviceStreamWriter, WriteOptions
 
+        _append_only(overwrite)
         return LogDeviceStreamWriter(WriteOptions.parse(self.options, schema))
+
+
+def _append_only(overwrite: bool) -> None:
+    if overwrite:
+        raise InvalidParamError(message="logs are append-only: write with mode "
+                                        "'append', not 'overwrite'")
