@@ -5,6 +5,8 @@
 # (ldbench read: a 10 M-record backfill, SCD vs all-send-all in the same run).  Arguments go to pytest.
 # LD_BENCH_E2E=0 skips the end-to-end part; LD_WITH_BENCH_PEERS=0 (no redis-server
 # installed by ci/system-deps.sh) runs it without the Redis Streams anchor.
+# LD_BENCH_SPARK=1 adds the Spark read path (benchmarks/spark_read.py, 10 M records by
+# default, LD_BENCH_SPARK_RECORDS to change; a few minutes more).
 set -euo pipefail
 # numpy's BLAS threads spin between calls and steal the second core from the code measured
 export OPENBLAS_NUM_THREADS=1
@@ -16,4 +18,7 @@ if [ "${LD_BENCH_E2E:-1}" = 1 ]; then
   .venv/bin/python benchmarks/write_path.py "${peers[@]}"
   .venv/bin/python -m logdevice.tools.ldbench read --records "${LD_BENCH_READ_RECORDS:-10000000}" \
     --json benchmarks/last-read-path.json
+fi
+if [ "${LD_BENCH_SPARK:-0}" = 1 ]; then
+  .venv/bin/python benchmarks/spark_read.py --json benchmarks/last-spark-read.json
 fi
