@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -63,7 +64,9 @@ def test_ingest_then_export_to_parquet(spark, cluster, tmp_path):
     assert ingest.run(args, spark) == 40
     with cluster.client() as client:
         assert len(read_all(client, 2, client.get_tail_lsn(2))) == 20
-        assert b'"name":"ev1"' in read_all(client, 3, client.get_tail_lsn(3))[0][3]
+        rows = [json.loads(r[3]) for r in read_all(client, 3, client.get_tail_lsn(3))]
+        assert sorted(r["id"] for r in rows) == list(range(1, 40, 2))
+        assert {"id": 1, "name": "ev1", "shard": 3} in rows
 
     out = tmp_path / "export"
     export = job("logs_to_parquet")
