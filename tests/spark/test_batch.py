@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 
 import pyarrow as pa
@@ -128,3 +129,20 @@ def test_read_ranges_fans_out_over_a_dataframe(spark, logs):
     out = logdevice.spark.read_ranges(ranges.repartition(2), str(cluster.config_path))
     assert out.schema == load(spark, cluster, "1").schema
     assert rows_of(out) == sorted(want)
+
+
+def test_filter_pushdown_narrows_the_plan(spark, logs):
+    cluster, _, info = logs
+    first, second = info["first"], info["second"]
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    try:
+        df = load(spark, cluster, "1-4", filter_pushdown="true")
+        q = df.where((df.lsn >= first[3]) & (df.lsn < second[2]) & (df.log_id == TIMED))
+        assert sorted(r.lsn for r in q.collect()) == first[3:] + second[:2]
+        # Only log 4 and only that LSN range were planned.
+        assert q.rdd.getNumPartitions() == 1
+        split = dt.datetime.fromtimestamp(info["split_ms"] / 1000, dt.UTC)
+        late = df.where((df.timestamp >= split) & (df.log_id == TIMED))
+        assert sorted(r.lsn for r in late.collect()) == second
+    finally:
+        spark.conf.unset("spark.sql.python.filterPushdown.enabled")

@@ -120,3 +120,22 @@ def test_cap_offsets_reads_at_most_the_budget_and_never_past_latest(logs, budget
     assert all(start[k] <= end[k] <= latest[k] for k in logs)
     assert sum(end[k] - start[k] for k in logs) == min(
         budget, sum(latest[k] - start[k] for k in logs))
+
+
+def test_filters_narrow_the_options():
+    import datetime as dt
+
+    from pyspark.sql.datasource import EqualTo, GreaterThan, In, LessThanOrEqual, StringContains
+
+    from logdevice.spark.pushdown import narrow
+
+    o = ReadOptions.parse({"config": "c", "logs": "1-5", "until_lsn": "1000"})
+    t = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    keep = [GreaterThan(("timestamp",), t), StringContains(("payload",), "x")]
+    n, rest = narrow(o, [GreaterThan(("lsn",), 10), LessThanOrEqual(("lsn",), 2000),
+                         In(("log_id",), (2, 4, 9)), *keep])
+    assert (n.from_lsn, n.until_lsn, n.logs) == (11, 1000, (2, 4))
+    assert n.from_time == 1767225600000 and n.until_time is None
+    assert rest == keep  # timestamps are re-checked by Spark; lsn and log_id are exact
+    n, rest = narrow(o, [EqualTo(("lsn",), 77)])
+    assert (n.from_lsn, n.until_lsn, rest) == (77, 77, [])

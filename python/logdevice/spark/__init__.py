@@ -21,7 +21,9 @@ Read options (all strings, as Spark passes them)
     ``records_per_partition``, ``bytes_per_partition``: how much one task reads (the plan
     uses trim points, tails, storage size estimates and ``find_time``; it reads no record).
     ``batch_records``: rows per Arrow batch.  ``read_timeout``: seconds without progress
-    before a task fails.
+    before a task fails.  ``filter_pushdown`` (default ``false``; needs the session
+    setting ``spark.sql.python.filterPushdown.enabled=true``): ``lsn``, ``log_id`` and
+    ``timestamp`` conditions of the query narrow the plan (see ``pushdown``).
 
 Streaming read options
     ``config``, ``logs``, ``fail_on_data_loss``, ``batch_records``, ``read_timeout`` as

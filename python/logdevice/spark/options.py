@@ -155,6 +155,7 @@ class ReadOptions:
     bytes_per_partition: int = DEFAULT_BYTES_PER_PARTITION
     batch_records: int = DEFAULT_BATCH_RECORDS
     read_timeout: float = DEFAULT_READ_TIMEOUT
+    filter_pushdown: bool = False
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -173,6 +174,7 @@ class ReadOptions:
                                           DEFAULT_BYTES_PER_PARTITION, minimum=1),
             batch_records=parse_int(opts, "batch_records", DEFAULT_BATCH_RECORDS, minimum=1),
             read_timeout=parse_float(opts, "read_timeout", DEFAULT_READ_TIMEOUT),
+            filter_pushdown=parse_bool(opts, "filter_pushdown", False),
         )
         if parsed.from_lsn > parsed.until_lsn:
             raise InvalidParamError(message=f"from_lsn {parsed.from_lsn} is past until_lsn "

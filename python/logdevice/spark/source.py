@@ -62,7 +62,12 @@ class LogDeviceDataSource(DataSource):
         return SPARK_SCHEMA
 
     def reader(self, schema: Any) -> DataSourceReader:
-        return LogDeviceBatchReader(ReadOptions.parse(self.options))
+        opts = ReadOptions.parse(self.options)
+        if opts.filter_pushdown:
+            from logdevice.spark.pushdown import LogDeviceFilteringReader
+
+            return LogDeviceFilteringReader(opts)
+        return LogDeviceBatchReader(opts)
 
     def streamReader(self, schema: Any) -> Any:
         from logdevice.spark.stream import LogDeviceStreamReader, StreamOptions
