@@ -60,7 +60,7 @@ def narrow(opts: ReadOptions, filters: Iterable[Filter]) -> tuple[ReadOptions, l
     rest: list[Filter] = []
     for f in filters:
         col = getattr(f, "attribute", None)
-        value = getattr(f, "value", None)
+        value: Any = getattr(f, "value", None)
         if col == ("lsn",) and isinstance(f, _LOWER + _UPPER + (EqualTo,)) \
                 and _int(value) is not None:
             v = int(value)
