@@ -17,7 +17,7 @@ from tests.spark.conftest import read_all, rows_of
 
 pytestmark = pytest.mark.cluster
 
-PLAIN, BLOBS, EMPTY, TIMED = 1, 2, 3, 4
+PLAIN, BLOBS, EMPTY, TIMED, TRIMMED = 1, 2, 3, 4, 5
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,10 @@ def logs(module_cluster):
     split_ms = int(time.time() * 1000)
     time.sleep(0.05)
     second = [client.append(TIMED, b"late-%d" % i) for i in range(30)]
-    yield cluster, client, {"split_ms": split_ms, "first": first, "second": second}
+    trimmed = [client.append(TRIMMED, b"t-%d" % i) for i in range(40)]
+    client.trim(TRIMMED, trimmed[14])
+    yield cluster, client, {"split_ms": split_ms, "first": first, "second": second,
+                            "trimmed": trimmed}
     client.close()
 
 
@@ -146,3 +149,13 @@ def test_filter_pushdown_narrows_the_plan(spark, logs):
         assert sorted(r.lsn for r in late.collect()) == second
     finally:
         spark.conf.unset("spark.sql.python.filterPushdown.enabled")
+
+
+def test_trimmed_ranges_are_skipped(spark, logs):
+    cluster, _, info = logs
+    kept = info["trimmed"][15:]
+    assert sorted(r.lsn for r in load(spark, cluster, str(TRIMMED)).collect()) == kept
+    # A range that starts below the trim point reads a TRIM gap, then the records.
+    rows = [x for b in read_slices(str(cluster.config_path), [Slice(TRIMMED, 1, kept[-1])])
+            for x in b.column("lsn").to_pylist()]
+    assert rows == kept

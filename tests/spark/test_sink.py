@@ -50,6 +50,10 @@ def test_sink_rejects_overwrite_and_a_missing_payload(spark, cluster):
     with pytest.raises(PySparkException, match="append-only"):
         (df.write.format("logdevice").option("config", str(cluster.config_path))
          .option("log", "8").mode("overwrite").save())
+    nulls = spark.createDataFrame([(b"a",), (None,)], "payload binary")
+    with pytest.raises(PySparkException, match="null payloads"):
+        (nulls.write.format("logdevice").option("config", str(cluster.config_path))
+         .option("log", "8").mode("append").save())
     with pytest.raises(PySparkException, match="payload"):
         (spark.range(3).write.format("logdevice")
          .option("config", str(cluster.config_path)).option("log", "8").mode("append").save())

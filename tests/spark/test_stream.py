@@ -87,3 +87,31 @@ def test_stream_restart_from_checkpoint_delivers_every_record_once(spark, local_
     assert len(keys) == len(set(keys)), "a record was delivered twice"
     assert {(log_id, lsn): p for log_id, lsn, _, p in rows} == appended
     assert len(appended) == 60 + 400 + 20
+
+
+def test_starting_offsets_latest_and_json(spark, local_cluster, tmp_path):
+    cluster = local_cluster(nodes=3, replication=2, logs=range(1, 3))
+    cfg = str(cluster.config_path)
+
+    def run(starting: str, name: str) -> list[bytes]:
+        q = (spark.readStream.format("logdevice").option("config", cfg).option("logs", "1")
+             .option("starting_offsets", starting).load()
+             .writeStream.format("parquet").option("path", str(tmp_path / name))
+             .option("checkpointLocation", str(tmp_path / f"{name}.ckpt"))
+             .trigger(availableNow=True).start())
+        assert q.awaitTermination(120) and q.exception() is None
+        if not list((tmp_path / name).glob("*.parquet")):
+            return []
+        return sorted(bytes(r.payload) for r in spark.read.parquet(str(tmp_path / name))
+                      .collect())
+
+    with ld.Client(cluster.config_path) as client:
+        lsns = [client.append(1, b"old-%d" % i) for i in range(10)]
+        assert run("latest", "latest") == []
+        assert run('{"1": %d}' % lsns[7], "json") == [b"old-7", b"old-8", b"old-9"]
+        for i in range(5):
+            client.append(1, b"new-%d" % i)
+    # Restarted from their checkpoints: only what came after.
+    assert run("latest", "latest") == [b"new-%d" % i for i in range(5)]
+    assert run('{"1": %d}' % lsns[7], "json") == sorted(
+        [b"old-7", b"old-8", b"old-9"] + [b"new-%d" % i for i in range(5)])
