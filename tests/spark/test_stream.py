@@ -3,6 +3,7 @@ the middle, and every record exactly once in the output."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -108,10 +109,10 @@ def test_starting_offsets_latest_and_json(spark, local_cluster, tmp_path):
     with ld.Client(cluster.config_path) as client:
         lsns = [client.append(1, b"old-%d" % i) for i in range(10)]
         assert run("latest", "latest") == []
-        assert run('{"1": %d}' % lsns[7], "json") == [b"old-7", b"old-8", b"old-9"]
+        assert run(json.dumps({"1": lsns[7]}), "json") == [b"old-7", b"old-8", b"old-9"]
         for i in range(5):
             client.append(1, b"new-%d" % i)
     # Restarted from their checkpoints: only what came after.
     assert run("latest", "latest") == [b"new-%d" % i for i in range(5)]
-    assert run('{"1": %d}' % lsns[7], "json") == sorted(
+    assert run(json.dumps({"1": lsns[7]}), "json") == sorted(
         [b"old-7", b"old-8", b"old-9"] + [b"new-%d" % i for i in range(5)])
