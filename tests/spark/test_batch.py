@@ -159,3 +159,14 @@ def test_trimmed_ranges_are_skipped(spark, logs):
     rows = [x for b in read_slices(str(cluster.config_path), [Slice(TRIMMED, 1, kept[-1])])
             for x in b.column("lsn").to_pylist()]
     assert rows == kept
+
+
+def test_partitions_follow_the_range_size_not_the_log_size(spark, logs):
+    cluster, client, _ = logs
+    lsns = [r[1] for r in read_all(client, PLAIN, client.get_tail_lsn(PLAIN))]
+    whole = load(spark, cluster, str(PLAIN), bytes_per_partition=2000)
+    assert whole.rdd.getNumPartitions() > 1  # the storage nodes' size estimate splits it
+    part = load(spark, cluster, str(PLAIN), bytes_per_partition=2000,
+                from_lsn=lsns[100], until_lsn=lsns[109])
+    assert part.rdd.getNumPartitions() == 1
+    assert sorted(r.lsn for r in part.collect()) == lsns[100:110]

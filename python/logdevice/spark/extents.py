@@ -3,9 +3,11 @@
 For each log: the trim point (``get_head_attributes``) and the last released LSN
 (``get_tail_attributes``) bound the range; ``from_time``/``until_time`` are turned into
 LSNs with ``find_time``; the size comes from ``approximate_data_size`` (storage-node
-statistics, no record is read).  A range over several epochs also gets ``find_time``
-cut points at evenly spaced times, because LSN arithmetic cannot split it.  The result is
-what ``plan.plan_extents`` cuts into partitions.
+statistics) over the range's times: the times of ``from_time``/``until_time``, of the
+trim point and the tail, or, for LSN bounds inside the log, of the records there (read
+without payloads, one record each).  No payload is read to plan.  A range over several
+epochs also gets ``find_time`` cut points at evenly spaced times, because LSN arithmetic
+cannot split it.  The result is what ``plan.plan_extents`` cuts into partitions.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from logdevice.errors import LogDeviceError
-from logdevice.records import LSN_MAX
+from logdevice.records import LSN_MAX, DataRecord
 from logdevice.spark.options import ReadOptions
 from logdevice.spark.plan import LSN_FIRST, LogExtent, slice_count
 
@@ -39,8 +41,15 @@ def log_extent(client: Any, log_id: int, opts: ReadOptions) -> LogExtent:
     if lo > hi:
         return ext
     t_lo = opts.from_time if opts.from_time is not None else head.trim_point_timestamp
+    t_hi = opts.until_time if opts.until_time is not None else tail.last_timestamp
+    # LSN bounds inside the log: the size estimate is by time, so take the times of the
+    # records at the bounds (header-only reads of one record each).
+    if lo > head.trim_point + 1 and opts.from_time is None:
+        t_lo = first_timestamp(client, log_id, lo, hi) or t_lo
+    if hi < tail.last_released_real_lsn and opts.until_time is None:
+        t_hi = first_timestamp(client, log_id, hi, tail.last_released_real_lsn) or t_hi
     now_ms = int(time.time() * 1000)
-    t_hi = opts.until_time if opts.until_time is not None else max(tail.last_timestamp, t_lo)
+    t_hi = max(t_hi, t_lo)
     try:
         ext.est_bytes = int(client.approximate_data_size(log_id, t_lo, min(t_hi, now_ms)))
     except LogDeviceError as e:  # only the plan's granularity depends on it
@@ -52,6 +61,25 @@ def log_extent(client: Any, log_id: int, opts: ReadOptions) -> LogExtent:
             ext.time_cuts = [client.find_time(log_id, t_lo + (t_hi - t_lo) * k // n)
                              for k in range(1, n)]
     return ext
+
+
+def first_timestamp(client: Any, log_id: int, lo: int, hi: int,
+                    timeout: float = 10.0) -> int | None:
+    """Timestamp (ms) of the first record in ``lo..hi`` (released LSNs), read without its
+    payload; None if there is none or no answer within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    with client.create_reader(max_buffered_records=16) as r:
+        r.without_payload()
+        r.wait_only_when_no_data()
+        r.start_reading(log_id, lo, hi)
+        while time.monotonic() < deadline:
+            done = not r.is_reading(log_id)
+            for item in r.read(16, timeout=0 if done else 0.5):
+                if isinstance(item, DataRecord):
+                    return int(item.timestamp)
+            if done:
+                return None
+    return None
 
 
 def log_extents(config: str, logs: Sequence[int], opts: ReadOptions) -> list[LogExtent]:
