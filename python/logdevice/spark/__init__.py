@@ -19,7 +19,7 @@ Read options (all strings, as Spark passes them)
     query naming the log and the LSN range; ``false`` skips it with a warning in the
     executor log.  TRIM, BRIDGE and HOLE gaps hold no records and are always skipped.
     ``records_per_partition``, ``bytes_per_partition``: how much one task reads (the plan
-    uses trim points, tails, storage size estimates and ``find_time``; it reads no record).
+    uses trim points, tails, storage size estimates and ``find_time``; it reads no payload).
     ``batch_records``: rows per Arrow batch.  ``read_timeout``: seconds without progress
     before a task fails.  ``filter_pushdown`` (default ``false``; needs the session
     setting ``spark.sql.python.filterPushdown.enabled=true``): ``lsn``, ``log_id`` and
