@@ -15,7 +15,7 @@ pytestmark = pytest.mark.cluster
 
 @pytest.fixture(scope="module")
 def cluster(module_cluster):
-    return module_cluster(nodes=3, replication=2, logs=range(1, 9))
+    return module_cluster(nodes=3, replication=2, logs=range(1, 11))
 
 
 def payloads(client, log_id: int) -> list[bytes]:
@@ -49,14 +49,15 @@ def test_sink_rejects_overwrite_and_a_missing_payload(spark, cluster):
     df = spark.range(3).selectExpr("cast(cast(id as string) as binary) as payload")
     with pytest.raises(PySparkException, match="append-only"):
         (df.write.format("logdevice").option("config", str(cluster.config_path))
-         .option("log", "8").mode("overwrite").save())
+         .option("log", "9").mode("overwrite").save())
+    # A failing write job leaves what its tasks appended (at least once): log 9 only.
     nulls = spark.createDataFrame([(b"a",), (None,)], "payload binary")
     with pytest.raises(PySparkException, match="null payloads"):
         (nulls.write.format("logdevice").option("config", str(cluster.config_path))
-         .option("log", "8").mode("append").save())
+         .option("log", "9").mode("append").save())
     with pytest.raises(PySparkException, match="payload"):
         (spark.range(3).write.format("logdevice")
-         .option("config", str(cluster.config_path)).option("log", "8").mode("append").save())
+         .option("config", str(cluster.config_path)).option("log", "9").mode("append").save())
 
 
 def test_commit_message_carries_the_written_lsn_ranges(cluster):

@@ -116,3 +116,29 @@ def test_starting_offsets_latest_and_json(spark, local_cluster, tmp_path):
     assert run("latest", "latest") == [b"new-%d" % i for i in range(5)]
     assert run(json.dumps({"1": lsns[7]}), "json") == sorted(
         [b"old-7", b"old-8", b"old-9"] + [b"new-%d" % i for i in range(5)])
+
+
+def test_capped_stream_crosses_a_sequencer_change_quickly(spark, local_cluster, tmp_path):
+    """Records in two epochs (the sequencer node is killed in between): a stream capped
+    at 20 LSNs a trigger reads all of them once, and the empty rest of the first epoch
+    (billions of LSNs) costs no more than a trigger."""
+    from tests.cluster.conftest import RawClient
+
+    cluster = local_cluster(nodes=3, replication=2, logs=range(1, 3))
+    with ld.Client(cluster.config_path, timeout=30.0) as client:
+        first = [client.append(1, b"e1-%d" % i) for i in range(30)]
+        with RawClient(cluster) as raw:
+            owner = raw.owner(1)
+        cluster.kill(owner)
+        second = [client.append(1, b"e2-%d" % i) for i in range(30)]
+    assert first[-1] >> 32 < second[0] >> 32  # a new epoch
+    q = (spark.readStream.format("logdevice").option("config", str(cluster.config_path))
+         .option("logs", "1").option("max_records_per_trigger", "20").load()
+         .writeStream.format("parquet").option("path", str(tmp_path / "out"))
+         .option("checkpointLocation", str(tmp_path / "ckpt"))
+         .trigger(availableNow=True).start())
+    assert q.awaitTermination(180) and q.exception() is None
+    batches = [p["numInputRows"] for p in q.recentProgress]
+    assert max(batches) <= 20 and len(batches) <= 8, batches
+    rows = spark.read.parquet(str(tmp_path / "out")).collect()
+    assert sorted(r.lsn for r in rows) == first + second

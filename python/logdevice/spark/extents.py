@@ -17,12 +17,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from logdevice.errors import LogDeviceError
+from logdevice.errors import LogDeviceError, TimedOutError
 from logdevice.records import LSN_MAX, DataRecord
 from logdevice.spark.options import ReadOptions
 from logdevice.spark.plan import LSN_FIRST, LogExtent, slice_count
 
-__all__ = ["log_extent", "log_extents"]
+__all__ = ["log_extent", "log_extents", "first_record", "first_timestamp"]
 
 log = logging.getLogger("logdevice.spark")
 
@@ -63,10 +63,10 @@ def log_extent(client: Any, log_id: int, opts: ReadOptions) -> LogExtent:
     return ext
 
 
-def first_timestamp(client: Any, log_id: int, lo: int, hi: int,
-                    timeout: float = 10.0) -> int | None:
-    """Timestamp (ms) of the first record in ``lo..hi`` (released LSNs), read without its
-    payload; None if there is none or no answer within ``timeout``."""
+def first_record(client: Any, log_id: int, lo: int, hi: int,
+                 timeout: float = 10.0) -> DataRecord | None:
+    """The first record in ``lo..hi`` (released LSNs), read without its payload; None if
+    there is none.  ``TimedOutError`` if the range was not read within ``timeout``."""
     deadline = time.monotonic() + timeout
     with client.create_reader(max_buffered_records=16) as r:
         r.without_payload()
@@ -76,10 +76,21 @@ def first_timestamp(client: Any, log_id: int, lo: int, hi: int,
             done = not r.is_reading(log_id)
             for item in r.read(16, timeout=0 if done else 0.5):
                 if isinstance(item, DataRecord):
-                    return int(item.timestamp)
+                    return item
             if done:
                 return None
-    return None
+    raise TimedOutError(message=f"log {log_id}: LSNs [{lo}, {hi}] not read within "
+                                f"{timeout:g} s")
+
+
+def first_timestamp(client: Any, log_id: int, lo: int, hi: int) -> int | None:
+    """Timestamp (ms) of the first record in ``lo..hi``; None if there is none or the
+    cluster did not answer in time (it only sizes the plan)."""
+    try:
+        rec = first_record(client, log_id, lo, hi)
+    except TimedOutError:
+        return None
+    return int(rec.timestamp) if rec is not None else None
 
 
 def log_extents(config: str, logs: Sequence[int], opts: ReadOptions) -> list[LogExtent]:

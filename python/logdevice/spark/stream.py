@@ -21,7 +21,9 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from ldcore import lsn as ldlsn
 from logdevice.errors import InvalidParamError
+from logdevice.spark.extents import first_record
 from logdevice.spark.offsets import Offsets, cap_offsets, parse_starting_offsets
 from logdevice.spark.options import (
     DEFAULT_BATCH_RECORDS,
@@ -91,7 +93,7 @@ class LogDeviceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             for log_id in self.opts.logs:
                 earliest[str(log_id)] = max(LSN_FIRST,
                                              client.get_head_attributes(log_id).trim_point + 1)
-                latest[str(log_id)] = client.get_tail_lsn(log_id) + 1
+                latest[str(log_id)] = max(LSN_FIRST, client.get_tail_lsn(log_id) + 1)
         return earliest, latest
 
     # ------------------------------------------------------------------ Spark's calls
@@ -125,7 +127,7 @@ class LogDeviceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         # of an earlier sequencer); never go past what is released.
         top = {k: max(v, latest[k]) if k in latest else v for k, v in start.items()}
         if isinstance(limit, ReadMaxRows):
-            return cap_offsets(start, top, limit.max_rows)
+            return self._past_finished_epochs(cap_offsets(start, top, limit.max_rows), top)
         return top
 
     def reportLatestOffset(self) -> dict | None:
@@ -150,12 +152,34 @@ class LogDeviceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     # ------------------------------------------------------------------ helpers
 
+    def _past_finished_epochs(self, end: Offsets, top: Offsets) -> Offsets:
+        """A capped end in an epoch that is over (the tail is in a later one) may lie past
+        that epoch's last record; stepping through its empty rest ``max_rows`` LSNs a
+        trigger would never end.  There, move the end to the log's next record (the
+        skipped LSNs hold none, so the micro-batch still has at most ``max_rows``)."""
+        from logdevice.client import Client
+
+        out = dict(end)
+        stuck = [k for k, v in end.items() if v < top[k]
+                 and ldlsn.epoch_of(v) < ldlsn.epoch_of(top[k] - 1)]
+        if not stuck:
+            return out
+        with Client(self.opts.config) as client:
+            for k in stuck:
+                boundary = ldlsn.compose(ldlsn.epoch_of(end[k]) + 1, 0)
+                if first_record(client, int(k), end[k], boundary - 1) is not None:
+                    continue  # records left in this epoch: the cap holds
+                rec = first_record(client, int(k), boundary, top[k] - 1)
+                out[k] = rec.lsn if rec is not None else top[k]
+        return out
+
     def _complete(self, offsets: Mapping[str, Any]) -> Offsets:
         """``offsets`` with an entry for every log of the option (a log added to the
         option after the checkpoint was written starts from its trim point)."""
         if not isinstance(offsets, Mapping):
             raise InvalidParamError(message=f"bad logdevice offset {offsets!r}")
-        out = {str(k): int(v) for k, v in offsets.items()}
+        # Nothing is stored below LSN_FIRST: offsets below it mean LSN_FIRST.
+        out = {str(k): max(int(v), LSN_FIRST) for k, v in offsets.items()}
         missing = [str(log_id) for log_id in self.opts.logs if str(log_id) not in out]
         if missing:
             earliest = self._positions()[0]
