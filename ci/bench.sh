@@ -7,6 +7,8 @@
 # cluster checker on a 10 M-record log (benchmarks/last-checker.md).  Arguments go to pytest.
 # LD_BENCH_E2E=0 skips the end-to-end part; LD_WITH_BENCH_PEERS=0 (no redis-server
 # installed by ci/system-deps.sh) runs it without the Redis Streams anchor.
+# LD_BENCH_SPARK=1 adds the Spark read path (benchmarks/spark_read.py, 10 M records by
+# default, LD_BENCH_SPARK_RECORDS to change; a few minutes more).
 set -euo pipefail
 # numpy's BLAS threads spin between calls and steal the second core from the code measured
 export OPENBLAS_NUM_THREADS=1
@@ -21,4 +23,7 @@ if [ "${LD_BENCH_E2E:-1}" = 1 ]; then
   .venv/bin/python benchmarks/durability.py
   .venv/bin/python benchmarks/checker.py  # LD_CHECKER_RECORDS (default 10 M)
   .venv/bin/python benchmarks/epoch_activation.py  # ZooKeeper vs SQLite epoch store
+fi
+if [ "${LD_BENCH_SPARK:-0}" = 1 ]; then
+  .venv/bin/python benchmarks/spark_read.py --json benchmarks/last-spark-read.json
 fi

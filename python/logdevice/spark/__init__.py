@@ -1,0 +1,90 @@
+"""Spark for logdevice: logs as DataFrames (batch and streaming) and DataFrames into logs.
+
+    import logdevice.spark
+    logdevice.spark.register(spark)
+    df = (spark.read.format("logdevice").option("config", "/path/cluster.json")
+          .option("logs", "1,2,10-20").load())
+    df.write.format("logdevice").option("config", path).option("log", "7").save()
+
+Rows: ``log_id bigint, lsn bigint, batch_offset int, timestamp timestamp, payload binary``
+(``SPARK_SCHEMA``); records of a BufferedWriter blob share an LSN and differ in
+``batch_offset``.
+
+Read options (all strings, as Spark passes them)
+    ``config`` (required): the cluster config path, the same on the driver and every
+    executor.  ``logs`` (required): ``"1,2,10-20"``.  ``from_lsn``/``until_lsn``
+    (inclusive; default oldest .. the tail at planning time), ``from_time``/``until_time``
+    (ms since the epoch or ISO 8601; from inclusive, until exclusive; turned into LSNs with
+    ``find_time``).  ``fail_on_data_loss`` (default ``true``): a DATALOSS gap fails the
+    query naming the log and the LSN range; ``false`` skips it with a warning in the
+    executor log.  TRIM, BRIDGE and HOLE gaps hold no records and are always skipped.
+    ``records_per_partition``, ``bytes_per_partition``: how much one task reads (the plan
+    uses trim points, tails, storage size estimates and ``find_time``; it reads no payload).
+    ``batch_records``: rows per Arrow batch.  ``read_timeout``: seconds without progress
+    before a task fails.  ``filter_pushdown`` (default ``false``; needs the session
+    setting ``spark.sql.python.filterPushdown.enabled=true``): ``lsn``, ``log_id`` and
+    ``timestamp`` conditions of the query narrow the plan (see ``pushdown``).
+
+Streaming read options
+    ``config``, ``logs``, ``fail_on_data_loss``, ``batch_records``, ``read_timeout`` as
+    above; ``starting_offsets``: ``earliest`` (default), ``latest`` or JSON
+    ``{"<log>": lsn}``; ``max_records_per_trigger``: admission control (an estimate from
+    LSN counts, so a trigger reads at most about that many LSNs).  Offsets are
+    ``{"<log>": next_lsn}``.  Every micro-batch reads LSN ranges that were released when
+    it was planned, and released records never change, so a query restarted from its
+    checkpoint re-reads exactly the same ranges: with an idempotent sink (Spark's file
+    sink) every record lands exactly once.
+
+Write options
+    ``config`` (required); ``log``: the log to write every row to, or else a ``log_id``
+    column routes each row.  The DataFrame needs a ``payload`` column (binary or string).
+    ``size_trigger``, ``time_trigger``, ``compression``: the BufferedWriter's.
+    Delivery is **at least once**: each task flushes its BufferedWriter and waits for
+    every append before it reports success, and reports the LSN ranges it wrote; a task
+    that fails after some appends, or a task that Spark retries or runs speculatively,
+    leaves its records in the log, so rows may be written more than once.  Failed jobs log
+    what their successful tasks wrote on the driver.
+
+``read_ranges(df, config)`` reads ranges a pipeline computed itself: one row per
+``(log_id, from_lsn, until_lsn)`` in, the records of those ranges out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from logdevice.spark.arrow import SPARK_SCHEMA, arrow_schema
+
+__all__ = ["SPARK_SCHEMA", "arrow_schema", "register", "read_ranges"]
+
+
+def register(spark: Any) -> None:
+    """Register the ``logdevice`` data source on a ``SparkSession``."""
+    from logdevice.spark.source import LogDeviceDataSource
+
+    spark.dataSource.register(LogDeviceDataSource)
+
+
+def read_ranges(df: Any, config: str, *, fail_on_data_loss: bool = True,
+                batch_records: int = 65_536, read_timeout: float = 120.0) -> Any:
+    """The records of the LSN ranges listed in ``df``, through ``mapInArrow``.
+
+    Parameters
+    ----------
+    df : pyspark.sql.DataFrame
+        Columns ``log_id``, ``from_lsn``, ``until_lsn`` (integers; inclusive ranges).
+        Each row is read by the task that holds it, so repartition ``df`` to spread them.
+    config : str
+        The cluster config path (as the executors see it).
+    fail_on_data_loss, batch_records, read_timeout
+        As the data source's options of the same names.
+
+    Returns
+    -------
+    pyspark.sql.DataFrame
+        ``SPARK_SCHEMA`` rows, range by range.
+    """
+    from logdevice.spark.ranges import ranges_reader
+
+    return df.select("log_id", "from_lsn", "until_lsn").mapInArrow(
+        ranges_reader(config, fail_on_data_loss, batch_records, read_timeout), SPARK_SCHEMA)

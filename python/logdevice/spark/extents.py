@@ -1,0 +1,101 @@
+"""Driver side of planning: ask the cluster where each log's range starts and ends.
+
+For each log: the trim point (``get_head_attributes``) and the last released LSN
+(``get_tail_attributes``) bound the range; ``from_time``/``until_time`` are turned into
+LSNs with ``find_time``; the size comes from ``approximate_data_size`` (storage-node
+statistics) over the range's times: the times of ``from_time``/``until_time``, of the
+trim point and the tail, or, for LSN bounds inside the log, of the records there (read
+without payloads, one record each).  No payload is read to plan.  A range over several
+epochs also gets ``find_time`` cut points at evenly spaced times, because LSN arithmetic
+cannot split it.  The result is what ``plan.plan_extents`` cuts into partitions.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from logdevice.errors import LogDeviceError, TimedOutError
+from logdevice.records import LSN_MAX, DataRecord
+from logdevice.spark.options import ReadOptions
+from logdevice.spark.plan import LSN_FIRST, LogExtent, slice_count
+
+__all__ = ["log_extent", "log_extents", "first_record", "first_timestamp"]
+
+log = logging.getLogger("logdevice.spark")
+
+
+def log_extent(client: Any, log_id: int, opts: ReadOptions) -> LogExtent:
+    """The range of ``log_id`` that ``opts`` asks for, bounded by what the log holds now."""
+    head = client.get_head_attributes(log_id)
+    tail = client.get_tail_attributes(log_id)
+    lo = max(opts.from_lsn, head.trim_point + 1, LSN_FIRST)
+    hi = min(opts.until_lsn, tail.last_released_real_lsn)
+    if opts.from_time is not None:
+        lo = max(lo, client.find_time(log_id, opts.from_time))
+    if opts.until_time is not None:
+        hi = min(hi, client.find_time(log_id, opts.until_time) - 1)
+    ext = LogExtent(log_id, lo, min(hi, LSN_MAX - 1))
+    if lo > hi:
+        return ext
+    t_lo = opts.from_time if opts.from_time is not None else head.trim_point_timestamp
+    t_hi = opts.until_time if opts.until_time is not None else tail.last_timestamp
+    # LSN bounds inside the log: the size estimate is by time, so take the times of the
+    # records at the bounds (header-only reads of one record each).
+    if lo > head.trim_point + 1 and opts.from_time is None:
+        t_lo = first_timestamp(client, log_id, lo, hi) or t_lo
+    if hi < tail.last_released_real_lsn and opts.until_time is None:
+        t_hi = first_timestamp(client, log_id, hi, tail.last_released_real_lsn) or t_hi
+    now_ms = int(time.time() * 1000)
+    t_hi = max(t_hi, t_lo)
+    try:
+        ext.est_bytes = int(client.approximate_data_size(log_id, t_lo, min(t_hi, now_ms)))
+    except LogDeviceError as e:  # only the plan's granularity depends on it
+        log.info("log %d: no size estimate (%s); planning by LSN count", log_id, e)
+    if not ext.one_epoch:
+        n = slice_count(ext.est_records, ext.est_bytes, opts.records_per_partition,
+                        opts.bytes_per_partition)
+        if n > 1 and t_hi > t_lo:
+            ext.time_cuts = [client.find_time(log_id, t_lo + (t_hi - t_lo) * k // n)
+                             for k in range(1, n)]
+    return ext
+
+
+def first_record(client: Any, log_id: int, lo: int, hi: int,
+                 timeout: float = 10.0) -> DataRecord | None:
+    """The first record in ``lo..hi`` (released LSNs), read without its payload; None if
+    there is none.  ``TimedOutError`` if the range was not read within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    with client.create_reader(max_buffered_records=16) as r:
+        r.without_payload()
+        r.wait_only_when_no_data()
+        r.start_reading(log_id, lo, hi)
+        while time.monotonic() < deadline:
+            done = not r.is_reading(log_id)
+            for item in r.read(16, timeout=0 if done else 0.5):
+                if isinstance(item, DataRecord):
+                    return item
+            if done:
+                return None
+    raise TimedOutError(message=f"log {log_id}: LSNs [{lo}, {hi}] not read within "
+                                f"{timeout:g} s")
+
+
+def first_timestamp(client: Any, log_id: int, lo: int, hi: int) -> int | None:
+    """Timestamp (ms) of the first record in ``lo..hi``; None if there is none or the
+    cluster did not answer in time (it only sizes the plan)."""
+    try:
+        rec = first_record(client, log_id, lo, hi)
+    except TimedOutError:
+        return None
+    return int(rec.timestamp) if rec is not None else None
+
+
+def log_extents(config: str, logs: Sequence[int], opts: ReadOptions) -> list[LogExtent]:
+    """``log_extent`` of each log, through one client."""
+    from logdevice.client import Client
+
+    with Client(config) as client:
+        return [log_extent(client, log_id, opts) for log_id in logs]

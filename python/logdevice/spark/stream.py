@@ -1,0 +1,188 @@
+"""``spark.readStream.format("logdevice")``: the micro-batch stream reader.
+
+Offsets and admission control are in ``offsets``; a micro-batch's records are read by
+``read.read_slices`` exactly as a batch query's.  The reader asks the cluster only for
+tails and trim points (on the driver); partitions follow from the offsets alone, so
+Spark re-planning a micro-batch after a restart gets the same partitions.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from ldcore import lsn as ldlsn
+from logdevice.errors import InvalidParamError
+from logdevice.spark.extents import first_record
+from logdevice.spark.offsets import Offsets, cap_offsets, parse_starting_offsets
+from logdevice.spark.options import (
+    DEFAULT_BATCH_RECORDS,
+    DEFAULT_READ_TIMEOUT,
+    DEFAULT_RECORDS_PER_PARTITION,
+    parse_bool,
+    parse_float,
+    parse_int,
+    parse_logs,
+    require,
+)
+from logdevice.spark.plan import LSN_FIRST, LogExtent, LogPartition, plan_extents
+from logdevice.spark.read import read_slices
+from logdevice.spark.source import SlicePartition
+
+__all__ = ["StreamOptions", "LogDeviceStreamReader"]
+
+log = logging.getLogger("logdevice.spark")
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    config: str
+    logs: tuple[int, ...]
+    starting_offsets: str = "earliest"
+    max_records_per_trigger: int | None = None
+    fail_on_data_loss: bool = True
+    records_per_partition: int = DEFAULT_RECORDS_PER_PARTITION
+    batch_records: int = DEFAULT_BATCH_RECORDS
+    read_timeout: float = DEFAULT_READ_TIMEOUT
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> StreamOptions:
+        opts = {str(k).lower(): v for k, v in options.items()}
+        logs = tuple(parse_logs(require(opts, "logs")))
+        starting = str(opts.get("starting_offsets", "earliest"))
+        parse_starting_offsets(starting, logs)  # fail at once on a bad value
+        cap = parse_int(opts, "max_records_per_trigger", 0, minimum=1) \
+            if "max_records_per_trigger" in opts else None
+        return cls(config=require(opts, "config"), logs=logs, starting_offsets=starting,
+                   max_records_per_trigger=cap,
+                   fail_on_data_loss=parse_bool(opts, "fail_on_data_loss", True),
+                   records_per_partition=parse_int(opts, "records_per_partition",
+                                                   DEFAULT_RECORDS_PER_PARTITION, minimum=1),
+                   batch_records=parse_int(opts, "batch_records", DEFAULT_BATCH_RECORDS,
+                                           minimum=1),
+                   read_timeout=parse_float(opts, "read_timeout", DEFAULT_READ_TIMEOUT))
+
+
+class LogDeviceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batches of the logs' records, offsets ``{"<log>": next_lsn}``."""
+
+    def __init__(self, options: StreamOptions) -> None:
+        self.opts = options
+        self._latest: Offsets | None = None  # tails + 1 at the last latestOffset
+        self._target: Offsets | None = None  # Trigger.AvailableNow's end
+
+    # ------------------------------------------------------------------ cluster calls
+
+    def _positions(self) -> tuple[Offsets, Offsets]:
+        """Per log: (first LSN past the trim point, tail + 1)."""
+        from logdevice.client import Client
+
+        earliest: Offsets = {}
+        latest: Offsets = {}
+        with Client(self.opts.config) as client:
+            for log_id in self.opts.logs:
+                earliest[str(log_id)] = max(LSN_FIRST,
+                                             client.get_head_attributes(log_id).trim_point + 1)
+                latest[str(log_id)] = max(LSN_FIRST, client.get_tail_lsn(log_id) + 1)
+        return earliest, latest
+
+    # ------------------------------------------------------------------ Spark's calls
+
+    def initialOffset(self) -> dict:
+        wanted = parse_starting_offsets(self.opts.starting_offsets, self.opts.logs)
+        earliest, latest = self._positions()
+        out: Offsets = {}
+        for log_id, pos in wanted.items():
+            key = str(log_id)
+            if pos == "earliest":
+                out[key] = earliest[key]
+            elif pos == "latest":
+                out[key] = latest[key]
+            else:
+                out[key] = max(int(pos), LSN_FIRST)
+        return out
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        cap = self.opts.max_records_per_trigger
+        return ReadMaxRows(cap) if cap else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._positions()[1]
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        start = self._complete(start)
+        latest = self._target if self._target is not None else self._positions()[1]
+        self._latest = latest
+        # Never move backwards (a start past the tail: the log was read to a later tail
+        # of an earlier sequencer); never go past what is released.
+        top = {k: max(v, latest[k]) if k in latest else v for k, v in start.items()}
+        if isinstance(limit, ReadMaxRows):
+            return self._past_finished_epochs(cap_offsets(start, top, limit.max_rows), top)
+        return top
+
+    def reportLatestOffset(self) -> dict | None:
+        return dict(self._latest) if self._latest is not None else None
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        start = self._complete(start)
+        extents = [LogExtent(int(k), int(start[k]), int(v) - 1)
+                   for k, v in sorted(end.items(), key=lambda kv: int(kv[0]))
+                   if k in start and int(v) > int(start[k])]
+        parts = plan_extents(extents, self.opts.records_per_partition, 1 << 62)
+        return [SlicePartition(p) for p in parts]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        o = self.opts
+        value: LogPartition = partition.value  # type: ignore[attr-defined]
+        return read_slices(o.config, value.slices, fail_on_data_loss=o.fail_on_data_loss,
+                           batch_records=o.batch_records, read_timeout=o.read_timeout)
+
+    def commit(self, end: dict) -> None:
+        log.debug("logdevice stream: committed up to %s", end)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _past_finished_epochs(self, end: Offsets, top: Offsets) -> Offsets:
+        """A capped end in an epoch that is over (the tail is in a later one) may lie past
+        that epoch's last record; stepping through its empty rest ``max_rows`` LSNs a
+        trigger would never end.  There, move the end to the log's next record (the
+        skipped LSNs hold none, so the micro-batch still has at most ``max_rows``)."""
+        from logdevice.client import Client
+
+        out = dict(end)
+        stuck = [k for k, v in end.items() if v < top[k]
+                 and ldlsn.epoch_of(v) < ldlsn.epoch_of(top[k] - 1)]
+        if not stuck:
+            return out
+        with Client(self.opts.config) as client:
+            for k in stuck:
+                boundary = ldlsn.compose(ldlsn.epoch_of(end[k]) + 1, 0)
+                if first_record(client, int(k), end[k], boundary - 1) is not None:
+                    continue  # records left in this epoch: the cap holds
+                rec = first_record(client, int(k), boundary, top[k] - 1)
+                out[k] = rec.lsn if rec is not None else top[k]
+        return out
+
+    def _complete(self, offsets: Mapping[str, Any]) -> Offsets:
+        """``offsets`` with an entry for every log of the option (a log added to the
+        option after the checkpoint was written starts from its trim point)."""
+        if not isinstance(offsets, Mapping):
+            raise InvalidParamError(message=f"bad logdevice offset {offsets!r}")
+        # Nothing is stored below LSN_FIRST: offsets below it mean LSN_FIRST.
+        out = {str(k): max(int(v), LSN_FIRST) for k, v in offsets.items()}
+        missing = [str(log_id) for log_id in self.opts.logs if str(log_id) not in out]
+        if missing:
+            earliest = self._positions()[0]
+            for k in missing:
+                out[k] = earliest[k]
+        return out

@@ -1,0 +1,141 @@
+"""The sans-I/O parts of logdevice.spark: options, the partition plan, offsets and
+admission control (no cluster, no Spark)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ldcore import lsn as ldlsn
+from logdevice.errors import InvalidParamError
+from logdevice.spark.offsets import advance, cap_offsets, parse_starting_offsets
+from logdevice.spark.options import ReadOptions, parse_logs
+from logdevice.spark.plan import (
+    LSN_FIRST,
+    LogExtent,
+    Slice,
+    cut_lsn_range,
+    cuts_to_slices,
+    pack,
+    plan_extents,
+)
+
+
+def L(epoch: int, esn: int) -> int:
+    return ldlsn.compose(epoch, esn)
+
+
+def test_parse_logs():
+    assert parse_logs("1,2,10-12, 2") == [1, 2, 10, 11, 12]
+    for bad in ("", "x", "5-3", "0", "1,-"):
+        with pytest.raises(InvalidParamError, match="logs"):
+            parse_logs(bad)
+
+
+def test_read_options_parse_and_validate():
+    o = ReadOptions.parse({"config": "/c.json", "logs": "3", "from_lsn": "10",
+                           "until_time": "2026-01-01T00:00:00", "fail_on_data_loss": "False"})
+    assert (o.logs, o.from_lsn, o.fail_on_data_loss) == ((3,), 10, False)
+    assert o.until_time == 1767225600000
+    with pytest.raises(InvalidParamError, match="config"):
+        ReadOptions.parse({"logs": "1"})
+    with pytest.raises(InvalidParamError, match="from_lsn"):
+        ReadOptions.parse({"config": "c", "logs": "1", "from_lsn": "9", "until_lsn": "3"})
+    with pytest.raises(InvalidParamError, match="records_per_partition"):
+        ReadOptions.parse({"config": "c", "logs": "1", "records_per_partition": "0"})
+
+
+@given(st.integers(LSN_FIRST, 2**40), st.integers(0, 10**6), st.integers(1, 50))
+def test_lsn_cuts_cover_the_range_exactly(lo, span, n):
+    hi = lo + span
+    slices = cuts_to_slices(1, lo, hi, cut_lsn_range(lo, hi, n), span + 1, None)
+    assert slices[0].lo == lo and slices[-1].hi == hi
+    assert all(a.hi + 1 == b.lo for a, b in zip(slices, slices[1:], strict=False))
+    assert all(s.lo <= s.hi for s in slices)
+    assert len(slices) == min(n, span + 1)
+
+
+def test_time_cuts_outside_the_range_or_repeated_are_ignored():
+    s = cuts_to_slices(1, 100, 200, [50, 100, 150, 150, 201, 300], 10, 1000)
+    assert [(x.lo, x.hi) for x in s] == [(100, 149), (150, 200)]
+
+
+def test_plan_cuts_one_epoch_by_lsn_and_several_epochs_by_time():
+    one = LogExtent(1, L(3, 1), L(3, 1000))
+    many = LogExtent(2, L(1, 1), L(4, 500), time_cuts=[L(2, 7), L(3, 9), L(4, 1)])
+    parts = plan_extents([one, many], records_per_partition=250,
+                         bytes_per_partition=1 << 40)
+    by_log = {}
+    for p in parts:
+        for s in p.slices:
+            by_log.setdefault(s.log_id, []).append((s.lo, s.hi))
+    assert by_log[1] == [(L(3, 1), L(3, 250)), (L(3, 251), L(3, 500)),
+                         (L(3, 501), L(3, 750)), (L(3, 751), L(3, 1000))]
+    assert by_log[2] == [(L(1, 1), L(2, 6)), (L(2, 7), L(3, 8)), (L(3, 9), L(4, 0)),
+                         (L(4, 1), L(4, 500))]
+
+
+def test_bytes_target_cuts_too():
+    ext = LogExtent(1, L(1, 1), L(1, 100), est_bytes=10_000)
+    parts = plan_extents([ext], records_per_partition=10**6, bytes_per_partition=2_500)
+    assert len(parts) == 4
+
+
+def test_small_logs_are_packed_together():
+    slices = [Slice(i, L(1, 1), L(1, 10), 10, 100) for i in range(1, 8)]
+    parts = pack(slices, records_per_partition=30, bytes_per_partition=10**9)
+    assert [len(p.slices) for p in parts] == [3, 3, 1]
+    assert [s for p in parts for s in p.slices] == slices
+
+
+def test_empty_extents_plan_nothing():
+    assert plan_extents([LogExtent(1, 10, 9)], 10, 10) == []
+
+
+def test_starting_offsets():
+    assert parse_starting_offsets("earliest", [1, 2]) == {1: "earliest", 2: "earliest"}
+    assert parse_starting_offsets('{"2": 77, "1": "latest"}', [1, 2]) == {1: "latest", 2: 77}
+    with pytest.raises(InvalidParamError, match=r"no position for logs \[2\]"):
+        parse_starting_offsets('{"1": 5}', [1, 2])
+    with pytest.raises(InvalidParamError, match="starting_offsets"):
+        parse_starting_offsets("newest", [1])
+
+
+def test_advance_stays_in_the_epoch_it_starts_in():
+    assert advance(L(2, 5), L(2, 100), 10) == L(2, 15)
+    assert advance(L(2, 5), L(2, 10), 100) == L(2, 10)
+    assert advance(L(2, 5), L(5, 10), 100) == L(2, 105)
+    assert advance(L(2, 5), L(5, 10), 2**40) == L(3, 0)
+    assert advance(L(2, 5), L(2, 5), 10) == L(2, 5)
+
+
+@given(st.dictionaries(st.sampled_from("1234"), st.tuples(st.integers(0, 500),
+                                                          st.integers(0, 500)), min_size=1),
+       st.integers(1, 1000))
+def test_cap_offsets_reads_at_most_the_budget_and_never_past_latest(logs, budget):
+    start = {k: L(1, 1) + a for k, (a, _) in logs.items()}
+    latest = {k: L(1, 1) + a + b for k, (a, b) in logs.items()}
+    end = cap_offsets(start, latest, budget)
+    assert all(start[k] <= end[k] <= latest[k] for k in logs)
+    assert sum(end[k] - start[k] for k in logs) == min(
+        budget, sum(latest[k] - start[k] for k in logs))
+
+
+def test_filters_narrow_the_options():
+    import datetime as dt
+
+    from pyspark.sql.datasource import EqualTo, GreaterThan, In, LessThanOrEqual, StringContains
+
+    from logdevice.spark.pushdown import narrow
+
+    o = ReadOptions.parse({"config": "c", "logs": "1-5", "until_lsn": "1000"})
+    t = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    keep = [GreaterThan(("timestamp",), t), StringContains(("payload",), "x")]
+    n, rest = narrow(o, [GreaterThan(("lsn",), 10), LessThanOrEqual(("lsn",), 2000),
+                         In(("log_id",), (2, 4, 9)), *keep])
+    assert (n.from_lsn, n.until_lsn, n.logs) == (11, 1000, (2, 4))
+    assert n.from_time == 1767225600000 and n.until_time is None
+    assert rest == keep  # timestamps are re-checked by Spark; lsn and log_id are exact
+    n, rest = narrow(o, [EqualTo(("lsn",), 77)])
+    assert (n.from_lsn, n.until_lsn, rest) == (77, 77, [])
