@@ -52,6 +52,7 @@ class ClientCore:
         self.stats = {"appends_waited": 0, "refusals_retried": 0}
         # Since when no node could be reached (None: some node answered since).
         self._unreachable_since: float | None = None
+        self._refused: set[int] = set()  # nodes whose connection failed since
         self._view_task: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -70,19 +71,25 @@ class ClientCore:
 
     def _reached(self) -> None:
         self._unreachable_since = None
+        self._refused.clear()
 
-    def _unreachable(self, what: str, detail: str, failed: bool = True) -> None:
-        """A connection failed (``failed``), or no node is left to try: fail the call
-        with CONNFAILED once no node at all has been reachable for
-        ``unreachable_timeout``."""
+    def _unreachable(self, what: str, detail: str, node: int | None = None) -> None:
+        """Connecting to ``node`` failed (None: no node was left to try).  Once every node
+        of the cluster has refused or failed a connection since one last answered, and
+        that has lasted ``unreachable_timeout``, fail the call with CONNFAILED.  (A node
+        that accepts but does not answer, e.g. a paused one, is not unreachable.)"""
         now = asyncio.get_running_loop().time()
-        if self._unreachable_since is None:
-            if failed:
+        if node is not None:
+            self._refused.add(node)
+            if self._unreachable_since is None:
                 self._unreachable_since = now
-        elif now - self._unreachable_since >= self.settings.unreachable_timeout:
+        if (self._unreachable_since is not None
+                and len(self._refused) >= len(self.config.nodes)
+                and now - self._unreachable_since >= self.settings.unreachable_timeout):
             raise error_for(E.CONNFAILED, f"{what}: no node of cluster "
-                                 f"{self.config.cluster!r} reachable for "
-                                 f"{now - self._unreachable_since:.1f} s (last: {detail})")
+                                          f"{self.config.cluster!r} reachable for "
+                                          f"{now - self._unreachable_since:.1f} s "
+                                          f"(last: {detail})")
 
     # ------------------------------------------------------------------ cluster view
 
@@ -109,8 +116,10 @@ class ClientCore:
             try:
                 view = await c.request(GetClusterView(request_id=0),
                                        min(deadline, now + self.settings.connect_timeout))
-            except LogDeviceError:
+            except LogDeviceError as exc:
                 self.routing.suspect(node)
+                if exc.status == E.CONNFAILED:
+                    self._refused.add(node)
                 continue
             self._reached()
             if view.status == E.OK:
@@ -171,7 +180,7 @@ class ClientCore:
             node = routing.sequencer(log_id)
             if node is None:
                 last = "no sequencer node is alive"
-                self._unreachable(f"{what} to log {log_id}", last, failed=False)
+                self._unreachable(f"{what} to log {log_id}", last)
                 await self._back_off(backoff, deadline, refresh=True)
                 continue
             c = self.conn(node)
@@ -188,7 +197,7 @@ class ClientCore:
                     raise
                 last = f"N{node}: {exc.message}"
                 routing.suspect(node)
-                self._unreachable(f"{what} to log {log_id}", last)
+                self._unreachable(f"{what} to log {log_id}", last, node)
                 await self._back_off(backoff, deadline, refresh=True)
                 continue
             self._reached()
@@ -304,7 +313,7 @@ class ClientCore:
                         raise
                     last = f"N{node}: {exc.message}"
                     self.routing.suspect(node)
-                    self._unreachable(what, last)
+                    self._unreachable(what, last, node)
                     continue
                 self._reached()
                 return reply
