@@ -137,3 +137,20 @@ def test_gather_timeout_and_any_data():
     q.put(1, batch(1, [1]))
     parts = q.gather(5, True, None, q.take_items_part)  # returns with what is there
     assert [d.lsn for p in parts for d in p] == [1]
+
+
+def test_a_finished_log_has_more_until_its_records_are_taken():
+    """The stream reaching until_lsn does not end the log for the application while
+    what it delivered still waits (``Reader.is_reading`` loops lost their tail)."""
+    q, _ = make()
+    q.add_log(1)
+    q.add_log(2)
+    q.put(1, batch(1, [1, 2, 3]))
+    q.log_done(1)
+    assert q.has_more(1) and q.has_more(2)
+    assert order(q.take_items(2)) == [("r", 1, b"L1-1"), ("r", 2, b"L1-2")]
+    assert q.has_more(1)
+    assert order(q.take_items(5)) == [("r", 3, b"L1-3")]
+    assert not q.has_more(1) and q.has_more(2)
+    q.discard_log(2)
+    assert not q.has_more(2)

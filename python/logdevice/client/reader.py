@@ -241,8 +241,9 @@ class Reader(_ReaderBase):
         self._lt.run(_call, self._core.stop, log_id, timeout=self._client.timeout)
 
     def is_reading(self, log_id: int) -> bool:
-        """Whether ``log_id`` is being read (started, not stopped, until_lsn not reached)."""
-        return log_id in self._queue.active
+        """Whether ``log_id`` is being read: started, not stopped, and ``read`` has not yet
+        returned everything up to its until_lsn."""
+        return self._queue.has_more(log_id)
 
     def is_connection_healthy(self, log_id: int) -> bool:
         """Whether the reader has working streams on enough nodes of ``log_id``'s nodeset
@@ -362,7 +363,8 @@ class AsyncReader(_ReaderBase):
         await self._run(self._core.stop, log_id)
 
     def is_reading(self, log_id: int) -> bool:
-        return log_id in self._queue.active
+        """See ``Reader.is_reading``."""
+        return self._queue.has_more(log_id)
 
     async def is_connection_healthy(self, log_id: int) -> bool:
         """See ``Reader.is_connection_healthy``."""

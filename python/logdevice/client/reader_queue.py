@@ -121,6 +121,12 @@ class ReaderQueue:
             self.starved = True
             return False
 
+    def has_more(self, log_id: int) -> bool:
+        """Whether ``read`` may still return something of ``log_id``: it is being read,
+        or what it delivered waits here."""
+        with self._lock:
+            return log_id in self.active or any(seg.log_id == log_id for seg in self._segs)
+
     def log_done(self, log_id: int) -> None:
         """Nothing more will come for ``log_id`` (until_lsn reached)."""
         with self._lock:
