@@ -217,6 +217,21 @@ class LogEpochState:
                    recovered=tuple(EpochOutcome.from_dict(o) for o in d.get("recovered", ())))
 
 
+def next_state(log_id: int, cur: LogEpochState | None,
+               fn: Callable[[LogEpochState | None], LogEpochState | None]
+               ) -> tuple[LogEpochState, dict[str, Any]] | None:
+    """What a backend's ``update`` writes: ``fn(cur)`` with the next version, and its
+    JSON body (without the version, which the backend keeps itself); None when ``fn``
+    changes nothing."""
+    new = fn(cur)
+    if new is None:
+        return None
+    new = replace(new, log_id=log_id, version=(cur.version if cur else 0) + 1)
+    body = new.to_dict()
+    del body["version"]
+    return new, body
+
+
 MetadataArg = (EpochMetadata | Mapping[str, Any] | None
                | Callable[[LogEpochState | None], EpochMetadata | Mapping[str, Any] | None])
 

@@ -20,7 +20,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from logdevice.epochstore.base import (
     LogEpochState,
     VersionMismatchError,
     _check_log_id,
+    next_state,
 )
 from logdevice.epochstore.events import validate_event
 from logdevice.errors import E, LogDeviceError, TimedOutError
@@ -168,12 +168,10 @@ class FileEpochStore(EpochStore):
                 row = c.execute("SELECT version, state FROM logs WHERE log_id=?",
                                 (log_id,)).fetchone()
                 cur = self._decode(*row) if row else None
-                new = fn(cur)
-                if new is None:
+                step = next_state(log_id, cur, fn)
+                if step is None:
                     return cur
-                new = replace(new, log_id=log_id, version=(cur.version if cur else 0) + 1)
-                body = new.to_dict()
-                del body["version"]
+                new, body = step
                 c.execute("INSERT OR REPLACE INTO logs VALUES (?, ?, ?, ?, ?)",
                           (log_id, new.version, new.epoch, new.last_clean_epoch,
                            json.dumps(body, separators=(",", ":"))))

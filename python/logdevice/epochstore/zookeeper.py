@@ -44,6 +44,7 @@ from logdevice.epochstore.base import (
     TailRecord,
     VersionMismatchError,
     _check_log_id,
+    next_state,
 )
 from logdevice.epochstore.events import validate_event
 from logdevice.epochstore.outcome import EpochOutcome
@@ -260,12 +261,10 @@ class ZooKeeperEpochStore(EpochStore):
                 expected, new_state = sent.pop()
                 if writer == token and stat is not None and stat.version == expected + 1:
                     return replace(new_state, version=stat.version + 1)
-            new = fn(cur)
-            if new is None:
+            step = next_state(log_id, cur, fn)
+            if step is None:
                 return cur
-            new = replace(new, log_id=log_id, version=(cur.version if cur else 0) + 1)
-            body = new.to_dict()
-            del body["version"]
+            new, body = step
             data = _dumps({"s": body, "w": token})
             expected = stat.version if stat is not None else -1
             try:
