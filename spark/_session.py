@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 
@@ -45,3 +46,16 @@ def session(args: argparse.Namespace, app_name: str) -> Any:
     spark = builder.getOrCreate()
     logdevice.spark.register(spark)
     return spark
+
+
+def run_job(parser: argparse.ArgumentParser, argv: list[str] | None, app_name: str,
+            job: Callable[[argparse.Namespace, Any], str]) -> int:
+    """Parse ``argv``, run ``job(args, spark)`` on a session, print the line it returns,
+    stop the session."""
+    args = parser.parse_args(argv)
+    spark = session(args, app_name)
+    try:
+        print(job(args, spark))
+    finally:
+        spark.stop()
+    return 0

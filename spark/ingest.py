@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _session import add_common, session  # noqa: E402
+from _session import add_common, run_job  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,14 +76,8 @@ def run(args: argparse.Namespace, spark: Any) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    spark = session(args, "ingest")
-    try:
-        n = run(args, spark)
-    finally:
-        spark.stop()
-    print(f"{n} rows written")
-    return 0
+    return run_job(build_parser(), argv, "ingest",
+                   lambda args, spark: f"{run(args, spark)} rows written")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _session import add_common, session  # noqa: E402
+from _session import add_common, run_job  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,14 +55,8 @@ def run(args: argparse.Namespace, spark: Any) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    spark = session(args, "logs_to_parquet")
-    try:
-        n = run(args, spark)
-    finally:
-        spark.stop()
-    print(f"{n} records under {args.out}")
-    return 0
+    return run_job(build_parser(), argv, "logs_to_parquet",
+                   lambda args, spark: f"{run(args, spark)} records under {args.out}")
 
 
 if __name__ == "__main__":

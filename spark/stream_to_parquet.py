@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _session import add_common, session  # noqa: E402
+from _session import add_common, run_job  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,16 +74,13 @@ def run(args: argparse.Namespace, spark: Any) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    spark = session(args, "stream_to_parquet")
-    try:
+    def job(args: argparse.Namespace, spark: Any) -> str:
         query = run(args, spark)
         rows = sum(p["numInputRows"] for p in query.recentProgress)
-        print(f"{rows} records in {len(query.recentProgress)} micro-batches "
-              f"(recent ones) to {args.out}")
-    finally:
-        spark.stop()
-    return 0
+        return (f"{rows} records in {len(query.recentProgress)} micro-batches "
+                f"(recent ones) to {args.out}")
+
+    return run_job(build_parser(), argv, "stream_to_parquet", job)
 
 
 if __name__ == "__main__":
