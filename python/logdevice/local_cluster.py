@@ -322,6 +322,57 @@ class LocalCluster:
             if self._own_root:
                 shutil.rmtree(self.root, ignore_errors=True)
 
+    # -- rebuilding -------------------------------------------------------------------------
+    def drain(self, i: int) -> int:
+        """Drain node ``i``: it stops taking new copies and moves the records it holds to
+        other nodes (it must be running, or do so once started).  Returns the event-log
+        version of the request; ``wait_rebuilt([i])`` waits for the end."""
+        return self._request_rebuild(i, drain=True)
+
+    def mark_unrecoverable(self, i: int) -> int:
+        """Node ``i``'s data is gone for good: stop it if it runs, and have the other
+        nodes re-replicate its records.  Returns the event-log version of the request."""
+        if self.is_running(i):
+            self.stop(i)
+        return self._request_rebuild(i, unrecoverable=True)
+
+    def _request_rebuild(self, i: int, **kind: bool) -> int:
+        from logdevice.epochstore import open_epoch_store
+        from logdevice.rebuilding.requests import request_rebuild
+
+        with open_epoch_store(self.config.epoch_store_uri) as store:
+            return request_rebuild(store, self.config, i, **kind)
+
+    def shard_statuses(self) -> dict[int, Any]:
+        """Nodes the event log says are not fully authoritative, with their status."""
+        from logdevice.epochstore import open_existing_epoch_store
+
+        store = open_existing_epoch_store(self.config.epoch_store_uri)
+        if store is None:
+            return {}
+        with store:
+            return store.shard_statuses()
+
+    def wait_rebuilt(self, nodes: Iterable[int], timeout: float = 120.0) -> None:
+        """Wait until rebuilding of ``nodes`` is over: none is in the rebuilding set, and
+        each is AUTHORITATIVE_EMPTY or (once acknowledged) FULLY_AUTHORITATIVE."""
+        from logdevice.epochstore import open_epoch_store
+
+        wanted = set(nodes)
+        deadline = time.monotonic() + timeout
+        with open_epoch_store(self.config.epoch_store_uri) as store:
+            while True:
+                rset = store.rebuilding_set()
+                if not wanted & rset.nodes:
+                    return
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"rebuilding of {sorted(wanted)} not done after "
+                                       f"{timeout} s: set v{rset.version} lost "
+                                       f"{sorted(rset.lost)} draining {sorted(rset.draining)}"
+                                       f", donors done {sorted(rset.done)} of "
+                                       f"{sorted(rset.donors or ())}")
+                time.sleep(0.1)
+
     # -- readiness --------------------------------------------------------------------------
     def views(self, timeout: float = 2.0) -> dict[int, Any]:
         """Each running, unpaused node's cluster view (nodes that do not answer omitted)."""

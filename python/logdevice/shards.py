@@ -1,7 +1,7 @@
 """Authoritative status of a storage shard, shared by the event log, readers and rebuilding.
 
-Readers use it to decide which nodes count towards an f-majority (REFERENCE.md §A3); the
-epoch store derives it from the event log (§A10).
+Readers use it to decide which nodes count towards an f-majority; the epoch
+store derives it from the event log (``epochstore.events``).
 """
 
 from __future__ import annotations

@@ -12,12 +12,15 @@
 from __future__ import annotations
 
 import itertools
+import json
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from logdevice.errors import E, error_for
 from logdevice.local_cluster import LocalCluster
@@ -254,3 +257,16 @@ def check_acked_on_disk(cluster: LocalCluster, acked: dict[tuple[int, int], byte
         stale += len(copies) - len(final)
     return {"records": len(acked), "stale_copies": stale,
             "stored_records": len(stored)}
+
+
+def scrape(cluster: LocalCluster, i: int) -> dict[str, float]:
+    """Node ``i``'s /metrics: sample name (with its labels as JSON) -> value."""
+    with urllib.request.urlopen(cluster.metrics_url(i), timeout=10) as resp:
+        assert resp.status == 200
+        text = resp.read().decode()
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            key = s.name + (json.dumps(s.labels, sort_keys=True) if s.labels else "")
+            out[key] = s.value
+    return out

@@ -18,13 +18,12 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 
 import numpy as np
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from logdevice.storage.logsdb import LogsDB
+from tests.cluster.conftest import scrape
 
 pytestmark = pytest.mark.cluster
 
@@ -41,18 +40,6 @@ def check_json(cluster, *args):
     p = ldshell(cluster, "check", "--json", *args)
     assert p.returncode in (0, 1), p.stderr
     return p.returncode, json.loads(p.stdout)
-
-
-def scrape(cluster, i):
-    with urllib.request.urlopen(cluster.metrics_url(i), timeout=10) as resp:
-        assert resp.status == 200
-        text = resp.read().decode()
-    out = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            key = s.name + (json.dumps(s.labels, sort_keys=True) if s.labels else "")
-            out[key] = s.value
-    return out
 
 
 def total(samples, name):

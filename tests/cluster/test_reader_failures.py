@@ -20,6 +20,9 @@ from tests.cluster.conftest import RawClient, read_back
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 
 N_RECORDS = 3000
+#: The wipe tests look at readers while a node's data is gone: the other nodes look at
+#: the event log once an hour, so rebuilding (test_rebuilding.py) does not start.
+HOLD_OFF_REBUILDING = 3_600_000
 
 
 def write(client, log_id: int, n: int, burst: int = 200) -> list[int]:
@@ -199,7 +202,8 @@ def wipe_and_start(cluster, node: int) -> None:
 
 
 def test_wiped_nodes_dataloss_exactly_for_lost_records(local_cluster):
-    cluster = local_cluster(nodes=4, replication=2, logs=range(1, 4))
+    cluster = local_cluster(nodes=4, replication=2, logs=range(1, 4),
+                            rebuilding_poll_ms=HOLD_OFF_REBUILDING)
     with ld.Client(cluster.config_path, timeout=20.0) as client:
         lsns = write(client, 1, 2000)
         wiped = non_sequencers(cluster, 1)[:2]
@@ -233,7 +237,8 @@ def test_wiped_node_does_not_make_a_down_node_look_empty(local_cluster):
     """One node wiped and another down: records whose remaining copy is on the down node
     are not lost, so no DATALOSS may be reported for them: the reader waits, and gets
     them once that node is back (invariant 3)."""
-    cluster = local_cluster(nodes=4, replication=2, logs=range(1, 4))
+    cluster = local_cluster(nodes=4, replication=2, logs=range(1, 4),
+                            rebuilding_poll_ms=HOLD_OFF_REBUILDING)
     with ld.Client(cluster.config_path, timeout=20.0) as client:
         lsns = write(client, 1, 1000)
         wiped, down = non_sequencers(cluster, 1)[:2]

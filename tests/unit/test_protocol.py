@@ -116,6 +116,12 @@ def sample_messages():
                         ids=np.array([1, 2], np.int64), start_ms=np.array([0, 9], np.int64),
                         min_ts=np.array([1, 10], np.int64), max_ts=np.array([8, 12], np.int64),
                         records=np.array([5, 6], np.int64), nbytes=np.array([50, 60], np.int64)),
+        p.RebuildStore(request_id=17, log_id=3, set_version=9,
+                       lsns=np.array([5, 9], np.uint64), timestamps=np.array([1, 2], np.int64),
+                       flags=np.array([0, 64], np.uint32), waves=np.array([1, 2], np.uint32),
+                       copysets=np.array([[4, 1], [4, 2]], np.int16),
+                       payload_offsets=np.array([0, 2, 5], np.uint64), payloads=b"abcde"),
+        p.RebuildStored(request_id=17, status=E.REBUILDING, node_index=4),
     ]
 
 

@@ -43,6 +43,7 @@ SETTING_BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "read_flow_control_threshold": (0.01, 1.0),
     "checker_interval_ms": (0, None),
     "checker_grace_period_ms": (0, None),
+    "rebuilding_rate_bytes_per_s": (0, None),
 }
 # Settings that take one of a few words.
 SETTING_CHOICES: dict[str, tuple[str, ...]] = {

@@ -174,6 +174,11 @@ class Settings:
     # records still under-replicated are a progress violation.
     checker_interval_ms: int = 0
     checker_grace_period_ms: int = 600_000
+    # Rebuilding: bytes/s each donor sends (0: as fast as it can), how often nodes read
+    # the event log, and the records a donor handles per batch.
+    rebuilding_rate_bytes_per_s: int = 0
+    rebuilding_poll_ms: int = 500
+    rebuilding_batch_records: int = 8192
     frame_timeout_ms: int = 30_000  # a frame half-sent and then stalled this long: close
 
     def to_dict(self, only_changed: bool = True) -> dict[str, Any]:

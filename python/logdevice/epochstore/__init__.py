@@ -27,6 +27,7 @@ from logdevice.epochstore.events import (
     SHARD_IS_REBUILT,
     SHARD_NEEDS_REBUILD,
     SHARD_UNRECOVERABLE,
+    RebuildingSet,
     ShardStatusFold,
 )
 from logdevice.epochstore.outcome import EpochOutcome
@@ -88,6 +89,7 @@ __all__ = [
     "VersionMismatchError",
     "AuthoritativeStatus",
     "ShardStatusFold",
+    "RebuildingSet",
     "EpochStoreURI",
     "parse_epoch_store_uri",
     "EPOCH_INVALID",

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from logdevice.epochstore.events import ShardStatusFold
+from logdevice.epochstore.events import RebuildingSet, ShardStatusFold, ShardView
 from logdevice.epochstore.outcome import EpochOutcome
 from logdevice.errors import E, InvalidParamError, LogDeviceError, NotFoundError
 from logdevice.shards import AuthoritativeStatus
@@ -408,6 +408,16 @@ class EpochStore(ABC):
         """Every node that is not FULLY_AUTHORITATIVE, with its status."""
         with self._fold_lock:
             return self._catch_up().statuses()
+
+    def rebuilding_set(self) -> RebuildingSet:
+        """The nodes being rebuilt now, as the event log says."""
+        with self._fold_lock:
+            return self._catch_up().rebuilding_set()
+
+    def shard_view(self, node: int) -> ShardView:
+        """The rebuilding set, ``node``'s status and whether it is drained."""
+        with self._fold_lock:
+            return self._catch_up().view(node)
 
     def _check_identity(self, stored: Mapping[str, Any], cluster: str) -> str:
         """``stored``'s id if it names ``cluster`` (for ``cluster_identity``)."""

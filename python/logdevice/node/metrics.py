@@ -145,6 +145,25 @@ class _Collector:
                           runs["runs"])
             for name, (source, key, doc) in CHECKER_GAUGES.items():
                 yield gauge(name, doc + " (last check)", runs[source].get(key, 0))
+        rb = snap.get("rebuilding")
+        if rb is not None:
+            yield counter("logdevice_rebuilding_records_total",
+                          "records this node donated in the current rebuilding set",
+                          rb["records"])
+            yield counter("logdevice_rebuilding_bytes_total",
+                          "payload bytes this node donated in the current rebuilding set",
+                          rb["bytes"])
+            yield counter("logdevice_rebuilding_copies_taken_total",
+                          "rebuilt copies other donors stored here", rb["copies_taken"])
+            for key, doc in (
+                    ("set_version", "event-log version of the rebuilding set (0: none)"),
+                    ("rebuilding_nodes", "nodes in the rebuilding set"),
+                    ("logs_done", "logs this donor has finished in the current set"),
+                    ("logs_total", "logs this donor walks in the current set"),
+                    ("eta_seconds", "estimated seconds until this donor is done"),
+                    ("refusing_stores", "1 while this node refuses new copies"),
+                    ("refusing_nodes", "nodes this node's sequencers give no new copies")):
+                yield gauge(f"logdevice_rebuilding_{key}", doc, rb[key])
         yield from self._rocksdb(gauge)
 
     def _rocksdb(self, gauge: Any) -> Iterator[Any]:
@@ -219,6 +238,8 @@ class MetricsRole(Role):
             snap["checker"] = {"requests": av.requests, "records": av.records}
         if node.has_role("checker"):
             snap["checker_runs"] = node.role("checker").metrics_snapshot()
+        if node.has_role("rebuilding"):
+            snap["rebuilding"] = node.role("rebuilding").metrics_snapshot()
         return snap
 
     # -- life cycle ------------------------------------------------------------------------

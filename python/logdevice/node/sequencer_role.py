@@ -192,6 +192,10 @@ class SequencerRole(Role):
         for n in (*down, *up):
             self._health_changed(n)
 
+    def set_refusing(self, nodes: frozenset[int]) -> None:
+        """Storage nodes the event log says take no new copies (rebuilding, drained)."""
+        self.health.set_refusing(nodes)
+
     def on_link_change(self, node: int, connected: bool) -> None:
         if connected:
             self._link_down.discard(node)

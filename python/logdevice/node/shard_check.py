@@ -3,11 +3,12 @@
 A node whose data directory was wiped (disk replaced, directory deleted) starts with a
 fresh, empty LogsDB.  Its read streams then answer "no records" for every LSN, which a
 reader would count as proof that no copy exists: with one more node down, that is a
-wrong DATALOSS gap (DESIGN.md §5, invariant 3).  So at start-up, if the store is new but
-the epoch store's metadata history shows that some log placed records on this node, the
-node appends ``SHARD_NEEDS_REBUILD`` with ``unrecoverable: true`` to the event log: its
-authoritative status becomes UNDERREPLICATION, and readers no longer count its silence
-as evidence (REFERENCE.md §A3, §A10) until rebuilding brings it back.
+wrong DATALOSS gap while fewer than R copies are really gone.  So at start-up, if the
+store is new but the epoch store's metadata history shows that some log placed records
+on this node, the node appends ``SHARD_NEEDS_REBUILD`` with ``unrecoverable: true`` to
+the event log: its authoritative status becomes UNDERREPLICATION, and readers no longer
+count its silence as evidence until rebuilding has copied its records elsewhere and the
+node, acknowledging, takes new records again (``node.rebuilding_role``).
 
 The check is conservative: a node that joins a running cluster for the first time after
 a log already named it in a nodeset is marked too (it never had data, so the only cost
@@ -33,11 +34,8 @@ def mark_if_data_lost(config: Config, index: int) -> bool:
     Call when the node's LogsDB was just created.  Returns True if it marked the node.
     Errors reaching the epoch store are logged, not raised (the node still starts).
     """
-    from logdevice.epochstore import (
-        SHARD_NEEDS_REBUILD,
-        AuthoritativeStatus,
-        open_existing_epoch_store,
-    )
+    from logdevice.epochstore import AuthoritativeStatus, open_existing_epoch_store
+    from logdevice.rebuilding.requests import request_rebuild
 
     try:
         store = open_existing_epoch_store(config.epoch_store_uri)
@@ -51,8 +49,7 @@ def mark_if_data_lost(config: Config, index: int) -> bool:
                 return False
             if store.shard_status(index) != AuthoritativeStatus.FULLY_AUTHORITATIVE:
                 return False  # already being dealt with
-            store.append_event({"type": SHARD_NEEDS_REBUILD, "node": index,
-                                "unrecoverable": True})
+            request_rebuild(store, config, index, unrecoverable=True)
     except LogDeviceError as exc:
         log.error("N%d: could not check the event log for lost data: %s", index, exc)
         return False

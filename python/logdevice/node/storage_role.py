@@ -125,6 +125,7 @@ class StorageRole(Role):
         self._held: dict[int, tuple[int, int]] = {}  # log -> (lsn, epoch) waiting for a purge
         self._epoch_store: EpochStore | None = None
         self._retention_handle: asyncio.TimerHandle | None = None
+        self._rebuilding: Any = None  # the rebuilding role: says when to refuse STOREs
 
     def handlers(self) -> Mapping[type, Any]:
         return {Store: self._on_store, Release: self._on_release,
@@ -133,6 +134,8 @@ class StorageRole(Role):
                 DataSize: self._on_data_size, Seal: self._on_seal}
 
     async def start(self) -> None:
+        if self.node.has_role("rebuilding"):
+            self._rebuilding = self.node.role("rebuilding")
         if self.enabled and self.db is None:
             loop = self.node.loop
             fresh = not (self.node.config.node_data_dir(self.node.index) / "logsdb").exists()
@@ -229,6 +232,9 @@ class StorageRole(Role):
             return E.DISABLED
         if not self.node.config.has_log(msg.log_id):
             return E.NOTFOUND
+        if not msg.recovery_epoch and self._rebuilding is not None \
+                and self._rebuilding.refuses_stores():
+            return E.REBUILDING  # rebuilt, drained, or being rebuilt: copies go elsewhere
         if not msg.recovery_epoch and self.purger is not None \
                 and msg.epoch <= self.purger.clean_epoch(msg.log_id):
             return E.PREEMPTED  # a closed epoch: recovery decided its content already

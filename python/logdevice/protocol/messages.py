@@ -81,6 +81,8 @@ __all__ = [
     "RecordAvailability",
     "GetPartitions",
     "PartitionList",
+    "RebuildStore",
+    "RebuildStored",
 ]
 
 
@@ -126,6 +128,8 @@ class MessageType(IntEnum):
     RECORD_AVAILABILITY = 61
     GET_PARTITIONS = 62
     PARTITION_LIST = 63
+    REBUILD_STORE = 80
+    REBUILD_STORED = 81
 
 
 class GapReason(IntEnum):
@@ -835,6 +839,50 @@ class PartitionList(Message, eq=False):
         return _check_columns(len(self.ids), {
             "start_ms": self.start_ms, "min_ts": self.min_ts, "max_ts": self.max_ts,
             "records": self.records, "nbytes": self.nbytes})
+
+
+# ------------------------------------------------------------------------ rebuilding
+
+
+@register
+class RebuildStore(Message, eq=False):
+    """Donor node -> storage node: copies of records of one log made by rebuilding.
+
+    The columns are those of STORE; ``copysets[i]`` is record i's amended copyset.  The
+    receiver writes each record as given, replacing a copy it already holds (that is
+    how the copyset of a surviving copy is amended).
+    """
+
+    TYPE = MessageType.REBUILD_STORE
+    request_id: int
+    log_id: int
+    set_version: int
+    lsns: U64Array = EMPTY_U64
+    timestamps: I64Array = EMPTY_I64
+    flags: U32Array = EMPTY_U32
+    waves: U32Array = EMPTY_U32
+    copysets: I16Matrix = EMPTY_I16_2D
+    payload_offsets: U64Array = EMPTY_U64
+    payloads: Payload = b""
+
+    def _check(self) -> str | None:
+        n = len(self.lsns)
+        return _check_columns(
+            n, {"timestamps": self.timestamps, "flags": self.flags, "waves": self.waves,
+                "copysets": self.copysets},
+        ) or _check_offsets(self.payload_offsets, n, _nbytes(self.payloads))
+
+
+@register
+class RebuildStored(Message):
+    """Storage node -> donor, answer to REBUILD_STORE (same ``request_id``): OK once the
+    copies are written, or why not (NOTFOUND, DISABLED, REBUILDING: the receiver is in
+    the rebuilding set itself, SHUTDOWN, ...)."""
+
+    TYPE = MessageType.REBUILD_STORED
+    request_id: int
+    status: E
+    node_index: int = -1
 
 
 ALL_MESSAGES: tuple[type[Message], ...] = tuple(

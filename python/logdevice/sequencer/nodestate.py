@@ -3,9 +3,11 @@
 ``NodeHealth`` is the sequencer-side view (LogDevice's NodeSetState) that copyset selection
 consults: nodes the failure detector reports down, nodes *graylisted* because they stayed
 silent through a store timeout, and nodes *blacklisted* because they answered a STORE with
-an error (no space, overloaded, disabled, ...).  Gray- and blacklisting expire after a
-while; ``down`` lasts until ``mark_up``.  One instance may be shared by every sequencer of a
-node (it is keyed by node index only).  Time is passed in (seconds, monotonic).
+an error (no space, overloaded, disabled, ...), and nodes the event log says refuse new
+copies (being rebuilt or drained: ``set_refusing``).  Gray- and blacklisting expire after
+a while; ``down`` lasts until ``mark_up``, refusal until the event log lifts it.  One
+instance may be shared by every sequencer of a node (it is keyed by node index only).
+Time is passed in (seconds, monotonic).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class NodeHealth:
         self.graylist_seconds = graylist_seconds
         self.blacklist_seconds = blacklist_seconds
         self.down: set[int] = set()
+        self.refusing: frozenset[int] = frozenset()
         self._gray: dict[int, float] = {}  # node -> until
         self._black: dict[int, tuple[float, E]] = {}  # node -> (until, status)
         self._excluded: frozenset[int] = frozenset()
@@ -53,6 +56,16 @@ class NodeHealth:
             self._gray.pop(node, None)
             self._black.pop(node, None)
             self._dirty = True
+
+    def set_refusing(self, nodes: frozenset[int]) -> None:
+        """The nodes that take no new copies now (from the event log).  A node that
+        leaves the set is forgiven the REBUILDING answers it was blacklisted for."""
+        if nodes == self.refusing:
+            return
+        for node in self.refusing - nodes:
+            self.forgive(node)
+        self.refusing = frozenset(nodes)
+        self._dirty = True
 
     def forgive(self, node: int) -> None:
         """Forget gray- and blacklisting of ``node`` (it reconnected afresh)."""
@@ -82,7 +95,8 @@ class NodeHealth:
         """Nodes copyset selection must avoid now (a cached frozenset)."""
         if self._dirty or now >= self._valid_until:
             self._expire(now)
-            self._excluded = frozenset(self.down | self._gray.keys() | self._black.keys())
+            self._excluded = frozenset(self.down | self.refusing | self._gray.keys()
+                                       | self._black.keys())
             self._valid_until = min(
                 [*self._gray.values(), *(u for u, _ in self._black.values()), math.inf])
             self._dirty = False
@@ -96,11 +110,13 @@ class NodeHealth:
 
     def must_avoid(self, now: float) -> frozenset[int]:
         """The nodes selection avoids even when the others cannot hold a copyset: down,
-        out of space or overloaded.  A node blacklisted for a failure of its own (it was
-        stopping, its connection broke) is worth another try before an append fails."""
+        out of space, overloaded or being rebuilt.  A node blacklisted for a failure of
+        its own (it was stopping, its connection broke) is worth another try before an
+        append fails."""
         self.excluded(now)
-        return frozenset(self.down | {n for n, (_, st) in self._black.items()
-                                      if st in (E.NOSPC, E.OVERLOADED)})
+        return frozenset(self.down | self.refusing
+                         | {n for n, (_, st) in self._black.items()
+                            if st in (E.NOSPC, E.OVERLOADED, E.REBUILDING)})
 
     def graylisted(self, now: float) -> frozenset[int]:
         self.excluded(now)

@@ -1,0 +1,410 @@
+"""The rebuilding role: every storage node donates its share and takes copies.
+
+Each node reads the event log every ``rebuilding_poll_ms`` (``EpochStore.shard_view``)
+and acts on what it says of the rebuilding set and of itself:
+
+- **Refusing STOREs.**  A node in the rebuilding set, or rebuilt and not yet
+  acknowledged, or drained, answers sequencer STOREs with REBUILDING: no record
+  acknowledged after the set formed can name it.  Recovery's copies are still taken.
+  Every node's sequencers leave such nodes out of new copysets (``set_refusing``).
+- **Donating.**  A node that is a donor of the current set (not lost itself, not yet
+  reported) walks every log it holds: it reads the copyset index in batches, keeps the
+  records it donates (``rebuilding.plan.donor_mask``), reads them, picks their amended
+  copysets (``plan.amend_copysets``) and sends REBUILD_STORE to every other member of
+  each amended copyset: the new node gets its copy, the surviving ones get theirs
+  rewritten with the new copyset.  Only when all have answered does it rewrite its own
+  copy (or, on a drained node, flag it DRAINED), so a donor that dies mid-way finds the
+  record again on restart.  It first waits until the log is released up to the tail it
+  is about to scan (the records are final then), paces itself to
+  ``rebuilding_rate_bytes_per_s`` and saves its place after each batch
+  (``rebuilding.progress``).  When every log is done it appends SHARD_IS_REBUILT for the
+  set; once every donor has, the set's nodes are AUTHORITATIVE_EMPTY.
+- **Acknowledging.**  A node that was rebuilt (not drained) and is running appends
+  SHARD_ACK_REBUILT: it is FULLY_AUTHORITATIVE again and takes new records.
+- **Taking copies.**  REBUILD_STORE from a donor is written as given (replacing a copy
+  already held) and answered with REBUILD_STORED.
+
+A change of the set (a second node lost mid-way) gives it a new version: a donor drops
+its pass and starts one for the new set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from logdevice.epochstore import (
+    SHARD_ACK_REBUILT,
+    SHARD_IS_REBUILT,
+    AuthoritativeStatus,
+    EpochStore,
+    RebuildingSet,
+    open_epoch_store,
+)
+from logdevice.epochstore.events import ShardView
+from logdevice.errors import E, LogDeviceError
+from logdevice.node.role import Peer, Role
+from logdevice.protocol import RebuildStore, RebuildStored
+from logdevice.rebuilding.plan import EpochPlacement, amend_copysets, destinations, donor_mask
+from logdevice.rebuilding.progress import DonorProgress
+from logdevice.rebuilding.throttle import ByteRate
+from logdevice.storage.batch import RecordBatch
+from logdevice.storage.flags import FLAG_DRAINED
+
+if TYPE_CHECKING:
+    from logdevice.node.server import Node
+    from logdevice.storage.logsdb import LogsDB
+
+log = logging.getLogger("logdevice.node.rebuilding")
+
+__all__ = ["RebuildingRole"]
+
+#: Seconds a donor waits for a REBUILD_STORED before it sends the batch again.
+COPY_TIMEOUT = 30.0
+#: Seconds between attempts when copies cannot be placed or sent.
+RETRY_DELAY = 1.0
+#: Seconds a donor waits for a log's release pointer to reach the tail it scans.
+RELEASE_WAIT = 10.0
+#: Payload bytes per REBUILD_STORE (well under the frame limit).
+MESSAGE_BYTES = 4 << 20
+PROGRESS_FILE = "rebuilding.json"
+
+
+class RebuildingRole(Role):
+    """Donates, takes copies, refuses STOREs while rebuilt; see the module docstring."""
+
+    name = "rebuilding"
+
+    def __init__(self, node: Node) -> None:
+        super().__init__(node)
+        settings = node.config.settings
+        self.poll_interval = settings.rebuilding_poll_ms / 1000
+        self.batch_records = settings.rebuilding_batch_records
+        self.view = ShardView(RebuildingSet(), AuthoritativeStatus.FULLY_AUTHORITATIVE, False)
+        self.progress: DonorProgress | None = None
+        self.logs_total = 0
+        self.copies_taken = 0  # records written for other donors
+        self._rate = ByteRate(settings.rebuilding_rate_bytes_per_s, time.monotonic())
+        self._store: EpochStore | None = None
+        self._exec = ThreadPoolExecutor(1, thread_name_prefix="rebuild")
+        self._write_exec = ThreadPoolExecutor(1, thread_name_prefix="rebuild-write")
+        self._poller: asyncio.Task[None] | None = None
+        self._donor: asyncio.Task[None] | None = None
+        self._donor_version = 0
+        self._acked_at = 0  # event-log version at which we acknowledged
+        self._requests: dict[int, asyncio.Future[E]] = {}
+        self._ids = itertools.count(1)
+        self._stopping = False
+
+    def handlers(self) -> Mapping[type, Any]:
+        return {RebuildStore: self._on_rebuild_store, RebuildStored: self._on_rebuild_stored}
+
+    # -- life cycle -----------------------------------------------------------------------
+    async def start(self) -> None:
+        await self._poll()  # before the node listens: refuse STOREs from the first one
+        self._poller = self.node.loop.create_task(self._poll_loop())
+
+    async def stop(self) -> None:
+        self._stopping = True
+        for task in (self._poller, self._donor):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        for fut in self._requests.values():
+            fut.cancel()
+
+    def close(self) -> None:
+        self._exec.shutdown(wait=True)
+        self._write_exec.shutdown(wait=True)
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    # -- what the event log says ----------------------------------------------------------
+    def refuses_stores(self) -> bool:
+        """Whether sequencer STOREs get REBUILDING here now."""
+        return self.node.index in self.view.refusing
+
+    def _open_store(self) -> EpochStore:
+        if self._store is None:
+            self._store = open_epoch_store(self.node.config.epoch_store_uri)
+        return self._store
+
+    def _read_view(self) -> ShardView:
+        return self._open_store().shard_view(self.node.index)
+
+    async def _poll_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.poll_interval)
+            await self._poll()
+
+    async def _poll(self) -> None:
+        try:
+            view = await self.node.loop.run_in_executor(self._exec, self._read_view)
+        except LogDeviceError as exc:
+            log.warning("N%d: reading the event log: %s", self.node.index, exc)
+            return
+        self.view = view
+        if self.node.has_role("sequencer"):
+            self.node.role("sequencer").set_refusing(view.refusing)
+        if not self.node.me.is_storage:
+            return
+        me, rset = self.node.index, view.rebuilding
+        if view.status == AuthoritativeStatus.AUTHORITATIVE_EMPTY and not view.drained:
+            await self._acknowledge()
+        donor = (rset and me not in rset.lost and me not in rset.done
+                 and (rset.donors is None or me in rset.donors))
+        if donor and self._donor_version != rset.version:
+            await self._cancel_donor()
+            self._donor_version = rset.version
+            self._donor = self.node.loop.create_task(self._donate(rset))
+        elif not donor and self._donor is not None and not self._donor.done():
+            await self._cancel_donor()
+
+    async def _cancel_donor(self) -> None:
+        task, self._donor = self._donor, None
+        self._donor_version = 0
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _acknowledge(self) -> None:
+        def ack() -> int:
+            return self._open_store().append_event({"type": SHARD_ACK_REBUILT,
+                                                    "node": self.node.index})
+        try:
+            self._acked_at = await self.node.loop.run_in_executor(self._exec, ack)
+        except LogDeviceError as exc:
+            log.warning("N%d: acknowledging the rebuild: %s", self.node.index, exc)
+            return
+        log.info("N%d: rebuilt and acknowledged: taking new records again", self.node.index)
+
+    # -- donating -------------------------------------------------------------------------
+    def _db(self) -> LogsDB:
+        db = self.node.role("storage").db
+        if db is None:
+            raise LogDeviceError(E.DISABLED, "no local store")
+        return db
+
+    async def _run(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        return await self.node.loop.run_in_executor(self._exec, lambda: fn(*args, **kw))
+
+    async def _donate(self, rset: RebuildingSet) -> None:
+        me = self.node.index
+        storage = self.node.role("storage")
+        try:
+            if storage.committer is not None:
+                await storage.committer.flush()  # STOREs taken before refusing are in
+            db = self._db()
+            path = self.node.config.node_data_dir(me) / PROGRESS_FILE
+            progress = await self._run(DonorProgress.load, path, rset.version)
+            self.progress = progress
+            logs = [x for x in await self._run(db.logs) if self.node.config.has_log(x)]
+            self.logs_total = len(logs)
+            log.info("N%d: donating for rebuilding set v%d (lost %s, draining %s): %d logs",
+                     me, rset.version, sorted(rset.lost), sorted(rset.draining), len(logs))
+            for log_id in logs:
+                if log_id not in progress.finished_logs:
+                    await self._donate_log(db, log_id, rset, progress, path)
+                    progress.finished_logs.add(log_id)
+                    await self._run(progress.save, path)
+            events = [{"type": SHARD_IS_REBUILT, "node": n, "donor": me,
+                       "set_version": rset.version} for n in sorted(rset.nodes)]
+            await self._run(lambda: [self._open_store().append_event(e) for e in events])
+            log.info("N%d: done donating for set v%d: %d records, %d bytes in %.1f s", me,
+                     rset.version, progress.records, progress.bytes,
+                     time.time() - progress.started)
+        except LogDeviceError as exc:
+            log.error("N%d: rebuilding set v%d: %s (will retry)", me, rset.version, exc)
+            self._donor_version = 0  # the next poll starts over from the saved progress
+        except Exception:
+            log.exception("N%d: rebuilding set v%d failed (will retry)", me, rset.version)
+            self._donor_version = 0
+
+    async def _wait_released(self, log_id: int, lsn: int) -> None:
+        storage = self.node.role("storage")
+        deadline = self.node.loop.time() + RELEASE_WAIT
+        while storage.last_released(log_id) < lsn and self.node.loop.time() < deadline:
+            await asyncio.sleep(0.05)
+
+    async def _donate_log(self, db: LogsDB, log_id: int, rset: RebuildingSet,
+                          progress: DonorProgress, path: Any) -> None:
+        me = self.node.index
+        hi = await self._run(db.tail, log_id)
+        await self._wait_released(log_id, hi)
+        lo = progress.done_lsn.get(log_id, 0) + 1
+        while lo <= hi:
+            csi = await self._run(db.read_csi, log_id, lo, hi, max_entries=self.batch_records)
+            mask = donor_mask(csi.copysets, csi.flags, me, rset)
+            if mask.any():
+                rb = await self._run(db.read_records_at, log_id, csi.lsns[mask])
+                await self._move(db, rb, rset)
+                progress.records += len(rb)
+                progress.bytes += rb.nbytes
+            lo = int(csi.next_lsn) if len(csi) else max(int(csi.next_lsn), lo + 1)
+            progress.done_lsn[log_id] = min(lo - 1, hi)
+            await self._run(progress.save, path)
+
+    def _placement(self, log_id: int, rset: RebuildingSet) -> Callable[[int], EpochPlacement]:
+        """Where records of each epoch of ``log_id`` may get a new copy now."""
+        config = self.node.config
+        live = self.node.role("failure_detector").live
+        excluded = frozenset(n.index for n in config.nodes
+                             if n.storage_weight <= 0 or n.index not in live) | rset.nodes
+        locations = {n.index: n.location for n in config.nodes}
+        group = config.log_group(log_id)
+        store = self._open_store()
+        cache: dict[int, EpochPlacement] = {}
+
+        def placement(epoch: int) -> EpochPlacement:
+            got = cache.get(epoch)
+            if got is None:
+                try:
+                    meta = store.metadata_for_epoch(log_id, epoch)
+                except LogDeviceError:  # a log the store does not know (yet)
+                    meta = None
+                if meta is None:
+                    nodeset = tuple(n.index for n in config.storage_nodes())
+                    replication: Any = group.replication.to_dict()
+                else:
+                    nodeset, replication = meta.nodeset, dict(meta.replication)
+                got = cache[epoch] = EpochPlacement(nodeset, replication, locations,
+                                                    excluded)
+            return got
+
+        return placement
+
+    async def _move(self, db: LogsDB, rb: RecordBatch, rset: RebuildingSet) -> None:
+        """Copy the records of ``rb`` to their amended copysets, then amend our own."""
+        me, log_id = self.node.index, rb.log_id
+        while True:
+            placement = self._placement(log_id, rset)
+            new_cs, placed = await self._run(amend_copysets, rb.lsns, rb.copysets, rset,
+                                             placement)
+            if not placed.all():
+                log.warning("N%d: log %d: %d records have no eligible node for a new copy "
+                            "now; retrying", me, log_id, int((~placed).sum()))
+            elif await self._send_copies(rb, new_cs, rset.version):
+                break
+            await asyncio.sleep(RETRY_DELAY)
+        mine = (new_cs == me).any(axis=1)
+        flags = rb.flags.copy()
+        flags[~mine] |= np.uint32(FLAG_DRAINED)  # a drained node's copy: moved away
+        own = np.where(mine[:, None], new_cs, rb.copysets)
+        batch = rb.compact()
+        await self._run(db.write_records, log_id, batch.lsns, batch.timestamps, flags, own,
+                        batch.payloads, batch.offsets, batch.waves)
+
+    async def _send_copies(self, rb: RecordBatch, copysets: np.ndarray,
+                           set_version: int) -> bool:
+        """Send every record to the other members of its amended copyset; True when all
+        of them stored it."""
+        loop = self.node.loop
+        futures = []
+        for node, rows in destinations(copysets, self.node.index).items():
+            for part in _chunks(rb, rows):
+                sub = rb.take(part)
+                delay = self._rate.take(sub.nbytes, time.monotonic())
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                rid = next(self._ids)
+                fut: asyncio.Future[E] = loop.create_future()
+                self._requests[rid] = fut
+                futures.append((rid, fut))
+                msg = RebuildStore(request_id=rid, log_id=rb.log_id, set_version=set_version,
+                                   lsns=sub.lsns, timestamps=sub.timestamps, flags=sub.flags,
+                                   waves=sub.waves, copysets=copysets[part],
+                                   payload_offsets=sub.offsets,
+                                   payloads=sub.payloads.data)
+                if not self.node.send_to_node(node, msg):
+                    fut.set_result(E.CONNFAILED)
+        try:
+            done, _ = await asyncio.wait([f for _, f in futures], timeout=COPY_TIMEOUT)
+        finally:
+            for rid, _ in futures:
+                self._requests.pop(rid, None)
+        statuses = [f.result() if f in done else E.TIMEDOUT for _, f in futures]
+        bad = [s for s in statuses if s != E.OK]
+        if bad:
+            log.warning("N%d: log %d: %d of %d copy batches failed (%s); retrying",
+                        self.node.index, rb.log_id, len(bad), len(statuses), bad[0].name)
+        return not bad
+
+    def _on_rebuild_stored(self, conn: Peer, msg: RebuildStored) -> None:
+        fut = self._requests.pop(msg.request_id, None)
+        if fut is not None and not fut.done():
+            fut.set_result(E(msg.status))
+
+    # -- taking copies --------------------------------------------------------------------
+    def _on_rebuild_store(self, conn: Peer, msg: RebuildStore) -> None:
+        storage = self.node.role("storage")
+        if conn.peer_role != "node":
+            status = E.ACCESS
+        elif self._stopping:
+            status = E.SHUTDOWN
+        elif not storage.enabled or storage.db is None:
+            status = E.DISABLED
+        elif not self.node.config.has_log(msg.log_id):
+            status = E.NOTFOUND
+        elif self.node.index in self.view.rebuilding.lost:
+            status = E.REBUILDING
+        else:
+            self.node.loop.run_in_executor(self._write_exec, self._write_copies,
+                                           storage.db, msg).add_done_callback(
+                lambda fut: self._copies_written(conn, msg, fut))
+            return
+        conn.send(RebuildStored(request_id=msg.request_id, status=status,
+                                node_index=self.node.index))
+
+    def _write_copies(self, db: LogsDB, msg: RebuildStore) -> None:
+        sync = self.node.config.settings.append_store_durability == "sync_write"
+        db.write_records(msg.log_id, msg.lsns, msg.timestamps, msg.flags, msg.copysets,
+                         msg.payloads, msg.payload_offsets, msg.waves, sync=sync)
+
+    def _copies_written(self, conn: Peer, msg: RebuildStore, fut: asyncio.Future[None]) -> None:
+        exc = fut.exception()
+        if exc is None:
+            status = E.OK
+            self.copies_taken += len(msg.lsns)
+        else:
+            status = getattr(exc, "status", E.FAILED)
+            log.error("N%d: writing %d rebuilt copies of log %d: %s", self.node.index,
+                      len(msg.lsns), msg.log_id, exc)
+        conn.send(RebuildStored(request_id=msg.request_id, status=status,
+                                node_index=self.node.index))
+
+    # -- progress -------------------------------------------------------------------------
+    def metrics_snapshot(self) -> dict[str, Any]:
+        """Where this node's donation stands (zeros when it is not donating)."""
+        p = self.progress
+        rset = self.view.rebuilding
+        active = bool(rset) and p is not None and p.set_version == rset.version
+        done_logs = len(p.finished_logs) if active and p is not None else 0
+        out = {"set_version": rset.version, "rebuilding_nodes": len(rset.nodes),
+               "records": p.records if p else 0, "bytes": p.bytes if p else 0,
+               "logs_done": done_logs, "logs_total": self.logs_total if active else 0,
+               "copies_taken": self.copies_taken, "eta_seconds": 0.0,
+               "refusing_stores": int(self.refuses_stores()),
+               "refusing_nodes": len(self.view.refusing)}
+        if active and p is not None and 0 < done_logs < self.logs_total:
+            elapsed = time.time() - p.started
+            out["eta_seconds"] = elapsed * (self.logs_total - done_logs) / done_logs
+        return out
+
+
+def _chunks(rb: RecordBatch, rows: np.ndarray) -> list[np.ndarray]:
+    """``rows`` cut into runs of at most ``MESSAGE_BYTES`` payload bytes each."""
+    sizes = (rb.offsets[1:] - rb.offsets[:-1])[rows].astype(np.int64)
+    cuts = np.searchsorted(np.cumsum(sizes), np.arange(MESSAGE_BYTES, int(sizes.sum()),
+                                                        MESSAGE_BYTES), "right")
+    return [part for part in np.split(rows, cuts) if len(part)]

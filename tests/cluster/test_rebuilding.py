@@ -1,0 +1,242 @@
+"""Rebuilding on real clusters: a wiped node, a node marked unrecoverable, two at once, a
+donor killed mid-way, a drain; appends and a tailing reader run all the while.
+
+After each, the nodes are stopped and every node's LogsDB is opened: every acknowledged
+record must sit on exactly the R nodes of its (amended) copyset again, with its payload
+(``check_acked_on_disk``), not merely "the rebuild said it was done".
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+
+import pytest
+
+import logdevice as ld
+from logdevice.epochstore import AuthoritativeStatus as A
+from logdevice.epochstore import open_epoch_store
+from logdevice.errors import LogDeviceError
+from tests.cluster.conftest import RawClient, check_acked_on_disk, read_back, scrape
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+
+LOGS = (1, 2, 3)
+LSN_MAX = 2**64 - 1
+
+
+def append_many(client, log_id: int, n: int, tag: bytes, burst: int = 250,
+                pad: int = 0) -> dict:
+    acked = {}
+    for a in range(0, n, burst):
+        payloads = [b"%s-%d-%d" % (tag, log_id, i) + b"." * pad
+                    for i in range(a, min(n, a + burst))]
+        futs = [client.append_async(log_id, p) for p in payloads]
+        for p, f in zip(payloads, futs, strict=True):
+            acked[(log_id, f.result(30))] = p
+    return acked
+
+
+class Load:
+    """Appends to ``log_id`` one record at a time and tails it with one reader, in two
+    threads, until ``finish``; then the reader must have seen every acknowledged record
+    in order and no DATALOSS."""
+
+    def __init__(self, client, log_id: int, start_lsn: int) -> None:
+        self.client, self.log_id = client, log_id
+        self.acked: dict = {}
+        self.items: list = []
+        self.append_errors: list = []
+        self._stop = threading.Event()
+        self._reader = client.create_reader()
+        self._reader.start_reading(log_id, start_lsn)
+        self._threads = [threading.Thread(target=self._write, daemon=True),
+                         threading.Thread(target=self._read, daemon=True)]
+        self._reading = True
+        for t in self._threads:
+            t.start()
+
+    def _write(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            payload = b"load-%d" % i
+            try:
+                lsn = self.client.append(self.log_id, payload)
+            except LogDeviceError as exc:  # counted: rebuilding must not fail appends
+                self.append_errors.append(exc)
+                continue
+            self.acked[(self.log_id, lsn)] = payload
+            i += 1
+
+    def _read(self) -> None:
+        while self._reading:
+            self.items += self._reader.read(500, timeout=0.2)
+
+    def finish(self, timeout: float = 60.0) -> None:
+        self._stop.set()
+        self._threads[0].join(30)
+        last = max(lsn for _, lsn in self.acked)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not any(
+                getattr(x, "lsn", getattr(x, "hi", 0)) >= last for x in self.items[-5:]):
+            time.sleep(0.05)
+        self._reading = False
+        self._threads[1].join(30)
+        self._reader.close()
+        gaps = [g for g in self.items if isinstance(g, ld.GapRecord)]
+        assert not [g for g in gaps if g.type == ld.GapType.DATALOSS], gaps
+        got = {x.lsn: bytes(x.payload) for x in self.items if isinstance(x, ld.DataRecord)}
+        want = {lsn: p for (_, lsn), p in self.acked.items()}
+        missing = sorted(set(want) - set(got))
+        assert not missing, f"tailing reader missed {len(missing)} records: {missing[:5]}"
+        assert all(got[lsn] == p for lsn, p in want.items())
+        assert not self.append_errors, self.append_errors[:3]
+
+
+def read_all(client, log_id: int, until: int, scd: bool) -> tuple[dict, list]:
+    with client.create_reader() as r:
+        if not scd:
+            r.force_no_single_copy_delivery()
+        r.start_reading(log_id, 1, until)
+        items: list = []
+        deadline = time.monotonic() + 60
+        while r.is_reading(log_id) and time.monotonic() < deadline:
+            items += r.read(1000, timeout=0.5)
+    recs = {x.lsn: bytes(x.payload) for x in items if isinstance(x, ld.DataRecord)}
+    return recs, [g for g in items if isinstance(g, ld.GapRecord)]
+
+
+def assert_complete(client, acked: dict) -> None:
+    """Both read modes return every acknowledged record, and no DATALOSS."""
+    for log_id in sorted({k[0] for k in acked}):
+        want = {lsn: p for (lg, lsn), p in acked.items() if lg == log_id}
+        for scd in (True, False):
+            recs, gaps = read_all(client, log_id, max(want), scd)
+            assert not [g for g in gaps if g.type == ld.GapType.DATALOSS], (log_id, scd, gaps)
+            assert {lsn: recs.get(lsn) for lsn in want} == want, (log_id, scd)
+
+
+def sequencer_of(cluster, log_id: int = 1) -> int:
+    with RawClient(cluster) as raw:
+        return raw.owner(log_id)
+
+
+def non_sequencer(cluster, log_id: int = 1) -> int:
+    owner = sequencer_of(cluster, log_id)
+    return next(n for n in range(cluster.n - 1, -1, -1) if n != owner)
+
+
+def wait_status(cluster, node: int, status, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while cluster.shard_statuses().get(node, A.FULLY_AUTHORITATIVE) != status:
+        assert time.monotonic() < deadline, (node, cluster.shard_statuses())
+        time.sleep(0.1)
+
+
+def wait_no_refusals(cluster, timeout: float = 30.0) -> None:
+    """Until every node's sequencers place copies on every storage node again."""
+    deadline = time.monotonic() + timeout
+    while any(scrape(cluster, i)["logdevice_rebuilding_refusing_nodes"]
+              for i in cluster.running()):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+
+
+def test_wiped_node_is_rebuilt_while_appends_and_a_tail_reader_run(local_cluster):
+    cluster = local_cluster(nodes=4, replication=2, logs=LOGS)
+    with ld.Client(cluster.config_path, timeout=30.0) as client:
+        acked = {}
+        for log_id in LOGS:
+            acked |= append_many(client, log_id, 3000, b"old")
+        wiped = non_sequencer(cluster)
+        load = Load(client, 1, start_lsn=1)
+        cluster.stop(wiped)
+        shutil.rmtree(cluster.node_data_dir(wiped))
+        cluster.start(wiped)
+        cluster.wait_rebuilt([wiped], timeout=120)
+        wait_status(cluster, wiped, A.FULLY_AUTHORITATIVE)  # it acknowledged: takes records
+        wait_no_refusals(cluster)
+        load.finish()
+        acked |= load.acked
+        acked |= append_many(client, 2, 500, b"after")
+        assert_complete(client, acked)
+    cluster.stop_all()
+    report = check_acked_on_disk(cluster, acked, 2)
+    assert report["records"] == len(acked)
+    # The rebuilt node holds none of the old records (they went elsewhere) and takes new
+    # ones again since it acknowledged.
+    on_wiped = read_back(cluster, LOGS, [wiped])
+    assert not any(acked.get(k, b"").startswith(b"old") for k in on_wiped)
+    assert any(acked.get(k, b"").startswith(b"after") for k in on_wiped)
+
+
+def test_rebuilt_cluster_survives_losing_another_node(local_cluster):
+    cluster = local_cluster(nodes=3, replication=2, logs=LOGS)
+    with ld.Client(cluster.config_path, timeout=30.0) as client:
+        acked = append_many(client, 1, 4000, b"x")
+        first = non_sequencer(cluster)
+        cluster.mark_unrecoverable(first)  # stops it: it never comes back
+        cluster.wait_rebuilt([first], timeout=120)
+        assert cluster.shard_statuses() == {first: A.AUTHORITATIVE_EMPTY}
+        # Every record now has two copies on the two others: losing one more loses none.
+        second = next(n for n in range(3) if n != first and cluster.is_running(n))
+        cluster.stop(second)
+        shutil.rmtree(cluster.node_data_dir(second))
+    cluster.stop_all()
+    left = [n for n in range(3) if n not in (first, second)]
+    stored = read_back(cluster, [1], left)
+    assert set(stored) >= set(acked), "records lost with the second node"
+    assert all(c.payload == acked[k] for k, cs in stored.items() if k in acked for c in cs)
+
+
+def test_donor_killed_mid_way_and_a_second_node_lost_mid_way(local_cluster):
+    cluster = local_cluster(nodes=5, replication=3, logs=LOGS,
+                            rebuilding_rate_bytes_per_s=200_000)
+    with ld.Client(cluster.config_path, timeout=30.0) as client:
+        acked = {}
+        for log_id in LOGS:  # ~1 MB per log: each donor needs seconds at 200 kB/s
+            acked |= append_many(client, log_id, 3000, b"y", burst=500, pad=300)
+        owner = sequencer_of(cluster)
+        lost = [n for n in range(5) if n != owner][-2:]
+        donor = next(n for n in range(5) if n not in lost and n != owner)
+        cluster.mark_unrecoverable(lost[0])
+        # Throttled, the donors take several seconds: kill one mid-way, lose a second node.
+        deadline = time.monotonic() + 30
+        while not (cluster.node_data_dir(donor) / "rebuilding.json").exists():
+            assert time.monotonic() < deadline, "the donor never saved progress"
+            time.sleep(0.05)
+        cluster.kill(donor)
+        with open_epoch_store(cluster.config.epoch_store_uri) as store:
+            assert donor not in store.rebuilding_set().done  # killed mid-way
+        cluster.mark_unrecoverable(lost[1])
+        cluster.start(donor)
+        cluster.wait_rebuilt(lost, timeout=180)
+        assert cluster.shard_statuses() == dict.fromkeys(lost, A.AUTHORITATIVE_EMPTY)
+        assert_complete(client, acked)
+    cluster.stop_all()
+    check_acked_on_disk(cluster, acked, 3, nodes=[n for n in range(5) if n not in lost])
+
+
+def test_drain_then_remove(local_cluster):
+    cluster = local_cluster(nodes=4, replication=2, logs=LOGS)
+    with ld.Client(cluster.config_path, timeout=30.0) as client:
+        acked = {}
+        for log_id in LOGS:
+            acked |= append_many(client, log_id, 2000, b"d")
+        drained = non_sequencer(cluster)
+        load = Load(client, 3, start_lsn=1)
+        cluster.drain(drained)
+        cluster.wait_rebuilt([drained], timeout=120)
+        assert cluster.shard_statuses() == {drained: A.AUTHORITATIVE_EMPTY}
+        load.finish()
+        acked |= load.acked
+        # The drained node takes no new copies; after it leaves, nothing is missing.
+        fresh = append_many(client, 1, 300, b"late")
+        cluster.stop(drained)
+        shutil.rmtree(cluster.node_data_dir(drained))
+        acked |= fresh
+        assert_complete(client, acked)
+    cluster.stop_all()
+    others = [n for n in range(4) if n != drained]
+    check_acked_on_disk(cluster, acked, 2, nodes=others)
