@@ -5,7 +5,10 @@ Load: a synchronous appender, an asynchronous appender (bounded in flight) and a
 BufferedWriter per log, tailing readers started at the beginning, and a tail watcher that
 asks a fresh client for every log's tail over and over.  Faults (at most R - 1 nodes
 faulty at a time): SIGKILL and restart, SIGSTOP and SIGCONT, either of them on the
-sequencer node of a busy log, and now and then every node killed at once.
+sequencer node of a busy log, now and then every node killed at once, and now and then
+one node's store wiped before it restarts (a lost disk: the other nodes rebuild its
+records; the next wipe waits until that rebuilding is over, so no record ever loses
+more than one copy this way).
 
 At the end the cluster is healed and checked:
 
@@ -17,7 +20,8 @@ At the end the cluster is healed and checked:
   each reading twice) deliver the same sequence of records and gaps (divergent);
 - no DATALOSS gap (dataloss);
 - what each tailing reader delivered is a prefix of that sequence (divergent);
-- no tail ever went back (tail_regressions).
+- no tail ever went back (tail_regressions);
+- every rebuilding started by a wipe finishes once the cluster is healed (rebuilds_stuck).
 
 One summary line, and exit status 1 with the seed and the fault schedule on any
 violation.  ``python -m tests.chaos.driver --seconds 600 --seed 7`` (``make chaos``).
@@ -28,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import random
+import shutil
 import sys
 import threading
 import time
@@ -47,7 +52,7 @@ PREFIX_BYTES = 24
 @dataclass
 class Fault:
     at: float  # seconds since the start of the run
-    kind: str  # kill / pause / kill_all
+    kind: str  # kill / pause / kill_all / wipe
     nodes: tuple[int, ...]
     duration: float
     log: int | None = None  # the busy log whose sequencer it hit, if it was aimed
@@ -184,6 +189,8 @@ class Run:
             at = time.monotonic() - self.t0
             if roll < 0.03:
                 fault = Fault(at, "kill_all", tuple(range(self.n)), duration)
+            elif roll < 0.10 and not cluster.shard_statuses():
+                fault = Fault(at, "wipe", (rng.randrange(self.n),), duration)
             else:
                 faulty = rng.randint(1, self.r - 1)
                 aimed = rng.random() < 0.5
@@ -212,6 +219,8 @@ class Run:
             return
         for i in fault.nodes:
             cluster.kill(i)
+            if fault.kind == "wipe":
+                shutil.rmtree(cluster.node_data_dir(i))
         time.sleep(fault.duration)
         for i in fault.nodes:
             cluster.start(i, timeout=60.0)
@@ -249,8 +258,17 @@ class Run:
             stuck = [t.name for t in threads if t.is_alive()]
             for c in clients:
                 c.close()
+            stuck_rebuild = None
+            try:
+                cluster.wait_rebuilt(range(self.n), timeout=120)
+            except TimeoutError as exc:
+                stuck_rebuild = f"rebuilding did not finish: {exc}"
             self.report = self._verify(cluster, tails)
             self.report["stuck_threads"] = stuck
+            self.report["rebuilds_stuck"] = int(stuck_rebuild is not None)
+            if stuck_rebuild is not None:
+                self.report["problems"].append(stuck_rebuild)
+            self.report["wipes"] = sum(f.kind == "wipe" for f in self.faults)
         return self.report
 
     # -- verification ----------------------------------------------------------------------
@@ -392,12 +410,14 @@ def summary(report: dict[str, Any]) -> str:
             f"duplicated={report['duplicated']} redelivered={report['redelivered']} "
             f"divergent={report['divergent']} "
             f"dataloss={report['dataloss']} tail_regressions={report['tail_regressions']} "
+            f"wipes={report['wipes']} "
             f"failover_ms p50/p99={percentile(fo, 0.5):.0f}/{percentile(fo, 0.99):.0f}")
 
 
 def violations(report: dict[str, Any]) -> int:
     return sum(report[k] for k in ("lost", "duplicated", "divergent", "dataloss",
-                                   "tail_regressions")) + len(report["stuck_threads"])
+                                   "tail_regressions", "rebuilds_stuck")
+               ) + len(report["stuck_threads"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -270,3 +273,10 @@ def scrape(cluster: LocalCluster, i: int) -> dict[str, float]:
             key = s.name + (json.dumps(s.labels, sort_keys=True) if s.labels else "")
             out[key] = s.value
     return out
+
+
+def ldshell(cluster: LocalCluster, *args: str, timeout: float = 120) -> Any:
+    """Run ``ldshell --config <cluster> ARGS``; the CompletedProcess (text output)."""
+    tool = os.path.join(os.path.dirname(sys.executable), "ldshell")
+    return subprocess.run([tool, "--config", str(cluster.config_path), "--timeout", "2",
+                           *args], capture_output=True, text=True, timeout=timeout)

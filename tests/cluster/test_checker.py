@@ -23,17 +23,11 @@ import numpy as np
 import pytest
 
 from logdevice.storage.logsdb import LogsDB
-from tests.cluster.conftest import scrape
+from tests.cluster.conftest import ldshell, scrape
 
 pytestmark = pytest.mark.cluster
 
-BIN = os.path.dirname(sys.executable)
-
-
-def ldshell(cluster, *args, timeout=120):
-    return subprocess.run([os.path.join(BIN, "ldshell"), "--config", str(cluster.config_path),
-                           "--timeout", "2", *args], capture_output=True, text=True,
-                          timeout=timeout)
+LDSHELL = os.path.join(os.path.dirname(sys.executable), "ldshell")
 
 
 def check_json(cluster, *args):
@@ -116,7 +110,7 @@ def test_clean_cluster_status_query_and_metrics(local_cluster):
         assert sum(total(s, "logdevice_read_streams_started_total") for s in after) >= 3
 
         # The interactive prompt reads commands from stdin too.
-        p = subprocess.run([os.path.join(BIN, "ldshell"), "--config", str(cluster.config_path)],
+        p = subprocess.run([LDSHELL, "--config", str(cluster.config_path)],
                            input='query "SELECT count(*) AS n FROM nodes" --json\nquit\n',
                            capture_output=True, text=True, timeout=60,
                            env={**os.environ, "HOME": str(cluster.root)})
@@ -204,7 +198,7 @@ def test_paused_node_is_rechecked_not_reported_as_loss(local_cluster):
     cluster.pause(2)
     try:
         proc = subprocess.Popen(
-            [os.path.join(BIN, "ldshell"), "--config", str(cluster.config_path),
+            [LDSHELL, "--config", str(cluster.config_path),
              "--timeout", "1", "check", "--json", "--recheck-delay", "4"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
@@ -230,7 +224,7 @@ def test_paused_node_is_rechecked_not_reported_as_loss(local_cluster):
         # Silent through the re-check too: availability, never data loss.
         cluster.pause(2)
         p = subprocess.run(
-            [os.path.join(BIN, "ldshell"), "--config", str(cluster.config_path),
+            [LDSHELL, "--config", str(cluster.config_path),
              "--timeout", "1", "check", "--json", "--recheck-delay", "0.2"],
             capture_output=True, text=True, timeout=120)
         assert p.returncode == 1, p.stderr

@@ -92,10 +92,27 @@ def test_no_eligible_node_is_reported_not_guessed():
     assert not placed.any() and (new == cs).all()
 
 
-def test_destinations_name_every_other_member():
+def test_destinations_split_new_copies_from_amended_ones():
+    old = np.array([[0, 1], [1, 4], [0, 1]], np.int16)
     new = np.array([[0, 3], [3, 4], [0, 4]], np.int16)
-    d = destinations(new, me=0)
-    assert {k: v.tolist() for k, v in d.items()} == {3: [0, 1], 4: [1, 2]}
+    copies, amends = destinations(new, old, me=0)
+    assert {k: v.tolist() for k, v in copies.items()} == {3: [0, 1], 4: [2]}
+    assert {k: v.tolist() for k, v in amends.items()} == {4: [1]}
+
+
+def test_a_record_keeps_its_new_node_when_the_set_grows():
+    """Rendezvous choice: a donor restarted after a second loss sends each record to the
+    node it chose before, unless that node is the one lost."""
+    lsns = np.arange(1, 2001, dtype=np.uint64)
+    cs = np.tile(np.array([[0, 1, 2]], np.int16), (2000, 1))
+    where = EpochPlacement(nodeset=tuple(range(8)), replication={"node": 3})
+    first, _ = amend_copysets(lsns, cs, rset(lost=[1]), lambda e: where)
+    second, ok = amend_copysets(lsns, cs, rset(lost=[1, 2]), lambda e: where)
+    assert ok.all()
+    kept = first[:, 1] == second[:, 1]
+    assert kept.all()  # N2's loss moved no record's replacement for N1
+    assert not np.isin(second[:, 1:], [1, 2]).any()
+    assert len(set(second[:, 2].tolist())) == 5  # spread over the 5 candidates
 
 
 def test_byte_rate_paces_to_the_rate():
@@ -144,3 +161,15 @@ def test_drained_node_serves_until_done_then_is_empty():
     assert g.rebuilding_set().lost == {2} and g.status(2) == A.UNDERREPLICATION
     h = ShardStatusFold().apply_all([ev(SHARD_NEEDS_REBUILD, 2), ev(SHARD_ABORT_REBUILD, 2)])
     assert not h.rebuilding_set() and h.status(2) == A.FULLY_AUTHORITATIVE
+
+
+def test_a_stale_copy_never_replaces_a_newer_one():
+    from logdevice.rebuilding.plan import newer_or_equal
+    from logdevice.storage.flags import FLAG_WRITTEN_BY_RECOVERY as REC
+
+    flags = np.array([0, 0, 0, REC, 0], np.uint32)
+    waves = np.array([1, 2, 3, 7, 9], np.uint32)
+    held_flags = np.array([0, 0, 0, 0, REC], np.uint32)
+    held_waves = np.array([2, 2, 1, 9, 7], np.uint32)
+    assert newer_or_equal(flags, waves, held_flags, held_waves).tolist() == [
+        False, True, True, True, False]

@@ -10,19 +10,21 @@ and acts on what it says of the rebuilding set and of itself:
 - **Donating.**  A node that is a donor of the current set (not lost itself, not yet
   reported) walks every log it holds: it reads the copyset index in batches, keeps the
   records it donates (``rebuilding.plan.donor_mask``), reads them, picks their amended
-  copysets (``plan.amend_copysets``) and sends REBUILD_STORE to every other member of
-  each amended copyset: the new node gets its copy, the surviving ones get theirs
-  rewritten with the new copyset.  Only when all have answered does it rewrite its own
-  copy (or, on a drained node, flag it DRAINED), so a donor that dies mid-way finds the
-  record again on restart.  It first waits until the log is released up to the tail it
-  is about to scan (the records are final then), paces itself to
-  ``rebuilding_rate_bytes_per_s`` and saves its place after each batch
-  (``rebuilding.progress``).  When every log is done it appends SHARD_IS_REBUILT for the
-  set; once every donor has, the set's nodes are AUTHORITATIVE_EMPTY.
+  copysets (``plan.amend_copysets``) and sends REBUILD_STORE: first to the nodes that
+  get a new copy, then (all stored) to the surviving members, whose copies are rewritten
+  with the amended copyset, and last it rewrites its own copy (or, on a drained node,
+  flags it DRAINED).  So a copyset never names a node that lacks the record, and a donor
+  that dies mid-way finds the record again on restart (its own copy is unchanged).  It
+  first waits until the log is released up to the tail it is about to scan (the records
+  are final then), paces itself to ``rebuilding_rate_bytes_per_s`` and saves its place
+  after each batch (``rebuilding.progress``).  When every log is done it appends
+  SHARD_IS_REBUILT for the set; once every donor has, the set's nodes are
+  AUTHORITATIVE_EMPTY.
 - **Acknowledging.**  A node that was rebuilt (not drained) and is running appends
   SHARD_ACK_REBUILT: it is FULLY_AUTHORITATIVE again and takes new records.
-- **Taking copies.**  REBUILD_STORE from a donor is written as given (replacing a copy
-  already held) and answered with REBUILD_STORED.
+- **Taking copies.**  REBUILD_STORE from a donor is written as given, replacing a copy
+  already held unless that one is newer (a later wave, or written by recovery: the
+  donor's was stale), and answered with REBUILD_STORED.
 
 A change of the set (a second node lost mid-way) gives it a new version: a donor drops
 its pass and starts one for the new set.
@@ -53,7 +55,13 @@ from logdevice.epochstore.events import ShardView
 from logdevice.errors import E, LogDeviceError
 from logdevice.node.role import Peer, Role
 from logdevice.protocol import RebuildStore, RebuildStored
-from logdevice.rebuilding.plan import EpochPlacement, amend_copysets, destinations, donor_mask
+from logdevice.rebuilding.plan import (
+    EpochPlacement,
+    amend_copysets,
+    destinations,
+    donor_mask,
+    newer_or_equal,
+)
 from logdevice.rebuilding.progress import DonorProgress
 from logdevice.rebuilding.throttle import ByteRate
 from logdevice.storage.batch import RecordBatch
@@ -72,7 +80,7 @@ COPY_TIMEOUT = 30.0
 #: Seconds between attempts when copies cannot be placed or sent.
 RETRY_DELAY = 1.0
 #: Seconds a donor waits for a log's release pointer to reach the tail it scans.
-RELEASE_WAIT = 10.0
+RELEASE_WAIT = 30.0
 #: Payload bytes per REBUILD_STORE (well under the frame limit).
 MESSAGE_BYTES = 4 << 20
 PROGRESS_FILE = "rebuilding.json"
@@ -232,10 +240,22 @@ class RebuildingRole(Role):
             self._donor_version = 0
 
     async def _wait_released(self, log_id: int, lsn: int) -> None:
+        """Until ``log_id`` is released up to ``lsn`` here and the STOREs that came before
+        that release are written: the copies up to ``lsn`` are final then (a donor that
+        rewrote a copy a later wave was about to replace would undo that wave).  A node
+        left out of the log's current nodeset hears no releases: after ``RELEASE_WAIT``
+        it goes on with what it has."""
         storage = self.node.role("storage")
         deadline = self.node.loop.time() + RELEASE_WAIT
-        while storage.last_released(log_id) < lsn and self.node.loop.time() < deadline:
+        while storage.last_released(log_id) < lsn:
+            if self.node.loop.time() > deadline:
+                log.warning("N%d: log %d is released only up to %#x of %#x here; "
+                            "rebuilding its copies as they are", self.node.index, log_id,
+                            storage.last_released(log_id), lsn)
+                break
             await asyncio.sleep(0.05)
+        if storage.committer is not None:
+            await storage.committer.flush()
 
     async def _donate_log(self, db: LogsDB, log_id: int, rset: RebuildingSet,
                           progress: DonorProgress, path: Any) -> None:
@@ -291,10 +311,12 @@ class RebuildingRole(Role):
             placement = self._placement(log_id, rset)
             new_cs, placed = await self._run(amend_copysets, rb.lsns, rb.copysets, rset,
                                              placement)
+            copies, amends = destinations(new_cs, rb.copysets, me)
             if not placed.all():
                 log.warning("N%d: log %d: %d records have no eligible node for a new copy "
                             "now; retrying", me, log_id, int((~placed).sum()))
-            elif await self._send_copies(rb, new_cs, rset.version):
+            elif (await self._send(rb, new_cs, copies, rset.version)
+                  and await self._send(rb, new_cs, amends, rset.version)):
                 break
             await asyncio.sleep(RETRY_DELAY)
         mine = (new_cs == me).any(axis=1)
@@ -305,13 +327,15 @@ class RebuildingRole(Role):
         await self._run(db.write_records, log_id, batch.lsns, batch.timestamps, flags, own,
                         batch.payloads, batch.offsets, batch.waves)
 
-    async def _send_copies(self, rb: RecordBatch, copysets: np.ndarray,
-                           set_version: int) -> bool:
-        """Send every record to the other members of its amended copyset; True when all
-        of them stored it."""
+    async def _send(self, rb: RecordBatch, copysets: np.ndarray,
+                    targets: Mapping[int, np.ndarray], set_version: int) -> bool:
+        """Send records (rows of ``rb``) with their amended copysets to each target node;
+        True when every target stored them."""
+        if not targets:
+            return True
         loop = self.node.loop
         futures = []
-        for node, rows in destinations(copysets, self.node.index).items():
+        for node, rows in targets.items():
             for part in _chunks(rb, rows):
                 sub = rb.take(part)
                 delay = self._rate.take(sub.nbytes, time.monotonic())
@@ -367,9 +391,21 @@ class RebuildingRole(Role):
                                 node_index=self.node.index))
 
     def _write_copies(self, db: LogsDB, msg: RebuildStore) -> None:
-        sync = self.node.config.settings.append_store_durability == "sync_write"
-        db.write_records(msg.log_id, msg.lsns, msg.timestamps, msg.flags, msg.copysets,
-                         msg.payloads, msg.payload_offsets, msg.waves, sync=sync)
+        """Write the copies, except where this node holds a newer one (``newer_or_equal``)."""
+        rb = RecordBatch(msg.log_id, msg.lsns, msg.timestamps, msg.flags, msg.waves,
+                         msg.copysets, np.zeros(len(msg.lsns), np.uint32),
+                         np.frombuffer(msg.payloads, np.uint8), msg.payload_offsets, 0)
+        held = db.read_records_at(msg.log_id, msg.lsns, payloads=False)
+        if len(held):
+            at = np.searchsorted(rb.lsns, held.lsns)
+            keep = np.ones(len(rb), bool)
+            keep[at] = newer_or_equal(rb.flags[at], rb.waves[at], held.flags, held.waves)
+            if not keep.all():
+                rb = rb.take(np.flatnonzero(keep))
+        if len(rb):
+            sync = self.node.config.settings.append_store_durability == "sync_write"
+            db.write_records(rb.log_id, rb.lsns, rb.timestamps, rb.flags, rb.copysets,
+                             rb.payloads, rb.offsets, rb.waves, sync=sync)
 
     def _copies_written(self, conn: Peer, msg: RebuildStore, fut: asyncio.Future[None]) -> None:
         exc = fut.exception()

@@ -16,8 +16,8 @@ without talking to the others:
 The new copyset replaces each member of the rebuilding set with a node of the record's
 epoch nodeset that is outside the copyset, not excluded (rebuilding, down, weight 0) and
 keeps the replication property, failure domains included.  The choice is a function of
-the record (its LSN picks among the valid completions of its copyset), so a donor that
-restarts and sends the same record again sends it to the same node.
+the record's LSN and the candidates (rendezvous hashing), so a donor that restarts and
+sends the same record again sends it to the same node.
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ import numpy as np
 from ldcore.scd import ship_mask
 from logdevice.epochstore.events import RebuildingSet
 from logdevice.sequencer.copyset import satisfies
-from logdevice.storage.flags import FLAG_DRAINED
+from logdevice.storage.flags import FLAG_DRAINED, FLAG_WRITTEN_BY_RECOVERY
 
 __all__ = ["EpochPlacement", "donor_mask", "amend_copysets", "destinations",
-           "MAX_OPTIONS"]
+           "newer_or_equal", "MAX_OPTIONS"]
 
-#: Valid completions kept per copyset; records spread over them by LSN.
+#: Valid completions kept per copyset when the ranked choice breaks a failure domain.
 MAX_OPTIONS = 64
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
@@ -107,42 +107,86 @@ def amend_copysets(lsns: np.ndarray, copysets: np.ndarray, rset: RebuildingSet,
                    placement: Callable[[int], EpochPlacement]) -> tuple[np.ndarray, np.ndarray]:
     """New copysets for donated records: ``(copysets, placed)``.
 
-    ``placement(epoch)`` says where records of that epoch may go.  ``placed[i]`` is False
-    when no node can take record i's copy now (the nodeset has too few eligible nodes);
-    its row is returned unchanged.  One decision per distinct (epoch, copyset), applied
-    to every record with numpy.
+    ``placement(epoch)`` says where records of that epoch may go.  Each rebuilding member
+    of a copyset is replaced, in its slot, by the eligible candidates a record ranks
+    highest (rendezvous hashing of the LSN and the node): records spread evenly, and a
+    record keeps its choice when other candidates come or go (a donor that restarts in
+    a changed rebuilding set sends it where it sent it before).  Should that choice break
+    a failure-domain requirement, the record takes one of the valid completions instead.
+    ``placed[i]`` is False when no node can take record i's copy now; its row is
+    returned unchanged.  Work is per distinct (epoch, copyset), with numpy over records.
     """
     n = len(lsns)
     cs = np.asarray(copysets, np.int16)
+    placed = np.zeros(n, bool)
+    new = cs.copy()
     if n == 0:
-        return cs.copy(), np.zeros(0, bool)
-    epochs = (np.asarray(lsns, np.uint64) >> np.uint64(32)).astype(np.int64)
-    keys = np.column_stack([epochs, cs.astype(np.int64)])
+        return new, placed
+    lsns = np.asarray(lsns, np.uint64)
+    keys = np.column_stack([(lsns >> np.uint64(32)).astype(np.int64), cs.astype(np.int64)])
     uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-    inv = inv.reshape(-1)
+    groups = np.split(np.argsort(inv.reshape(-1), kind="stable"),
+                      np.cumsum(np.bincount(inv.reshape(-1), minlength=len(uniq)))[:-1])
     rebuilding = rset.nodes
-    tables = [_options(tuple(int(x) for x in u[1:]), rebuilding, placement(int(u[0])))
-              for u in uniq]
-    counts = np.array([len(t) for t in tables], np.int64)
-    width = cs.shape[1]
-    opts = np.full((len(uniq), max(1, int(counts.max())), width), -1, np.int16)
-    for u, table in enumerate(tables):
-        if table:
-            opts[u, :len(table)] = table
-    placed = counts[inv] > 0
-    pick = np.zeros(n, np.int64)
-    pick[placed] = (_mix(np.asarray(lsns)[placed])
-                    % counts[inv][placed].astype(np.uint64)).astype(np.int64)
-    new = np.where(placed[:, None], opts[inv, pick], cs)
+    for key, rows in zip(uniq, groups, strict=True):
+        row = tuple(int(x) for x in key[1:])
+        where = placement(int(key[0]))
+        slots = [i for i, x in enumerate(row) if x >= 0 and x in rebuilding]
+        cands = np.array([x for x in where.nodeset if x not in where.excluded
+                          and x not in rebuilding and x not in row], np.int64)
+        if len(cands) < len(slots):
+            continue
+        scores = _mix(lsns[rows][:, None] ^ (cands.astype(np.uint64) * _GOLDEN)[None, :])
+        ranked = cands[np.argsort(scores, axis=1)[:, ::-1][:, :len(slots)]]
+        block = np.repeat(np.array([row], np.int16), len(rows), axis=0)
+        block[:, slots] = ranked
+        combos, which = np.unique(ranked, axis=0, return_inverse=True)
+        kept = [x for x in row if x >= 0 and x not in rebuilding]
+        for c, combo in enumerate(combos.tolist()):
+            if satisfies(kept + combo, where.replication, where.locations):
+                continue
+            bad = np.flatnonzero(which.reshape(-1) == c)
+            options = _options(row, rebuilding, where)
+            if not options:
+                block[bad] = -2  # marks "not placed"
+                continue
+            pick = _mix(lsns[rows][bad]) % np.uint64(len(options))
+            block[bad] = np.array(options, np.int16)[pick.astype(np.int64)]
+        ok = block[:, 0] != -2
+        new[rows[ok]] = block[ok]
+        placed[rows[ok]] = True
     return new, placed
 
 
-def destinations(copysets: np.ndarray, me: int) -> dict[int, np.ndarray]:
-    """Node -> indices of the records (rows) whose copyset names it, ``me`` left out:
-    where a donor sends each amended record."""
-    cs = np.asarray(copysets)
-    out: dict[int, np.ndarray] = {}
-    for node in np.unique(cs[cs >= 0]).tolist():
-        if node != me:
-            out[int(node)] = np.flatnonzero((cs == node).any(axis=1))
-    return out
+def newer_or_equal(flags: np.ndarray, waves: np.ndarray, held_flags: np.ndarray,
+                   held_waves: np.ndarray) -> np.ndarray:
+    """Bool per record: may a rebuilt copy (``flags``, ``waves``) replace the copy a node
+    holds (``held_*``)?  Not when the held one is newer: written by recovery where the
+    rebuilt one is not, or from a later wave.  A donor may hold a stale copy from a wave
+    its sequencer abandoned; copying it must not undo the wave that was acknowledged."""
+    rec = (np.asarray(flags, np.uint32) & np.uint32(FLAG_WRITTEN_BY_RECOVERY)) != 0
+    held_rec = (np.asarray(held_flags, np.uint32) & np.uint32(FLAG_WRITTEN_BY_RECOVERY)) != 0
+    return (rec > held_rec) | ((rec == held_rec) & (np.asarray(waves) >= np.asarray(held_waves)))
+
+
+def destinations(new: np.ndarray, old: np.ndarray, me: int
+                 ) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
+    """Where a donor sends each amended record: ``(copies, amends)``, each node -> indices
+    of the records (rows).  ``copies``: nodes the amended copyset adds (they get a new
+    copy); ``amends``: members the record keeps, ``me`` left out (their copy is
+    rewritten with the amended copyset).  The donor sends the copies first and the
+    amends only once every copy is stored, so a copyset never names a node that lacks
+    the record."""
+    new, old = np.asarray(new), np.asarray(old)
+    copies: dict[int, np.ndarray] = {}
+    amends: dict[int, np.ndarray] = {}
+    for node in np.unique(new[new >= 0]).tolist():
+        if node == me:
+            continue
+        named = (new == node).any(axis=1)
+        had = (old == node).any(axis=1)
+        if (rows := np.flatnonzero(named & ~had)).size:
+            copies[int(node)] = rows
+        if (rows := np.flatnonzero(named & had)).size:
+            amends[int(node)] = rows
+    return copies, amends

@@ -18,7 +18,7 @@ from logdevice.tools.ldshell.context import ShellContext
 from logdevice.tools.ldshell.tables import TABLES, TableOptions, build
 
 __all__ = ["status", "sequencers", "logs", "info", "check", "trim", "query", "tables",
-           "EXIT_FAILED"]
+           "rebuild", "rebuilding", "EXIT_FAILED"]
 
 EXIT_OK = 0
 EXIT_FAILED = 2
@@ -175,6 +175,41 @@ def trim(ctx: ShellContext, log_id: int, lsn: int, out: IO[str] = sys.stdout) ->
     with ctx.client() as client:
         client.trim(log_id, lsn)
     out.write(f"log {log_id} trimmed up to {lsn_str(lsn)}\n")
+    return EXIT_OK
+
+
+def rebuild(ctx: ShellContext, node: int, kind: str, out: IO[str] = sys.stdout) -> int:
+    """Drain ``node`` (``kind`` "drain") or mark its data lost ("unrecoverable")."""
+    from logdevice.epochstore import open_epoch_store
+    from logdevice.rebuilding.requests import request_rebuild
+
+    with open_epoch_store(ctx.config.epoch_store_uri) as store:
+        version = request_rebuild(store, ctx.config, node, drain=kind == "drain",
+                                  unrecoverable=kind == "unrecoverable")
+    what = "draining" if kind == "drain" else "marked unrecoverable"
+    out.write(f"N{node} {what} (event {version}); follow it with 'ldshell rebuilding'\n")
+    return EXIT_OK
+
+
+def rebuilding(ctx: ShellContext, as_json: bool = False, out: IO[str] = sys.stdout) -> int:
+    """The rebuilding set and each storage node's progress."""
+    from logdevice.epochstore import open_epoch_store
+
+    with open_epoch_store(ctx.config.epoch_store_uri) as store:
+        rset = store.rebuilding_set()
+    table = build("rebuilding", ctx, TableOptions())
+    if as_json:
+        _dump({"set_version": rset.version, "lost": sorted(rset.lost),
+               "draining": sorted(rset.draining), "donors": sorted(rset.donors or ()),
+               "done": sorted(rset.done), "nodes": table.to_pylist()}, out)
+        return EXIT_OK
+    if not rset:
+        out.write("nothing is being rebuilt\n")
+    else:
+        out.write(f"rebuilding set v{rset.version}: lost {sorted(rset.lost)}, draining "
+                  f"{sorted(rset.draining)}; donors done {sorted(rset.done)} of "
+                  f"{sorted(rset.donors or ())}\n")
+    _print_table(table, "rebuilding", out)
     return EXIT_OK
 
 

@@ -6,6 +6,8 @@
     ldshell --config cluster.json info 2 [--json]
     ldshell --config cluster.json check [--logs ...] [--json] [--report PATH]
     ldshell --config cluster.json trim LOG LSN
+    ldshell --config cluster.json drain NODE | mark-unrecoverable NODE
+    ldshell --config cluster.json rebuilding [--json]
     ldshell --config cluster.json query "SELECT node, alive FROM nodes" [--json]
     ldshell --config cluster.json                # interactive prompt
 
@@ -92,6 +94,14 @@ def _commands_parser(top: bool = True) -> argparse.ArgumentParser:
     s = sub.add_parser("trim", help="trim a log up to an LSN")
     s.add_argument("log", type=int)
     s.add_argument("lsn", type=_lsn)
+    s = sub.add_parser("drain", help="move a node's records elsewhere; it takes no new "
+                                     "ones (then it can leave the config)")
+    s.add_argument("node", type=int)
+    s = sub.add_parser("mark-unrecoverable", help="a node's data is gone for good: the "
+                                                  "others re-replicate its records")
+    s.add_argument("node", type=int)
+    s = sub.add_parser("rebuilding", help="the rebuilding set and each node's progress")
+    s.add_argument("--json", action="store_true")
     s = sub.add_parser("query", help="SQL over the cluster's tables (DuckDB)")
     s.add_argument("sql")
     s.add_argument("--json", action="store_true")
@@ -118,6 +128,10 @@ def run(ctx: ShellContext, args: argparse.Namespace) -> int:
         return commands.check(ctx, args.logs, args.json, args.report, args.recheck_delay)
     if c == "trim":
         return commands.trim(ctx, args.log, args.lsn)
+    if c in ("drain", "mark-unrecoverable"):
+        return commands.rebuild(ctx, args.node, "drain" if c == "drain" else "unrecoverable")
+    if c == "rebuilding":
+        return commands.rebuilding(ctx, args.json)
     if c == "query":
         opts = TableOptions(logs=args.logs, lo=args.lo, hi=args.hi,
                             max_records=args.max_records)

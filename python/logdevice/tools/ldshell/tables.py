@@ -236,6 +236,30 @@ def stats(ctx: ShellContext, opts: TableOptions) -> Any:
          ("value", "float64")]))
 
 
+_REBUILDING = ("set_version", "rebuilding_nodes", "records_total", "bytes_total",
+               "logs_done", "logs_total", "eta_seconds", "copies_taken_total",
+               "refusing_stores")
+
+
+def rebuilding(ctx: ShellContext, opts: TableOptions) -> Any:
+    """Each storage node's part in the current rebuilding, from its metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    rows = []
+    for n in ctx.config.storage_nodes():
+        text = ctx.metrics_text(n.index)
+        got: dict[str, float] = {}
+        for fam in text_string_to_metric_families(text or ""):
+            for s in fam.samples:
+                if s.name.startswith("logdevice_rebuilding_"):
+                    got[s.name.removeprefix("logdevice_rebuilding_")] = float(s.value)
+        rows.append({"node": n.index, "answering": text is not None,
+                     **{k: got.get(k) for k in _REBUILDING}})
+    return _pa().Table.from_pylist(rows, schema=_pa().schema(
+        [("node", "int64"), ("answering", "bool"),
+         *((k, "float64") for k in _REBUILDING)]))
+
+
 def partitions(ctx: ShellContext, opts: TableOptions) -> Any:
     """Every storage node's LogsDB time partitions."""
     pa = _pa()
@@ -267,6 +291,7 @@ TABLES: dict[str, tuple[str, Builder]] = {
     "records": ("records of the chosen logs (one log / an LSN range)", records),
     "record_csi": ("per node and stored record: its copyset", record_csi),
     "partitions": ("per storage node: its LogsDB time partitions", partitions),
+    "rebuilding": ("per storage node: its progress in the current rebuilding", rebuilding),
     "stats": ("every node's Prometheus metrics", stats),
 }
 
