@@ -20,6 +20,7 @@ and append p50/p99 during the rebuilding against the baseline.  Written to
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import threading
 import time
@@ -183,7 +184,8 @@ def report(rounds: list[dict[str, Any]], raw: dict[str, float],
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--records", type=int, default=10_000_000)
+    p.add_argument("--records", type=int,
+                   default=int(os.environ.get("LD_REBUILD_RECORDS", 10_000_000)))
     p.add_argument("--blob-bytes", type=int, default=64_000)
     p.add_argument("--rate", type=float, default=200.0)
     p.add_argument("--baseline-seconds", type=float, default=5.0)

@@ -4,7 +4,9 @@
 # write path with its anchors (benchmarks/last-write-path.md) and the read path
 # (ldbench read: a 10 M-record backfill, SCD vs all-send-all in the same run), then the
 # cost of each append_store_durability level (benchmarks/last-durability.md), the
-# cluster checker on a 10 M-record log (benchmarks/last-checker.md).  Arguments go to pytest.
+# cluster checker on a 10 M-record log (benchmarks/last-checker.md), rebuilding a lost node
+# of a 3- and a 5-node cluster holding 10 M records (benchmarks/last-rebuilding.md).
+# Arguments go to pytest.
 # LD_BENCH_E2E=0 skips the end-to-end part; LD_WITH_BENCH_PEERS=0 (no redis-server
 # installed by ci/system-deps.sh) runs it without the Redis Streams anchor.
 # LD_BENCH_SPARK=1 adds the Spark read path (benchmarks/spark_read.py, 10 M records by
@@ -23,6 +25,7 @@ if [ "${LD_BENCH_E2E:-1}" = 1 ]; then
   .venv/bin/python benchmarks/durability.py
   .venv/bin/python benchmarks/checker.py  # LD_CHECKER_RECORDS (default 10 M)
   .venv/bin/python benchmarks/epoch_activation.py  # ZooKeeper vs SQLite epoch store
+  .venv/bin/python benchmarks/rebuilding.py  # LD_REBUILD_RECORDS (default 10 M)
 fi
 if [ "${LD_BENCH_SPARK:-0}" = 1 ]; then
   .venv/bin/python benchmarks/spark_read.py --json benchmarks/last-spark-read.json

@@ -343,6 +343,27 @@ class LocalCluster:
         with open_epoch_store(self.config.epoch_store_uri) as store:
             return request_rebuild(store, self.config, i, **kind)
 
+    def remove_node(self, i: int) -> None:
+        """Take stopped node ``i`` out of the config (after ``drain`` and ``wait_rebuilt``:
+        it holds nothing any log still needs) and restart the running nodes on the new
+        config.  Clients made before keep the old config: make new ones."""
+        if self.is_running(i):
+            raise RuntimeError(f"N{i} is running: stop it before removing it")
+        d = self.config.to_dict()
+        d["nodes"] = [n for n in d["nodes"] if n["index"] != i]
+        config = Config.from_dict(d, source=self.config_path)
+        running = self.running()
+        self.stop_all()
+        self.config = config
+        config.dump(self.config_path)
+        if self.separate_roots:
+            for j in running:
+                config.dump(self.node_config_path(j))
+        self._procs.pop(i, None)
+        for j in running:
+            self._spawn(j)
+        self.wait_ready()
+
     def shard_statuses(self) -> dict[int, Any]:
         """Nodes the event log says are not fully authoritative, with their status."""
         from logdevice.epochstore import open_existing_epoch_store

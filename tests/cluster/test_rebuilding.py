@@ -270,10 +270,13 @@ def test_drain_then_remove(local_cluster):
         load.finish()
         acked |= load.acked
         # The drained node takes no new copies; after it leaves, nothing is missing.
-        fresh = append_many(client, 1, 300, b"late")
-        cluster.stop(drained)
-        shutil.rmtree(cluster.node_data_dir(drained))
-        acked |= fresh
+        acked |= append_many(client, 1, 300, b"late")
+    cluster.stop(drained)
+    shutil.rmtree(cluster.node_data_dir(drained))
+    cluster.remove_node(drained)  # out of the config; the others restart on the new one
+    assert not any(n.index == drained for n in cluster.config.nodes)
+    with ld.Client(cluster.config_path, timeout=30.0) as client:
+        acked |= append_many(client, 2, 300, b"removed")
         assert_complete(client, acked)
     cluster.stop_all()
     others = [n for n in range(4) if n != drained]

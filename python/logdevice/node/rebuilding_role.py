@@ -107,7 +107,6 @@ class RebuildingRole(Role):
         self._poller: asyncio.Task[None] | None = None
         self._donor: asyncio.Task[None] | None = None
         self._donor_version = 0
-        self._acked_at = 0  # event-log version at which we acknowledged
         self._requests: dict[int, asyncio.Future[E]] = {}
         self._ids = itertools.count(1)
         self._stopping = False
@@ -191,7 +190,7 @@ class RebuildingRole(Role):
             return self._open_store().append_event({"type": SHARD_ACK_REBUILT,
                                                     "node": self.node.index})
         try:
-            self._acked_at = await self.node.loop.run_in_executor(self._exec, ack)
+            await self.node.loop.run_in_executor(self._exec, ack)
         except LogDeviceError as exc:
             log.warning("N%d: acknowledging the rebuild: %s", self.node.index, exc)
             return
@@ -283,14 +282,13 @@ class RebuildingRole(Role):
                              if n.storage_weight <= 0 or n.index not in live) | rset.nodes
         locations = {n.index: n.location for n in config.nodes}
         group = config.log_group(log_id)
-        store = self._open_store()
         cache: dict[int, EpochPlacement] = {}
 
-        def placement(epoch: int) -> EpochPlacement:
+        def placement(epoch: int) -> EpochPlacement:  # runs in the role's thread
             got = cache.get(epoch)
             if got is None:
                 try:
-                    meta = store.metadata_for_epoch(log_id, epoch)
+                    meta = self._open_store().metadata_for_epoch(log_id, epoch)
                 except LogDeviceError:  # a log the store does not know (yet)
                     meta = None
                 if meta is None:
