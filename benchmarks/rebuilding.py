@@ -14,7 +14,7 @@ same blobs measured in the same run (one ``LogsDB.write_records`` writer, no clu
 and append p50/p99 during the rebuilding against the baseline.  Written to
 ``benchmarks/last-rebuilding.md``.
 
-    .venv/bin/python benchmarks/rebuilding.py [--records 10000000] [--throttle-mb 20]
+    .venv/bin/python benchmarks/rebuilding.py [--records 10000000] [--throttle-mb 5]
 """
 
 from __future__ import annotations
@@ -56,11 +56,11 @@ def load(client: ld.Client, records: int, blob_bytes: int) -> int:
                                   (buf[a * SIZE:(a + m) * SIZE],
                                    offsets[a:a + m + 1] - offsets[a])))
     w.flush()
-    lsns = set()
-    for f in futs:
-        lsns.update(f.result(600).tolist())
+    blobs = set()
+    for k, f in enumerate(futs):
+        blobs.update((DATA_LOGS[k % len(DATA_LOGS)], lsn) for lsn in f.result(600).tolist())
     w.close()
-    return len(lsns)
+    return len(blobs)
 
 
 class Appender:
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--blob-bytes", type=int, default=64_000)
     p.add_argument("--rate", type=float, default=200.0)
     p.add_argument("--baseline-seconds", type=float, default=5.0)
-    p.add_argument("--throttle-mb", type=float, default=20.0)
+    p.add_argument("--throttle-mb", type=float, default=5.0)
     p.add_argument("--timeout", type=float, default=900.0)
     p.add_argument("--out", type=Path, default=OUT_MD)
     args = p.parse_args(argv)

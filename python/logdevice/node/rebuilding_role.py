@@ -83,6 +83,8 @@ RETRY_DELAY = 1.0
 RELEASE_WAIT = 30.0
 #: Payload bytes per REBUILD_STORE (well under the frame limit).
 MESSAGE_BYTES = 4 << 20
+#: About this many payload bytes per donor batch (fewer records when they are large).
+BATCH_BYTES = 16 << 20
 PROGRESS_FILE = "rebuilding.json"
 
 
@@ -262,8 +264,10 @@ class RebuildingRole(Role):
         hi = await self._run(db.tail, log_id)
         await self._wait_released(log_id, hi)
         lo = progress.done_lsn.get(log_id, 0) + 1
+        size = await self._run(db.average_record_size, log_id)
+        per_batch = max(16, min(self.batch_records, int(BATCH_BYTES / max(size, 1.0))))
         while lo <= hi:
-            csi = await self._run(db.read_csi, log_id, lo, hi, max_entries=self.batch_records)
+            csi = await self._run(db.read_csi, log_id, lo, hi, max_entries=per_batch)
             mask = donor_mask(csi.copysets, csi.flags, me, rset)
             if mask.any():
                 rb = await self._run(db.read_records_at, log_id, csi.lsns[mask])
