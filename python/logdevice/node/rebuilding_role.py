@@ -154,7 +154,10 @@ class RebuildingRole(Role):
     async def _poll_loop(self) -> None:
         while True:
             await asyncio.sleep(self.poll_interval)
-            await self._poll()
+            try:
+                await self._poll()
+            except Exception:  # keep following the event log whatever one poll met
+                log.exception("N%d: rebuilding poll failed", self.node.index)
 
     async def _poll(self) -> None:
         try:
@@ -227,9 +230,7 @@ class RebuildingRole(Role):
                     await self._donate_log(db, log_id, rset, progress, path)
                     progress.finished_logs.add(log_id)
                     await self._run(progress.save, path)
-            events = [{"type": SHARD_IS_REBUILT, "node": n, "donor": me,
-                       "set_version": rset.version} for n in sorted(rset.nodes)]
-            await self._run(lambda: [self._open_store().append_event(e) for e in events])
+            await self._run(self._report_done, rset)
             log.info("N%d: done donating for set v%d: %d records, %d bytes in %.1f s", me,
                      rset.version, progress.records, progress.bytes,
                      time.time() - progress.started)
@@ -239,6 +240,13 @@ class RebuildingRole(Role):
         except Exception:
             log.exception("N%d: rebuilding set v%d failed (will retry)", me, rset.version)
             self._donor_version = 0
+
+    def _report_done(self, rset: RebuildingSet) -> None:
+        """SHARD_IS_REBUILT from this donor, for each node of the set."""
+        store = self._open_store()
+        for node in sorted(rset.nodes):
+            store.append_event({"type": SHARD_IS_REBUILT, "node": node,
+                                "donor": self.node.index, "set_version": rset.version})
 
     async def _wait_released(self, log_id: int, lsn: int) -> None:
         """Until ``log_id`` is released up to ``lsn`` here and the STOREs that came before
