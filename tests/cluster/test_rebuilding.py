@@ -238,17 +238,29 @@ def test_donor_killed_mid_way_and_a_second_node_lost_mid_way(local_cluster):
         owner = sequencer_of(cluster)
         lost = [n for n in range(5) if n != owner][-2:]
         donor = next(n for n in range(5) if n not in lost and n != owner)
-        cluster.mark_unrecoverable(lost[0])
-        # Throttled, the donors take several seconds: kill one mid-way, lose a second node.
+        version = cluster.mark_unrecoverable(lost[0])
+        # Throttled, the donors take several seconds: kill one once it finished a log.
+        saved = cluster.node_data_dir(donor) / "rebuilding.json"
         deadline = time.monotonic() + 30
-        while not (cluster.node_data_dir(donor) / "rebuilding.json").exists():
-            assert time.monotonic() < deadline, "the donor never saved progress"
+        while not (saved.exists() and json.loads(saved.read_text())["finished_logs"]):
+            assert time.monotonic() < deadline, "the donor never finished a log"
             time.sleep(0.05)
         cluster.kill(donor)
+        before = json.loads(saved.read_text())
         with open_epoch_store(cluster.config.epoch_store_uri) as store:
             assert donor not in store.rebuilding_set().done  # killed mid-way
-        cluster.mark_unrecoverable(lost[1])
         cluster.start(donor)
+        # It resumes from what it saved (same start time, counters from there), not anew.
+        deadline = time.monotonic() + 30
+        while not (m := scrape(cluster, donor))["logdevice_rebuilding_started_seconds"]:
+            assert time.monotonic() < deadline, "the restarted donor never went on"
+            time.sleep(0.05)
+        assert m["logdevice_rebuilding_set_version"] == version
+        started = m["logdevice_rebuilding_started_seconds"]
+        assert started == pytest.approx(before["started"], abs=0.01)
+        assert m["logdevice_rebuilding_records_total"] >= before["records"] > 0
+        # A second node lost mid-way joins the same rebuilding (a new set version).
+        cluster.mark_unrecoverable(lost[1])
         cluster.wait_rebuilt(lost, timeout=180)
         assert cluster.shard_statuses() == dict.fromkeys(lost, A.AUTHORITATIVE_EMPTY)
         assert_complete(client, acked)

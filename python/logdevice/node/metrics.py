@@ -161,9 +161,17 @@ class _Collector:
                     ("logs_done", "logs this donor has finished in the current set"),
                     ("logs_total", "logs this donor walks in the current set"),
                     ("eta_seconds", "estimated seconds until this donor is done"),
+                    ("started_seconds", "when this donor began the current set (Unix "
+                                        "time; kept across restarts)"),
                     ("refusing_stores", "1 while this node refuses new copies"),
                     ("refusing_nodes", "nodes this node's sequencers give no new copies")):
                 yield gauge(f"logdevice_rebuilding_{key}", doc, rb[key])
+            lsn = GaugeMetricFamily("logdevice_rebuilding_log_lsn",
+                                    "per log, the LSN this donor has finished up to",
+                                    labels=["log"])
+            for log_id, reached in sorted(rb["log_lsn"].items()):
+                lsn.add_metric([str(log_id)], float(reached))
+            yield lsn
         yield from self._rocksdb(gauge)
 
     def _rocksdb(self, gauge: Any) -> Iterator[Any]:

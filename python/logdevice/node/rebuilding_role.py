@@ -440,8 +440,10 @@ class RebuildingRole(Role):
                "records": p.records if p else 0, "bytes": p.bytes if p else 0,
                "logs_done": done_logs, "logs_total": self.logs_total if active else 0,
                "copies_taken": self.copies_taken, "eta_seconds": 0.0,
+               "started_seconds": p.started if active and p is not None else 0.0,
                "refusing_stores": int(self.refuses_stores()),
-               "refusing_nodes": len(self.view.refusing)}
+               "refusing_nodes": len(self.view.refusing),
+               "log_lsn": dict(p.done_lsn) if active and p is not None else {}}
         if active and p is not None and 0 < done_logs < self.logs_total:
             elapsed = time.time() - p.started
             out["eta_seconds"] = elapsed * (self.logs_total - done_logs) / done_logs
