@@ -238,6 +238,7 @@ def test_donor_killed_mid_way_and_a_second_node_lost_mid_way(local_cluster):
         owner = sequencer_of(cluster)
         lost = [n for n in range(5) if n != owner][-2:]
         donor = next(n for n in range(5) if n not in lost and n != owner)
+        load = Load(client, 1, start_lsn=1)
         version = cluster.mark_unrecoverable(lost[0])
         # Throttled, the donors take several seconds: kill one once it finished a log.
         saved = cluster.node_data_dir(donor) / "rebuilding.json"
@@ -263,6 +264,8 @@ def test_donor_killed_mid_way_and_a_second_node_lost_mid_way(local_cluster):
         cluster.mark_unrecoverable(lost[1])
         cluster.wait_rebuilt(lost, timeout=180)
         assert cluster.shard_statuses() == dict.fromkeys(lost, A.AUTHORITATIVE_EMPTY)
+        load.finish()
+        acked |= load.acked
         assert_complete(client, acked)
     cluster.stop_all()
     check_rebuilt_on_disk(cluster, acked, 3, [n for n in range(5) if n not in lost])
