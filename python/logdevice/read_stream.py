@@ -1,4 +1,4 @@
-"""Client read stream as a sans-I/O state machine (DESIGN.md §4).
+"""Client read stream as a sans-I/O state machine.
 
 The implementation lives in the ``logdevice.readstream`` package; this module is the
 public name.

@@ -1,4 +1,4 @@
-# BufferedWriter blob: many payloads in one record (REFERENCE.md A8), our byte layout.
+# BufferedWriter blob: many payloads in one record, our byte layout.
 #
 #  byte 0     1       2..5 (if CHECKSUM)    next 16 (if PRODUCER)
 #  +------+-------+=====================+==========================+---------------+

@@ -4,7 +4,7 @@ Payloads are buffered per log (``batching.Batcher``) until a size, count or time
 cuts the batch; the batch is encoded into one blob (``ldcore.codec``, zstd kept only if
 it shrinks it) by the writer's encoder thread and sent by the client's loop as one APPEND
 flagged ``BUFFERED_WRITER_BLOB``.  Every payload of the blob resolves to the blob's LSN;
-readers tell them apart by ``batch_offset`` (REFERENCE.md §A8).
+readers tell them apart by ``batch_offset``.
 
 Threads: producers call ``append``/``append_many`` from any thread (a lock guards the
 batches); one encoder thread per writer compresses blobs in the order batches were cut

@@ -1,4 +1,4 @@
-"""``ld.Client``: the synchronous, thread-safe face of a client (DESIGN.md §4).
+"""``ld.Client``: the synchronous, thread-safe face of a client.
 
 A ``Client`` runs its own asyncio loop in one background daemon thread (``LoopThread``);
 every method hands a coroutine of ``ClientCore`` to that loop and waits for it, bounded
@@ -125,7 +125,7 @@ class Client:
     Parameters
     ----------
     config : path or Config
-        The cluster config file (DESIGN.md §4), or an already loaded ``Config``.
+        The cluster config file, or an already loaded ``Config``.
     timeout : float
         Seconds any call may take before it fails with ``TimedOutError`` (E.TIMEDOUT).
     **settings

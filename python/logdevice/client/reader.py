@@ -1,4 +1,4 @@
-"""``Reader`` and ``AsyncReader``: reading logs (DESIGN.md §4).
+"""``Reader`` and ``AsyncReader``: reading logs.
 
     r = client.create_reader(max_logs=1)
     r.start_reading(log_id, from_lsn=ld.LSN_OLDEST, until_lsn=ld.LSN_MAX)

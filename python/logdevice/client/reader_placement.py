@@ -5,7 +5,7 @@ and replication property wrote).  A reader of ``[from_lsn, until_lsn]`` reads fr
 union of the nodesets of every epoch in that range, with the smallest replication among
 them (a gap needs "nothing here" answers from enough nodes that every copyset of every
 epoch meets one of them; the smallest R is the conservative choice).  Nodes' authoritative
-status (REFERENCE.md §A3) comes from the epoch store's event log.
+status comes from the epoch store's event log.
 
 The client reaches the epoch store when the config names a ZooKeeper store, or a ``file:``
 store that exists on this machine (the embedded SQLite store of a local cluster).

@@ -22,7 +22,7 @@ from logdevice.errors import NotFoundError
 
 ROLES = ("sequencer", "storage")
 
-#: User log ids are 1 .. USER_LOGID_MAX (REFERENCE.md §A1).
+#: User log ids are 1 .. USER_LOGID_MAX.
 LOGID_MIN = 1
 USER_LOGID_MAX = 2**62 - 1 - 1000
 MAX_PAYLOAD_SIZE = 32 * 1024 * 1024

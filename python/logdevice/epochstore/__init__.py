@@ -1,5 +1,5 @@
 """The epoch store: per-log epochs, metadata history and the event log, with
-compare-and-set semantics (REFERENCE.md §A5, §A6, §A10).
+compare-and-set semantics.
 
 ``open_epoch_store(uri)`` picks the backend from the URI: ``file:`` is the embedded SQLite
 store (``FileEpochStore``, one machine); ``zookeeper:`` is ``ZooKeeperEpochStore`` (kazoo),

@@ -1,7 +1,7 @@
 """The storage-node side of one read stream, as a state machine without network I/O.
 
 A client opens a read stream on every node of a log's nodeset with START; this module
-decides, for one such stream, what the node sends next (REFERENCE.md §A2-§A4):
+decides, for one such stream, what the node sends next:
 
 - only released records (at or below the release pointer), in LSN order, batched into
   large RECORDS frames;

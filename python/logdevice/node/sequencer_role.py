@@ -16,7 +16,7 @@ Requests arriving meanwhile wait in a queue (bounded by the window size).
 
 Epoch recovery.  Before a new epoch may release anything, the earlier epochs that are
 not clean (the epoch store's last clean epoch is below the new epoch - 1: after every
-failover or restart) are recovered (REFERENCE.md §A6): ``_recovery_needed`` says so, the
+failover or restart) are recovered: ``_recovery_needed`` says so, the
 sequencer is built with ``needs_recovery=True`` (it stores and acks appends but releases
 nothing) and ``recovery_driver.Recoveries`` runs an ``EpochRecovery`` (seal, digest,
 re-replicate, hole plugs, bridge record, last clean epoch in the epoch store).  When it

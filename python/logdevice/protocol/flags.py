@@ -5,7 +5,7 @@
   format.  HOLE, BRIDGE, WRITTEN_BY_RECOVERY and DRAINED are defined once, in
   ``ldcore.scd`` (its kernel reads them), and imported here.
 - ``AppendFlag``: on APPEND (the record flags a client may set).
-- ``StartFlag``: on START, with LogDevice's numbering (REFERENCE.md §A2).
+- ``StartFlag``: on START, with LogDevice's numbering.
 
 All are ``IntFlag`` so they combine with ``|`` and work against numpy flag arrays
 (``flags & RecordFlag.HOLE``).  The ``FLAG_*`` aliases are plain ints for kernels.

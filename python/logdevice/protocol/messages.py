@@ -133,7 +133,7 @@ class MessageType(IntEnum):
 
 
 class GapReason(IntEnum):
-    """Why a storage node reports a gap on a read stream (REFERENCE.md §A4)."""
+    """Why a storage node reports a gap on a read stream."""
 
     TRIM = 0  # at or below the trim point
     NO_RECORDS = 1  # this node has no record in [lo, hi]

@@ -12,7 +12,7 @@ contiguous run behind it goes out.  When it is empty, the stream may still move 
   means a node that should ship it is stuck: ``scd`` fails over instead.
 
 The gap runs up to the first LSN some node has (or stops being silent about), and is
-typed per REFERENCE.md §A3.
+typed by ``_gap_type`` below.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ class GapsMixin(StreamBase):
         return True
 
     def _gap_type(self, end: int) -> GapType:
-        """Type of the gap ``[next, end - 1]`` (REFERENCE.md §A3)."""
+        """Type of the gap ``[next, end - 1]``."""
         if self._fmaj.all_not_fully_authoritative():
             return GapType.DATALOSS
         nxt = self._next

@@ -24,7 +24,7 @@ a node comes back).  An appender that holds an LSN never gives up by itself: dro
 LSN would leave a hole only epoch recovery can plug, so it retries until it succeeds or
 the sequencer is deactivated (``abort``).
 
-Appender stages (seeds/001).  LogDevice may send a wave to R + X nodes and then go through
+Appender stages.  LogDevice may send a wave to R + X nodes and then go through
 replication (any R stored), sync-leader (the first ``num-sync-leaders`` nodes of the
 copyset stored; only then may the record be released) and leader-redundancy stages,
 deleting the extra copies.  We use X = 0: a copyset has exactly R nodes and the record is

@@ -1,5 +1,5 @@
 """The digest of one epoch in recovery: every copy storage nodes hold past the epoch's
-last known good LSN, and what recovery makes of each ESN (REFERENCE.md §A6).
+last known good LSN, and what recovery makes of each ESN.
 
 Storage nodes send their copies (DIGEST read streams: records with flags, waves and
 copysets).  Per ESN the digest keeps the winning copy under the precedence rule:

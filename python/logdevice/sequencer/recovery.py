@@ -1,5 +1,5 @@
-"""Epoch recovery: repair a log's unclean epochs before a new sequencer releases anything
-(REFERENCE.md §A6, DESIGN.md §5 invariants 2 and 4).
+"""Epoch recovery: repair a log's unclean epochs before a new sequencer releases anything,
+so that every reader sees one history and nothing below a release pointer changes.
 
 A sans-I/O state machine.  A sequencer activated in epoch E, when the epoch store's last
 clean epoch is below E - 1, builds one ``EpochRecovery`` for the epochs in between and

@@ -19,11 +19,11 @@ appenders are in the window (issued but not yet retired); beyond that appends ge
 SEQNOBUFS.  A client is acked as soon as its record is on R nodes, possibly out of LSN
 order; appenders *retire* strictly in LSN order, and retiring advances the last known good
 LSN (LNG) of the epoch and the release pointer, which goes out as one ``Release`` action.
-So the release pointer never passes a record that is not fully replicated (DESIGN.md §5,
-invariants 1 and 4).  Records are stamped with the wall clock in ms, never smaller than the
-previous record's stamp in the log.
+So the release pointer never passes a record that is not fully replicated.  Records are
+stamped with the wall clock in ms, never smaller than the previous record's stamp in the
+log.
 
-Epoch recovery (REFERENCE.md §A6) is not done here but in ``recovery.EpochRecovery``.
+Epoch recovery is not done here but in ``recovery.EpochRecovery``.
 The seam: a sequencer whose earlier epochs may have an unclean tail is built with
 ``needs_recovery=True``; it replicates and acks as usual but sends no ``Release`` until
 the node, once recovery is done, calls ``on_recovery_done()`` (which then releases
@@ -53,7 +53,7 @@ from logdevice.sequencer.appender import (
 from logdevice.sequencer.copyset import CopysetSelector, StickyCopysetSelector
 from logdevice.sequencer.nodestate import NodeHealth
 
-#: Largest payload one APPEND may carry (REFERENCE.md §A1).
+#: Largest payload one APPEND may carry.
 MAX_PAYLOAD_SIZE = 32 << 20
 #: Default sliding-window size (LogDevice's max-writes-in-flight).
 MAX_IN_FLIGHT = 1000

@@ -1,4 +1,4 @@
-"""LogsDB: a storage node's local log store, on RocksDB (REFERENCE.md §A7, DESIGN.md §3).
+"""LogsDB: a storage node's local log store, on RocksDB.
 
 Time partitions are column families ``p<id>`` holding data records and copyset index
 entries; a ``meta`` column family holds the partition directory and per-log metadata
