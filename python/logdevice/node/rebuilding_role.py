@@ -33,6 +33,7 @@ its pass and starts one for the new set.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 import logging
@@ -85,6 +86,8 @@ RELEASE_WAIT = 30.0
 MESSAGE_BYTES = 4 << 20
 #: About this many payload bytes per donor batch (fewer records when they are large).
 BATCH_BYTES = 16 << 20
+#: Batches of one log a donor moves at once.
+PIPELINE = 2
 PROGRESS_FILE = "rebuilding.json"
 
 
@@ -274,17 +277,34 @@ class RebuildingRole(Role):
         lo = progress.done_lsn.get(log_id, 0) + 1
         size = await self._run(db.average_record_size, log_id)
         per_batch = max(16, min(self.batch_records, int(BATCH_BYTES / max(size, 1.0))))
-        while lo <= hi:
-            csi = await self._run(db.read_csi, log_id, lo, hi, max_entries=per_batch)
-            mask = donor_mask(csi.copysets, csi.flags, me, rset)
-            if mask.any():
-                rb = await self._run(db.read_records_at, log_id, csi.lsns[mask])
-                await self._move(db, rb, rset)
-                progress.records += len(rb)
-                progress.bytes += rb.nbytes
-            lo = int(csi.next_lsn) if len(csi) else max(int(csi.next_lsn), lo + 1)
-            progress.done_lsn[log_id] = min(lo - 1, hi)
-            await self._run(progress.save, path)
+        # Up to PIPELINE batches move at once (one is read while another's copies are on
+        # the wire); progress advances only past batches that are done, in order.
+        moving: collections.deque[tuple[asyncio.Task[None] | None, int]] = \
+            collections.deque()
+        try:
+            while lo <= hi or moving:
+                if lo <= hi and len(moving) < PIPELINE:
+                    csi = await self._run(db.read_csi, log_id, lo, hi,
+                                          max_entries=per_batch)
+                    mask = donor_mask(csi.copysets, csi.flags, me, rset)
+                    task = None
+                    if mask.any():
+                        rb = await self._run(db.read_records_at, log_id, csi.lsns[mask])
+                        task = self.node.loop.create_task(self._move(db, rb, rset, progress))
+                    lo = int(csi.next_lsn) if len(csi) else max(int(csi.next_lsn), lo + 1)
+                    moving.append((task, min(lo - 1, hi)))
+                    if lo <= hi and (task is None or not task.done()) \
+                            and len(moving) < PIPELINE:
+                        continue
+                first, reached = moving.popleft()
+                if first is not None:
+                    await first
+                progress.done_lsn[log_id] = reached
+                await self._run(progress.save, path)
+        finally:
+            for task, _ in moving:
+                if task is not None:
+                    task.cancel()
 
     def _placement(self, log_id: int, rset: RebuildingSet) -> Callable[[int], EpochPlacement]:
         """Where records of each epoch of ``log_id`` may get a new copy now."""
@@ -314,7 +334,8 @@ class RebuildingRole(Role):
 
         return placement
 
-    async def _move(self, db: LogsDB, rb: RecordBatch, rset: RebuildingSet) -> None:
+    async def _move(self, db: LogsDB, rb: RecordBatch, rset: RebuildingSet,
+                    progress: DonorProgress) -> None:
         """Copy the records of ``rb`` to their amended copysets, then amend our own."""
         me, log_id = self.node.index, rb.log_id
         while True:
@@ -336,6 +357,8 @@ class RebuildingRole(Role):
         batch = rb.compact()
         await self._run(db.write_records, log_id, batch.lsns, batch.timestamps, flags, own,
                         batch.payloads, batch.offsets, batch.waves)
+        progress.records += len(rb)
+        progress.bytes += rb.nbytes
 
     async def _send(self, rb: RecordBatch, copysets: np.ndarray,
                     targets: Mapping[int, np.ndarray], set_version: int) -> bool:
