@@ -405,17 +405,12 @@ class RebuildingRole(Role):
     # -- taking copies --------------------------------------------------------------------
     def _on_rebuild_store(self, conn: Peer, msg: RebuildStore) -> None:
         storage = self.node.role("storage")
-        if conn.peer_role != "node":
-            status = E.ACCESS
-        elif self._stopping:
+        status = storage.node_request_status(conn, msg.log_id)
+        if status == E.OK and self._stopping:
             status = E.SHUTDOWN
-        elif not storage.enabled or storage.db is None:
-            status = E.DISABLED
-        elif not self.node.config.has_log(msg.log_id):
-            status = E.NOTFOUND
-        elif self.node.index in self.view.rebuilding.lost:
+        elif status == E.OK and self.node.index in self.view.rebuilding.lost:
             status = E.REBUILDING
-        else:
+        if status == E.OK:
             self.node.loop.run_in_executor(self._write_exec, self._write_copies,
                                            storage.db, msg).add_done_callback(
                 lambda fut: self._copies_written(conn, msg, fut))

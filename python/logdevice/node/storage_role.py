@@ -223,21 +223,31 @@ class StorageRole(Role):
             conn.pause_reading("storage")
             self._paused.add(conn)
 
-    def _store_status(self, conn: Peer, msg: Store) -> E:
+    def node_request_status(self, conn: Peer, log_id: int) -> E:
+        """Whether this node takes a request that writes to ``log_id`` from ``conn``
+        (STORE, SEAL, a rebuilt copy): only from nodes, while running, with a store,
+        for a log of the config."""
         if conn.peer_role != "node":
-            return E.ACCESS  # only sequencers (nodes) store records
+            return E.ACCESS
         if self._stopping:
             return E.SHUTDOWN
         if not self.enabled or self.db is None:
             return E.DISABLED
-        if not self.node.config.has_log(msg.log_id):
+        if not self.node.config.has_log(log_id):
             return E.NOTFOUND
+        return E.OK
+
+    def _store_status(self, conn: Peer, msg: Store) -> E:
+        status = self.node_request_status(conn, msg.log_id)
+        if status != E.OK:
+            return status
         if not msg.recovery_epoch and self._rebuilding is not None \
                 and self._rebuilding.refuses_stores():
             return E.REBUILDING  # rebuilt, drained, or being rebuilt: copies go elsewhere
         if not msg.recovery_epoch and self.purger is not None \
                 and msg.epoch <= self.purger.clean_epoch(msg.log_id):
             return E.PREEMPTED  # a closed epoch: recovery decided its content already
+        assert self.db is not None  # node_request_status said DISABLED otherwise
         sealed = self.db.sealed_epoch(msg.log_id)
         if sealed:
             epoch = msg.recovery_epoch or msg.epoch
@@ -340,18 +350,11 @@ class StorageRole(Role):
 
     # -- SEAL -------------------------------------------------------------------------------
     def _on_seal(self, conn: Peer, msg: Seal) -> None:
-        if conn.peer_role != "node":
-            status = E.ACCESS
-        elif self._stopping:
-            status = E.SHUTDOWN
-        elif not self.enabled or self.db is None:
-            status = E.DISABLED
-        elif not self.node.config.has_log(msg.log_id):
-            status = E.NOTFOUND
-        else:
-            self.node.loop.create_task(self._seal(conn, msg))
+        status = self.node_request_status(conn, msg.log_id)
+        if status != E.OK:
+            conn.send(self._sealed(msg, status))
             return
-        conn.send(self._sealed(msg, status))
+        self.node.loop.create_task(self._seal(conn, msg))
 
     def _sealed(self, msg: Seal, status: E, **kw: int) -> Sealed:
         kw.setdefault("seal_epoch", msg.seal_epoch)
