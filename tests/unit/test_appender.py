@@ -239,3 +239,19 @@ def test_unknown_error_status_still_blacklists():
     acts = stores(app.on_stored(cs1[0], 1, 9999, 0.001))
     assert ctx.health.blacklisted(0.001) == {cs1[0]: E.FAILED}
     assert acts[0].wave == 2
+
+
+def test_nodes_refusing_copies_are_avoided_until_the_event_log_lifts_it():
+    h = NodeHealth(5.0, 10.0)
+    h.set_refusing(frozenset({2}))
+    h.blacklist(2, E.REBUILDING, now=0.0)
+    assert 2 in h.excluded(0.0) and 2 in h.must_avoid(0.0)
+    assert 2 in h.excluded(100.0)  # the blacklisting expired; the refusal did not
+    h.blacklist(2, E.REBUILDING, now=100.0)
+    h.set_refusing(frozenset())  # acknowledged: forgiven at once, not in 10 s
+    assert 2 not in h.excluded(100.0) and 2 not in h.must_avoid(100.0)
+    ctx = AppenderContext(LOG, CopysetSelector(range(3), 2), random.Random(1), h, (0.01, 1.0))
+    h.set_refusing(frozenset({0}))
+    for _ in range(50):
+        cs, st = ctx.pick(10, now=200.0)
+        assert st == E.OK and 0 not in cs
