@@ -14,7 +14,7 @@ identity (numpy arrays have no single truth value).
 """
 
 from enum import IntEnum
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import msgspec
 import numpy as np
@@ -182,6 +182,16 @@ def _check_offsets(offsets: np.ndarray, n: int, payload_bytes: int) -> str | Non
     return None
 
 
+def _check_stored_records(msg: Any, optional: dict[str, np.ndarray] | None = None
+                          ) -> str | None:
+    """The record columns a STORE or REBUILD_STORE carries agree with each other."""
+    n = len(msg.lsns)
+    return _check_columns(
+        n, {"timestamps": msg.timestamps, "flags": msg.flags, "waves": msg.waves,
+            "copysets": msg.copysets}, optional,
+    ) or _check_offsets(msg.payload_offsets, n, _nbytes(msg.payloads))
+
+
 # ------------------------------------------------------------------------ handshake
 
 
@@ -323,13 +333,7 @@ class Store(Message, eq=False):
     checksums: U32Array = EMPTY_U32
 
     def _check(self) -> str | None:
-        n = len(self.lsns)
-        return _check_columns(
-            n,
-            {"timestamps": self.timestamps, "flags": self.flags, "waves": self.waves,
-             "copysets": self.copysets},
-            {"checksums": self.checksums},
-        ) or _check_offsets(self.payload_offsets, n, _nbytes(self.payloads))
+        return _check_stored_records(self, {"checksums": self.checksums})
 
 
 @register
@@ -850,7 +854,7 @@ class RebuildStore(Message, eq=False):
 
     The columns are those of STORE; ``copysets[i]`` is record i's amended copyset.  The
     receiver writes each record as given, replacing a copy it already holds (that is
-    how the copyset of a surviving copy is amended).
+    how the copyset of a surviving copy is amended) unless its own copy is newer.
     """
 
     TYPE = MessageType.REBUILD_STORE
@@ -866,11 +870,7 @@ class RebuildStore(Message, eq=False):
     payloads: Payload = b""
 
     def _check(self) -> str | None:
-        n = len(self.lsns)
-        return _check_columns(
-            n, {"timestamps": self.timestamps, "flags": self.flags, "waves": self.waves,
-                "copysets": self.copysets},
-        ) or _check_offsets(self.payload_offsets, n, _nbytes(self.payloads))
+        return _check_stored_records(self)
 
 
 @register
