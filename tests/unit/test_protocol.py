@@ -122,6 +122,30 @@ def sample_messages():
                        copysets=np.array([[4, 1], [4, 2]], np.int16),
                        payload_offsets=np.array([0, 2, 5], np.uint64), payloads=b"abcde"),
         p.RebuildStored(request_id=17, status=E.REBUILDING, node_index=4),
+        p.GetReadStreams(request_id=18),
+        p.ReadStreamList(
+            request_id=18, status=E.OK, node_index=2, read_stream_id=np.array([3], np.uint64),
+            log_id=np.array([7], np.uint64), conn_id=np.array([-2], np.int64),
+            peer=["N1"], address=["127.0.0.1:4444"], start_lsn=np.array([1], np.uint64),
+            until_lsn=np.array([2**64 - 1], np.uint64), next_lsn=np.array([9], np.uint64),
+            delivered_to=np.array([8], np.uint64), window_high=np.array([99], np.uint64),
+            last_released=np.array([8], np.uint64), filter_version=np.array([2], np.uint64),
+            mode=["scd"], state=["release"], known_down=[[0, 4]],
+            records_sent=np.array([8], np.uint64), bytes_sent=np.array([80], np.uint64),
+            gaps_sent=np.array([1], np.uint64), started_ms=np.array([1_700_000_000_000]),
+            age_ms=np.array([1500])),
+        p.GetRecoveries(request_id=19),
+        p.RecoveryList(
+            request_id=19, status=E.OK, node_index=0, log_id=np.array([7, 7], np.uint64),
+            epoch=np.array([3, 4], np.uint64), seal_epoch=np.array([4, 4], np.uint64),
+            attempt=np.array([1, 1], np.uint64), state=["done", "done"],
+            outcome=["OK", "OK"], message=["", ""], nodeset=[[0, 1, 2], [1, 2, 3]],
+            sealed=[[0, 1, 2], [1, 2]], digested=[[0, 1], [1, 2]],
+            lng=np.array([(3 << 32) | 5, 0], np.uint64), records=np.array([2, 0], np.uint64),
+            holes=np.array([1, 0], np.uint64),
+            bridge=np.array([(3 << 32) | 9, (4 << 32) | 1], np.uint64),
+            pending=np.array([0, 0], np.uint64), last_clean_epoch=np.array([4, 4], np.uint64),
+            started_ms=np.array([10, 10]), duration_ms=np.array([25, 25])),
     ]
 
 

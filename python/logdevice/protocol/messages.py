@@ -13,6 +13,8 @@ Unix epoch unless named ``*_ms`` durations.  Messages with raw sections compare 
 identity (numpy arrays have no single truth value).
 """
 
+import typing
+from collections.abc import Iterable
 from enum import IntEnum
 from typing import Any, ClassVar, Literal
 
@@ -27,6 +29,7 @@ from logdevice.protocol.sections import (
     EMPTY_U16,
     EMPTY_U32,
     EMPTY_U64,
+    ArraySpec,
     I16Matrix,
     I64Array,
     Payload,
@@ -83,6 +86,12 @@ __all__ = [
     "PartitionList",
     "RebuildStore",
     "RebuildStored",
+    "GetReadStreams",
+    "ReadStreamList",
+    "GetRecoveries",
+    "RecoveryList",
+    "table_columns",
+    "table_reply",
 ]
 
 
@@ -130,6 +139,10 @@ class MessageType(IntEnum):
     PARTITION_LIST = 63
     REBUILD_STORE = 80
     REBUILD_STORED = 81
+    GET_READ_STREAMS = 90
+    READ_STREAM_LIST = 91
+    GET_RECOVERIES = 92
+    RECOVERY_LIST = 93
 
 
 class GapReason(IntEnum):
@@ -883,6 +896,147 @@ class RebuildStored(Message):
     request_id: int
     status: E
     node_index: int = -1
+
+
+# ------------------------------------------------------------------------ admin tables
+# Replies that carry a table: after request_id, status and node_index every field is a
+# column, all of one length (``columns``).
+
+
+@register
+class GetReadStreams(Message):
+    """Admin tool -> storage node: describe the read streams open on you."""
+
+    TYPE = MessageType.GET_READ_STREAMS
+    request_id: int
+
+
+@register
+class ReadStreamList(Message, eq=False):
+    """Storage node -> admin tool, answer to GET_READ_STREAMS: one entry per open stream.
+
+    Per stream: its id on the connection and the log; the connection (``conn_id``,
+    ``peer``: "client" or "N<index>", ``address``); the range asked for (``start_lsn`` ..
+    ``until_lsn``), the next LSN the node looks at (``next_lsn``), everything up to
+    ``delivered_to`` sent or reported as a gap, the flow-control ``window_high`` and the
+    log's ``last_released`` on the node; ``filter_version`` (grows with each rewind),
+    ``mode`` (scd, local_scd, all_send_all, digest), ``state`` (what it waits for: ready,
+    window, release, done) and SCD's ``known_down`` nodes; records, payload bytes and gaps
+    sent; when it opened (``started_ms``) and how long ago (``age_ms``).
+    """
+
+    TYPE = MessageType.READ_STREAM_LIST
+    request_id: int
+    status: E
+    node_index: int = -1
+    read_stream_id: U64Array = EMPTY_U64
+    log_id: U64Array = EMPTY_U64
+    conn_id: I64Array = EMPTY_I64
+    peer: list[str] = msgspec.field(default_factory=list)
+    address: list[str] = msgspec.field(default_factory=list)
+    start_lsn: U64Array = EMPTY_U64
+    until_lsn: U64Array = EMPTY_U64
+    next_lsn: U64Array = EMPTY_U64
+    delivered_to: U64Array = EMPTY_U64
+    window_high: U64Array = EMPTY_U64
+    last_released: U64Array = EMPTY_U64
+    filter_version: U64Array = EMPTY_U64
+    mode: list[str] = msgspec.field(default_factory=list)
+    state: list[str] = msgspec.field(default_factory=list)
+    known_down: list[list[int]] = msgspec.field(default_factory=list)
+    records_sent: U64Array = EMPTY_U64
+    bytes_sent: U64Array = EMPTY_U64
+    gaps_sent: U64Array = EMPTY_U64
+    started_ms: I64Array = EMPTY_I64
+    age_ms: I64Array = EMPTY_I64
+
+    def _check(self) -> str | None:
+        return _check_table(self)
+
+
+@register
+class GetRecoveries(Message):
+    """Admin tool -> any node: describe the epoch recoveries you run and recently ran."""
+
+    TYPE = MessageType.GET_RECOVERIES
+    request_id: int
+
+
+@register
+class RecoveryList(Message, eq=False):
+    """Node -> admin tool, answer to GET_RECOVERIES: one entry per epoch of each epoch
+    recovery the node's sequencers run now or finished lately (the oldest first).
+
+    Per entry: ``log_id``, the ``epoch`` recovered and the ``seal_epoch`` (the recovering
+    sequencer's epoch - 1); ``attempt`` (1 for the first); ``state`` (sealing, digesting,
+    mutating, clean, updating; done or failed once over) and, once over, ``status`` (an
+    ``E`` name) and ``message``; the epoch's ``nodeset``, the nodes that answered SEAL
+    (``sealed``) and finished their digest (``digested``); the last known good LSN found
+    (``lng``), the records the mutation re-replicates, its hole plugs, its bridge record's
+    LSN and the decisions not yet stored (``pending``); ``last_clean_epoch`` as recorded
+    in the epoch store (0 until then); when it started (``started_ms``) and how long it
+    ran (``duration_ms``, so far while it runs).
+    """
+
+    TYPE = MessageType.RECOVERY_LIST
+    request_id: int
+    status: E
+    node_index: int = -1
+    log_id: U64Array = EMPTY_U64
+    epoch: U64Array = EMPTY_U64
+    seal_epoch: U64Array = EMPTY_U64
+    attempt: U64Array = EMPTY_U64
+    state: list[str] = msgspec.field(default_factory=list)
+    outcome: list[str] = msgspec.field(default_factory=list)
+    message: list[str] = msgspec.field(default_factory=list)
+    nodeset: list[list[int]] = msgspec.field(default_factory=list)
+    sealed: list[list[int]] = msgspec.field(default_factory=list)
+    digested: list[list[int]] = msgspec.field(default_factory=list)
+    lng: U64Array = EMPTY_U64
+    records: U64Array = EMPTY_U64
+    holes: U64Array = EMPTY_U64
+    bridge: U64Array = EMPTY_U64
+    pending: U64Array = EMPTY_U64
+    last_clean_epoch: U64Array = EMPTY_U64
+    started_ms: I64Array = EMPTY_I64
+    duration_ms: I64Array = EMPTY_I64
+
+    def _check(self) -> str | None:
+        return _check_table(self)
+
+
+#: The fields of a table reply that are not columns.
+TABLE_HEADER = ("request_id", "status", "node_index")
+
+
+def table_columns(cls: type[Message]) -> tuple[str, ...]:
+    """The column fields of a table reply (READ_STREAM_LIST, RECOVERY_LIST), in order."""
+    return tuple(f for f in cls.__struct_fields__ if f not in TABLE_HEADER)
+
+
+def table_reply(cls: type[Message], request_id: int, node_index: int,
+                rows: Iterable[Any]) -> Any:
+    """An OK table reply of type ``cls`` from ``rows`` (named tuples whose fields include
+    the columns): numeric columns become arrays of the field's dtype, tuples lists."""
+    rows = list(rows)
+    hints = typing.get_type_hints(cls, include_extras=True)
+    cols: dict[str, Any] = {}
+    for name in table_columns(cls):
+        values = [getattr(r, name) for r in rows]
+        spec = next((m for m in getattr(hints[name], "__metadata__", ())
+                     if isinstance(m, ArraySpec)), None)
+        cols[name] = np.asarray(values, spec.dtype) if spec is not None else [
+            list(v) if isinstance(v, tuple) else v for v in values]
+    return cls(request_id=request_id, status=E.OK, node_index=node_index, **cols)
+
+
+def _check_table(msg: Message) -> str | None:
+    names = table_columns(type(msg))
+    n = len(getattr(msg, names[0]))
+    for name in names[1:]:
+        if len(getattr(msg, name)) != n:
+            return f"{name} has {len(getattr(msg, name))} entries, expected {n}"
+    return None
 
 
 ALL_MESSAGES: tuple[type[Message], ...] = tuple(
