@@ -11,12 +11,14 @@ from ldcore.scd import FLAG_BRIDGE, FLAG_DRAINED, FLAG_HOLE, ship_mask
 from logdevice.config import make_local_config
 from logdevice.errors import E
 from logdevice.node.read_stream_server import ServerReadStream, StreamState
-from logdevice.node.read_streams import ReadStreamsRole
+from logdevice.node.read_streams import ReadStreamRow, ReadStreamsRole
 from logdevice.node.server import Node
 from logdevice.protocol import (
     FrameDecoder,
     Gap,
     GapReason,
+    GetReadStreams,
+    ReadStreamList,
     RecordFlag,
     Records,
     Start,
@@ -25,6 +27,7 @@ from logdevice.protocol import (
     Stop,
     Window,
     encode,
+    table_columns,
 )
 from logdevice.storage import keys as K
 from logdevice.storage.logsdb import LogsDB
@@ -501,7 +504,7 @@ def test_role_handlers(tmp_path):
             db.set_last_released(LOG, 10)
             role = ReadStreamsRole(node, db, budget_bytes=4096)
             node.add_role(role)
-            assert set(role.handlers()) == {Start, Window, Stop}
+            assert set(role.handlers()) == {Start, Window, Stop, GetReadStreams}
             await role.start()
             try:
                 c = Peer()
@@ -551,6 +554,60 @@ def test_role_handlers(tmp_path):
                 role.on_release(LOG, 25)
                 await settle(role)
                 assert c.take() == [] and c2.take() == []
+            finally:
+                await role.stop()
+                role.close()
+
+    asyncio.run(main())
+
+
+def test_role_describes_its_streams(tmp_path):
+    cfg = make_local_config(3, 2, logs=range(1, 11), root=tmp_path, ports=[1, 2, 3])
+    assert ReadStreamRow._fields == table_columns(ReadStreamList)
+
+    async def main():
+        node = Node(cfg, 0)
+        with LogsDB(tmp_path / "db", compression="none") as db:
+            write(db, range(1, 21), [0, 1])
+            db.set_last_released(LOG, 10)
+            role = ReadStreamsRole(node, db)
+            node.add_role(role)
+            await role.start()
+            try:
+                client, seq = Peer(), Peer()
+                client.peername = "127.0.0.1:4242"
+                seq.peer_role, seq.peer_node = "node", 2
+                role.on_start(client, start(start_lsn=3, window_high=15, flags=SCD,
+                                            known_down=[1]))
+                role.on_start(seq, start(read_stream_id=9, until_lsn=20,
+                                         flags=StartFlag.DIGEST))
+                await settle(role)
+                rows = {r.peer: r for r in role.describe()}
+                tail, digest = rows["client"], rows["N2"]
+                assert (tail.read_stream_id, tail.log_id, tail.conn_id, tail.address) == (
+                    1, LOG, client.id, "127.0.0.1:4242")
+                assert (tail.start_lsn, tail.until_lsn, tail.next_lsn, tail.delivered_to,
+                        tail.window_high, tail.last_released) == (3, LSN_MAX, 11, 10, 15, 10)
+                assert (tail.mode, tail.state, tail.known_down) == ("scd", "release", (1,))
+                assert tail.records_sent == 8 and tail.bytes_sent == 8 * 8
+                assert tail.started_ms > 1_600_000_000_000 and tail.age_ms >= 0
+                # A digest reads past the release pointer, to its end.
+                assert (digest.mode, digest.state, digest.next_lsn) == ("digest", "done", 21)
+                assert digest.records_sent == 20 and digest.address == ""
+                # A release moves the tailing stream up to its window.
+                db.set_last_released(LOG, 20)
+                role.on_release(LOG, 20)
+                await settle(role)
+                admin = Peer()
+                role.on_get_read_streams(admin, GetReadStreams(request_id=4))
+                (reply,) = wire(admin.take())
+                assert isinstance(reply, ReadStreamList) and reply.request_id == 4
+                assert reply.status == E.OK and reply.node_index == 0
+                at = reply.peer.index("client")
+                assert reply.state[at] == "window" and reply.records_sent[at] == 13
+                assert reply.known_down[at] == [1] and reply.next_lsn[at] == 16
+                role.on_connection_closed(client)
+                assert [r.peer for r in role.describe()] == ["N2"]
             finally:
                 await role.stop()
                 role.close()

@@ -20,6 +20,8 @@ Owns START, WINDOW and STOP.  Each stream is a ``ServerReadStream`` (the logic, 
   event), so a slow reader costs memory for one frame, not for its backlog.
 - A read that fails (other than "partition dropped, retry") ends the stream with a
   STARTED carrying the error: the client treats the node as down for that stream.
+
+``describe`` lists the open streams (GET_READ_STREAMS, ldshell's ``readers`` table).
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from logdevice.config.location import Location, NodeLocationScope
 from logdevice.errors import E, LogDeviceError
@@ -41,7 +44,16 @@ from logdevice.node.read_stream_server import (
 )
 from logdevice.node.role import Peer, Role
 from logdevice.node.stats import ReadTotals
-from logdevice.protocol import Start, Started, StartFlag, Stop, Window
+from logdevice.protocol import (
+    GetReadStreams,
+    ReadStreamList,
+    Start,
+    Started,
+    StartFlag,
+    Stop,
+    Window,
+    table_reply,
+)
 
 if TYPE_CHECKING:
     from logdevice.node.server import Node
@@ -49,7 +61,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("logdevice.node.read_streams")
 
-__all__ = ["ReadStreamsRole"]
+__all__ = ["ReadStreamsRole", "ReadStreamRow"]
 
 LSN_MAX = 2**64 - 1
 METADATA_LOG_BIT = 1 << 63
@@ -62,16 +74,52 @@ DRAIN_POLL = 0.005
 INLINE_LSNS = 128
 
 
+class ReadStreamRow(NamedTuple):
+    """One open read stream, as ``ReadStreamsRole.describe`` reports it (the columns of
+    READ_STREAM_LIST)."""
+
+    read_stream_id: int
+    log_id: int
+    conn_id: int
+    peer: str  # "client", or "N<index>" for another node (recovery digests)
+    address: str  # host:port of the peer ("" in process)
+    start_lsn: int
+    until_lsn: int
+    next_lsn: int  # the first LSN not looked at yet
+    delivered_to: int  # everything up to here was sent or reported as a gap
+    window_high: int
+    last_released: int  # the log's release pointer on this node
+    filter_version: int
+    mode: str  # scd, local_scd, all_send_all, digest
+    state: str  # what it waits for: ready, window, release, done
+    known_down: tuple[int, ...]  # nodes the client said are down (SCD)
+    records_sent: int
+    bytes_sent: int
+    gaps_sent: int
+    started_ms: int  # wall clock when the stream opened (or was last rewound)
+    age_ms: int
+
+
 class _Entry:
     """A stream and the connection it belongs to."""
 
-    __slots__ = ("conn", "stream", "queued", "closed")
+    __slots__ = ("conn", "stream", "queued", "closed", "started_ms", "t0")
 
-    def __init__(self, conn: Peer, stream: ServerReadStream) -> None:
+    def __init__(self, conn: Peer, stream: ServerReadStream, t0: float) -> None:
         self.conn = conn
         self.stream = stream
         self.queued = False  # in the ready queue
         self.closed = False  # stopped, replaced or its connection gone
+        self.started_ms = time.time_ns() // 1_000_000
+        self.t0 = t0  # loop time it opened (its age)
+
+
+def _mode(s: ServerReadStream) -> str:
+    if s.digest:
+        return "digest"
+    if not s.scd:
+        return "all_send_all"
+    return "local_scd" if s.local_nodes is not None else "scd"
 
 
 class ReadStreamsRole(Role):
@@ -110,7 +158,8 @@ class ReadStreamsRole(Role):
         self.steps_in_thread = 0  # steps run in the reader thread
 
     def handlers(self) -> Mapping[type, Any]:
-        return {Start: self.on_start, Window: self.on_window, Stop: self.on_stop}
+        return {Start: self.on_start, Window: self.on_window, Stop: self.on_stop,
+                GetReadStreams: self.on_get_read_streams}
 
     # ------------------------------------------------------------------ life cycle
 
@@ -162,7 +211,7 @@ class ReadStreamsRole(Role):
             return
         released = self.last_released(msg.log_id)
         stream = ServerReadStream(msg, self.node.index, local_nodes=self._local_nodes(conn, msg))
-        entry = _Entry(conn, stream)
+        entry = _Entry(conn, stream, self.node.loop.time())
         self._streams[key] = entry
         self._by_conn.setdefault(conn.id, {})[stream.read_stream_id] = entry
         self.totals.started += 1
@@ -179,6 +228,10 @@ class ReadStreamsRole(Role):
         entry = self._streams.get((conn.id, int(msg.read_stream_id)))
         if entry is not None:
             self._drop(entry)
+
+    def on_get_read_streams(self, conn: Peer, msg: GetReadStreams) -> None:
+        conn.send(table_reply(ReadStreamList, msg.request_id, self.node.index,
+                              self.describe()))
 
     def on_release(self, log_id: int, lsn: int) -> None:
         if lsn > self._released.get(log_id, 0):
@@ -244,6 +297,24 @@ class ReadStreamsRole(Role):
     def live_streams(self) -> list[ServerReadStream]:
         """The streams open now (metrics add their counts to ``totals``)."""
         return [e.stream for e in self._streams.values()]
+
+    def describe(self) -> list[ReadStreamRow]:
+        """One row per open stream, by connection and stream id."""
+        now = self.node.loop.time()
+        db = self.db
+        rows = []
+        for (conn_id, _), e in sorted(self._streams.items()):
+            s, conn = e.stream, e.conn
+            released = self.last_released(s.log_id)
+            trim = db.trim_point(s.log_id) if db is not None and not db.closed else 0
+            peer = f"N{conn.peer_node}" if conn.peer_role == "node" else "client"
+            rows.append(ReadStreamRow(
+                s.read_stream_id, s.log_id, conn_id, peer, getattr(conn, "peername", ""),
+                s.start_lsn, s.until_lsn, s.next_lsn, s.reported_to, s.window_high,
+                released, s.filter_version, _mode(s), s.state(released, trim).value,
+                s.known_down, s.stats.records_sent, s.stats.payload_bytes_sent,
+                s.stats.gaps_sent, e.started_ms, int((now - e.t0) * 1000)))
+        return rows
 
     def _drop(self, entry: _Entry) -> None:
         entry.closed = True
