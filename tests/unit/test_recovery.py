@@ -35,6 +35,7 @@ from logdevice.sequencer import NodeHealth, SendStore
 from logdevice.sequencer.digest import Digest, precedence
 from logdevice.sequencer.recovery import (
     Done,
+    EpochProgress,
     EpochRecovery,
     RecoveryEpoch,
     RecoveryState,
@@ -575,6 +576,63 @@ def test_node_left_out_of_the_digest_gets_the_decisions(nodes):
         x[0] != L(1, 5) for x in items)
     # A STORE of the dead sequencer processed after our SEAL is refused.
     assert c.dbs[4].sealed_epoch(LOG) >= ldlsn.epoch_of(L(1, 5))
+
+
+def test_progress_says_who_took_part_and_what_recovery_wrote(nodes):
+    c = nodes(5)
+    seed_epoch1(c)
+    clock = Clock()
+    c.paused[4] = []
+    rec = recovery(2, clock=clock)
+    everyone = (0, 1, 2, 3, 4)
+    assert rec.progress() == [EpochProgress(1, RecoveryState.SEALING, everyone, (), (), 0, 0,
+                                            0, 0, 0)]
+    c.run(rec, rec.start())
+    # N4 never answers: the digest waits out its grace period without it.
+    (p,) = rec.progress()
+    assert (p.state, p.sealed, p.digested, p.lng) == (
+        RecoveryState.DIGESTING, (0, 1, 2, 3), (0, 1, 2, 3), L(1, 3))
+    clock.t += 0.2
+    c.run(rec, rec.on_timer())
+    assert c.done[-1].status == E.OK
+    # e1n4 and e1n6 re-replicated, e1n5 plugged, the bridge at e1n7.
+    assert rec.progress() == [EpochProgress(1, RecoveryState.CLEAN, everyone, (0, 1, 2, 3),
+                                            (0, 1, 2, 3), L(1, 3), 2, 1, L(1, 7), 0)]
+
+
+def test_driver_rows_follow_the_recovery_and_its_outcome(nodes):
+    from types import SimpleNamespace
+
+    from logdevice.node.recovery_driver import RecoveryDriver, RecoveryRow
+    from logdevice.protocol import RecoveryList, table_columns
+
+    assert RecoveryRow._fields == table_columns(RecoveryList)
+    c = nodes(5)
+    seed_epoch1(c)
+    clock = Clock()
+    owner = SimpleNamespace(node=SimpleNamespace(loop=SimpleNamespace(time=clock)))
+    rec = recovery(3, [RecoveryEpoch(1, (0, 1, 2, 3, 4), 2), RecoveryEpoch(2, (0, 1, 2), 2)],
+                   clock=clock)
+    driver = RecoveryDriver(owner, SimpleNamespace(log_id=LOG), rec, 1, None, {})
+    clock.t += 1.5
+    rows = driver.rows(clock())
+    assert [(r.log_id, r.epoch, r.seal_epoch, r.attempt, r.state, r.outcome) for r in rows] \
+        == [(LOG, 1, 2, 2, "sealing", ""), (LOG, 2, 2, 2, "sealing", "")]
+    assert all(r.duration_ms == 1500 and r.last_clean_epoch == 0 for r in rows)
+    c.run(rec, rec.start())
+    driver.ended = clock.t = clock.t + 0.5
+    rows = driver.rows(clock.t + 60)  # a finished recovery's duration stays put
+    assert [(r.epoch, r.state, r.outcome, r.last_clean_epoch, r.duration_ms) for r in rows] \
+        == [(1, "done", "OK", 2, 2000), (2, "done", "OK", 2, 2000)]
+    assert (rows[0].records, rows[0].holes, rows[0].bridge) == (2, 1, L(1, 7))
+    # Epoch 2 has nothing past its last known good: just a bridge record.
+    assert (rows[1].records, rows[1].holes, rows[1].bridge) == (0, 0, L(2, 1))
+    failed = recovery(3, clock=clock)
+    driver = RecoveryDriver(owner, SimpleNamespace(log_id=LOG), failed, 0, None, {})
+    failed.abort(E.PREEMPTED, "sealed by N3")
+    (row,) = driver.rows(clock())
+    assert (row.state, row.outcome, row.message, row.last_clean_epoch) == (
+        "failed", "PREEMPTED", "sealed by N3", 0)
 
 
 # ------------------------------------------------------------------------------ storage side

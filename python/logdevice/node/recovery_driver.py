@@ -20,13 +20,18 @@ nothing.  ``Recoveries`` owns the running recoveries and moves bytes for them:
 
 A recovery of an epoch whose sequencer still runs here (an exhausted epoch finishing its
 window) waits until that sequencer is done, so each (log, epoch) has one STORE owner.
+
+``Recoveries.describe`` reports the running recoveries and the last ``HISTORY`` finished
+ones, one row per epoch (GET_RECOVERIES, ldshell's ``recoveries`` table).
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-from typing import TYPE_CHECKING, Any
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from logdevice.epochstore import LogEpochState, TailRecord
 from logdevice.errors import E, LogDeviceError
@@ -37,6 +42,7 @@ from logdevice.sequencer.recovery import (
     Done,
     EpochRecovery,
     RecoveryEpoch,
+    RecoveryState,
     SendSeal,
     StartDigest,
     StopDigest,
@@ -57,7 +63,33 @@ RETRY_MAX = 10.0
 #: longest wait for it.
 DRAIN_POLL = 0.05
 DRAIN_MAX = 30.0
+#: Finished recoveries a node remembers for ``describe``.
+HISTORY = 100
 _DIGEST = int(StartFlag.DIGEST)
+
+
+class RecoveryRow(NamedTuple):
+    """One epoch of one recovery, as ``Recoveries.describe`` reports it (the columns of
+    RECOVERY_LIST)."""
+
+    log_id: int
+    epoch: int  # the epoch recovered
+    seal_epoch: int  # the recovering sequencer's epoch - 1
+    attempt: int  # 1 for the first try
+    state: str  # sealing, digesting, mutating, clean, updating; done or failed once over
+    outcome: str  # how it ended (an E name); "" while it runs
+    message: str
+    nodeset: tuple[int, ...]
+    sealed: tuple[int, ...]
+    digested: tuple[int, ...]
+    lng: int
+    records: int  # data records re-replicated
+    holes: int  # hole plugs written
+    bridge: int  # LSN of the bridge record (0: none)
+    pending: int  # decisions not yet stored on a full copyset
+    last_clean_epoch: int  # recorded in the epoch store (0: not yet)
+    started_ms: int  # wall clock
+    duration_ms: int  # so far, while it runs
 
 
 class RecoveryDriver:
@@ -75,6 +107,9 @@ class RecoveryDriver:
         self.recovery_epoch = machine.seal_epoch  # read by the StoreSender
         self.rids: set[Any] = set()
         self.timer: tuple[float, asyncio.TimerHandle] | None = None
+        self.started_ms = time.time_ns() // 1_000_000
+        self.t0 = owner.node.loop.time()
+        self.ended: float | None = None  # loop time it finished
 
     def __repr__(self) -> str:
         return (f"<RecoveryDriver log {self.log_id} epoch {self.seq.epoch} "
@@ -82,6 +117,28 @@ class RecoveryDriver:
 
     def on_stored(self, replies: list[tuple]) -> None:
         self.owner.run(self, self.machine.on_stored_many(replies))
+
+    def rows(self, now: float) -> list[RecoveryRow]:
+        """One row per epoch of this recovery, as of loop time ``now``."""
+        m = self.machine
+        result = m.result
+        ok = result is not None and result.status == E.OK
+        end = self.ended if self.ended is not None else now
+        rows = []
+        for p in m.progress():
+            if result is not None:
+                state = "done" if ok else "failed"
+            elif m.state == RecoveryState.UPDATING:
+                state = "updating"
+            else:
+                state = p.state.name.lower()
+            rows.append(RecoveryRow(
+                self.log_id, p.epoch, m.seal_epoch, self.attempt + 1, state,
+                E(result.status).name if result is not None else "",
+                result.message if result is not None else "", p.nodeset, p.sealed,
+                p.digested, p.lng, p.records, p.holes, p.bridge, p.pending,
+                m.seal_epoch if ok else 0, self.started_ms, int((end - self.t0) * 1000)))
+        return rows
 
 
 class Recoveries:
@@ -97,6 +154,7 @@ class Recoveries:
         self._retries: dict[int, asyncio.TimerHandle] = {}
         self.completed = 0  # figures for tests
         self.failed = 0
+        self._history: deque[list[RecoveryRow]] = deque(maxlen=HISTORY)
 
     # -- life cycle -------------------------------------------------------------------------
     def start(self, seq: Sequencer, state: LogEpochState, statuses: dict[int, Any],
@@ -160,6 +218,15 @@ class Recoveries:
     def stop(self) -> None:
         for log_id in list(self.by_log) + list(self._retries):
             self.abort(log_id, E.SHUTDOWN)
+
+    def describe(self) -> list[RecoveryRow]:
+        """The last ``HISTORY`` finished recoveries (oldest first), then the running ones:
+        one row per epoch."""
+        now = self.node.loop.time()
+        rows = [r for finished in self._history for r in finished]
+        for driver in self.by_log.values():
+            rows += driver.rows(now)
+        return rows
 
     def store_owner(self, log_id: int, epoch: int) -> RecoveryDriver | None:
         """The recovery that STOREs into ``epoch`` of ``log_id``, if any."""
@@ -282,6 +349,8 @@ class Recoveries:
 
     def _done(self, driver: RecoveryDriver, done: Done) -> None:
         log_id = driver.log_id
+        driver.ended = self.node.loop.time()
+        self._history.append(driver.rows(driver.ended))
         if driver.timer is not None:
             driver.timer[1].cancel()
             driver.timer = None

@@ -23,7 +23,7 @@ re-replicate, hole plugs, bridge record, last clean epoch in the epoch store).  
 is done the log is released up to the bridge record of the last recovered epoch and the
 sequencer starts releasing (``_recovered``); a failed recovery is retried, a preempted
 one deactivates the sequencer.  SEALED and the digest streams' STARTED / RECORDS / GAP
-come back to this role.
+come back to this role; GET_RECOVERIES is answered with ``Recoveries.describe``.
 
 Driving the state machines.  Actions come back from every sequencer call: ``SendStore``
 and ``Release`` go to ``StoreSender`` (one STORE frame per node and log per loop turn, one
@@ -59,12 +59,15 @@ from logdevice.protocol import (
     Appended,
     AppendFlag,
     Gap,
+    GetRecoveries,
     GetTail,
     Records,
+    RecoveryList,
     Sealed,
     Started,
     Stored,
     Tail,
+    table_reply,
 )
 from logdevice.sequencer import (
     AckAppend,
@@ -149,7 +152,7 @@ class SequencerRole(Role):
         rec = self.recoveries
         return {Append: self._on_append, GetTail: self._on_get_tail, Stored: self._on_stored,
                 Sealed: rec.on_sealed, Started: rec.on_started, Records: rec.on_records,
-                Gap: rec.on_gap}
+                Gap: rec.on_gap, GetRecoveries: self._on_get_recoveries}
 
     async def start(self) -> None:
         self._sweeper = self.node.loop.call_later(SWEEP_INTERVAL, self._sweep)
@@ -227,6 +230,10 @@ class SequencerRole(Role):
                 self.sender.release(seq.log_id, seq.release_lsn, (node,), seq.epoch)
 
     # -- requests ---------------------------------------------------------------------------
+    def _on_get_recoveries(self, conn: Peer, msg: GetRecoveries) -> None:
+        conn.send(table_reply(RecoveryList, msg.request_id, self.node.index,
+                              self.recoveries.describe()))
+
     def _check(self, log_id: int) -> tuple[E, int | None, str]:
         """(status, redirect, message) for a request on ``log_id``; OK if we serve it."""
         if self._stopping:

@@ -74,6 +74,7 @@ __all__ = [
     "EpochRecovery",
     "RecoveryEpoch",
     "RecoveryState",
+    "EpochProgress",
     "SendSeal",
     "StartDigest",
     "StopDigest",
@@ -157,6 +158,21 @@ class RecoveryState(IntEnum):
     CLEAN = 3  # mutated; waits for the other epochs and the epoch store
     UPDATING = 4  # the epoch store update is out
     DONE = 5
+
+
+class EpochProgress(NamedTuple):
+    """Where the recovery of one epoch stands (``EpochRecovery.progress``)."""
+
+    epoch: int
+    state: RecoveryState
+    nodeset: tuple[int, ...]
+    sealed: tuple[int, ...]  # nodes that answered SEAL
+    digested: tuple[int, ...]  # nodes whose digest stream reached the end of the epoch
+    lng: int  # the highest last known good LSN the sealed nodes reported (0: not yet)
+    records: int  # data records the mutation re-replicates
+    holes: int  # hole plugs it writes
+    bridge: int  # LSN of its bridge record (0: none, or not decided yet)
+    pending: int  # decisions not yet stored on a full copyset
 
 
 # -- per node and per ESN bookkeeping ---------------------------------------------------
@@ -371,6 +387,21 @@ class EpochRecovery:
     def nodes(self) -> tuple[int, ...]:
         """Every storage node of the epochs in recovery."""
         return tuple(sorted({n for ep in self.epochs.values() for n in ep.nodeset}))
+
+    def progress(self) -> list[EpochProgress]:
+        """Each epoch's state, who took part and what the mutation writes, oldest first."""
+        out = []
+        for ep in self.epochs.values():
+            decisions = [m.decision for m in ep.mutations.values()]
+            bridges = [d.lsn for d in decisions if d.is_bridge]
+            holes = sum(1 for d in decisions if d.is_hole)
+            out.append(EpochProgress(
+                ep.epoch, ep.state, ep.nodeset, tuple(sorted(ep.sealed())),
+                tuple(sorted(n for n, st in ep.streams.items() if st.complete)),
+                ep.digest.lng if ep.digest is not None else 0,
+                len(decisions) - holes - len(bridges), holes, max(bridges, default=0),
+                ep.pending))
+        return out
 
     # -- start --------------------------------------------------------------------------------
     def start(self, now: float | None = None) -> list:
