@@ -3,8 +3,9 @@
 Builds a log of ``--records`` records (default: ``$LD_CHECKER_RECORDS``, else 10 M) of
 ``--payload`` bytes on a 3-node local cluster with R=2: one real append activates the log,
 then the cluster is stopped and every node's share (copysets drawn at random per record,
-or one per block of 4,096 with ``--sticky``) is written straight into its LogsDB, with the
-release pointer at the end, and the cluster is started again.  Then one check of the log
+or one per block of 4,096 with ``--sticky``) is written straight into its LogsDB in
+batches of 4,096 records (a large group commit), with the release pointer at the end, and
+the cluster is started again.  Then one check of the log
 runs in this process (``logdevice.checker.driver.check_cluster``) against the node
 processes, and reports:
 
@@ -41,7 +42,10 @@ from logdevice.storage.logsdb import LogsDB
 
 HERE = Path(__file__).resolve().parent
 OUT_MD = HERE / "last-checker.md"
-CHUNK = 1 << 20
+#: Records per LogsDB write: about what one large group commit of STOREs writes.  (One
+#: write of a million records would make copyset-index entries of 16 MB, which no node
+#: writes and which a paged read would decode once per page.)
+CHUNK = 4096
 NODES, R, LOG = 3, 2, 1
 
 

@@ -4,7 +4,9 @@ Placements are random or BookKeeper-style round robin (copyset of entry i = node
 i+R-1 mod N), with nodeset size - R >= 2 in many cases: the layout where BookKeeper's own
 "unavailable entries" query declares everything after a group missing.  Copies go missing
 at random, some records lose every copy, some nodes hold copies outside the copyset and
-some copysets are forged short (placement violations).
+some copysets are forged short (placement violations).  Each epoch may have its own
+replication factor (the log's metadata history), and node indices may start at 64 (bits
+past the first word of the verdict's per-record bit rows).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from logdevice.checker.verdict import NodeHoldings, judge
 @st.composite
 def layouts(draw):
     n_nodes = draw(st.integers(3, 7))
-    r = draw(st.integers(1, min(3, n_nodes - 1)))
     epochs = draw(st.lists(st.integers(1, 4), min_size=1, max_size=2, unique=True))
+    r = {e: draw(st.integers(1, min(3, n_nodes - 1))) for e in sorted(epochs)}
+    base = draw(st.sampled_from([0, 64]))
     per_epoch = draw(st.integers(1, 60))
     round_robin = draw(st.booleans())
     seed = draw(st.integers(0, 2**32 - 1))
@@ -28,34 +31,35 @@ def layouts(draw):
     p_all = draw(st.sampled_from([0.0, 0.1]))
     p_extra = draw(st.sampled_from([0.0, 0.05]))
     p_forge = draw(st.sampled_from([0.0, 0.05]))
-    return n_nodes, r, sorted(epochs), per_epoch, round_robin, seed, p_lose, p_all, \
+    return n_nodes, r, base, sorted(epochs), per_epoch, round_robin, seed, p_lose, p_all, \
         p_extra, p_forge
 
 
-def _build(n_nodes, r, epochs, per_epoch, round_robin, seed, p_lose, p_all, p_extra,
+def _build(n_nodes, r, base, epochs, per_epoch, round_robin, seed, p_lose, p_all, p_extra,
            p_forge):
     rng = np.random.default_rng(seed)
     records = {}  # lsn -> copyset
-    holders = {x: set() for x in range(n_nodes)}
+    nodes = range(base, base + n_nodes)
+    holders = {x: set() for x in nodes}
     i = 0
     for e in epochs:
         for esn in range(1, per_epoch + 1):
             lsn = (e << 32) | esn
             if round_robin:
-                cs = [(i + j) % n_nodes for j in range(r)]
+                cs = [base + (i + j) % n_nodes for j in range(r[e])]
             else:
-                cs = [int(x) for x in rng.choice(n_nodes, r, replace=False)]
-            if r > 1 and rng.random() < p_forge:
+                cs = [base + int(x) for x in rng.choice(n_nodes, r[e], replace=False)]
+            if r[e] > 1 and rng.random() < p_forge:
                 cs = cs[:-1]  # too few copies: a placement violation
             i += 1
             records[lsn] = cs
             for x in cs:
                 holders[x].add(lsn)
-            for x in range(n_nodes):
+            for x in nodes:
                 if x not in cs and rng.random() < p_extra:
                     holders[x].add(lsn)
             if rng.random() < p_all:
-                for x in range(n_nodes):
+                for x in nodes:
                     holders[x].discard(lsn)
             else:
                 for x in cs:
@@ -68,7 +72,7 @@ def _build(n_nodes, r, epochs, per_epoch, round_robin, seed, p_lose, p_all, p_ex
         cs = np.full((len(lsns), width), -1, np.int16)
         for row, lsn in enumerate(lsns.tolist()):
             cs[row, :len(records[lsn])] = records[lsn]
-        holdings[x] = NodeHoldings(x, lsns, cs)
+        holdings[x] = NodeHoldings.from_rows(x, lsns, cs)
     return records, holders, holdings
 
 
@@ -83,10 +87,11 @@ def _covered(details, category, written):
 @settings(max_examples=150, deadline=None)
 @given(layouts())
 def test_verdict_matches_brute_force(layout):
-    n_nodes, r = layout[0], layout[1]
+    n_nodes, r, base = layout[0], layout[1], layout[2]
     records, holders, holdings = _build(*layout)
     lo, hi = 1, max(records)
-    v = judge(7, lo, hi, holdings, replication=r, nodeset=range(n_nodes), max_details=10**6)
+    v = judge(7, lo, hi, holdings, replication=1, nodeset=range(base + n_nodes),
+              max_details=10**6, epochs=sorted(r.items()))
 
     held_any = set().union(*holders.values())
     # Brute force, record by record, over plain sets.
@@ -95,10 +100,9 @@ def test_verdict_matches_brute_force(layout):
     for e in {x >> 32 for x in held_any}:
         top = max(x for x in held_any if x >> 32 == e)
         no_replica |= {x for x in records if x >> 32 == e and x <= top and x not in held_any}
-    bad_place = {x for x in held_any if len(records[x]) < r}
-    extra = sum(1 for x in held_any for m in range(n_nodes)
-                if x in holders[m] and m not in records[x])
-    under = {x for x in held_any if sum(x in holders[m] for m in range(n_nodes)) < r}
+    bad_place = {x for x in held_any if len(records[x]) < r[x >> 32]}
+    extra = sum(1 for x in held_any for m in holders if x in holders[m] and m not in records[x])
+    under = {x for x in held_any if sum(x in holders[m] for m in holders) < r[x >> 32]}
 
     assert v.counts["durability"] == len(missing_copy) + len(no_replica)
     assert v.counts["placement"] == len(bad_place)

@@ -27,7 +27,7 @@ def _holdings(records, holders):
         cs = np.full((len(esns), width), -1, np.int16)
         for i, e in enumerate(esns):
             cs[i, :len(records[e])] = records[e]
-        out[node] = NodeHoldings(node, _lsns(esns), cs)
+        out[node] = NodeHoldings.from_rows(node, _lsns(esns), cs)
     return out
 
 
@@ -43,7 +43,7 @@ def test_runs_round_trip_and_shape():
     cs = np.array([[0, 1], [0, 1], [2, 1], [0, 1], [0, 1], [0, 1]], np.int16)
     lengths, index, distinct = to_runs(cs)
     assert lengths.tolist() == [2, 1, 3]
-    assert distinct.tolist() == [[0, 1], [2, 1]]  # in row_keys order
+    assert distinct.tolist() == [[0, 1], [2, 1]]  # in order of first appearance
     assert index.tolist() == [0, 1, 0]
     assert np.array_equal(expand_runs(lengths, index, distinct), cs)
     empty = to_runs(np.empty((0, 2), np.int16))
@@ -101,7 +101,7 @@ def test_rebuilding_nodes_are_reported_apart_and_progress_after_grace():
     holders = _place(records)
     holders[1] = []  # node 1 lost everything and is being rebuilt
     holdings = _holdings(records, {k: v for k, v in holders.items() if v})
-    holdings[1] = NodeHoldings(1, np.empty(0, np.uint64), np.empty((0, 2), np.int16))
+    holdings[1] = NodeHoldings.from_rows(1, np.empty(0, np.uint64), np.empty((0, 2), np.int16))
     hi = int(_lsns([10])[0])
     statuses = {1: AS.UNDERREPLICATION}
     v = judge(1, 1, hi, holdings, replication=2, nodeset=[0, 1], statuses=statuses,
@@ -145,12 +145,12 @@ def test_records_nobody_holds_are_found_from_esn_holes():
 
 
 def test_holdings_use_the_bp34_encoding():
-    h = NodeHoldings(0, _lsns([1, 2, 4, 5, 7, 8]), np.zeros((6, 1), np.int16))
+    h = NodeHoldings.from_rows(0, _lsns([1, 2, 4, 5, 7, 8]), np.zeros((6, 1), np.int16))
     assert h.availability() == availability.decode(availability.encode(h.lsns))
     assert h.availability().missing(_lsns([3, 4, 6])).tolist() == [int(_lsns([3])[0]),
                                                                     int(_lsns([6])[0])]
     with pytest.raises(ValueError):
-        NodeHoldings(0, _lsns([1, 2]), np.zeros((3, 1), np.int16))
+        NodeHoldings.from_rows(0, _lsns([1, 2]), np.zeros((3, 1), np.int16))
 
 
 def test_report_json_contract_and_exit_codes():
@@ -243,17 +243,37 @@ def test_copy_left_by_a_timed_out_wave_is_extra_not_missing():
     def rows(*cs):
         return np.array(cs, np.int16)
 
-    hold = {0: NodeHoldings(0, _lsns([1, 2, 3]), rows([0, 2], [0, 3], [0, 1])),
-            1: NodeHoldings(1, _lsns([]), np.empty((0, 2), np.int16)),
-            2: NodeHoldings(2, _lsns([1, 3]), rows([0, 2], [2, 3])),
-            3: NodeHoldings(3, _lsns([2, 3]), rows([0, 3], [2, 3]))}
+    hold = {0: NodeHoldings.from_rows(0, _lsns([1, 2, 3]), rows([0, 2], [0, 3], [0, 1])),
+            1: NodeHoldings.from_rows(1, _lsns([]), np.empty((0, 2), np.int16)),
+            2: NodeHoldings.from_rows(2, _lsns([1, 3]), rows([0, 2], [2, 3])),
+            3: NodeHoldings.from_rows(3, _lsns([2, 3]), rows([0, 3], [2, 3]))}
     hi = int(_lsns([3])[0])
     v = judge(1, 1, hi, hold, replication=2, nodeset=range(4))
     assert v.clean, v.details
     assert v.summary["extra_copies"] == 1
     # Without the second wave's copies, the record really lacks its copy on N1.
-    hold[2] = NodeHoldings(2, _lsns([1]), rows([0, 2]))
-    hold[3] = NodeHoldings(3, _lsns([2]), rows([0, 3]))
+    hold[2] = NodeHoldings.from_rows(2, _lsns([1]), rows([0, 2]))
+    hold[3] = NodeHoldings.from_rows(3, _lsns([2]), rows([0, 3]))
     v = judge(1, 1, hi, hold, replication=2, nodeset=range(4))
     assert v.counts["durability"] == 1
     assert v.details[0]["nodes_missing"] == [1]
+
+
+def test_placement_follows_each_epochs_replication():
+    # Epoch 1 was written with R=2, epoch 2 with R=3 (the log's replication changed):
+    # two-node copysets are fine in epoch 1 and placement violations in epoch 2.
+    cs2, cs3 = [0, 1], [0, 1, 2]
+    holdings = {}
+    for x in range(3):
+        lsns = [*(_lsns([1, 2], epoch=1) if x < 2 else []), *_lsns([1, 2], epoch=2)]
+        rows = ([cs2, cs2] if x < 2 else []) + ([cs2, cs3] if x < 2 else [cs3])
+        if x == 2:
+            lsns = lsns[1:]
+        holdings[x] = NodeHoldings.from_rows(x, np.array(lsns, np.uint64),
+                                             [r + [-1] * (3 - len(r)) for r in rows])
+    v = judge(1, 1, int(_lsns([2], epoch=2)[0]), holdings, replication=3, nodeset=range(3),
+              epochs=[(1, {"node": 2}), (2, {"node": 3})])
+    assert v.counts["placement"] == 1
+    (d,) = v.details
+    assert (d["lsn_lo"], d["copysets"]) == (int(_lsns([1], epoch=2)[0]), [cs2])
+    assert v.summary["under_replicated"] == 1  # epoch 2 ESN 1: two copies of R=3

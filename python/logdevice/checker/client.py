@@ -1,8 +1,9 @@
 """Asking storage nodes what they hold: GET_RECORD_AVAILABILITY over client connections.
 
 ``AvailabilityClient.fetch_log`` pages through one log on one node and returns a
-``verdict.NodeHoldings`` (LSNs decoded from the BP-34 bytes, copysets expanded from their
-runs) with the node's trim point and release pointer.  It counts the bytes it received,
+``verdict.NodeHoldings`` (LSNs decoded from the BP-34 bytes; per LSN, its copyset's row in
+the node's copyset tables, from the runs) with the node's trim point and release
+pointer.  It counts the bytes it received,
 so a check can report what it cost the network.
 """
 
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ldcore import availability
-from logdevice.checker.runs import expand_runs
+from logdevice.checker.runs import run_rows
 from logdevice.checker.verdict import NodeHoldings
 from logdevice.checker.wire import unpack_availability, unpack_runs
 from logdevice.client.connection import Connection
@@ -71,7 +72,7 @@ class AvailabilityClient:
         """Everything ``node`` holds of ``log_id`` (every page)."""
         loop = asyncio.get_running_loop()
         lsns: list[np.ndarray] = []
-        copysets: list[np.ndarray] = []
+        rows: list[np.ndarray] = []  # per LSN: its copyset's row in the page's table
         tables: list[np.ndarray] = []
         trim, released = 0, 0
 
@@ -95,38 +96,35 @@ class AvailabilityClient:
                     reply.availability, reply.availability_packed, reply.runs_zstd)) + (
                     reply.run_lengths.nbytes + reply.run_copysets.nbytes + reply.copysets.nbytes)
                 try:
-                    page, cs = self._decode(reply)
+                    page, page_rows = self._decode(reply)
                 except ValueError as exc:  # AvailabilityError is a ValueError too
                     raise LogDeviceError(E.BADMSG, f"N{node}: bad RECORD_AVAILABILITY: {exc}"
                                          ) from None
-                if len(cs) != len(page):
+                if len(page_rows) != len(page):
                     raise LogDeviceError(E.BADMSG, f"N{node}: {len(page)} LSNs but copyset "
-                                                   f"runs for {len(cs)}")
+                                                   f"runs for {len(page_rows)}")
+                # The pages' tables are stacked: offset this page's rows past the others.
                 lsns.append(page)
-                copysets.append(cs)
-                tables.append(reply.copysets)
+                rows.append(page_rows + sum(len(t) for t in tables))
+                tables.append(np.asarray(reply.copysets, np.int16).reshape(
+                    len(reply.copysets), -1))
                 trim, released = reply.trim_point, reply.last_released
                 if done:
                     break
         finally:
             if not pending.done():  # an error while the next page was on its way
                 pending.cancel()
-        width = max((c.shape[1] for c in copysets), default=0)
-
-        def padded(parts: list[np.ndarray]) -> np.ndarray:
-            return np.concatenate([np.pad(c, ((0, 0), (0, width - c.shape[1])),
-                                          constant_values=-1) for c in parts])
-
-        cs_all = padded(copysets) if copysets else np.empty((0, 0), np.int16)
-        # The pages' copyset tables: a superset of the distinct rows, tiny.
-        table = padded([t for t in tables if len(t)]) if any(len(t) for t in tables) \
-            else np.empty((0, width), np.int16)
-        return Fetched(NodeHoldings(node, np.concatenate(lsns), cs_all, distinct=table),
+        width = max((t.shape[1] for t in tables), default=0)
+        table = (np.concatenate([np.pad(t, ((0, 0), (0, width - t.shape[1])),
+                                        constant_values=-1) for t in tables])
+                 if tables else np.empty((0, 0), np.int16))
+        return Fetched(NodeHoldings(node, np.concatenate(lsns), np.concatenate(rows), table),
                        trim, released)
 
     @staticmethod
     def _decode(reply: RecordAvailability) -> tuple[np.ndarray, np.ndarray]:
-        """(stored LSNs, one copyset row each) of a reply, packed or not."""
+        """(stored LSNs, each one's row in ``reply.copysets``) of a reply, packed or
+        not."""
         bp34: bytes | bytearray | memoryview
         if reply.n_runs:
             bp34 = unpack_availability(reply.availability_packed)
@@ -134,7 +132,7 @@ class AvailabilityClient:
         else:
             bp34, lengths, index = reply.availability, reply.run_lengths, reply.run_copysets
         lsns = availability.decode(bp34).to_array().astype(np.uint64)
-        return lsns, expand_runs(lengths, index, reply.copysets)
+        return lsns, run_rows(lengths, index, len(reply.copysets))
 
     async def fetch_node(self, node: int, logs: Iterable[int]) -> dict[int, Fetched]:
         """Every log of ``logs`` from ``node``; raises if the node fails on any."""

@@ -10,7 +10,8 @@ One check (``run_check`` / ``check_cluster``):
    yet: after ``recheck_delay`` it is asked again (the delayed re-check; a slow or
    paused node is not data loss).
 3. Judge each log over its live range (highest trim point + 1 .. highest release
-   pointer) with ``verdict.judge``.
+   pointer) with ``verdict.judge``, each epoch's records against the replication
+   property the log had in that epoch.
 4. Before reporting anything: re-read the metadata (event log, statuses) and ask the
    nodes named by violations again, then judge once more; only what survives is
    reported.  Rebuilding or a trim in flight does not raise an alarm.
@@ -71,9 +72,11 @@ class CheckOptions:
 
 @dataclass
 class Metadata:
-    """What the epoch store says: nodesets per log (every epoch's), statuses."""
+    """What the epoch store says: per log, its nodesets (every epoch's) and its metadata
+    history as (first epoch, replication) pairs; each node's status."""
 
     nodesets: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    history: dict[int, list[tuple[int, Any]]] = field(default_factory=dict)
     statuses: dict[int, AuthoritativeStatus] = field(default_factory=dict)
     since_ms: dict[int, int] = field(default_factory=dict)
 
@@ -96,6 +99,9 @@ def read_metadata(config: Config, logs: Iterable[int] | None) -> Metadata:
                 meta.nodesets[log_id] = ()
                 continue
             meta.nodesets[log_id] = tuple(sorted({x for m in state.history for x in m.nodeset}))
+            meta.history[log_id] = sorted(
+                ((m.first_epoch, dict(m.replication)) for m in state.history),
+                key=lambda entry: entry[0])
         fold = ShardStatusFold()
         for ev in store.events():
             before = fold.status(ev["node"])
@@ -168,7 +174,8 @@ class _Check:
                      silent=silent & set(nodeset), locations=locations,
                      statuses=meta.statuses, since_ms=meta.since_ms,
                      now_ms=int(time.time() * 1000), grace_ms=grace,
-                     max_details=self.options.max_details)
+                     max_details=self.options.max_details,
+                     epochs=meta.history.get(log_id, ()))
 
     async def run(self) -> Report:
         t0 = time.monotonic()

@@ -8,16 +8,18 @@ same copyset, and each distinct copyset once:
 - ``run_copysets[i]``: the row of ``copysets`` (the distinct copysets, node indices
   padded with -1) that every record of run ``i`` has.
 
-Both directions are whole-array numpy operations, never a loop over records.
+Both directions are one pass over the rows: a kernel (``ldcore.runs``) one way, numpy
+``repeat`` the other, never a Python loop over records.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["to_runs", "expand_runs", "row_keys", "EMPTY_COPYSETS"]
+from ldcore.runs import copyset_runs
 
-EMPTY_COPYSETS = np.empty((0, 0), np.int16)
+__all__ = ["to_runs", "run_rows", "expand_runs"]
+
 
 
 def to_runs(copysets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -29,46 +31,33 @@ def to_runs(copysets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     run_copysets : uint32 array
         Index of each run's copyset in ``distinct``.
     distinct : int16 2-D array
-        The distinct copysets (in ``row_keys`` order).
+        The distinct copysets, in order of first appearance.
     """
     cs = np.asarray(copysets, dtype=np.int16)
-    n = len(cs)
-    if n == 0:
-        return np.empty(0, np.uint32), np.empty(0, np.uint32), EMPTY_COPYSETS
     if cs.ndim != 2:
         raise ValueError(f"copysets must be a 2-D array, got shape {cs.shape}")
-    change = np.ones(n, bool)
-    if n > 1:
-        change[1:] = np.any(cs[1:] != cs[:-1], axis=1)
-    starts = np.flatnonzero(change)
-    lengths = np.diff(np.append(starts, n)).astype(np.uint32)
-    heads = cs[starts]
-    _, first, inverse = np.unique(row_keys(heads), return_index=True, return_inverse=True)
-    return lengths, inverse.reshape(-1).astype(np.uint32), heads[first].astype(np.int16)
+    return copyset_runs(cs)
 
 
-def row_keys(cs: np.ndarray) -> np.ndarray:
-    """One int64 per copyset row, equal iff the rows are equal (16 bits per entry when the
-    rows have at most 4 entries: no sort of rows needed)."""
-    if cs.shape[1] == 0:
-        return np.zeros(len(cs), np.int64)
-    if cs.shape[1] <= 4:
-        shifted = (cs.astype(np.int64) + 1) << (16 * np.arange(cs.shape[1], dtype=np.int64))
-        return shifted.sum(axis=1)
-    _, inverse = np.unique(cs, axis=0, return_inverse=True)
-    return inverse.reshape(-1).astype(np.int64)
+def run_rows(run_lengths: np.ndarray, run_copysets: np.ndarray, n_table: int) -> np.ndarray:
+    """Per stored LSN, its copyset's row in a table of ``n_table`` copysets.
+
+    Raises ``ValueError`` when the runs do not fit the table.
+    """
+    lengths = np.asarray(run_lengths, dtype=np.int64)
+    index = np.asarray(run_copysets, dtype=np.intp)
+    if len(lengths) != len(index):
+        raise ValueError(f"{len(lengths)} run lengths but {len(index)} run copysets")
+    if len(index) and not 0 <= int(index.min()) <= int(index.max()) < n_table:
+        raise ValueError("a run names a copyset that is not in the table")
+    return np.repeat(index, lengths)
 
 
 def expand_runs(run_lengths: np.ndarray, run_copysets: np.ndarray,
                 distinct: np.ndarray) -> np.ndarray:
     """One copyset row per stored LSN again (the inverse of ``to_runs``)."""
-    lengths = np.asarray(run_lengths, dtype=np.int64)
-    index = np.asarray(run_copysets, dtype=np.int64)
-    if len(lengths) != len(index):
-        raise ValueError(f"{len(lengths)} run lengths but {len(index)} run copysets")
-    if not len(lengths):
-        return np.empty((0, distinct.shape[1] if distinct.ndim == 2 else 0), np.int16)
-    if int(index.max()) >= len(distinct) or int(index.min()) < 0:
-        raise ValueError("a run names a copyset that is not in the table")
-    return np.asarray(distinct, dtype=np.int16)[np.repeat(index, lengths)]
-
+    table = np.asarray(distinct, dtype=np.int16)
+    rows = run_rows(run_lengths, run_copysets, len(table))
+    if not len(rows):
+        return np.empty((0, table.shape[1] if table.ndim == 2 else 0), np.int16)
+    return table[rows]

@@ -1,23 +1,25 @@
 """The checker's verdict on one log: sans-I/O, whole-array numpy, no record loops.
 
 Input: what each node that answered holds in the log's live range (``NodeHoldings``:
-the LSNs decoded from its BP-34 availability and one copyset per stored LSN), which
-nodes did not answer, the replication property and node locations, and each node's
+the LSNs decoded from its BP-34 availability and, per stored LSN, which of the node's
+distinct copysets it has), which nodes did not answer, the replication property (per
+epoch, from the log's metadata history) and node locations, and each node's
 authoritative status (with when it stopped being fully authoritative).  Output: a
 ``LogVerdict``.
 
-The LSNs are laid out on a ``grid.Grid`` (one slot per ESN of each epoch present).  For
-slot i, C[i] is the copyset its holders stored, H[x][i] "node x holds it" and M[x][i]
-"node x is in C[i]"; each is one boolean array per node.  Then, per record:
+The LSNs are laid out on a ``grid.Grid`` (one slot per ESN of each epoch present).  The
+nodes the log involves get one bit each, so for slot i three bit rows say it all: H[i]
+(the nodes holding it), M[i] (the nodes its copyset names) and M[i] & ~H[i] (the copies
+it is missing).  Then, per record:
 
-- **placement**: C[i] does not satisfy the replication property (failure domains
-  included); decided once per distinct copyset.
-- **durability**: M & ~H on a node that answered and is fully authoritative: a copy the
-  copyset promises is gone.  Also durability: an LSN inside an epoch's stored ESN range
-  that no node holds (``no_replica``: ESNs are dense up to the release pointer, so a
-  hole there is a record with no copy left), judged only when every node answered.
-- **progress**: M & ~H on a node that is being rebuilt (UNDERREPLICATION / UNAVAILABLE
-  in the event log) for longer than the grace period.
+- **placement**: its copyset does not satisfy its epoch's replication property (failure
+  domains included); decided once per distinct copyset and replication.
+- **durability**: a missing copy on a node that answered and is fully authoritative: a
+  copy the copyset promises is gone.  Also durability: an LSN inside an epoch's stored
+  ESN range that no node holds (``no_replica``: ESNs are dense up to the release pointer,
+  so a hole there is a record with no copy left), judged only when every node answered.
+- **progress**: a missing copy on a node that is being rebuilt (UNDERREPLICATION /
+  UNAVAILABLE in the event log) for longer than the grace period.
 - **availability**: a node that did not answer while fully authoritative (the event log
   does not say it is unavailable).  Counted per node, not per record.
 
@@ -42,9 +44,10 @@ from typing import Any
 import numpy as np
 
 from ldcore import availability
+from ldcore.holders import merge_holders
 from logdevice.checker.grid import Grid
-from logdevice.checker.runs import row_keys
-from logdevice.sequencer.copyset import satisfies
+from logdevice.checker.runs import to_runs
+from logdevice.sequencer.copyset import Replication, satisfies
 from logdevice.shards import AuthoritativeStatus
 
 __all__ = ["NodeHoldings", "LogVerdict", "judge", "CATEGORIES", "SUMMARY_KEYS"]
@@ -55,34 +58,53 @@ SUMMARY_KEYS = ("records", "under_replicated", "no_replica", "extra_copies", "re
 MAX_DETAILS = 1000
 
 
-def _distinct_rows(cs: np.ndarray) -> np.ndarray:
-    if not len(cs):
-        return cs
-    _, first = np.unique(row_keys(cs), return_index=True)
-    return cs[first]
+def _pad(table: np.ndarray, width: int) -> np.ndarray:
+    if table.shape[1] == width:
+        return table
+    return np.pad(table, ((0, 0), (0, width - table.shape[1])), constant_values=-1)
 
 
 @dataclass(eq=False)
 class NodeHoldings:
-    """What one node holds of a log: sorted uint64 ``lsns`` and one int16 copyset row per
-    LSN (-1 padded).  ``distinct`` may list the distinct copysets (the tables the node
-    sent: saves a sort of the rows)."""
+    """What one node holds of a log: sorted uint64 ``lsns`` and, for each, ``index``: its
+    copyset's row in ``table`` (the node's distinct copysets, int16, -1 padded).  The
+    wire sends copysets this way (as runs); ``from_rows`` takes one row per LSN."""
 
     node: int
     lsns: np.ndarray
-    copysets: np.ndarray
-    distinct: np.ndarray | None = None  # the distinct copysets, when known (the wire's)
+    index: np.ndarray
+    table: np.ndarray
 
     def __post_init__(self) -> None:
         self.lsns = np.asarray(self.lsns, dtype=np.uint64)
-        cs = np.asarray(self.copysets, dtype=np.int16)
+        self.index = np.asarray(self.index, dtype=np.intp)
+        table = np.asarray(self.table, dtype=np.int16)
+        self.table = table.reshape(len(table), -1) if table.ndim != 2 else table
+        if len(self.index) != len(self.lsns):
+            raise ValueError(f"N{self.node}: {len(self.lsns)} LSNs but {len(self.index)} "
+                             f"copysets")
+        if len(self.index) and not 0 <= int(self.index.min()) <= int(self.index.max()) \
+                < len(self.table):
+            raise ValueError(f"N{self.node}: a copyset index is outside its table of "
+                             f"{len(self.table)}")
+
+    @classmethod
+    def from_rows(cls, node: int, lsns: Sequence[int] | np.ndarray,
+                  copysets: Sequence[Sequence[int]] | np.ndarray) -> NodeHoldings:
+        """From one copyset row per LSN (int16, -1 padded)."""
+        lsns = np.asarray(lsns, dtype=np.uint64)
+        cs = np.asarray(copysets, dtype=np.int16)
         if cs.ndim != 2:
-            cs = cs.reshape(len(self.lsns), -1)
-        if len(cs) != len(self.lsns):
-            raise ValueError(f"N{self.node}: {len(self.lsns)} LSNs but {len(cs)} copysets")
-        if self.distinct is None:
-            self.distinct = _distinct_rows(cs)
-        self.copysets = cs
+            cs = cs.reshape(len(lsns), -1)
+        if len(cs) != len(lsns):
+            raise ValueError(f"N{node}: {len(lsns)} LSNs but {len(cs)} copysets")
+        lengths, runs, table = to_runs(cs)
+        return cls(node, lsns, np.repeat(runs, lengths), table)
+
+    @property
+    def copysets(self) -> np.ndarray:
+        """One copyset row per LSN."""
+        return self.table[self.index]
 
     def availability(self) -> Any:
         """The holdings as a decoded BP-34 availability (``ldcore.availability``)."""
@@ -94,8 +116,7 @@ class NodeHoldings:
         b = int(np.searchsorted(self.lsns, np.uint64(hi), "right"))
         if a == 0 and b == len(self.lsns):
             return self
-        return NodeHoldings(self.node, self.lsns[a:b], self.copysets[a:b],
-                            distinct=self.distinct)
+        return NodeHoldings(self.node, self.lsns[a:b], self.index[a:b], self.table)
 
 
 @dataclass
@@ -136,11 +157,76 @@ def _copyset_list(row: np.ndarray) -> list[int]:
     return [int(x) for x in row if x >= 0]
 
 
-def _any(masks: list[np.ndarray], size: int) -> np.ndarray:
-    out = np.zeros(size, bool)
-    for m in masks:
-        out |= m
+class _NodeBits:
+    """One bit per node the log involves.  A set of nodes is a *bit row* (``words``
+    uint64s); per-slot bit rows are kept as one 1-D array per word."""
+
+    def __init__(self, nodes: Sequence[int]) -> None:
+        self.nodes = list(nodes)
+        self.words = max(1, (len(self.nodes) + 63) // 64)
+        self.pos = {x: i for i, x in enumerate(self.nodes)}
+
+    def of(self, nodes: Collection[int]) -> list[np.uint64]:
+        """The bit row of ``nodes``."""
+        row = [0] * self.words
+        for x in nodes:
+            p = self.pos[x]
+            row[p // 64] |= 1 << (p % 64)
+        return [np.uint64(w) for w in row]
+
+    def members(self, table: np.ndarray) -> np.ndarray:
+        """Bit rows of the copysets of ``table`` (node indices, -1 padded), plus a last
+        all-zero row (no copyset)."""
+        lookup = np.full(max(self.nodes, default=0) + 1, -1, np.int64)
+        lookup[self.nodes] = np.arange(len(self.nodes))
+        out = np.zeros((len(table) + 1, self.words), np.uint64)
+        rows = np.arange(len(table))
+        for w in range(table.shape[1]):
+            col = table[:, w].astype(np.int64)
+            ok = col >= 0
+            p = lookup[col[ok]]
+            np.bitwise_or.at(out, (rows[ok], p // 64),
+                             np.uint64(1) << (p % 64).astype(np.uint64))
+        return out
+
+    def listed(self, row: Sequence[Any]) -> list[int]:
+        """The nodes whose bits are set in one bit row."""
+        return [x for i, x in enumerate(self.nodes) if int(row[i // 64]) >> (i % 64) & 1]
+
+
+def _any(cols: Sequence[np.ndarray], mask: Sequence[np.uint64]) -> np.ndarray:
+    """Per slot: does its bit row share a bit with ``mask``?"""
+    out = np.zeros(len(cols[0]), bool)
+    for col, m in zip(cols, mask, strict=True):
+        if m:
+            out |= (col & m) != 0
     return out
+
+
+def _count(cols: Sequence[np.ndarray], mask: Sequence[np.uint64] | None = None) -> int:
+    """Set bits in all slots' bit rows (within ``mask``)."""
+    if mask is None:
+        return sum(int(np.bitwise_count(c).sum(dtype=np.int64)) for c in cols)
+    return sum(int(np.bitwise_count(c & m).sum(dtype=np.int64))
+               for c, m in zip(cols, mask, strict=True) if m)
+
+
+def _rep_per_slot(grid: Grid, epochs: Sequence[tuple[int, Any]],
+                  default: Replication) -> tuple[list[Replication], np.ndarray]:
+    """The replication properties in force in the grid's epochs, and each slot's index
+    into them (an epoch follows the last metadata entry at or below it)."""
+    reps = [default]
+    index = {default: 0}
+    firsts = np.array([int(first) for first, _ in epochs], np.uint64)
+    seg_rep = np.zeros(len(grid.epochs), np.int64)
+    entry_of = np.searchsorted(firsts, grid.epochs, side="right") - 1
+    for seg, entry in enumerate(entry_of.tolist()):
+        if entry >= 0:
+            rep = Replication(epochs[entry][1])
+            seg_rep[seg] = index.setdefault(rep, len(reps))
+            if seg_rep[seg] == len(reps):
+                reps.append(rep)
+    return reps, np.repeat(seg_rep, grid.length)
 
 
 def judge(log_id: int, lo: int, hi: int, holdings: Mapping[int, NodeHoldings], *,
@@ -148,7 +234,8 @@ def judge(log_id: int, lo: int, hi: int, holdings: Mapping[int, NodeHoldings], *
           locations: Mapping[int, Any] | None = None,
           statuses: Mapping[int, AuthoritativeStatus] | None = None,
           since_ms: Mapping[int, int] | None = None, now_ms: int = 0,
-          grace_ms: int = 600_000, max_details: int = MAX_DETAILS) -> LogVerdict:
+          grace_ms: int = 600_000, max_details: int = MAX_DETAILS,
+          epochs: Sequence[tuple[int, Any]] = ()) -> LogVerdict:
     """Judge one log over ``[lo, hi]`` (its live range: trim point + 1 .. last released).
 
     Parameters
@@ -156,27 +243,28 @@ def judge(log_id: int, lo: int, hi: int, holdings: Mapping[int, NodeHoldings], *
     holdings : {node: NodeHoldings}
         Every node that answered (records outside ``[lo, hi]`` are ignored).
     replication : int, dict, ReplicationProperty or Replication
+        The log's replication property, for epochs ``epochs`` does not cover.
     nodeset : collection of int
         Nodes the log may have placed records on (all its epochs' nodesets).
     silent : collection of int
         Nodes asked that did not answer (after the re-check).
     locations : {node: location}
-        For failure-domain requirements of ``replication``.
+        For failure-domain requirements of the replication properties.
     statuses : {node: AuthoritativeStatus}
         From the event log; missing nodes are fully authoritative.
     since_ms, now_ms, grace_ms
         When each non-fully-authoritative node left that state, the time now, and how
         long under-replication may last before it is a progress violation.
+    epochs : sequence of (first_epoch, replication)
+        The log's metadata history, ascending: records of epoch e were placed under the
+        replication of the last entry whose first epoch is at most e.
 
     Notes
     -----
     The work is done over the slots of a ``grid.Grid`` (one per LSN of each epoch
-    present), one boolean array per node: H[x] (holds) and M[x] (named by the copyset);
-    every step is a whole-array operation, never a loop over records.
+    present) with one bit row per slot, every step a whole-array operation, never a loop
+    over records.
     """
-    from logdevice.sequencer.copyset import Replication
-
-    rep = Replication(replication)
     statuses = statuses or {}
     since_ms = since_ms or {}
     full = AuthoritativeStatus.FULLY_AUTHORITATIVE
@@ -200,88 +288,63 @@ def judge(log_id: int, lo: int, hi: int, holdings: Mapping[int, NodeHoldings], *
     if G == 0:
         return v
 
-    # Per slot: which nodes hold it (H) and its copyset, one int16 column per entry.
-    width = max(h.copysets.shape[1] for h in held.values())
-    slots = {x: grid.slots(h.lsns) for x, h in held.items()}
-    H: dict[int, np.ndarray] = {}
-    for x, at in slots.items():
-        H[x] = np.zeros(G, bool)
-        H[x][at] = True
-    # Holders may disagree on a copyset: a wave that timed out leaves copies that name an
-    # older copyset.  Take a variant whose members all hold the record when there is one
-    # (the wave that completed), else any.
-    top = max([*held, *(int(h.copysets.max(initial=-1)) for h in held.values())])
-    holds = np.zeros((top + 2, G), bool)  # row x + 1: node x holds the slot (row 0: -1)
-    for x, have in H.items():
-        holds[x + 1] = have
-    holds[0] = True  # padding entries are no constraint
-    cols = [np.full(G, -1, np.int16) for _ in range(width)]
-    chosen = np.zeros(G, bool)
-    complete = np.zeros(G, bool)
+    # One table of the distinct copysets of every node, and each node's rows in it.
+    width = max(h.table.shape[1] for h in held.values())
+    stacked = np.concatenate([_pad(h.table, width) for h in held.values()])
+    lengths, runs, table = to_runs(stacked)
+    global_row = np.repeat(runs, lengths).astype(np.intp)
+    to_table, at = {}, 0
     for x, h in held.items():
-        at = slots[x]
-        if not len(at):
-            continue
-        ok = np.ones(len(at), bool)
-        for w in range(h.copysets.shape[1]):
-            ok &= holds[h.copysets[:, w].astype(np.int64) + 1, at]
-        take = ~chosen[at] | (ok & ~complete[at])
-        for w in range(width):
-            src = h.copysets[:, w] if w < h.copysets.shape[1] else np.full(len(at), -1)
-            cols[w][at[take]] = src[take]
-        chosen[at] = True
-        complete[at[take]] = ok[take]
-    present = chosen
-    n = int(np.count_nonzero(present))
-    v.summary["records"] = n
+        to_table[x] = global_row[at:at + len(h.table)]
+        at += len(h.table)
+    D = len(table)
 
-    # The nodes' copyset tables (small) name every node a copyset names.
-    tables = [h.distinct for h in held.values() if h.distinct is not None and len(h.distinct)]
-    table = _distinct_rows(np.concatenate([np.pad(t, ((0, 0), (0, width - t.shape[1])),
-                                                  constant_values=-1) for t in tables])
-                           if tables else np.empty((0, width), np.int16))
     named = sorted({int(x) for x in np.unique(table) if x >= 0})
     nodes = sorted(set(nodeset) | set(held) | v.silent | set(named))
-    none = np.zeros(G, bool)
-    M = {x: _any([c == x for c in cols], G) for x in nodes}
-    gone = {x: M[x] & ~H.get(x, none) for x in nodes}
+    bits = _NodeBits(nodes)
+    member_of = bits.members(table)  # row D: no copyset
+
+    # Per slot: which nodes hold it (bit rows), and the copyset it is judged by.
+    holders = list(held)
+    lists = [(grid.slots(held[x].lsns), to_table[x][held[x].index]) for x in holders]
+    hold_rows, cs_slot = merge_holders(
+        G, np.concatenate([s for s, _ in lists]), np.concatenate([r for _, r in lists]),
+        np.cumsum([0] + [len(s) for s, _ in lists]), [bits.pos[x] for x in holders],
+        member_of)
+    present = cs_slot < D
+    v.summary["records"] = int(np.count_nonzero(present))
+
+    hold = [hold_rows[:, w] for w in range(bits.words)]
+    member = [np.take(member_of[:, w], cs_slot) for w in range(bits.words)]
+    gone = [m & ~h for m, h in zip(member, hold, strict=True)]
     answered_full = [x for x in nodes if x in held and status(x) == full]
     rebuilding = [x for x in nodes if status(x) != full]
     late = [x for x in rebuilding if status(x) != AuthoritativeStatus.AUTHORITATIVE_EMPTY
             and x in since_ms and now_ms - since_ms[x] > grace_ms]
+    unheld_full = [x for x in nodes if x not in held and status(x) == full]
+    full_bits, late_bits = bits.of(answered_full), bits.of(late)
 
-    dur_rows = _any([gone[x] for x in answered_full], G)
-    prog_rows = _any([gone[x] for x in late], G)
-    v.summary["rebuilding"] = sum(int(np.count_nonzero(gone[x])) for x in rebuilding)
-    v.summary["unchecked"] = sum(int(np.count_nonzero(M[x])) for x in nodes
-                                 if x not in held and status(x) == full)
-    v.summary["extra_copies"] = sum(int(np.count_nonzero(H[x] & ~M[x])) for x in held)
-    copies = np.zeros(G, np.uint8)
-    for have in H.values():
-        copies += have
-    v.summary["under_replicated"] = int(np.count_nonzero(present & (copies < rep.r)))
+    dur_rows = _any(gone, full_bits)
+    prog_rows = _any(gone, late_bits)
+    v.summary["rebuilding"] = _count(gone, bits.of(rebuilding))
+    v.summary["unchecked"] = _count(member, bits.of(unheld_full))
+    v.summary["extra_copies"] = _count([h & ~m for h, m in zip(hold, member, strict=True)])
 
-    # Placement: once per distinct copyset.
-    keys = np.zeros(G, np.int64)
-    if width <= 4:
-        for w, c in enumerate(cols):
-            keys |= (c.astype(np.int64) + 1) << (16 * w)
-    else:
-        keys = row_keys(np.stack(cols, axis=1))
-    # The candidates are the copyset tables' rows, not the records.
-    bad_rows = [row for row in table if not satisfies(_copyset_list(row), rep, locations)]
-    if bad_rows:
-        bad_keys = row_keys(np.array(bad_rows, np.int16)) if width > 4 else np.array(
-            [sum((int(x) + 1) << (16 * w) for w, x in enumerate(row)) for row in bad_rows],
-            np.int64)
-        place_rows = present & np.isin(keys, bad_keys)
-    else:
-        place_rows = none
+    # Replication per epoch: R for under-replication, the property for placement.
+    reps, rep_slot = _rep_per_slot(grid, epochs, Replication(replication))
+    r_of = np.array([rep.r for rep in reps], np.int64)
+    copies = sum(np.bitwise_count(h).astype(np.int64) for h in hold)
+    v.summary["under_replicated"] = int(np.count_nonzero(present & (copies < r_of[rep_slot])))
+    # Placement: once per distinct copyset and replication property.
+    bad = np.zeros((len(reps), D + 1), bool)
+    for k, rep in enumerate(reps):
+        bad[k, :D] = [not satisfies(_copyset_list(row), rep, locations) for row in table]
+    place_rows = present & bad[rep_slot, cs_slot] if bool(bad.any()) else np.zeros(G, bool)
 
     out = v.details
 
     def emit(category: str, kind: str, rows: np.ndarray, key_of: Any,
-             missing: list[int] | None) -> None:
+             missing: list[np.uint64] | None) -> None:
         if not bool(rows.any()):
             return
         idx = np.flatnonzero(rows)
@@ -291,36 +354,35 @@ def judge(log_id: int, lo: int, hi: int, holdings: Mapping[int, NodeHoldings], *
         hi_lsn = grid.lsns(ends).tolist()
         for r, (s, e) in enumerate(zip(starts[:max_details].tolist(),
                                        ends[:max_details].tolist(), strict=True)):
-            nodes_missing = [] if missing is None else [x for x in missing if gone[x][s]]
-            block = np.stack([c[s:e + 1] for c in cols], axis=1)
-            run_cs = np.unique(block[(block >= 0).any(axis=1)], axis=0)
+            nodes_missing = ([] if missing is None else
+                             bits.listed([g[s] & m for g, m in zip(gone, missing, strict=True)]))
+            in_run = np.unique(cs_slot[s:e + 1])
+            run_cs = sorted(_copyset_list(table[d]) for d in in_run[in_run < D])
             out.append({"category": category, "kind": kind, "log_id": log_id,
                         "lsn_lo": lo_lsn[r], "lsn_hi": hi_lsn[r], "records": e - s + 1,
-                        "nodes_missing": nodes_missing,
-                        "copysets": [_copyset_list(row) for row in run_cs[:8]]})
+                        "nodes_missing": nodes_missing, "copysets": run_cs[:8]})
         if len(starts) > max_details:
             rest = idx[idx >= starts[max_details]]
             out.append({"category": category, "kind": "truncated", "log_id": log_id,
                         "lsn_lo": lo_lsn[max_details], "lsn_hi": hi_lsn[-1],
                         "records": len(rest), "nodes_missing": [], "copysets": []})
 
-    def pattern(among: list[int]) -> Any:
-        def key_of(idx: np.ndarray) -> np.ndarray:
-            key = np.zeros(len(idx), np.int64)
-            for j, x in enumerate(among):  # one bit per node: which ones miss the record
-                key |= gone[x][idx].astype(np.int64) << (j % 63)
-            return key
+    def pattern(mask: list[np.uint64]) -> Any:
+        def key_of(idx: np.ndarray) -> np.ndarray:  # which of the nodes miss the record
+            missing = np.stack([g[idx] & m for g, m in zip(gone, mask, strict=True)], axis=1)
+            if bits.words == 1:
+                return missing[:, 0]
+            return np.unique(missing, axis=0, return_inverse=True)[1].reshape(-1)
         return key_of
 
-    emit("placement", "bad_copyset", place_rows, lambda idx: keys[idx], None)
-    emit("durability", "missing_copy", dur_rows, pattern(answered_full), answered_full)
-    emit("progress", "under_replicated_past_grace", prog_rows, pattern(late), late)
-    for x in answered_full:
-        if bool((gone[x] & dur_rows).any()):
-            v.suspects.add(x)
-    for x in late:
-        if bool(gone[x].any()):
-            v.suspects.add(x)
+    emit("placement", "bad_copyset", place_rows, lambda idx: cs_slot[idx], None)
+    emit("durability", "missing_copy", dur_rows, pattern(full_bits), full_bits)
+    emit("progress", "under_replicated_past_grace", prog_rows, pattern(late_bits),
+         late_bits)
+    for rows, mask in ((dur_rows, full_bits), (prog_rows, late_bits)):
+        if bool(rows.any()):
+            v.suspects |= set(bits.listed([np.bitwise_or.reduce(g[rows] & m)
+                                           for g, m in zip(gone, mask, strict=True)]))
 
     # LSNs nobody holds inside an epoch's range: records with no copy left.  Judged only
     # when every node answered (a silent one might hold them).
@@ -336,4 +398,4 @@ def judge(log_id: int, lo: int, hi: int, holdings: Mapping[int, NodeHoldings], *
 def holdings_from_arrays(node: int, lsns: Sequence[int] | np.ndarray,
                          copysets: Sequence[Sequence[int]] | np.ndarray) -> NodeHoldings:
     """A ``NodeHoldings`` from plain LSNs and copysets (tests, tools)."""
-    return NodeHoldings(node, np.asarray(lsns, np.uint64), np.asarray(copysets, np.int16))
+    return NodeHoldings.from_rows(node, lsns, copysets)
