@@ -111,6 +111,8 @@ class _Collector:
                           a["recoveries"])
             yield counter("logdevice_recovery_failures_total", "epoch recoveries that failed",
                           a["recovery_failures"])
+            yield gauge("logdevice_recoveries_running", "epoch recoveries running now",
+                        a["recoveries_running"])
             yield gauge("logdevice_sequencers", "logs this node sequences now",
                         a["sequencers"])
         s = snap.get("stores")
@@ -225,6 +227,7 @@ class MetricsRole(Role):
                                "buckets": buckets, "sum": total,
                                "recoveries": seq.recoveries.completed,
                                "recovery_failures": seq.recoveries.failed,
+                               "recoveries_running": len(seq.recoveries.by_log),
                                "sequencers": len(seq.sequencers)}
         if node.has_role("storage"):
             committer = node.role("storage").committer

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import urllib.request
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import IO, Any
 
 from logdevice.checker.client import AvailabilityClient, Fetched
 from logdevice.config import Config
-from logdevice.errors import LogDeviceError
+from logdevice.errors import E, LogDeviceError
 
 __all__ = ["ShellContext"]
 
@@ -27,12 +28,16 @@ class ShellContext:
     config_path : str
     timeout : float
         Seconds for each node call.
+    err : file, optional
+        Where warnings go (nodes that did not answer); default stderr.
     """
 
-    def __init__(self, config_path: str, timeout: float = 5.0) -> None:
+    def __init__(self, config_path: str, timeout: float = 5.0,
+                 err: IO[str] | None = None) -> None:
         self.config_path = config_path
         self.config = Config.load(config_path)
         self.timeout = timeout
+        self.err = err if err is not None else sys.stderr
         self._views: dict[int, Any] | None = None
 
     def forget(self) -> None:
@@ -112,27 +117,51 @@ class ShellContext:
 
         return asyncio.run(run())
 
-    def partitions(self) -> dict[int, Any]:
-        """node -> its PARTITION_LIST (storage nodes that answered)."""
+    def ask_nodes(self, make: Callable[[], Any], nodes: Iterable[int] | None = None
+                  ) -> dict[int, Any]:
+        """Send ``make()`` to each of ``nodes`` (default: all) at once; node -> its reply.
+        Nodes that do not answer in time, or answer with an error, are left out with a
+        warning on stderr."""
         from logdevice.client.connection import Connection
-        from logdevice.protocol import GetPartitions
+
+        targets = [self.config.node(x) for x in nodes] if nodes is not None \
+            else list(self.config.nodes)
 
         async def run() -> dict[int, Any]:
             loop = asyncio.get_running_loop()
             conns = {n.index: Connection(n.index, n.host, n.port, self.config.cluster,
                                          connect_timeout=self.timeout)
-                     for n in self.config.storage_nodes()}
+                     for n in targets}
             try:
                 replies = await asyncio.gather(
-                    *(c.request(GetPartitions(request_id=0), loop.time() + self.timeout)
-                      for c in conns.values()), return_exceptions=True)
+                    *(c.request(make(), loop.time() + self.timeout) for c in conns.values()),
+                    return_exceptions=True)
             finally:
                 for c in conns.values():
                     await c.aclose()
-            return {x: r for x, r in zip(conns, replies, strict=True)
-                    if not isinstance(r, BaseException)}
+            return dict(zip(conns, replies, strict=True))
 
-        return asyncio.run(run())
+        what = type(make()).__name__
+        out = {}
+        for x, r in asyncio.run(run()).items():
+            if isinstance(r, BaseException):
+                self.warn(f"N{x} did not answer {what}: {r}")
+            elif r.status != E.OK:
+                self.warn(f"N{x} refused {what}: {E(r.status).name}")
+            else:
+                out[x] = r
+        return out
+
+    def partitions(self) -> dict[int, Any]:
+        """node -> its PARTITION_LIST (storage nodes that answered)."""
+        from logdevice.protocol import GetPartitions
+
+        return self.ask_nodes(lambda: GetPartitions(request_id=0),
+                              [n.index for n in self.config.storage_nodes()])
+
+    def warn(self, text: str) -> None:
+        self.err.write(f"ldshell: {text}\n")
+        self.err.flush()
 
     def client(self) -> Any:
         from logdevice.client import Client

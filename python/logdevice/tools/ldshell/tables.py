@@ -5,7 +5,9 @@ statement names, so a query over ``nodes`` never reads records.  Tables over rec
 (``records``, ``record_csi``, ``logs``) cover the logs chosen with ``--logs`` (default:
 every log the epoch store knows); ``records`` reads at most ``--max-records`` per log.
 Array-backed tables are built from the arrays as they are, without a row loop.
-``partitions`` asks every storage node for its LogsDB partition directory.
+``partitions`` asks every storage node for its LogsDB partition directory, ``readers``
+for its open read streams, and ``recoveries`` asks every node for the epoch recoveries its
+sequencers run or ran lately; a node that does not answer is left out with a warning.
 """
 
 from __future__ import annotations
@@ -277,6 +279,59 @@ def partitions(ctx: ShellContext, opts: TableOptions) -> Any:
     return pa.concat_tables(parts)
 
 
+def _node_table(replies: dict[int, Any], schema: Any) -> Any:
+    """One table from the nodes' table replies (their columns are the schema's after
+    ``node``), with each row's node first."""
+    pa = _pa()
+    parts = []
+    for x, r in sorted(replies.items()):
+        n = len(getattr(r, schema.names[1]))
+        cols = [pa.array(np.full(n, x, np.int64))]
+        for f in list(schema)[1:]:
+            v = getattr(r, f.name)
+            if isinstance(v, np.ndarray):
+                v = v.astype(f.type.to_pandas_dtype(), copy=False)
+            cols.append(pa.array(v, type=f.type))
+        parts.append(pa.Table.from_arrays(cols, schema=schema))
+    return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def _schema(*columns: tuple[str, Any]) -> Any:
+    pa = _pa()
+    return pa.schema([(name, pa.list_(pa.int64()) if kind == "nodes" else kind)
+                      for name, kind in columns])
+
+
+def readers(ctx: ShellContext, opts: TableOptions) -> Any:
+    """Every read stream open on a storage node: where it is, what it sent."""
+    from logdevice.protocol import GetReadStreams
+
+    replies = ctx.ask_nodes(lambda: GetReadStreams(request_id=0),
+                            [n.index for n in ctx.config.storage_nodes()])
+    return _node_table(replies, _schema(
+        ("node", "int64"), ("read_stream_id", "uint64"), ("log_id", "int64"),
+        ("conn_id", "int64"), ("peer", "string"), ("address", "string"),
+        ("start_lsn", "uint64"), ("until_lsn", "uint64"), ("next_lsn", "uint64"),
+        ("delivered_to", "uint64"), ("window_high", "uint64"), ("last_released", "uint64"),
+        ("filter_version", "int64"), ("mode", "string"), ("state", "string"),
+        ("known_down", "nodes"), ("records_sent", "int64"), ("bytes_sent", "int64"),
+        ("gaps_sent", "int64"), ("started_ms", "int64"), ("age_ms", "int64")))
+
+
+def recoveries(ctx: ShellContext, opts: TableOptions) -> Any:
+    """Epoch recoveries each node's sequencers run now or finished lately, per epoch."""
+    from logdevice.protocol import GetRecoveries
+
+    replies = ctx.ask_nodes(lambda: GetRecoveries(request_id=0))
+    return _node_table(replies, _schema(
+        ("node", "int64"), ("log_id", "int64"), ("epoch", "int64"), ("seal_epoch", "int64"),
+        ("attempt", "int64"), ("state", "string"), ("outcome", "string"),
+        ("message", "string"), ("nodeset", "nodes"), ("sealed", "nodes"),
+        ("digested", "nodes"), ("lng", "uint64"), ("records", "int64"), ("holes", "int64"),
+        ("bridge", "uint64"), ("pending", "int64"), ("last_clean_epoch", "int64"),
+        ("started_ms", "int64"), ("duration_ms", "int64")))
+
+
 Builder = Callable[[ShellContext, TableOptions], Any]
 
 #: name -> (what it holds, builder)
@@ -292,6 +347,10 @@ TABLES: dict[str, tuple[str, Builder]] = {
     "record_csi": ("per node and stored record: its copyset", record_csi),
     "partitions": ("per storage node: its LogsDB time partitions", partitions),
     "rebuilding": ("per storage node: its progress in the current rebuilding", rebuilding),
+    "readers": ("per storage node: its open read streams, their position and what they "
+                "sent", readers),
+    "recoveries": ("per node: epoch recoveries of its sequencers, running and recent "
+                   "(one row per epoch)", recoveries),
     "stats": ("every node's Prometheus metrics", stats),
 }
 
