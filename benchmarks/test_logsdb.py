@@ -68,7 +68,7 @@ def raw_entries(recs, tmp):
         write_logsdb(db, recs)
         (pid,) = [p.id for p in db.partitions()]
         lower = K.data_key(LOG, 1)
-        with db._db.iterator(db._cf(pid), lower, K.data_key(LOG + 1, 0)) as it:
+        with db.parts.db.iterator(db.parts.cf(pid), lower, K.data_key(LOG + 1, 0)) as it:
             it.seek(lower)
             ch = it.read_many(len(recs[0]) + 1)
     assert len(ch) == len(recs[0])

@@ -127,11 +127,11 @@ def corrupt(cluster, node: int, log_id: int, lsns: list[int]) -> None:
     with LogsDB(cluster.logsdb_path(node)) as db:
         for lsn in lsns:
             done = False
-            for pid, _ in db._dir.ranges(log_id, lsn, lsn):
+            for pid, _ in db.parts.directory.ranges(log_id, lsn, lsn):
                 key = K.data_key(log_id, lsn)
-                value = db._db.get(key, db._cf(pid))
+                value = db.parts.db.get(key, db.parts.cf(pid))
                 if value is not None:
-                    db._db.put(key, value[:-1] + bytes([value[-1] ^ 0x5A]), db._cf(pid),
+                    db.parts.db.put(key, value[:-1] + bytes([value[-1] ^ 0x5A]), db.parts.cf(pid),
                                sync=True)
                     done = True
             assert done, f"N{node} holds no copy of {lsn}"

@@ -190,10 +190,10 @@ def raw_csi(db, log_id):
     """(lsn, type) of the CSI entries in every partition: (single entries, range entries)."""
     out = ([], [])
     for p in db.partitions():
-        cf = db._cf(p.id)
+        cf = db.parts.cf(p.id)
         for i, prefix in enumerate((K.CSI, K.CSI_RANGE)):
             lo, hi = K.log_prefix(prefix, log_id), K.log_prefix(prefix, log_id + 1)
-            out[i].extend((K.read_be(k, 9), k[17]) for k, _ in db._db.iterate(cf, lo, hi))
+            out[i].extend((K.read_be(k, 9), k[17]) for k, _ in db.parts.db.iterate(cf, lo, hi))
     return out
 
 
@@ -450,8 +450,8 @@ def test_close_never_frees_rocksdb_under_a_running_operation(tmp_path):
             inside.set()
             assert leave.wait(10)
             # What a read does with the handle: here, a raw get of record 1's data key.
-            cf = db._cfs[min(db._cfs)]
-            got.append(db._db.get(K.data_key(1, 1), cf))
+            cf = db.parts.families()[0]
+            got.append(db.parts.db.get(K.data_key(1, 1), cf))
 
     t = threading.Thread(target=running_read)
     t.start()

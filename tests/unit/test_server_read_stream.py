@@ -131,10 +131,10 @@ def payloads_sent(msgs):
 def corrupt(db, lsn, log_id=LOG):
     """Flip the last payload byte of a stored record, straight in RocksDB."""
     key = K.data_key(log_id, lsn)
-    for cf in db._cfs.values():
-        value = db._db.get(key, cf)
+    for cf in db.parts.families():
+        value = db.parts.db.get(key, cf)
         if value is not None:
-            db._db.put(key, value[:-1] + bytes([value[-1] ^ 0xFF]), cf)
+            db.parts.db.put(key, value[:-1] + bytes([value[-1] ^ 0xFF]), cf)
             return
     raise AssertionError(f"no record at {lsn}")
 

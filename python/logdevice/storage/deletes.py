@@ -24,11 +24,11 @@ if TYPE_CHECKING:
 def _range_entries(store: LogsDB, pid: int, log_id: int, lo: int, hi: int):
     """(key, value) of the range entries of ``log_id`` in partition ``pid`` that may
     cover an LSN of ``[lo, hi]``."""
-    cf = store._cf(pid)
+    cf = store.parts.cf(pid)
     lower = K.log_prefix(K.CSI_RANGE, log_id)
     upper = K.csi_range_key(log_id, hi, 255)
     out = []
-    with store._db.iterator(cf, lower, upper + b"\x00") as it:
+    with store.parts.db.iterator(cf, lower, upper + b"\x00") as it:
         it.seek_for_prev(K.csi_range_key(log_id, lo - 1, 255))
         if it.valid() and K.range_last(it.value()) >= lo:
             out.append((it.key(), it.value()))
@@ -48,8 +48,8 @@ def delete_records(store: LogsDB, log_id: int, lsns: np.ndarray, *, sync: bool) 
     lo, hi = int(lsns[0]), int(lsns[-1])
     batch = WriteBatch()
     rewritten = 0
-    for pid, _usage in store._dir.ranges(log_id, lo, hi):
-        cf = store._cf(pid)
+    for pid, _usage in store.parts.directory.ranges(log_id, lo, hi):
+        cf = store.parts.cf(pid)
         for lsn in lsns.tolist():
             batch.delete(K.data_key(log_id, lsn), cf)
             batch.delete(K.csi_key(log_id, lsn, K.CSI_SINGLE), cf)
@@ -66,5 +66,5 @@ def delete_records(store: LogsDB, log_id: int, lsns: np.ndarray, *, sync: bool) 
                 kept = r_lsns[keep]
                 batch.put(K.csi_range_key(log_id, int(kept[0]), K.CSI_RUN),
                           K.encode_run(kept, r_flags[keep], cs, counts), cf)
-    store._db.write(batch, sync=sync)
+    store.parts.db.write(batch, sync=sync)
     return rewritten

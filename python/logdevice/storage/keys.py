@@ -78,6 +78,15 @@ DIR_VALUE = struct.Struct("<QQqqQQ")  # min lsn, max lsn, min ts, max ts, record
 # --------------------------------------------------------------------------- keys
 
 
+def check_log_id(log_id) -> int:
+    """``log_id`` as an int, INVALID_PARAM unless it is a log id keys can hold (1 ..
+    2**64 - 1)."""
+    log_id = int(log_id)
+    if not 0 < log_id < 2**64:
+        raise error_for(E.INVALID_PARAM, f"logsdb: invalid log id {log_id}")
+    return log_id
+
+
 def data_key(log_id: int, lsn: int) -> bytes:
     return DATA + _U64BE.pack(log_id) + _U64BE.pack(lsn)
 

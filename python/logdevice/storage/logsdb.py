@@ -3,7 +3,8 @@
 Time partitions are column families ``p<id>`` holding data records and copyset index
 entries; a ``meta`` column family holds the partition directory and per-log metadata
 (trim point, last released, seal epoch, last clean epoch).  Formats: :mod:`.keys`.
-Writes: :mod:`.writes`; reads: :mod:`.reads`; the directory: :mod:`.partitions`.
+Writes: :mod:`.writes`; reads: :mod:`.reads`; deletes: :mod:`.deletes`; what those share
+(the partitions and their directory): :mod:`.partitioned`.
 
 A record goes to the partition its timestamp falls in.  A new partition starts when a
 record is ``partition_duration_ms`` past the newest partition's start, or once that
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import threading
 from dataclasses import replace
 from os import fspath
@@ -29,15 +29,14 @@ from logdevice.errors import E, error_for
 from logdevice.storage import deletes, reads
 from logdevice.storage import keys as K
 from logdevice.storage.batch import CsiBatch, RecordBatch
-from logdevice.storage.partitions import Directory, Partition
-from logdevice.storage.rocksdb import DB, ColumnFamily, Options, WriteBatch
+from logdevice.storage.partitioned import META_CF, PartitionedDB
+from logdevice.storage.partitions import Partition
+from logdevice.storage.rocksdb import DB, Options
 from logdevice.storage.writes import PendingWrite
 
 __all__ = ["LogsDB", "PendingWrite", "RecordBatch", "CsiBatch", "Partition"]
 
 LSN_MAX = 2**64 - 1
-META_CF = "meta"
-_PARTITION_CF = re.compile(r"p(\d+)$")
 _SLOTS = {K.META_TRIM: 0, K.META_RELEASED: 1, K.META_SEAL: 2, K.META_CLEAN: 3}
 _NO_META = (0, 0, 0, 0)
 
@@ -126,53 +125,26 @@ class LogsDB:
         with contextlib.suppress(OSError):
             os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
         self._db = DB.open(self.path, [META_CF], options)
-        self._meta_cf = self._db[META_CF]
-        self._cfs: dict[int, ColumnFamily] = {}
-        self._dir = Directory()
+        #: The partitions and their directory: the interface of the read, write and
+        #: delete paths (``storage.partitioned``).
+        self.parts = PartitionedDB(self._db, duration_ms=self.partition_duration_ms,
+                                   size_limit=self.partition_size_limit)
         self._meta: dict[int, tuple[int, int, int, int]] = {}
-        self._lock = threading.RLock()
         self._gate = _Gate()
-        # Write batches of committed pending writes, cleared for the next one (creating
-        # one costs more than a small write's puts).  list.pop/append are atomic.
-        self._spare_batches: list[WriteBatch] = []
-        self._pid_arrays: dict[int, np.ndarray] = {}  # pid -> read-only [pid]
         try:
-            self._load()
+            self.parts.load(self._load_meta)
         except BaseException:
             self._db.close()
             raise
 
     # ------------------------------------------------------------------ open / close
 
-    def _load(self) -> None:
-        for name in self._db.column_families():
-            m = _PARTITION_CF.match(name)
-            if m:
-                self._cfs[int(m.group(1))] = self._db[name]
-        seen: dict[int, bytes] = {}
-        stale = WriteBatch()
-        for key, value in self._db.iterate(self._meta_cf):
-            kind = key[:1]
-            if kind in _SLOTS and len(key) == 9:
-                meta = list(self._meta.get(K.read_be(key, 1), _NO_META))
-                meta[_SLOTS[kind]] = K.read_u64(value)
-                self._meta[K.read_be(key, 1)] = tuple(meta)  # type: ignore[assignment]
-            elif kind == K.META_PARTITION and len(key) == 9:
-                pid = K.read_be(key, 1)
-                if pid in self._cfs:
-                    seen[pid] = value
-                else:
-                    stale.delete(key, self._meta_cf)
-            elif kind == K.META_DIR and len(key) == 17:
-                pid = K.read_be(key, 1)
-                if pid in self._cfs:
-                    self._dir.load_usage(pid, K.read_be(key, 9), value)
-                else:
-                    stale.delete(key, self._meta_cf)
-        for pid in sorted(self._cfs):
-            self._dir.load_partition(pid, seen.get(pid))
-        if stale.count():  # left behind by a drop that crashed half-way
-            self._db.write(stale, sync=True)
+    def _load_meta(self, key: bytes, value: bytes) -> None:
+        kind = key[:1]
+        if kind in _SLOTS and len(key) == 9:
+            meta = list(self._meta.get(K.read_be(key, 1), _NO_META))
+            meta[_SLOTS[kind]] = K.read_u64(value)
+            self._meta[K.read_be(key, 1)] = tuple(meta)  # type: ignore[assignment]
 
     def close(self, timeout: float = 10.0) -> None:
         """Wait (up to ``timeout`` s) for operations in flight, then close.  Idempotent.
@@ -195,70 +167,23 @@ class LogsDB:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _check_open(self) -> None:
+    def check_open(self) -> None:
+        """SHUTDOWN once ``close()`` began."""
         if self._gate.closed:
             raise error_for(E.SHUTDOWN, "logsdb is closed")
 
-    @staticmethod
-    def _check_log(log_id) -> int:
-        log_id = int(log_id)
-        if not 0 < log_id < 2**64:
-            raise error_for(E.INVALID_PARAM, f"logsdb: invalid log id {log_id}")
-        return log_id
+    def operation(self) -> contextlib.AbstractContextManager[None]:
+        """Context of one operation: ``close()`` waits until it is over (SHUTDOWN when
+        closing already began)."""
+        return self._gate
 
     # ------------------------------------------------------------------ partitions
 
-    def _cf(self, pid: int) -> ColumnFamily:
-        cf = self._cfs.get(pid)
-        if cf is None:
-            raise error_for(E.AGAIN, f"logsdb: partition {pid} was dropped")
-        return cf
-
-    def _new_partition(self, start_ms: int) -> Partition:
-        latest = self._dir.latest()
-        pid = latest.id + 1 if latest else 1
-        start = max(int(start_ms), latest.start_ms if latest else int(start_ms))
-        part = Partition(pid, start)
-        self._cfs[pid] = self._db.create_cf(part.name)
-        self._db.put(K.partition_key(pid), part.encode(), self._meta_cf)
-        self._dir.add_partition(part)
-        return part
-
-    def _assign(self, ts: np.ndarray) -> np.ndarray:
-        """Partition id per timestamp, starting new partitions where needed."""
-        with self._lock:
-            if not self._dir.parts:
-                self._new_partition(int(ts.min()))
-            if len(ts) == 1:  # the common small write: straight into the newest partition?
-                latest = self._dir.latest()
-                assert latest is not None
-                t = int(ts[0])
-                if (latest.start_ms <= t < latest.start_ms + self.partition_duration_ms
-                        and not (latest.records and latest.nbytes >= self.partition_size_limit)):
-                    pids = self._pid_arrays.get(latest.id)
-                    if pids is None:
-                        pids = self._pid_arrays[latest.id] = np.full(1, latest.id, np.int64)
-                        pids.flags.writeable = False
-                    return pids
-            while True:
-                latest = self._dir.latest()
-                assert latest is not None
-                pids = self._dir.place(ts)
-                newest = ts[pids == latest.id]
-                if not len(newest):
-                    return pids
-                if latest.records and latest.nbytes >= self.partition_size_limit:
-                    self._new_partition(int(newest.min()))
-                    continue
-                late = newest[newest >= latest.start_ms + self.partition_duration_ms]
-                if not len(late):
-                    return pids
-                self._new_partition(int(late.min()))
-
     def partitions(self) -> list[Partition]:
         """The partitions, oldest first (copies)."""
-        self._check_open()
-        return [replace(self._dir.parts[pid]) for pid in sorted(self._dir.parts)]
+        self.check_open()
+        parts = self.parts.directory.parts
+        return [replace(parts[pid]) for pid in sorted(parts)]
 
     def apply_retention(
         self,
@@ -275,20 +200,21 @@ class LogsDB:
         backlog get their trim point moved past them, so readers see a trim gap.
         """
         backlog_ms = backlog_ms or {}
-        with self._gate, self._lock:
-            latest = self._dir.latest()
+        directory = self.parts.directory
+        with self._gate, self.parts.lock:
+            latest = directory.latest()
             by_pid: dict[int, list[int]] = {}
-            for log_id, usage in self._dir.logs.items():
+            for log_id, usage in directory.logs.items():
                 for pid in usage:
                     by_pid.setdefault(pid, []).append(log_id)
             drop: list[int] = []
             expired: list[tuple[int, int]] = []
-            for pid in sorted(self._dir.parts):
+            for pid in sorted(directory.parts):
                 if latest is None or pid == latest.id:
                     continue
                 ok, aged = True, []
                 for log_id in by_pid.get(pid, []):
-                    u = self._dir.logs[log_id][pid]
+                    u = directory.logs[log_id][pid]
                     if u.max_lsn <= self.trim_point(log_id):
                         continue
                     keep = backlog_ms.get(log_id, default_backlog_ms)
@@ -304,42 +230,22 @@ class LogsDB:
                 return []
             trims: dict[int, int] = {}
             for log_id, pid in expired:
-                rest = [u.min_lsn for p, u in self._dir.logs[log_id].items() if p not in drop]
-                upto = self._dir.logs[log_id][pid].max_lsn
+                rest = [u.min_lsn for p, u in directory.logs[log_id].items() if p not in drop]
+                upto = directory.logs[log_id][pid].max_lsn
                 if rest and min(rest) <= upto:
                     upto = min(rest) - 1
                 trims[log_id] = max(trims.get(log_id, 0), upto)
             for log_id, upto in trims.items():
                 self._set_meta(log_id, K.META_TRIM, upto, sync=True)
-            for pid in drop:
-                self._db.drop_cf(self._cfs.pop(pid))
-                cleanup = WriteBatch()
-                cleanup.delete(K.partition_key(pid), self._meta_cf)
-                cleanup.delete_range(K.dir_prefix(pid), K.dir_prefix(pid + 1), self._meta_cf)
-                self._db.write(cleanup)
-                self._dir.remove_partition(pid)
+            self.parts.drop(drop)
             return drop
 
     # ------------------------------------------------------------------ writes
 
     def pending(self) -> PendingWrite:
         """A :class:`PendingWrite`: add records of any logs, then commit them at once."""
-        self._check_open()
+        self.check_open()
         return PendingWrite(self)
-
-    def _take_batch(self) -> WriteBatch:
-        try:
-            return self._spare_batches.pop()
-        except IndexError:
-            return WriteBatch()
-
-    def _return_batch(self, batch: WriteBatch) -> None:
-        """Keep ``batch`` (committed) for a later pending write; a couple are enough."""
-        if len(self._spare_batches) < 2:
-            batch.clear()
-            self._spare_batches.append(batch)
-        else:
-            batch.close()
 
     def write_records(
         self, log_id: int, lsns, timestamps, flags, copysets, payloads, offsets, waves=None,
@@ -367,7 +273,7 @@ class LogsDB:
         0, so ``max_bytes`` never stops the read) and is not copied out of RocksDB;
         ``checksums`` still hold the stored crc32c (``checksum_ok()`` means nothing then).
         """
-        log_id = self._check_log(log_id)
+        log_id = K.check_log_id(log_id)
         if max_records <= 0:
             return RecordBatch.empty(log_id, lo)
         with self._gate:
@@ -380,11 +286,11 @@ class LogsDB:
         """Delete these records of ``log_id`` (data and copyset index), atomically; how
         many of them the store held (above the trim point).  For purging copies that
         epoch recovery overruled, and for tests that make a node lose data silently."""
-        log_id = self._check_log(log_id)
+        log_id = K.check_log_id(log_id)
         arr = np.unique(np.asarray(lsns, dtype=np.uint64))
         if not len(arr):
             return 0
-        with self._gate, self._lock:
+        with self._gate, self.parts.lock:
             held = len(reads.read_records_at(self, log_id, arr, False))
             deletes.delete_records(self, log_id, arr, sync=sync)
         return held
@@ -393,7 +299,7 @@ class LogsDB:
                  max_entries: int = 4096) -> CsiBatch:
         """Copyset index of ``[lo, hi]``: one row per stored LSN (lsns, flags, copysets),
         without reading payloads.  ``.next_lsn`` is where to continue."""
-        log_id = self._check_log(log_id)
+        log_id = K.check_log_id(log_id)
         if max_entries <= 0:
             return reads.read_csi(self, log_id, 1, 0, 1)
         with self._gate:
@@ -405,7 +311,7 @@ class LogsDB:
         """The records at the given strictly increasing ``lsns`` that exist (above the trim
         point), in LSN order: e.g. those a single-copy-delivery decision chose.
         ``payloads=False`` reads headers only, as for :meth:`read_records`."""
-        log_id = self._check_log(log_id)
+        log_id = K.check_log_id(log_id)
         with self._gate:
             rb = reads.read_records_at(self, log_id, lsns, bool(payloads))
         rb.next_lsn = min(rb.next_lsn, LSN_MAX)
@@ -414,38 +320,38 @@ class LogsDB:
     def find_time(self, log_id: int, ms: int) -> int:
         """First LSN above the trim point whose timestamp is >= ``ms`` (exact when
         timestamps do not decrease along LSNs); ``max(tail, trim point) + 1`` if none."""
-        log_id = self._check_log(log_id)
+        log_id = K.check_log_id(log_id)
         with self._gate:
             return reads.find_time(self, log_id, int(ms))
 
     def tail(self, log_id: int) -> int:
         """Highest LSN stored for ``log_id`` (0 if none)."""
-        self._check_open()
-        return self._dir.tail(self._check_log(log_id))
+        self.check_open()
+        return self.parts.directory.tail(K.check_log_id(log_id))
 
     def logs(self) -> list[int]:
         """Log ids with records or metadata here."""
-        self._check_open()
-        return sorted(set(self._dir.logs) | set(self._meta))
+        self.check_open()
+        return sorted(set(self.parts.directory.logs) | set(self._meta))
 
     def average_record_size(self, log_id: int) -> float:
         """Mean stored bytes per record of ``log_id`` (payload plus its head of 24 + 2 *
         copyset size bytes) over the partitions holding it, trimmed records included until
         retention drops them; 0.0 when it has none.  From the partition directory: no I/O.
         Readers use it to size a read to a byte budget before reading."""
-        self._check_open()
-        usage = list(self._dir.logs.get(self._check_log(log_id), {}).values())
+        self.check_open()
+        usage = list(self.parts.directory.logs.get(K.check_log_id(log_id), {}).values())
         records = sum(u.records for u in usage)
         return sum(u.nbytes for u in usage) / records if records else 0.0
 
     def data_size(self, log_id: int, start_ms: int, end_ms: int) -> int:
         """Estimated payload bytes of ``log_id`` with timestamps in ``[start_ms, end_ms]``
         (partitions partly in range count in proportion to their time overlap)."""
-        self._check_open()
-        log_id = self._check_log(log_id)
+        self.check_open()
+        log_id = K.check_log_id(log_id)
         trim = self.trim_point(log_id)
         total = 0.0
-        for u in list(self._dir.logs.get(log_id, {}).values()):
+        for u in list(self.parts.directory.logs.get(log_id, {}).values()):
             if u.max_lsn <= trim or u.max_ts < start_ms or u.min_ts > end_ms:
                 continue
             span = u.max_ts - u.min_ts
@@ -457,30 +363,30 @@ class LogsDB:
 
     def _set_meta(self, log_id: int, kind: bytes, value: int, sync: bool) -> int:
         slot = _SLOTS[kind]
-        with self._gate, self._lock:
+        with self._gate, self.parts.lock:
             meta = self._meta.get(log_id, _NO_META)
             if value <= meta[slot]:
                 return meta[slot]
-            self._db.put(K.meta_key(kind, log_id), K.u64(value), self._meta_cf, sync=sync)
+            self._db.put(K.meta_key(kind, log_id), K.u64(value), self.parts.meta_cf, sync=sync)
             new = list(meta)
             new[slot] = value
             self._meta[log_id] = tuple(new)  # type: ignore[assignment]
             return value
 
     def _get_meta(self, log_id: int, kind: bytes) -> int:
-        self._check_open()
-        return self._meta.get(self._check_log(log_id), _NO_META)[_SLOTS[kind]]
+        self.check_open()
+        return self._meta.get(K.check_log_id(log_id), _NO_META)[_SLOTS[kind]]
 
     def trim(self, log_id: int, lsn: int, *, sync: bool = True) -> int:
         """Move the trim point of ``log_id`` up to ``lsn`` (never down); returns it.
         Reads then skip everything at or below it; retention frees the space later."""
-        return self._set_meta(self._check_log(log_id), K.META_TRIM, int(lsn), sync)
+        return self._set_meta(K.check_log_id(log_id), K.META_TRIM, int(lsn), sync)
 
     def trim_point(self, log_id: int) -> int:
         return self._get_meta(log_id, K.META_TRIM)
 
     def set_last_released(self, log_id: int, lsn: int, *, sync: bool = False) -> int:
-        return self._set_meta(self._check_log(log_id), K.META_RELEASED, int(lsn), sync)
+        return self._set_meta(K.check_log_id(log_id), K.META_RELEASED, int(lsn), sync)
 
     def last_released(self, log_id: int) -> int:
         return self._get_meta(log_id, K.META_RELEASED)
@@ -488,13 +394,13 @@ class LogsDB:
     def seal(self, log_id: int, epoch: int, *, sync: bool = True) -> int:
         """Seal ``log_id`` up to ``epoch`` (never lowers it); returns the seal in force,
         which is above ``epoch`` when someone sealed higher first."""
-        return self._set_meta(self._check_log(log_id), K.META_SEAL, int(epoch), sync)
+        return self._set_meta(K.check_log_id(log_id), K.META_SEAL, int(epoch), sync)
 
     def sealed_epoch(self, log_id: int) -> int:
         return self._get_meta(log_id, K.META_SEAL)
 
     def set_last_clean_epoch(self, log_id: int, epoch: int, *, sync: bool = True) -> int:
-        return self._set_meta(self._check_log(log_id), K.META_CLEAN, int(epoch), sync)
+        return self._set_meta(K.check_log_id(log_id), K.META_CLEAN, int(epoch), sync)
 
     def last_clean_epoch(self, log_id: int) -> int:
         return self._get_meta(log_id, K.META_CLEAN)
@@ -509,7 +415,8 @@ class LogsDB:
     def property(self, name: str, partition: int | None = None) -> str | None:
         """A RocksDB property of the database or of one partition."""
         with self._gate:
-            return self._db.property(name, None if partition is None else self._cf(partition))
+            return self._db.property(name, None if partition is None
+                                     else self.parts.cf(partition))
 
     def statistics(self) -> str | None:
         with self._gate:

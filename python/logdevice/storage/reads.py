@@ -72,13 +72,13 @@ def read_records(store: LogsDB, log_id: int, lo: int, hi: int, max_records: int,
         return RecordBatch.empty(log_id, lo)
     parts: list[RecordBatch] = []
     n_left, b_left = max_records, max_bytes
-    for group in store._dir.groups(log_id, lo, hi):
+    for group in store.parts.directory.groups(log_id, lo, hi):
         if n_left <= 0 or (max_bytes and b_left <= 0):
             return RecordBatch.concat(log_id, parts, int(parts[-1].lsns[-1]) + 1)
         got, horizon = [], hi
         for pid, _ in group:
             lower, upper = K.data_key(log_id, lo), _upper(K.DATA, log_id, hi)
-            with store._db.iterator(store._cf(pid), lower, upper) as it:
+            with store.parts.db.iterator(store.parts.cf(pid), lower, upper) as it:
                 it.seek(lower)
                 ch = it.read_many(n_left, b_left if max_bytes else 0, split_head=True,
                                   skip_body=not payloads, key_hint=K.DATA_KEY_LEN)
@@ -112,7 +112,7 @@ def read_records_at(store: LogsDB, log_id: int, lsns, payloads: bool = True) -> 
     if not len(want):
         return RecordBatch.empty(log_id, nxt)
     parts = []
-    for group in store._dir.groups(log_id, int(want[0]), int(want[-1])):
+    for group in store.parts.directory.groups(log_id, int(want[0]), int(want[-1])):
         got = []
         for pid, u in group:
             a = int(np.searchsorted(want, np.uint64(u.min_lsn), "left"))
@@ -122,7 +122,7 @@ def read_records_at(store: LogsDB, log_id: int, lsns, payloads: bool = True) -> 
                 continue
             lower = K.data_key(log_id, int(sel[0]))
             upper = _upper(K.DATA, log_id, int(sel[-1]))
-            with store._db.iterator(store._cf(pid), lower, upper) as it:
+            with store.parts.db.iterator(store.parts.cf(pid), lower, upper) as it:
                 ch = it.read_keys(K.data_keys(log_id, sel),
                                   K.fixed_offsets(len(sel), K.DATA_KEY_LEN), split_head=True,
                                   skip_body=not payloads)
@@ -136,9 +136,9 @@ def _csi_partition(store: LogsDB, pid: int, log_id: int, lo: int, hi: int, budge
     """One row per LSN of ``[lo, hi]`` in one partition's CSI (lsns, priority, flags,
     copysets; single entries have priority 0, range entries 1), and the LSN through which
     the partition was read completely."""
-    cf = store._cf(pid)
+    cf = store.parts.cf(pid)
     lower = K.csi_key(log_id, lo, K.CSI_SINGLE)
-    with store._db.iterator(cf, lower, _upper(K.CSI, log_id, hi, b"\x00")) as it:
+    with store.parts.db.iterator(cf, lower, _upper(K.CSI, log_id, hi, b"\x00")) as it:
         it.seek(lower)
         ch = it.read_many(budget, key_hint=K.CSI_KEY_LEN, body_hint=16 * min(budget, 4096))
     lsns, flags, cs = K.decode_csi(ch.keys, ch.bodies, ch.body_offsets)
@@ -146,7 +146,7 @@ def _csi_partition(store: LogsDB, pid: int, log_id: int, lo: int, hi: int, budge
     rows = [(lsns, np.zeros(len(lsns), np.uint8), flags, cs)]
     # Range entries never overlap each other: at most one starts before lo and covers it.
     lower = K.log_prefix(K.CSI_RANGE, log_id)
-    with store._db.iterator(cf, lower, _upper(K.CSI_RANGE, log_id, hi, b"\x00")) as it:
+    with store.parts.db.iterator(cf, lower, _upper(K.CSI_RANGE, log_id, hi, b"\x00")) as it:
         entries = []
         it.seek_for_prev(K.csi_range_key(log_id, lo - 1, 255))
         if it.valid() and K.range_last(value := it.value()) >= lo:
@@ -210,7 +210,7 @@ def read_csi(store: LogsDB, log_id: int, lo: int, hi: int, max_entries: int) -> 
     out: list[tuple] = []
     left = max_entries
     nxt = max(lo, hi + 1)
-    for group in store._dir.groups(log_id, lo, hi) if lo <= hi else []:
+    for group in store.parts.directory.groups(log_id, lo, hi) if lo <= hi else []:
         if left <= 0:
             nxt = int(out[-1][0][-1]) + 1
             break
@@ -244,13 +244,13 @@ def read_csi(store: LogsDB, log_id: int, lo: int, hi: int, max_entries: int) -> 
 
 def find_time(store: LogsDB, log_id: int, ms: int) -> int:
     trim = store.trim_point(log_id)
-    for pid, u in store._dir.ranges(log_id, trim + 1, LSN_MAX):
+    for pid, u in store.parts.directory.ranges(log_id, trim + 1, LSN_MAX):
         if u.max_ts < ms:
             continue
         if u.min_ts >= ms and u.min_lsn > trim:
             return u.min_lsn
         lower, upper = K.data_key(log_id, max(trim + 1, u.min_lsn)), _upper(K.DATA, log_id, LSN_MAX)
-        with store._db.iterator(store._cf(pid), lower, upper) as it:
+        with store.parts.db.iterator(store.parts.cf(pid), lower, upper) as it:
             it.seek(lower)
             while True:
                 ch = it.read_many(4096, split_head=True, skip_body=True, key_hint=K.DATA_KEY_LEN)

@@ -70,7 +70,7 @@ class PendingWrite:
 
     def __init__(self, store: LogsDB) -> None:
         self._store = store
-        self._batch = store._take_batch()
+        self._batch = store.parts.take_batch()
         self._usage: dict[tuple[int, int], Usage] = {}  # (pid, log) -> what this write adds
         self.records = 0
         self.payload_bytes = 0
@@ -108,8 +108,8 @@ class PendingWrite:
         if self._done:
             raise _invalid("this pending write was already committed")
         store = self._store
-        store._check_open()
-        log_id = store._check_log(log_id)
+        store.check_open()
+        log_id = K.check_log_id(log_id)
         lsns = _array(lsns, np.uint64, "lsns")
         if lsns.ndim != 1:
             raise _invalid("lsns must be 1-D")
@@ -137,7 +137,7 @@ class PendingWrite:
             raise error_for(E.TOOBIG, f"logsdb: {e}") from None
         except storefmt.RecordFormatError as e:
             raise _invalid(str(e)) from None
-        pids = store._assign(ts)
+        pids = store.parts.assign(ts)
         if n == 1 or pids[0] == pids[-1] and bool(np.all(pids == pids[0])):
             cuts = [0, n]
         else:
@@ -156,7 +156,7 @@ class PendingWrite:
         self.payload_bytes += int(offs[-1] - offs[0])
 
     def _known(self, log_id: int) -> list[tuple[int, Usage]]:
-        known = dict(self._store._dir.logs.get(log_id, {}))
+        known = dict(self._store.parts.directory.logs.get(log_id, {}))
         for (pid, log), u in self._usage.items():
             if log == log_id:
                 known[pid] = u.merged(known.get(pid))
@@ -166,7 +166,7 @@ class PendingWrite:
                  offs, sticky) -> None:
         store = self._store
         batch = self._batch
-        cf = store._cf(pid)
+        cf = store.parts.cf(pid)
         m = len(lsns)
         # Offsets into the whole buffers, checked by storefmt.encode_data.
         batch.put_many(
@@ -179,12 +179,12 @@ class PendingWrite:
             if u.max_lsn < lo or u.min_lsn > hi:
                 continue
             overlap = True
-            if other != pid and other in store._dir.parts:
+            if other != pid and other in store.parts.directory.parts:
                 a = int(np.searchsorted(lsns, np.uint64(u.min_lsn), side="left"))
                 b = int(np.searchsorted(lsns, np.uint64(u.max_lsn), side="right"))
                 moved = lsns[a:b]
                 if len(moved):
-                    ocf = store._cf(other)
+                    ocf = store.parts.cf(other)
                     batch.delete_many(K.data_keys(log_id, moved),
                                       K.fixed_offsets(len(moved), K.DATA_KEY_LEN), ocf)
                     batch.delete_many(K.csi_keys(log_id, moved, K.CSI_SINGLE),
@@ -226,30 +226,11 @@ class PendingWrite:
         if self._broken:
             raise error_for(E.FAILED, "logsdb: an add() to this pending write failed half-way")
         store = self._store
-        with store._gate, store._lock:
-            parts: dict[int, Usage] = {}
-            updates = []
-            for (pid, log_id), delta in self._usage.items():
-                if pid not in store._dir.parts:
-                    raise error_for(E.AGAIN, f"logsdb: partition {pid} was dropped meanwhile")
-                new = delta.merged(store._dir.logs.get(log_id, {}).get(pid))
-                self._batch.put(K.dir_key(pid, log_id), new.encode(), store._meta_cf)
-                updates.append((pid, log_id, new))
-                parts[pid] = delta.merged(parts.get(pid))
-            new_parts = []
-            for pid, delta in parts.items():
-                part = store._dir.parts[pid]
-                grown = part.copy()
-                grown.add(delta)
-                self._batch.put(K.partition_key(pid), grown.encode(), store._meta_cf)
-                new_parts.append(grown)
-            store._db.write(self._batch, sync=(sync or store.sync_writes) and wal, wal=wal)
-            for pid, log_id, new in updates:
-                store._dir.logs.setdefault(log_id, {})[pid] = new
-            for part in new_parts:
-                store._dir.parts[part.id] = part
+        with store.operation():
+            store.parts.commit(self._batch, self._usage, sync=sync or store.sync_writes,
+                               wal=wal)
         self._done = True
-        store._return_batch(self._batch)
+        store.parts.return_batch(self._batch)
 
     def __len__(self) -> int:
         return self.records

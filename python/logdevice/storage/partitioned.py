@@ -1,0 +1,199 @@
+"""LogsDB's partitioned RocksDB: the database, its ``meta`` column family, one column
+family per time partition and the in-memory partition directory (:mod:`.partitions`).
+
+This is what LogsDB's read, write and delete paths (:mod:`.reads`, :mod:`.writes`,
+:mod:`.deletes`) share, and all they touch of LogsDB's state; LogsDB adds per-log
+metadata (trim points, seals, release pointers), argument checks and the gate that lets
+``close()`` wait for operations in flight.
+
+Partition ``p<id>`` is created when a record's timestamp is ``duration_ms`` past the
+newest partition's start, or once that partition holds ``size_limit`` bytes.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Iterable, Mapping
+
+import numpy as np
+
+from logdevice.errors import E, error_for
+from logdevice.storage import keys as K
+from logdevice.storage.partitions import Directory, Partition, Usage
+from logdevice.storage.rocksdb import DB, ColumnFamily, WriteBatch
+
+__all__ = ["PartitionedDB", "META_CF"]
+
+META_CF = "meta"
+_PARTITION_CF = re.compile(r"p(\d+)$")
+
+
+class PartitionedDB:
+    """The partitions of one LogsDB (see the module docstring).
+
+    Parameters
+    ----------
+    db : DB
+        An open RocksDB database with a ``meta`` column family.
+    duration_ms, size_limit : int
+        When a new partition starts (time span of the newest one, bytes it holds).
+
+    Attributes
+    ----------
+    db : DB
+    meta_cf : ColumnFamily
+    directory : Directory
+        Partitions and per-log usage, kept in step with ``meta_cf``.
+    lock : RLock
+        Held by whoever changes the partitions or the directory (one writer at a time).
+    """
+
+    def __init__(self, db: DB, *, duration_ms: int, size_limit: int) -> None:
+        self.db = db
+        self.meta_cf = db[META_CF]
+        self.directory = Directory()
+        self.duration_ms = duration_ms
+        self.size_limit = size_limit
+        self.lock = threading.RLock()
+        self._cfs: dict[int, ColumnFamily] = {}
+        # Write batches of committed writes, cleared for the next one (creating one costs
+        # more than a small write's puts).  list.pop/append are atomic.
+        self._spare_batches: list[WriteBatch] = []
+        self._pid_arrays: dict[int, np.ndarray] = {}  # pid -> read-only [pid]
+
+    def load(self, on_log_meta: Callable[[bytes, bytes], None]) -> None:
+        """Read the partitions and the directory from RocksDB; every other entry of the
+        meta column family goes to ``on_log_meta(key, value)``."""
+        for name in self.db.column_families():
+            m = _PARTITION_CF.match(name)
+            if m:
+                self._cfs[int(m.group(1))] = self.db[name]
+        seen: dict[int, bytes] = {}
+        stale = WriteBatch()
+        for key, value in self.db.iterate(self.meta_cf):
+            kind = key[:1]
+            if kind == K.META_PARTITION and len(key) == 9:
+                pid = K.read_be(key, 1)
+                if pid in self._cfs:
+                    seen[pid] = value
+                else:
+                    stale.delete(key, self.meta_cf)
+            elif kind == K.META_DIR and len(key) == 17:
+                pid = K.read_be(key, 1)
+                if pid in self._cfs:
+                    self.directory.load_usage(pid, K.read_be(key, 9), value)
+                else:
+                    stale.delete(key, self.meta_cf)
+            else:
+                on_log_meta(key, value)
+        for pid in sorted(self._cfs):
+            self.directory.load_partition(pid, seen.get(pid))
+        if stale.count():  # left behind by a drop that crashed half-way
+            self.db.write(stale, sync=True)
+
+    def cf(self, pid: int) -> ColumnFamily:
+        """The column family of partition ``pid`` (AGAIN if it was dropped)."""
+        cf = self._cfs.get(pid)
+        if cf is None:
+            raise error_for(E.AGAIN, f"logsdb: partition {pid} was dropped")
+        return cf
+
+    def families(self) -> list[ColumnFamily]:
+        """Every partition's column family, oldest first."""
+        return [self._cfs[pid] for pid in sorted(self._cfs)]
+
+    def _new_partition(self, start_ms: int) -> Partition:
+        latest = self.directory.latest()
+        pid = latest.id + 1 if latest else 1
+        start = max(int(start_ms), latest.start_ms if latest else int(start_ms))
+        part = Partition(pid, start)
+        self._cfs[pid] = self.db.create_cf(part.name)
+        self.db.put(K.partition_key(pid), part.encode(), self.meta_cf)
+        self.directory.add_partition(part)
+        return part
+
+    def assign(self, ts: np.ndarray) -> np.ndarray:
+        """Partition id per timestamp, starting new partitions where needed."""
+        with self.lock:
+            directory = self.directory
+            if not directory.parts:
+                self._new_partition(int(ts.min()))
+            if len(ts) == 1:  # the common small write: straight into the newest partition?
+                latest = directory.latest()
+                assert latest is not None
+                t = int(ts[0])
+                if (latest.start_ms <= t < latest.start_ms + self.duration_ms
+                        and not (latest.records and latest.nbytes >= self.size_limit)):
+                    pids = self._pid_arrays.get(latest.id)
+                    if pids is None:
+                        pids = self._pid_arrays[latest.id] = np.full(1, latest.id, np.int64)
+                        pids.flags.writeable = False
+                    return pids
+            while True:
+                latest = directory.latest()
+                assert latest is not None
+                pids = directory.place(ts)
+                newest = ts[pids == latest.id]
+                if not len(newest):
+                    return pids
+                if latest.records and latest.nbytes >= self.size_limit:
+                    self._new_partition(int(newest.min()))
+                    continue
+                late = newest[newest >= latest.start_ms + self.duration_ms]
+                if not len(late):
+                    return pids
+                self._new_partition(int(late.min()))
+
+    def take_batch(self) -> WriteBatch:
+        """An empty write batch (a spare one when there is one)."""
+        try:
+            return self._spare_batches.pop()
+        except IndexError:
+            return WriteBatch()
+
+    def return_batch(self, batch: WriteBatch) -> None:
+        """Keep ``batch`` (committed) for a later write; a couple are enough."""
+        if len(self._spare_batches) < 2:
+            batch.clear()
+            self._spare_batches.append(batch)
+        else:
+            batch.close()
+
+    def commit(self, batch: WriteBatch, usage: Mapping[tuple[int, int], Usage], *,
+               sync: bool, wal: bool) -> None:
+        """Write ``batch`` with the directory grown by ``usage`` ((partition, log) -> what
+        the batch adds), atomically, then update the directory in memory."""
+        with self.lock:
+            directory = self.directory
+            parts: dict[int, Usage] = {}
+            updates = []
+            for (pid, log_id), delta in usage.items():
+                if pid not in directory.parts:
+                    raise error_for(E.AGAIN, f"logsdb: partition {pid} was dropped meanwhile")
+                new = delta.merged(directory.logs.get(log_id, {}).get(pid))
+                batch.put(K.dir_key(pid, log_id), new.encode(), self.meta_cf)
+                updates.append((pid, log_id, new))
+                parts[pid] = delta.merged(parts.get(pid))
+            grown_parts = []
+            for pid, delta in parts.items():
+                grown = directory.parts[pid].copy()
+                grown.add(delta)
+                batch.put(K.partition_key(pid), grown.encode(), self.meta_cf)
+                grown_parts.append(grown)
+            self.db.write(batch, sync=sync and wal, wal=wal)
+            for pid, log_id, new in updates:
+                directory.logs.setdefault(log_id, {})[pid] = new
+            for part in grown_parts:
+                directory.parts[part.id] = part
+
+    def drop(self, pids: Iterable[int]) -> None:
+        """Drop whole partitions: their column families and directory entries."""
+        with self.lock:
+            for pid in pids:
+                self.db.drop_cf(self._cfs.pop(pid))
+                cleanup = WriteBatch()
+                cleanup.delete(K.partition_key(pid), self.meta_cf)
+                cleanup.delete_range(K.dir_prefix(pid), K.dir_prefix(pid + 1), self.meta_cf)
+                self.db.write(cleanup)
+                self.directory.remove_partition(pid)
