@@ -7,6 +7,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from logdevice.client import AsyncClient, Client
 from logdevice.errors import (
+    AccessError,
     BadPayloadError,
     ChecksumMismatchError,
     ConnectionFailedError,
@@ -41,6 +42,7 @@ __all__ = [
     "ChecksumMismatchError",
     "ConnectionFailedError",
     "NoBufsError",
+    "AccessError",
     "error_for",
     "LSN_INVALID",
     "LSN_OLDEST",

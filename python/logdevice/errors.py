@@ -99,6 +99,14 @@ class NoBufsError(LogDeviceError, BufferError):
     status = E.NOBUFS
 
 
+class AccessError(LogDeviceError):
+    """The principal may not do this (a log group's ACL, a refused token or node claim).
+    Not a ``PermissionError``: that is an ``OSError``, which callers take for a failed
+    connection."""
+
+    status = E.ACCESS
+
+
 _BY_STATUS: dict[E, type[LogDeviceError]] = {
     cls.status: cls
     for cls in (
@@ -111,6 +119,7 @@ _BY_STATUS: dict[E, type[LogDeviceError]] = {
         InvalidConfigError,
         ConnectionFailedError,
         NoBufsError,
+        AccessError,
     )
 }
 _BY_STATUS[E.PEER_CLOSED] = ConnectionFailedError

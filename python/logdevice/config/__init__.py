@@ -5,21 +5,29 @@
 field (``logs[2].replication.rack``), also available as ``err.source`` and ``err.field``.
 
 Modules: ``location`` (scopes and ``region.dc.cluster.row.rack`` locations),
-``replication`` (the replication property), ``model`` (the frozen value types),
+``replication`` (the replication property), ``model`` (the frozen value types, the
+``security`` section among them),
 ``_parse`` (validation), ``local`` (configs for local clusters).
 """
 
 from logdevice.config.local import id_ranges, make_local_config
 from logdevice.config.location import LOCATION_SCOPES, Location, NodeLocationScope
 from logdevice.config.model import (
+    ACL_ACTIONS,
+    ANONYMOUS,
+    ANY_AUTHENTICATED,
     LOGID_MIN,
     MAX_PAYLOAD_SIZE,
     ROLES,
     USER_LOGID_MAX,
+    Acl,
     Config,
     LogGroup,
     NodeConfig,
+    PrincipalConfig,
+    SecurityConfig,
     Settings,
+    TlsConfig,
     Weights,
 )
 from logdevice.config.replication import MAX_REPLICATION, ReplicationProperty
@@ -30,6 +38,13 @@ __all__ = [
     "LogGroup",
     "Settings",
     "Weights",
+    "SecurityConfig",
+    "TlsConfig",
+    "PrincipalConfig",
+    "Acl",
+    "ACL_ACTIONS",
+    "ANY_AUTHENTICATED",
+    "ANONYMOUS",
     "Location",
     "NodeLocationScope",
     "LOCATION_SCOPES",

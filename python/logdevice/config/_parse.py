@@ -14,26 +14,39 @@ from typing import Any
 from logdevice.config._fields import FieldError, Obj, check_int, check_list, check_str, join
 from logdevice.config.location import Location, NodeLocationScope
 from logdevice.config.model import (
+    ACL_ACTIONS,
+    ANONYMOUS,
+    ANY_AUTHENTICATED,
+    DEFAULT_ACL,
     DEFAULT_STORE_TIMEOUT_MS,
     LOGID_MIN,
     MAX_PAYLOAD_SIZE,
     ROLES,
     USER_LOGID_MAX,
+    Acl,
     Config,
     LogGroup,
     NodeConfig,
+    PrincipalConfig,
+    SecurityConfig,
     Settings,
+    TlsConfig,
     Weights,
 )
 from logdevice.config.replication import ReplicationProperty
 from logdevice.epochstore.uri import parse_epoch_store_uri
 from logdevice.errors import InvalidConfigError
 
-TOP_KEYS = ("cluster", "nodes", "logs", "epoch_store", "data_dir", "settings")
+TOP_KEYS = ("cluster", "nodes", "logs", "epoch_store", "data_dir", "settings", "security")
 NODE_KEYS = ("index", "host", "port", "admin_port", "location", "roles", "weights", "data_dir")
 LOG_KEYS = ("name", "id", "replication", "nodeset_size", "scd", "sticky_copysets",
             "sticky_block_bytes", "sticky_block_ms", "backlog_retention_ms",
-            "max_writes_in_flight", "store_timeout_ms")
+            "max_writes_in_flight", "store_timeout_ms", "acl")
+SECURITY_KEYS = ("tls", "node_subjects", "node_secret", "node_secret_file", "principals", "acl")
+TLS_KEYS = ("cert", "key", "ca", "require_client_cert")
+PRINCIPAL_KEYS = ("token", "token_file")
+#: Shorter shared secrets are refused: a token is all it takes to act as its principal.
+MIN_SECRET_LENGTH = 16
 MAX_NODE_INDEX = 32767  # node_index_t is 16-bit signed in LogDevice
 MAX_STORE_TIMEOUT_MS = 3_600_000
 MAX_WRITES_IN_FLIGHT = 1_000_000
@@ -49,6 +62,7 @@ SETTING_BOUNDS: dict[str, tuple[float | None, float | None]] = {
 SETTING_CHOICES: dict[str, tuple[str, ...]] = {
     "append_store_durability": ("memory", "async_write", "sync_write"),
 }
+_PRINCIPAL_NAME = re.compile(r"^[A-Za-z0-9_.@\-]{1,128}$")
 _CLUSTER_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,127}$")
 _HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:]*:[0-9A-Fa-f:.]*"
                    r"|[A-Za-z0-9]([A-Za-z0-9\-.]*[A-Za-z0-9])?)$")
@@ -116,9 +130,12 @@ def _parse(d: Any, base_dir: Path, source: str | None) -> Config:
                                         "shared store, 'zookeeper:host:port/root'")
     data_dir = top.get_str("data_dir", "data", nonempty=True)
     settings = _parse_settings(top.raw("settings", {}))
-    logs = _parse_logs(top.raw("logs", []), nodes)
+    raw_security = top.raw("security", None)
+    security = None if raw_security is None else _parse_security(raw_security)
+    logs = _parse_logs(top.raw("logs", []), nodes, security)
     return Config(cluster=cluster, nodes=nodes, logs=logs, epoch_store=epoch_store,
-                  data_dir=data_dir, settings=settings, base_dir=base_dir, source=source)
+                  data_dir=data_dir, settings=settings, security=security,
+                  base_dir=base_dir, source=source)
 
 
 # -- nodes ---------------------------------------------------------------------------------
@@ -185,13 +202,14 @@ def _parse_node(o: Obj) -> NodeConfig:
 
 
 # -- logs ----------------------------------------------------------------------------------
-def _parse_logs(raw: Any, nodes: tuple[NodeConfig, ...]) -> tuple[LogGroup, ...]:
+def _parse_logs(raw: Any, nodes: tuple[NodeConfig, ...],
+                security: SecurityConfig | None) -> tuple[LogGroup, ...]:
     items = check_list(raw, "logs")
     groups: list[LogGroup] = []
     name_at: dict[str, int] = {}
     for i, item in enumerate(items):
         p = join("logs", i)
-        group = _parse_log_group(Obj(item, p), nodes)
+        group = _parse_log_group(Obj(item, p), nodes, security)
         if group.name in name_at:
             raise FieldError(join(p, "name"), f"duplicate log group name {group.name!r} "
                                               f"(also logs[{name_at[group.name]}])")
@@ -230,7 +248,8 @@ def _parse_id_range(raw: Any, path: str) -> tuple[int, int]:
     return bounds[0], bounds[1]
 
 
-def _parse_log_group(o: Obj, nodes: tuple[NodeConfig, ...]) -> LogGroup:
+def _parse_log_group(o: Obj, nodes: tuple[NodeConfig, ...],
+                     security: SecurityConfig | None) -> LogGroup:
     o.done(LOG_KEYS)
     lo, hi = _parse_id_range(o.raw("id"), o.path_of("id"))
     name = o.get_str("name", f"log_{lo}" if lo == hi else f"logs_{lo}_{hi}", nonempty=True)
@@ -250,6 +269,12 @@ def _parse_log_group(o: Obj, nodes: tuple[NodeConfig, ...]) -> LogGroup:
                   for k, v in enumerate(timeouts))
     if t_lo > t_hi:
         raise FieldError(o.path_of("store_timeout_ms"), f"initial {t_lo} > max {t_hi}")
+    acl = None
+    if o.raw("acl", None) is not None:
+        if security is None:  # an ACL nobody enforces must not look like protection
+            raise FieldError(o.path_of("acl"), "ACLs need a top-level 'security' section "
+                                               "(without one every peer may do everything)")
+        acl = _parse_acl(o.raw("acl"), o.path_of("acl"), security.principals)
     group = LogGroup(
         name=name, lo=lo, hi=hi, replication=rep, nodeset_size=nodeset_size,
         scd=o.get_bool("scd", True),
@@ -259,6 +284,7 @@ def _parse_log_group(o: Obj, nodes: tuple[NodeConfig, ...]) -> LogGroup:
         backlog_retention_ms=o.get_int("backlog_retention_ms", None, lo=1),
         max_writes_in_flight=o.get_int("max_writes_in_flight", 1000, lo=1, hi=MAX_WRITES_IN_FLIGHT),
         store_timeout_ms=(t_lo, t_hi),
+        acl=acl,
     )
     return group
 
@@ -328,3 +354,95 @@ def _parse_settings(raw: Any) -> Settings:
                          f"suspect_timeout_ms ({s.suspect_timeout_ms}) <= dead_timeout_ms "
                          f"({s.dead_timeout_ms})")
     return s
+
+
+# -- security ------------------------------------------------------------------------------
+def _parse_security(raw: Any) -> SecurityConfig:
+    o = Obj(raw, "security")
+    o.done(SECURITY_KEYS)
+    tls = None
+    if o.raw("tls", None) is not None:
+        t = Obj(o.raw("tls"), "security.tls")
+        t.done(TLS_KEYS)
+        tls = TlsConfig(cert=t.get_str("cert", nonempty=True), key=t.get_str("key", nonempty=True),
+                        ca=t.get_str("ca", nonempty=True),
+                        require_client_cert=t.get_bool("require_client_cert", False))
+    subjects_path = o.path_of("node_subjects")
+    subjects = tuple(check_str(v, join(subjects_path, i), nonempty=True)
+                     for i, v in enumerate(check_list(o.raw("node_subjects", []), subjects_path)))
+    if subjects and tls is None:
+        raise FieldError(subjects_path, "node certificates need 'tls' (or use node_secret)")
+    node_secret = o.get_str("node_secret", None)
+    node_secret_file = o.get_str("node_secret_file", None, nonempty=True)
+    if node_secret is not None and node_secret_file is not None:
+        raise FieldError(o.path_of("node_secret_file"), "give node_secret or node_secret_file, "
+                                                        "not both")
+    if node_secret is not None:
+        _check_secret(node_secret, o.path_of("node_secret"))
+    if not subjects and node_secret is None and node_secret_file is None:
+        raise FieldError("security", "nodes could not authenticate each other: give "
+                                     "'node_subjects' (with 'tls': the CNs of node "
+                                     "certificates) or 'node_secret' / 'node_secret_file'")
+    principals = _parse_principals(o.raw("principals", {}), subjects, node_secret)
+    acl = DEFAULT_ACL
+    if o.raw("acl", None) is not None:
+        acl = _parse_acl(o.raw("acl"), o.path_of("acl"), principals).over(DEFAULT_ACL)
+    return SecurityConfig(tls=tls, node_subjects=subjects, node_secret=node_secret,
+                          node_secret_file=node_secret_file, principals=principals, acl=acl)
+
+
+def _check_secret(value: str, path: str) -> None:
+    if len(value) < MIN_SECRET_LENGTH:
+        raise FieldError(path, f"a shared secret needs at least {MIN_SECRET_LENGTH} "
+                               f"characters, got {len(value)}")
+
+
+def _parse_principals(raw: Any, node_subjects: tuple[str, ...], node_secret: str | None
+                      ) -> tuple[PrincipalConfig, ...]:
+    o = Obj(raw, "security.principals")
+    out: list[PrincipalConfig] = []
+    token_of: dict[str, str] = {}
+    for name in o.value:
+        p = o.path_of(name)
+        if not _PRINCIPAL_NAME.match(name) or name in (ANY_AUTHENTICATED, ANONYMOUS):
+            raise FieldError(p, f"{name!r} is not a principal name: use 1-128 letters, digits,"
+                                f" '_', '-', '.', '@' (not {ANONYMOUS!r})")
+        if name in node_subjects:
+            raise FieldError(p, f"{name!r} is also in node_subjects: its certificates would "
+                                "be nodes'")
+        entry = Obj(o.raw(name), p)
+        entry.done(PRINCIPAL_KEYS)
+        token = entry.get_str("token", None)
+        token_file = entry.get_str("token_file", None, nonempty=True)
+        if token is not None and token_file is not None:
+            raise FieldError(entry.path_of("token_file"), "give token or token_file, not both")
+        if token is not None:
+            _check_secret(token, entry.path_of("token"))
+            if token == node_secret:
+                raise FieldError(entry.path_of("token"), "is the node secret")
+            if token in token_of:
+                raise FieldError(entry.path_of("token"), f"is also {token_of[token]!r}'s token")
+            token_of[token] = name
+        out.append(PrincipalConfig(name=name, token=token, token_file=token_file))
+    return tuple(out)
+
+
+def _parse_acl(raw: Any, path: str, principals: tuple[PrincipalConfig, ...]) -> Acl:
+    o = Obj(raw, path)
+    o.done(ACL_ACTIONS)
+    known = {p.name for p in principals} | {ANY_AUTHENTICATED, ANONYMOUS}
+    grants: dict[str, tuple[str, ...] | None] = {}
+    for action in ACL_ACTIONS:
+        value = o.raw(action, None)
+        if value is None:
+            grants[action] = None
+            continue
+        names = []
+        for i, name in enumerate(check_list(value, o.path_of(action))):
+            where = join(o.path_of(action), i)
+            if check_str(name, where) not in known:
+                raise FieldError(where, f"{name!r} is not a principal of security.principals "
+                                        f"(nor {ANY_AUTHENTICATED!r} or {ANONYMOUS!r})")
+            names.append(name)
+        grants[action] = tuple(names)
+    return Acl(**grants)

@@ -43,6 +43,7 @@ def make_local_config(
     settings: Mapping[str, Any] | None = None,
     epoch_store: str | None = None,
     data_dir: str | None = None,
+    security: Mapping[str, Any] | None = None,
 ) -> Config:
     """A validated config for ``n_nodes`` nodes on ``host`` with data under ``root``.
 
@@ -71,6 +72,8 @@ def make_local_config(
     data_dir : str, optional
         The config's ``data_dir`` as written (relative paths are taken from the directory
         the config is loaded from); default ``<root>/data``.
+    security : dict, optional
+        The ``security`` section as JSON (TLS, principals, ACLs); default none.
 
     The config's ``base_dir`` is ``root``: dump it to ``<root>/cluster.json``.
     """
@@ -105,4 +108,6 @@ def make_local_config(
     }
     if settings:
         d["settings"] = dict(settings)
+    if security is not None:
+        d["security"] = dict(security)
     return Config.from_dict(d, source=root / "cluster.json", base_dir=root)

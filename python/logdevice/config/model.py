@@ -26,6 +26,11 @@ ROLES = ("sequencer", "storage")
 LOGID_MIN = 1
 USER_LOGID_MAX = 2**62 - 1 - 1000
 MAX_PAYLOAD_SIZE = 32 * 1024 * 1024
+#: What a log group's ACL grants, action by action.
+ACL_ACTIONS = ("append", "read", "trim", "admin")
+#: ACL entries that are not principal names: any authenticated principal; anyone at all.
+ANY_AUTHENTICATED = "*"
+ANONYMOUS = "anonymous"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +91,106 @@ class NodeConfig:
         return d
 
 
+@dataclass(frozen=True, slots=True)
+class Acl:
+    """Who may do what to a log group's logs, by principal name.
+
+    ``"*"`` is any authenticated principal, ``"anonymous"`` also admits connections that
+    did not authenticate.  An action left ``None`` in a log group's ACL takes the cluster's
+    default (``security.acl``).
+    """
+
+    append: tuple[str, ...] | None = None  # APPEND (single appends and BufferedWriter blobs)
+    read: tuple[str, ...] | None = None  # read streams, GET_TAIL, GET_HEAD, FIND_TIME, DATA_SIZE
+    trim: tuple[str, ...] | None = None  # TRIM
+    admin: tuple[str, ...] | None = None  # the checker's record availability; cluster-wide: ldshell
+
+    def names(self, action: str) -> tuple[str, ...] | None:
+        """The principals granted ``action`` (one of ``ACL_ACTIONS``), None if not set."""
+        names: tuple[str, ...] | None = getattr(self, action)
+        return names
+
+    def over(self, default: Acl) -> Acl:
+        """This ACL with the actions it leaves unset taken from ``default``."""
+        return Acl(**{a: self.names(a) if self.names(a) is not None else default.names(a)
+                      for a in ACL_ACTIONS})
+
+    def to_dict(self) -> dict[str, list[str]]:
+        return {a: list(names) for a in ACL_ACTIONS if (names := self.names(a)) is not None}
+
+
+#: Without an ACL of its own a log group grants every action to every authenticated
+#: principal (and nothing to anonymous connections).
+DEFAULT_ACL = Acl(append=(ANY_AUTHENTICATED,), read=(ANY_AUTHENTICATED,),
+                  trim=(ANY_AUTHENTICATED,), admin=(ANY_AUTHENTICATED,))
+
+
+@dataclass(frozen=True, slots=True)
+class TlsConfig:
+    """TLS on every connection (paths are relative to the config file)."""
+
+    cert: str  # the nodes' certificate chain (PEM): served, and shown to peers as a client
+    key: str  # the private key of ``cert`` (PEM)
+    ca: str  # the CA certificates (PEM) that sign node and client certificates
+    require_client_cert: bool = False  # refuse connections without a client certificate
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cert": self.cert, "key": self.key, "ca": self.ca,
+                "require_client_cert": self.require_client_cert}
+
+
+@dataclass(frozen=True, slots=True)
+class PrincipalConfig:
+    """A principal clients may authenticate as: by a client certificate whose subject CN
+    is ``name``, or by sending its token in HELLO."""
+
+    name: str  # the name ACLs use (and the CN of its client certificates)
+    token: str | None = None  # shared secret that authenticates as this principal
+    token_file: str | None = None  # ... or a file holding it (first line)
+
+    def to_dict(self) -> dict[str, str]:
+        d = {}
+        if self.token is not None:
+            d["token"] = self.token
+        if self.token_file is not None:
+            d["token_file"] = self.token_file
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class SecurityConfig:
+    """The config's ``security`` section: with it, connections authenticate and log group
+    ACLs apply; without it, every peer may do everything (local dev clusters)."""
+
+    tls: TlsConfig | None = None  # TLS on every connection; None: plain TCP
+    node_subjects: tuple[str, ...] = ()  # client-certificate CNs that identify nodes
+    node_secret: str | None = None  # nodes' shared secret, sent in HELLO (with or without TLS)
+    node_secret_file: str | None = None  # ... or a file holding it (first line)
+    principals: tuple[PrincipalConfig, ...] = ()  # the object ``{name: {token...}}``
+    acl: Acl = DEFAULT_ACL  # log groups without an ACL; its admin also covers GET_PARTITIONS
+
+    def principal(self, name: str) -> PrincipalConfig | None:
+        for p in self.principals:
+            if p.name == name:
+                return p
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {}
+        if self.tls is not None:
+            d["tls"] = self.tls.to_dict()
+        if self.node_subjects:
+            d["node_subjects"] = list(self.node_subjects)
+        if self.node_secret is not None:
+            d["node_secret"] = self.node_secret
+        if self.node_secret_file is not None:
+            d["node_secret_file"] = self.node_secret_file
+        if self.principals:
+            d["principals"] = {p.name: p.to_dict() for p in self.principals}
+        d["acl"] = self.acl.to_dict()
+        return d
+
+
 #: First store wave's timeout and cap, ms.  LogDevice starts at 10 ms; Python nodes doing
 #: group commit on shared cores answer a healthy STORE in a few ms but with a long tail, and
 #: a premature second wave costs an extra copy and breaks sticky blocks.
@@ -108,6 +213,7 @@ class LogGroup:
     backlog_retention_ms: int | None = None  # None: keep forever (until trimmed)
     max_writes_in_flight: int = 1000
     store_timeout_ms: tuple[int, int] = DEFAULT_STORE_TIMEOUT_MS
+    acl: Acl | None = None  # who may append, read, trim, administer (needs ``security``)
 
     def __contains__(self, log_id: object) -> bool:
         return isinstance(log_id, int) and self.lo <= log_id <= self.hi
@@ -136,6 +242,8 @@ class LogGroup:
             d["backlog_retention_ms"] = self.backlog_retention_ms
         d["max_writes_in_flight"] = self.max_writes_in_flight
         d["store_timeout_ms"] = list(self.store_timeout_ms)
+        if self.acl is not None:
+            d["acl"] = self.acl.to_dict()
         return d
 
 
@@ -204,6 +312,7 @@ class Config:
     epoch_store: str = "file:epochs.sqlite"  # as written; see epoch_store_uri
     data_dir: str = "data"  # as written; see data_root
     settings: Settings = field(default_factory=Settings)
+    security: SecurityConfig | None = None  # None: no authentication, no ACLs
     # Where relative paths are resolved: the config file's directory.
     base_dir: Path = field(default_factory=Path.cwd, compare=False)
     source: str | None = field(default=None, compare=False)
@@ -243,6 +352,8 @@ class Config:
         settings = self.settings.to_dict()
         if settings:
             d["settings"] = settings
+        if self.security is not None:
+            d["security"] = self.security.to_dict()
         return d
 
     def dump(self, path: str | os.PathLike[str]) -> Path:
@@ -317,6 +428,10 @@ class Config:
         return available if group.nodeset_size is None else min(group.nodeset_size, available)
 
     # -- paths --------------------------------------------------------------------------
+    def resolve_path(self, path: str) -> Path:
+        """A path as written in the config, relative ones taken from its directory."""
+        return (self.base_dir / path).resolve()
+
     @property
     def data_root(self) -> Path:
         return (self.base_dir / self.data_dir).resolve()
