@@ -5,6 +5,10 @@ After each, the nodes are stopped and every node's LogsDB is opened: every ackno
 record must have R copies again on nodes that are not being rebuilt, with its payload,
 and every copyset a copy carries must name only nodes that hold the record
 (``check_rebuilt_on_disk``), not merely "the rebuild said it was done".
+
+The cluster checker agrees: while a lost node waits for rebuilding its copies are counted
+as ``rebuilding``, not as durability violations; once rebuilt, ``ldshell check`` finds
+every record and nothing wrong.
 """
 
 from __future__ import annotations
@@ -296,3 +300,61 @@ def test_drain_then_remove(local_cluster):
     cluster.stop_all()
     others = [n for n in range(4) if n != drained]
     assert check_rebuilt_on_disk(cluster, acked, 2, others) == 0
+
+
+# -- the checker's view of a rebuilding -----------------------------------------------------
+
+CLEAN = {"placement": 0, "durability": 0, "progress": 0, "availability": 0}
+
+
+def check_report(cluster) -> dict:
+    """``ldshell check --json``: it must have run clean (exit 0) and checked every log."""
+    p = ldshell(cluster, "check", "--json")
+    assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:])
+    report = json.loads(p.stdout)
+    assert report["violations"] == CLEAN and not report["errors"], report
+    return report
+
+
+def copies_naming(cluster, node: int) -> int:
+    """Records whose copyset names ``node``, as the storage nodes' copyset indexes say."""
+    p = ldshell(cluster, "query", "SELECT count(*) AS n FROM (SELECT DISTINCT log_id, lsn "
+                f"FROM record_csi WHERE list_contains(copyset, {node}))", "--json")
+    assert p.returncode == 0, p.stderr
+    return int(json.loads(p.stdout)[0]["n"])
+
+
+def test_checker_counts_a_lost_nodes_copies_as_rebuilding_until_they_are_rebuilt(
+        local_cluster):
+    # The nodes never read the event log: the lost node stays in the rebuilding set.
+    cluster = local_cluster(nodes=3, replication=2, logs=LOGS, rebuilding_poll_ms=600_000)
+    with ld.Client(cluster.config_path, timeout=30.0) as client:
+        acked = append_many(client, 1, 1000, b"r") | append_many(client, 2, 500, b"s")
+    lost = non_sequencer(cluster)
+    named = copies_naming(cluster, lost)
+    assert 0.5 * len(acked) < named < 0.85 * len(acked)  # 2 of 3 nodes per copyset
+    cluster.stop(lost)
+    p = ldshell(cluster, "mark-unrecoverable", str(lost))
+    assert p.returncode == 0, p.stderr
+    assert cluster.shard_statuses()[lost] == A.UNDERREPLICATION
+    report = check_report(cluster)
+    assert report["summary"]["records"] == len(acked)
+    assert report["summary"]["rebuilding"] == named  # its copies: missing, not lost
+
+
+def test_checker_is_clean_after_rebuilding(local_cluster):
+    cluster = local_cluster(nodes=4, replication=2, logs=LOGS)
+    with ld.Client(cluster.config_path, timeout=30.0) as client:
+        acked = append_many(client, 1, 3000, b"c") | append_many(client, 2, 3000, b"d")
+        lost = non_sequencer(cluster)
+        cluster.stop(lost)
+        p = ldshell(cluster, "mark-unrecoverable", str(lost))
+        assert p.returncode == 0, p.stderr
+        cluster.wait_rebuilt([lost], timeout=120)
+        assert cluster.shard_statuses() == {lost: A.AUTHORITATIVE_EMPTY}
+        report = check_report(cluster)
+        # It looked at every record, and no copyset names the lost node any more.
+        assert report["summary"]["records"] == len(acked)
+        assert report["summary"]["rebuilding"] == 0
+        assert report["summary"]["under_replicated"] == 0
+        assert copies_naming(cluster, lost) == 0
