@@ -235,7 +235,7 @@ def test_use_after_close_raises(tmp_path):
     for call in (
         lambda: d.get(b"k", cf), lambda: d.put(b"k", b"v"), lambda: d.write(b),
         lambda: d.iterator(cf), lambda: d["a"], lambda: it.seek_to_first(), lambda: it.valid(),
-        lambda: it.read_many(), lambda: cf._handle(), lambda: b.put(b"x", b"y", cf),
+        lambda: it.read_many(), lambda: cf.handle(), lambda: b.put(b"x", b"y", cf),
         lambda: d.flush(), lambda: d.property("rocksdb.stats"), lambda: d.create_cf("z"),
     ):
         with pytest.raises(LogDeviceError) as ei:

@@ -5,7 +5,7 @@ It mirrors the C API one object per interface (h5py style): :class:`DB`,
 else should need RocksDB.
 
 Ownership: every pointer that depends on the open database (column family handles,
-iterators and their read options) belongs to one ``_State`` object, which frees them in a
+iterators and their read options) belongs to one ``Ownership`` object, which frees them in a
 safe order: iterators, then handles, then the database.  ``DB.close()`` and the garbage
 collector both go through it, so closing is idempotent and never frees twice; using a
 closed object raises :class:`~logdevice.errors.LogDeviceError` (``E.SHUTDOWN``) instead of
@@ -67,7 +67,8 @@ class Options:
     atomic_flush: bool = False
     keep_log_file_num: int | None = 4
 
-    def _build(self):
+    def build(self):
+        """The C options object (freed when garbage-collected)."""
         opt = ffi.gc(lib.rocksdb_options_create(), lib.rocksdb_options_destroy)
         lib.rocksdb_options_set_create_if_missing(opt, self.create_if_missing)
         lib.rocksdb_options_set_create_missing_column_families(
@@ -117,7 +118,7 @@ class Options:
 # --------------------------------------------------------------------------- ownership
 
 
-class _State:
+class Ownership:
     """Owns the database pointer and everything that must be freed before it."""
 
     def __init__(self, db, options) -> None:
@@ -186,13 +187,9 @@ class ColumnFamily:
         self.db = db
         self.name = name
 
-    def _handle(self):
-        handle = self.db._state.cfs.get(self.name)
-        if handle is None:
-            if self.db._state.db is None:
-                raise closed_error()
-            raise error_for(E.NOTFOUND, f"column family {self.name!r} was dropped")
-        return handle
+    def handle(self):
+        """The C handle (SHUTDOWN once the database is closed, NOTFOUND once dropped)."""
+        return self.db.cf_handle(self.name)
 
     def __repr__(self) -> str:
         return f"ColumnFamily({self.name!r})"
@@ -204,7 +201,7 @@ class DB:
     Use :meth:`DB.open`.  ``db[name]`` is the :class:`ColumnFamily` called ``name``.
     """
 
-    def __init__(self, state: _State, path: str, options: Options) -> None:
+    def __init__(self, state: Ownership, path: str, options: Options) -> None:
         self._state = state
         self.path = path
         self.options = options
@@ -232,7 +229,7 @@ class DB:
         elif option_kwargs:
             raise error_for(E.INVALID_PARAM, "pass either options or keyword options, not both")
         path = fspath(path)
-        opt = options._build()
+        opt = options.build()
         bpath = path.encode()
         names = [DEFAULT_CF]
         for name in _list_cfs(path, opt):
@@ -250,7 +247,7 @@ class DB:
             handles, err,
         )
         raise_error(err)
-        state = _State(db, opt)
+        state = Ownership(db, opt)
         for i, name in enumerate(names):
             state.cfs[name] = handles[i]
         return cls(state, path, options)
@@ -277,6 +274,16 @@ class DB:
 
     # ---- column families
 
+
+    def cf_handle(self, name: str):
+        """The C handle of column family ``name`` (SHUTDOWN once closed, NOTFOUND once
+        dropped)."""
+        handle = self._state.cfs.get(name)
+        if handle is None:
+            if self._state.db is None:
+                raise closed_error()
+            raise error_for(E.NOTFOUND, f"column family {name!r} was dropped")
+        return handle
     def __getitem__(self, name: str) -> ColumnFamily:
         self._db()
         cf = self._cfs.get(name)
@@ -310,7 +317,7 @@ class DB:
         name = cf if isinstance(cf, str) else cf.name
         if name == DEFAULT_CF:
             raise error_for(E.INVALID_PARAM, "the default column family cannot be dropped")
-        handle = self[name]._handle()
+        handle = self[name].handle()
         err = ffi.new("char**")
         lib.rocksdb_drop_column_family(db, handle, err)
         raise_error(err)
@@ -328,7 +335,7 @@ class DB:
 
     def put(self, key, value, cf: ColumnFamily | None = None, sync: bool = False) -> None:
         db = self._db()
-        handle = self._state.cfs[DEFAULT_CF] if cf is None else cf._handle()
+        handle = self._state.cfs[DEFAULT_CF] if cf is None else cf.handle()
         err = ffi.new("char**")
         lib.rocksdb_put_cf(
             db, self._state.write_opts[sync, True], handle,
@@ -341,7 +348,7 @@ class DB:
     def get(self, key, cf: ColumnFamily | None = None) -> bytes | None:
         """The value at ``key``, or None."""
         db = self._db()
-        handle = self._state.cfs[DEFAULT_CF] if cf is None else cf._handle()
+        handle = self._state.cfs[DEFAULT_CF] if cf is None else cf.handle()
         err = ffi.new("char**")
         pin = lib.rocksdb_get_pinned_cf(
             db, self._state.read_opts, handle, as_buf(key), len(key), err
@@ -366,7 +373,9 @@ class DB:
         readahead: int = 0,
     ) -> Iterator:
         """An :class:`Iterator` over ``[lower, upper)`` of ``cf``, not yet positioned."""
-        return Iterator(self, cf, lower, upper, fill_cache, readahead)
+        return Iterator(self, self._state, self._db(),
+                        self.cf_handle(cf.name if cf else DEFAULT_CF), lower, upper,
+                        fill_cache, readahead)
 
     def iterate(
         self, cf: ColumnFamily | None = None, lower: bytes | None = None,
@@ -389,10 +398,10 @@ class DB:
         err = ffi.new("char**")
         if cf is None:
             for name in list(self._state.cfs):
-                lib.rocksdb_flush_cf(db, self._state.flush_opts, self[name]._handle(), err)
+                lib.rocksdb_flush_cf(db, self._state.flush_opts, self[name].handle(), err)
                 raise_error(err)
         else:
-            lib.rocksdb_flush_cf(db, self._state.flush_opts, cf._handle(), err)
+            lib.rocksdb_flush_cf(db, self._state.flush_opts, cf.handle(), err)
             raise_error(err)
 
     def flush_wal(self, sync: bool = True) -> None:
@@ -406,7 +415,7 @@ class DB:
     ) -> None:
         """Compact ``[start, end]`` of ``cf`` (None: unbounded)."""
         db = self._db()
-        handle = self._state.cfs[DEFAULT_CF] if cf is None else cf._handle()
+        handle = self._state.cfs[DEFAULT_CF] if cf is None else cf.handle()
         lib.rocksdb_compact_range_cf(
             db, handle,
             ffi.NULL if start is None else start, 0 if start is None else len(start),
@@ -419,7 +428,7 @@ class DB:
         if cf is None:
             ptr = lib.rocksdb_property_value(db, name.encode())
         else:
-            ptr = lib.rocksdb_property_value_cf(db, cf._handle(), name.encode())
+            ptr = lib.rocksdb_property_value_cf(db, cf.handle(), name.encode())
         if ptr == ffi.NULL:
             return None
         try:
@@ -450,7 +459,7 @@ class DB:
         sizes = ffi.new("uint64_t[1]")
         err = ffi.new("char**")
         lib.rocksdb_approximate_sizes_cf(
-            db, cf._handle(), 1, ffi.new("char*[]", [ffi.from_buffer(start)]),
+            db, cf.handle(), 1, ffi.new("char*[]", [ffi.from_buffer(start)]),
             ffi.new("size_t[]", [len(start)]), ffi.new("char*[]", [ffi.from_buffer(end)]),
             ffi.new("size_t[]", [len(end)]), sizes, err,
         )
@@ -460,7 +469,7 @@ class DB:
 
 def list_column_families(path, options: Options | None = None) -> list[str]:
     """Column families of the database at ``path``; [] if there is none."""
-    return _list_cfs(fspath(path), (options or Options())._build())
+    return _list_cfs(fspath(path), (options or Options()).build())
 
 
 def _list_cfs(path: str, opt) -> list[str]:

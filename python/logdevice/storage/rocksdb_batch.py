@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def _cf_handle(cf: ColumnFamily | None):
-    return ffi.NULL if cf is None else cf._handle()
+    return ffi.NULL if cf is None else cf.handle()
 
 
 class WriteBatch:
@@ -39,7 +39,7 @@ class WriteBatch:
             lib.rocksdb_writebatch_put(b, as_buf(key), len(key), as_buf(value), len(value))
         else:
             lib.rocksdb_writebatch_put_cf(
-                b, cf._handle(), as_buf(key), len(key), as_buf(value), len(value)
+                b, cf.handle(), as_buf(key), len(key), as_buf(value), len(value)
             )
 
     def delete(self, key, cf: ColumnFamily | None = None) -> None:
@@ -47,7 +47,7 @@ class WriteBatch:
         if cf is None:
             lib.rocksdb_writebatch_delete(b, as_buf(key), len(key))
         else:
-            lib.rocksdb_writebatch_delete_cf(b, cf._handle(), as_buf(key), len(key))
+            lib.rocksdb_writebatch_delete_cf(b, cf.handle(), as_buf(key), len(key))
 
     def delete_range(self, start, end, cf: ColumnFamily | None = None) -> None:
         """Delete every key in ``[start, end)``."""
@@ -56,7 +56,7 @@ class WriteBatch:
             lib.rocksdb_writebatch_delete_range(b, as_buf(start), len(start), as_buf(end), len(end))
         else:
             lib.rocksdb_writebatch_delete_range_cf(
-                b, cf._handle(), as_buf(start), len(start), as_buf(end), len(end)
+                b, cf.handle(), as_buf(start), len(start), as_buf(end), len(end)
             )
 
     def put_many(

@@ -2,7 +2,7 @@
 
 ``read_many`` and ``read_keys`` copy many entries per cffi call into growable numpy buffers
 (``ld_iter_read*`` in ``_ext/build_rocksdb.py``).  The iterator and its read options are
-owned by the database's ``_State`` so they are always freed before the database.
+owned by the database's ``Ownership`` so they are always freed before the database.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import numpy as np
 from logdevice._rocksdb import ffi, lib
 from logdevice.storage._rdb import (
     _U64,
-    DEFAULT_CF,
     as_buf,
     as_u64,
     cbuf,
@@ -28,7 +27,7 @@ from logdevice.storage._rdb import (
 )
 
 if TYPE_CHECKING:
-    from logdevice.storage.rocksdb import DB
+    from logdevice.storage.rocksdb import DB, Ownership
 
 
 @dataclass
@@ -148,9 +147,8 @@ class Iterator:
     Iterating the object yields ``(key, value)`` from the current position.
     """
 
-    def __init__(self, db: DB, cf, lower, upper, fill_cache=True, readahead=0) -> None:
-        dbp = db._db()
-        handle = db._state.cfs[DEFAULT_CF] if cf is None else cf._handle()
+    def __init__(self, db: DB, state: Ownership, dbp, handle, lower, upper, fill_cache=True,
+                 readahead=0) -> None:
         ro = lib.rocksdb_readoptions_create()
         keep = []
         # The read options point at the bound bytes: they must live as long as the iterator.
@@ -166,10 +164,10 @@ class Iterator:
         if readahead:
             lib.rocksdb_readoptions_set_readahead_size(ro, readahead)
         it = lib.rocksdb_create_iterator_cf(dbp, ro, handle)
-        self._db = db
-        self._state = db._state
-        self._token = db._state.add_iter(it, ro, keep)
-        self._finalizer = weakref.finalize(self, db._state.release_iter, self._token)
+        self._db = db  # kept alive: collecting it closes the database
+        self._state = state
+        self._token = state.add_iter(it, ro, keep)
+        self._finalizer = weakref.finalize(self, state.release_iter, self._token)
         self._size = ffi.new("size_t*")
 
     def _it(self):
