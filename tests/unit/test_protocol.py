@@ -183,12 +183,12 @@ def test_hello_golden_bytes():
     hello = p.Hello(cluster="test", protocol_version=1, role="node", node_index=3,
                     location="r1.dc1.c1.row1.rack1")
     golden = bytes.fromhex(
-        "2f000000"  # frame_length 47
+        "30000000"  # frame_length 48
         "0100"  # HELLO
         "01"  # version 1
         "00"  # flags
-        "23000000"  # header_length 35
-        "96"  # msgpack array of 6 fields
+        "24000000"  # header_length 36
+        "97"  # msgpack array of 7 fields
         "a474657374"  # "test"
         "01"  # protocol_version 1
         "a46e6f6465"  # "node"
@@ -196,9 +196,13 @@ def test_hello_golden_bytes():
         "b47231"  # str of 20 bytes: "r1.dc1.c1.row1.rack1"
         "2e6463312e63312e726f77312e7261636b31"
         "a0"  # store_id ""
+        "a0"  # token ""
     )
     assert p.encode_frame(hello) == golden
     assert p.decode_frame(golden) == hello
+    # A peer from before the token field (6 fields) still decodes, with no token.
+    before_token = bytes.fromhex("2f000000" "0100" "01" "00" "23000000" "96") + golden[13:-1]
+    assert p.decode_frame(before_token) == hello
 
 
 def test_records_layout_is_aligned_and_padded():
@@ -404,7 +408,7 @@ def test_encode_errors():
 
 def test_forward_compatible_headers():
     """Extra trailing header fields from a newer peer are ignored; missing ones default."""
-    header = msgspec.msgpack.encode(["test", 1, "client", None, "", "", "a future field"])
+    header = msgspec.msgpack.encode(["test", 1, "client", None, "", "", "", "a future field"])
     (got,) = p.FrameDecoder().feed(prefix(12 + len(header), hl=len(header)) + header)
     assert got == p.Hello(cluster="test")
     header = msgspec.msgpack.encode(["test"])

@@ -8,6 +8,11 @@ The same class serves both directions:
 - *outbound* (our link to another node, see ``links``): we send HELLO(role="node") and
   wait for an OK HELLO_REPLY before the link counts as connected.
 
+With security on (``Node.access``) the HELLO also decides who the peer is: its TLS client
+certificate and HELLO token give its ``principal`` (a peer claiming to be a node must
+prove it, else ACCESS); ``Node.dispatch`` checks every later frame against it.  The peer
+of an outbound link is the node we dialed (TLS verified its certificate).
+
 Bad input closes this connection only: a frame the decoder refuses is answered with an
 ERROR frame naming the problem (status BADMSG or PROTONOSUPPORT), then the connection is
 closed; the node keeps serving the others.  What a peer can make a node hold is bounded:
@@ -46,6 +51,7 @@ from logdevice.protocol import (
     check_hello,
     encode,
 )
+from logdevice.security import NODE_PRINCIPAL, Principal
 
 if TYPE_CHECKING:
     from logdevice.node.links import PeerLink
@@ -78,6 +84,7 @@ class Connection(asyncio.Protocol):
         self.peer_node: int | None = link.index if link is not None else None
         self.peer_location = ""
         self.attrs: dict[str, Any] = {}
+        self._principal: Principal | None = NODE_PRINCIPAL if link is not None else None
         self.ready = False
         self.closed = False
         self.transport: asyncio.Transport | None = None
@@ -96,6 +103,11 @@ class Connection(asyncio.Protocol):
         way = "to" if self.outbound else "from"
         return f"<Connection #{self.id} {way} {who} {self.peername}>"
 
+    @property
+    def principal(self) -> Principal | None:
+        """Who the peer authenticated as (None: security is off, or no HELLO yet)."""
+        return self._principal
+
     # -- asyncio.Protocol -------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses, but behave as one.
@@ -105,9 +117,11 @@ class Connection(asyncio.Protocol):
         t.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)  # type: ignore[attr-defined]
         if self.outbound:
             me = self.node.me
+            access = self.node.access
             self._write_now(Hello(cluster=self.node.config.cluster, role="node",
                                   node_index=me.index, location=str(me.location),
-                                  store_id=self.node.store_id))
+                                  store_id=self.node.store_id,
+                                  token=access.link.token if access is not None else ""))
         else:
             self.node.connections.add(self)
             self._hello_timer = self.node.loop.call_later(HELLO_TIMEOUT, self._hello_timeout)
@@ -212,6 +226,11 @@ class Connection(asyncio.Protocol):
             self._hello_timer = None
         node = self.node
         status, why = check_hello(msg, node.config.cluster, store_id=node.store_id)
+        principal = None
+        if status == E.OK and node.access is not None:
+            assert self.transport is not None
+            status, principal, why = node.access.authenticate(
+                msg.role, msg.token, self.transport.get_extra_info("peercert"))
         if status == E.OK and msg.role == "node" and not node.config.has_node(
                 msg.node_index or 0):
             status, why = E.NOTINSERVERCONFIG, f"node {msg.node_index} is not in the config"
@@ -221,6 +240,7 @@ class Connection(asyncio.Protocol):
             self._write_now(reply)
             self.close()
             return
+        self._principal = principal
         self.peer_role = msg.role
         self.peer_node = msg.node_index if msg.role == "node" else None
         self.peer_location = msg.location

@@ -1,6 +1,7 @@
 """Node-to-node links: one persistent outbound connection per peer, and the loopback.
 
-``PeerLink`` keeps a connection to one other node open: it connects, sends HELLO
+``PeerLink`` keeps a connection to one other node open: it connects (with TLS, and the
+node certificate as its client certificate, when the config says so), sends HELLO
 (role "node"), reconnects with a capped exponential backoff after a failure, and tells
 the node when it comes up or goes down (``Node.on_link_change``).  Everything a node
 sends to a peer travels on its own link (STORE, RELEASE, HEARTBEAT...); the peer answers
@@ -24,6 +25,7 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from logdevice.node.connection import Connection
+from logdevice.security import NODE_PRINCIPAL
 
 if TYPE_CHECKING:
     from logdevice.node.server import Node
@@ -70,12 +72,15 @@ class PeerLink:
         loop = self.node.loop
         timeout = self.node.config.settings.connect_timeout_ms / 1000
         backoff = BACKOFF_INITIAL
+        access = self.node.access
+        tls = access.link.ssl if access is not None else None
         while not self._stopping:
             self._closed_event.clear()
             try:
                 _, conn = await asyncio.wait_for(
                     loop.create_connection(lambda: Connection(self.node, self),
-                                           self.host, self.port),
+                                           self.host, self.port, ssl=tls,
+                                           server_hostname=self.host if tls else None),
                     timeout)
                 self.conn = conn
                 await self._closed_event.wait()
@@ -125,6 +130,7 @@ class _LoopbackEnd:
     """One end of the loopback: what a handler sees as ``conn``."""
 
     peer_role = "node"
+    principal = NODE_PRINCIPAL
     closed = False
 
     def __init__(self, node: Node, id_: int) -> None:

@@ -7,7 +7,8 @@ connections, answers or fails what is in flight, flushes the group commit and th
 last-released pointers, and closes LogsDB.  Exit codes: 0 after a clean stop, 1 when the
 node could not run (port in use, storage error, its epoch store unreachable or not the
 one its peers use), 2 for bad arguments or a bad config (the
-message names the file and the field; nothing was started).
+message names the file and the field, also for a TLS certificate, key or secret file
+that cannot be loaded; nothing was started).
 
 ``--no-uvloop`` (or ``LOGDEVICED_LOOP=asyncio``) uses the standard asyncio loop.
 ``--profile PATH`` (or ``LOGDEVICED_PROFILE_DIR=dir``: ``dir/N<i>.prof``) runs the node
@@ -66,7 +67,11 @@ async def serve(config: Config, index: int) -> int:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    node = build_node(config, index, loop)
+    try:
+        node = build_node(config, index, loop)
+    except InvalidConfigError as exc:  # a certificate, key or secret file it cannot load
+        log.error("N%d cannot start: invalid config: %s", index, exc.message)
+        return EXIT_USAGE
     try:
         # Before serving: the epoch store must be the one the peers use.
         node.store_id = await loop.run_in_executor(None, check_store_identity, config, index)

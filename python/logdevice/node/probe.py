@@ -1,6 +1,6 @@
 """A small blocking client of one node, for tools and tests (not the user client).
 
-``NodeConnection`` opens a TCP connection, does the HELLO handshake and then sends and
+``NodeConnection`` opens a TCP (or TLS) connection, does the HELLO handshake and then sends and
 receives single messages, with a timeout on every wait.  ``LocalCluster`` uses it to see
 whether nodes are ready; cluster tests use it to talk raw protocol to a node (including
 sending garbage on purpose).
@@ -23,6 +23,7 @@ from logdevice.protocol import (
     ProtocolError,
     encode_frame,
 )
+from logdevice.security import PLAIN, ConnectSecurity
 
 
 class NodeConnection:
@@ -39,30 +40,52 @@ class NodeConnection:
         Do the handshake (raise ``LogDeviceError`` with the node's status if refused).
     role, node_index, store_id : str, int, str
         What the HELLO says about us.
+    security : ConnectSecurity, optional
+        TLS and the HELLO token (default: plain TCP, no token).  A TLS handshake the node
+        refuses raises CONNFAILED.
     """
 
     def __init__(self, address: tuple[str, int], cluster: str, *, timeout: float = 5.0,
                  hello: bool = True, role: str = "client", node_index: int | None = None,
-                 protocol_version: int | None = None, store_id: str = "") -> None:
+                 protocol_version: int | None = None, store_id: str = "",
+                 security: ConnectSecurity | None = None) -> None:
         self.address = address
         self.timeout = timeout
+        security = security if security is not None else PLAIN
         try:
-            self.sock = socket.create_connection(address, timeout=timeout)
+            sock = socket.create_connection(address, timeout=timeout)
         except OSError as exc:
             raise error_for(E.CONNFAILED, f"cannot connect to {address[0]}:{address[1]}: "
                                           f"{exc}") from None
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if security.ssl is not None:
+            try:
+                sock = security.ssl.wrap_socket(sock, server_hostname=address[0])
+            except OSError as exc:  # ssl.SSLError among them: a refused certificate
+                sock.close()
+                raise error_for(E.CONNFAILED, f"TLS handshake with {address[0]}:{address[1]}"
+                                              f" failed: {exc}") from None
+        self.sock = sock
         self.decoder = FrameDecoder()
         self._inbox: deque[Any] = deque()
         self.hello_reply: HelloReply | None = None
         if hello:
             kw: dict[str, Any] = {"cluster": cluster, "role": role, "node_index": node_index,
-                                  "store_id": store_id}
+                                  "store_id": store_id, "token": security.token}
             if protocol_version is not None:
                 kw["protocol_version"] = protocol_version
-            self.send(Hello(**kw))
-            reply = self.recv()
+            try:
+                self.send(Hello(**kw))
+                reply = self.recv()
+            except OSError as exc:  # e.g. TLS 1.3: a refused client certificate shows here
+                self.close()
+                raise error_for(E.CONNFAILED, f"HELLO to {address[0]}:{address[1]} failed: "
+                                              f"{exc}") from None
+            except BaseException:
+                self.close()
+                raise
             if not isinstance(reply, HelloReply):
+                self.close()
                 raise error_for(E.BADMSG, f"expected HELLO_REPLY, got {type(reply).__name__}")
             self.hello_reply = reply
             if reply.status != E.OK:
@@ -142,8 +165,9 @@ class NodeConnection:
                 return reply
 
 
-def cluster_view(address: tuple[str, int], cluster: str, timeout: float = 2.0) -> ClusterView:
+def cluster_view(address: tuple[str, int], cluster: str, timeout: float = 2.0,
+                 security: ConnectSecurity | None = None) -> ClusterView:
     """Ask one node for its cluster view."""
-    with NodeConnection(address, cluster, timeout=timeout) as conn:
+    with NodeConnection(address, cluster, timeout=timeout, security=security) as conn:
         view: ClusterView = conn.request(GetClusterView(request_id=1), ClusterView)
         return view

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from logdevice.node.server import Node
+    from logdevice.security import Principal
 
 
 class Peer(Protocol):
@@ -38,6 +39,10 @@ class Peer(Protocol):
     peer_node: int | None  # the peer's node index when peer_role == "node"
     closed: bool
     attrs: dict[str, Any]  # per-connection state of the roles, keyed by role
+
+    @property
+    def principal(self) -> Principal | None:
+        """Who the peer authenticated as (security on), None with security off."""
 
     def send(self, msg: Any) -> bool: ...
 

@@ -7,6 +7,10 @@ goes through ``dispatch``: a table from message class to the handler of the role
 registered it.  Roles added later (read streams, recovery...) only register their message
 types; nothing here changes.
 
+With a ``security`` section in the config, ``access`` (a ``NodeAccess``) serves the port
+with TLS, authenticates each HELLO and checks every frame in ``dispatch`` before its
+handler sees it; without one, ``access`` is None and nothing is checked.
+
 Node-wide events fan out to every role: releases (``notify_release``), failure detector
 changes (``notify_cluster_change``), link changes (``on_link_change``) and closed
 connections (``on_connection_lost``).
@@ -27,6 +31,7 @@ from typing import Any
 
 from logdevice.config import Config
 from logdevice.errors import E, LogDeviceError
+from logdevice.node.access import NodeAccess
 from logdevice.node.connection import Connection
 from logdevice.node.links import Loopback, PeerLink
 from logdevice.node.role import Handler, Peer, Role
@@ -36,6 +41,8 @@ log = logging.getLogger("logdevice.node")
 
 #: The accept backlog of the listening socket.
 BACKLOG = 1024
+#: Seconds a peer may take to complete the TLS handshake.
+HANDSHAKE_TIMEOUT = 10.0
 
 
 class Node:
@@ -56,6 +63,8 @@ class Node:
         self.index = index
         self.me = config.node(index)
         self.loop = loop if loop is not None else asyncio.get_running_loop()
+        #: TLS, authentication and ACLs; None when the config has no security section.
+        self.access = NodeAccess(config) if config.security is not None else None
         # Grows on every restart: peers tell a restarted node from a stale heartbeat.
         self.generation = time.time_ns() // 1000
         self.roles: list[Role] = []
@@ -99,7 +108,14 @@ class Node:
 
     # -- dispatch ---------------------------------------------------------------------------
     def dispatch(self, conn: Peer, msg: Any) -> None:
-        """Hand ``msg`` (received on ``conn``) to its handler; errors become ERROR frames."""
+        """Hand ``msg`` (received on ``conn``) to its handler; errors become ERROR frames.
+        With security on, a request the peer may not make is answered ACCESS instead."""
+        access = self.access
+        if access is not None:
+            refusal = access.refusal(conn.principal, msg)
+            if refusal is not None:
+                conn.send(refusal)
+                return
         handler = self._handlers.get(type(msg))
         if handler is None:
             conn.send(Error(request_id=getattr(msg, "request_id", 0), status=E.NOTSUPPORTED,
@@ -177,10 +193,13 @@ class Node:
             await role.start()
         for link in self.links.values():
             link.start()
+        server_ssl = self.access.server_ssl if self.access is not None else None
         self.server = await self.loop.create_server(
             lambda: Connection(self), self.me.host, self.me.port, backlog=BACKLOG,
-            reuse_address=True)
-        log.info("N%d listening on %s:%d (roles: %s)", self.index, self.me.host, self.me.port,
+            reuse_address=True, ssl=server_ssl,
+            ssl_handshake_timeout=HANDSHAKE_TIMEOUT if server_ssl is not None else None)
+        log.info("N%d listening on %s:%d%s (roles: %s)", self.index, self.me.host,
+                 self.me.port, " with TLS" if server_ssl is not None else "",
                  ", ".join(r.name for r in self.roles))
 
     async def stop(self) -> None:

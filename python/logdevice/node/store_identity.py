@@ -43,12 +43,15 @@ def peers_refusing(config: Config, index: int, store_id: str,
     differ (one message per such peer).  The HELLO says "client": a probe must not look
     like node ``index``'s link to its peers."""
     from logdevice.node.probe import NodeConnection
+    from logdevice.security import ConnectSecurity
+
+    security = ConnectSecurity.for_node(config)
 
     def ask(node_index: int) -> str | None:
         node = config.node(node_index)
         try:
             NodeConnection(node.address, config.cluster, timeout=timeout,
-                           store_id=store_id).close()
+                           store_id=store_id, security=security).close()
         except LogDeviceError as exc:
             if exc.status == E.INVALID_CONFIG:
                 return f"N{node_index} ({node.host}:{node.port}): {exc.message}"

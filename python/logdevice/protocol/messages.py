@@ -213,7 +213,9 @@ class Hello(Message):
     """Client or node -> node, first frame on every connection.
 
     Names the cluster and protocol version; the node answers HELLO_REPLY and closes the
-    connection unless the status is OK (``check_hello``).
+    connection unless the status is OK (``check_hello``).  With security on, ``token``
+    authenticates the sender (a principal's token or the node secret; "" for none, when
+    a client certificate or nothing at all speaks for it).
     """
 
     TYPE = MessageType.HELLO
@@ -223,6 +225,13 @@ class Hello(Message):
     node_index: int | None = None  # the sender's index when role == "node"
     location: str = ""  # region.dc.cluster.row.rack of the sender (local SCD, placement)
     store_id: str = ""  # the identity of the sender's epoch store ("": not checked)
+    token: str = ""  # shared secret of the sender's principal ("": none)
+
+    def __repr__(self) -> str:  # a token must not end up in logs
+        token = ", token=<hidden>" if self.token else ""
+        return (f"Hello(cluster={self.cluster!r}, protocol_version={self.protocol_version}, "
+                f"role={self.role!r}, node_index={self.node_index}, "
+                f"location={self.location!r}, store_id={self.store_id!r}{token})")
 
 
 @register
