@@ -99,6 +99,11 @@ def csi_range_key(log_id: int, first: int, kind: int) -> bytes:
     return CSI_RANGE + _U64BE.pack(log_id) + _U64BE.pack(first) + bytes((kind,))
 
 
+def u64be(value: int) -> bytes:
+    """8 bytes, big-endian: how keys hold log ids and LSNs."""
+    return _U64BE.pack(value)
+
+
 def log_prefix(prefix: bytes, log_id: int) -> bytes:
     return prefix + _U64BE.pack(log_id)
 

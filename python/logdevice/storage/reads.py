@@ -28,7 +28,7 @@ def _upper(prefix: bytes, log_id: int, hi: int, kind: bytes = b"") -> bytes:
     """Exclusive iterator bound just past LSN ``hi`` of ``log_id``."""
     if hi >= LSN_MAX:
         return K.log_prefix(prefix, log_id) + b"\xff" * 10
-    return K.log_prefix(prefix, log_id) + K._U64BE.pack(hi + 1) + kind
+    return K.log_prefix(prefix, log_id) + K.u64be(hi + 1) + kind
 
 
 def _records(log_id: int, ch: Chunk, payloads: bool = True) -> RecordBatch:

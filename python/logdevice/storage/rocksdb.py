@@ -330,7 +330,7 @@ class DB:
         """Apply ``batch`` atomically; ``sync`` waits for the WAL to reach the disk."""
         db = self._db()
         err = ffi.new("char**")
-        lib.rocksdb_write(db, self._state.write_opts[sync, wal], batch._b(), err)
+        lib.rocksdb_write(db, self._state.write_opts[sync, wal], batch.handle(), err)
         raise_error(err)
 
     def put(self, key, value, cf: ColumnFamily | None = None, sync: bool = False) -> None:

@@ -28,13 +28,14 @@ class WriteBatch:
     def __init__(self) -> None:
         self._ptr = ffi.gc(lib.rocksdb_writebatch_create(), lib.rocksdb_writebatch_destroy)
 
-    def _b(self):
+    def handle(self):
+        """The C write batch (SHUTDOWN-like error once closed)."""
         if self._ptr is None:
             raise closed_error("write batch")
         return self._ptr
 
     def put(self, key, value, cf: ColumnFamily | None = None) -> None:
-        b = self._b()
+        b = self.handle()
         if cf is None:
             lib.rocksdb_writebatch_put(b, as_buf(key), len(key), as_buf(value), len(value))
         else:
@@ -43,7 +44,7 @@ class WriteBatch:
             )
 
     def delete(self, key, cf: ColumnFamily | None = None) -> None:
-        b = self._b()
+        b = self.handle()
         if cf is None:
             lib.rocksdb_writebatch_delete(b, as_buf(key), len(key))
         else:
@@ -51,7 +52,7 @@ class WriteBatch:
 
     def delete_range(self, start, end, cf: ColumnFamily | None = None) -> None:
         """Delete every key in ``[start, end)``."""
-        b = self._b()
+        b = self.handle()
         if cf is None:
             lib.rocksdb_writebatch_delete_range(b, as_buf(start), len(start), as_buf(end), len(end))
         else:
@@ -80,7 +81,7 @@ class WriteBatch:
         within its buffer (as ``ldcore.storefmt`` does), so the numpy checks, most of the
         cost of a put of a few records, are skipped.
         """
-        b = self._b()
+        b = self.handle()
         koff = as_u64(key_offsets)
         voff = as_u64(value_offsets)
         n = len(koff) - 1
@@ -106,23 +107,23 @@ class WriteBatch:
 
     def delete_many(self, keys, key_offsets, cf: ColumnFamily | None = None) -> None:
         """Delete n keys given as one buffer and n + 1 offsets."""
-        b = self._b()
+        b = self.handle()
         koff = as_u64(key_offsets)
         check_offsets(koff, len(keys), "key")
         if len(koff) > 1:
             lib.ld_batch_delete_many(b, _cf_handle(cf), len(koff) - 1, cbuf(keys), u64p(koff))
 
     def count(self) -> int:
-        return lib.rocksdb_writebatch_count(self._b())
+        return lib.rocksdb_writebatch_count(self.handle())
 
     def data_size(self) -> int:
         """Bytes of the batch's serialized form."""
         size = ffi.new("size_t*")
-        lib.rocksdb_writebatch_data(self._b(), size)
+        lib.rocksdb_writebatch_data(self.handle(), size)
         return int(size[0])
 
     def clear(self) -> None:
-        lib.rocksdb_writebatch_clear(self._b())
+        lib.rocksdb_writebatch_clear(self.handle())
 
     def close(self) -> None:
         ptr, self._ptr = self._ptr, None
