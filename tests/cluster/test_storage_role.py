@@ -54,6 +54,11 @@ def test_store_statuses_and_release(local_cluster):
     with LogsDB(cluster.logsdb_path(1)) as db:
         db.seal(4, 5)
     cluster.start(1)
+    # Nodes take STOREs only of epochs the epoch store has issued.
+    with open_epoch_store(cluster.config.epoch_store_uri) as es:
+        for log_id, epoch in ((3, 102), (4, 6)):
+            es.update(log_id, lambda cur, log_id=log_id, epoch=epoch: LogEpochState(
+                log_id, epoch=epoch))
     with _node_conn(cluster, 1) as conn:
         ok = conn.request(_store(1, 3, 100, [1, 2, 3], [b"a", b"b", b"c"]), Stored)
         assert ok.status == E.OK and ok.request_id == 1 and ok.node_index == 1

@@ -687,6 +687,11 @@ def test_storage_role_seal(tmp_path):
         peer.sent.clear()
         return found[-1]
 
+    # The epoch store has issued epochs 1 and 2 (nodes refuse epochs it has not).
+    with FileEpochStore(tmp_path / "epochs.sqlite") as store:
+        for _ in range(2):
+            store.activate(LOG, EpochMetadata(0, (0, 1, 2), {"node": 2}))
+
     async def main() -> None:
         node = Node(cfg, 0)
         with LogsDB(tmp_path / "db") as db:
@@ -719,6 +724,12 @@ def test_storage_role_seal(tmp_path):
             role._on_seal(seq, Seal(request_id=10, log_id=LOG, seal_epoch=1, epoch=1))
             late = await reply(seq, Sealed)
             assert (late.status, late.seal_epoch) == (E.PREEMPTED, 2)
+            # Epochs the store has not issued are refused, STOREs and SEALs alike.
+            role._on_store(seq, _store(13, 3, [1]))
+            assert (await reply(seq, Stored)).status == E.INVALID_PARAM
+            role._on_seal(seq, Seal(request_id=14, log_id=LOG, seal_epoch=2**64 - 1))
+            assert (await reply(seq, Sealed)).status == E.INVALID_PARAM
+            assert db.sealed_epoch(LOG) == 2
             # Only nodes seal; unknown logs are NOTFOUND.
             client = _Peer("client", None)
             role._on_seal(client, Seal(request_id=11, log_id=LOG, seal_epoch=3))

@@ -20,6 +20,10 @@
   is done with (trimmed, or older than its backlog retention).
 - TRIM, GET_HEAD, FIND_TIME, DATA_SIZE: this node's answer only; the client combines the
   answers of the nodeset.
+- Epochs are bounded by what the epoch store issued (``epoch_bound``): a STORE whose
+  epoch (or a record's) or a SEAL whose epoch the store has not handed out is refused
+  with INVALID_PARAM, after one fresh read of the store; AGAIN if the store cannot be
+  read.  STOREs waiting for that read are answered in arrival order once it is back.
 - SEAL (epoch recovery, from a node): persist the seal in LogsDB (from then on STOREs of
   sealed epochs get PREEMPTED), let the STOREs accepted before it reach the disk, then
   answer SEALED with what the node knows of the epoch in recovery: its last known good
@@ -41,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from logdevice.epochstore import EpochStore, open_epoch_store
 from logdevice.errors import E, LogDeviceError
+from logdevice.node.epoch_bound import EpochBound
 from logdevice.node.group_commit import GroupCommitter, StoreJob
 from logdevice.node.purging import Purger
 from logdevice.node.role import Peer, Role
@@ -126,6 +131,9 @@ class StorageRole(Role):
         self._epoch_store: EpochStore | None = None
         self._retention_handle: asyncio.TimerHandle | None = None
         self._rebuilding: Any = None  # the rebuilding role: says when to refuse STOREs
+        self._bound_store: EpochStore | None = None  # used by the epoch bound's thread only
+        self.epochs = EpochBound(node.loop, self._issued_epoch)
+        self._parked: dict[int, list[tuple[Peer, Store]]] = {}  # log -> STOREs awaiting it
 
     def handlers(self) -> Mapping[type, Any]:
         return {Store: self._on_store, Release: self._on_release,
@@ -193,6 +201,10 @@ class StorageRole(Role):
         await self._persist_now()
 
     def close(self) -> None:
+        self.epochs.close()
+        if self._bound_store is not None:
+            self._bound_store.close()
+            self._bound_store = None
         if self.committer is not None:
             self.committer.close()
         self._meta_exec.shutdown(wait=True)
@@ -204,12 +216,58 @@ class StorageRole(Role):
             self.db.close()
             self.db = None
 
+    # -- epochs the store issued ------------------------------------------------------------
+    def _issued_epoch(self, log_id: int) -> int:
+        """The log's current epoch in the epoch store (0: unknown there).  Blocking."""
+        if self._bound_store is None:
+            self._bound_store = open_epoch_store(self.node.config.epoch_store_uri)
+        state = self._bound_store.get(log_id)
+        return state.epoch if state is not None else 0
+
+    @staticmethod
+    def _store_epoch(msg: Store) -> int:
+        """The highest epoch a STORE writes in: its own, its recovery's, its records'."""
+        top = int(msg.lsns.max()) >> 32 if len(msg.lsns) else 0
+        return max(msg.epoch, msg.recovery_epoch, top)
+
+    def _park(self, conn: Peer, msg: Store) -> None:
+        """Hold a STORE of an epoch this node has not seen issued until the store says."""
+        parked = self._parked.setdefault(msg.log_id, [])
+        parked.append((conn, msg))
+        if len(parked) == 1:
+            self.node.loop.create_task(self._unpark(msg.log_id))
+
+    async def _unpark(self, log_id: int) -> None:
+        try:
+            await self.epochs.refresh(log_id)
+            unreadable = False
+        except LogDeviceError as exc:
+            log.warning("log %d: cannot read the epoch store to check a STORE's epoch: %s",
+                        log_id, exc)
+            unreadable = True
+        for conn, msg in self._parked.pop(log_id, []):
+            if conn.closed:
+                continue
+            if not unreadable and self.epochs.admits(log_id, self._store_epoch(msg)):
+                self._on_store(conn, msg)
+                continue
+            if not unreadable:
+                log.warning("refusing a STORE of log %d epoch %d from %r: the epoch store "
+                            "has not issued it", log_id, self._store_epoch(msg), conn)
+            conn.send(Stored(request_id=msg.request_id, log_id=log_id,
+                             node_index=self.node.index,
+                             status=E.AGAIN if unreadable else E.INVALID_PARAM))
+
     # -- STORE ------------------------------------------------------------------------------
     def _on_store(self, conn: Peer, msg: Store) -> None:
         status = self._store_status(conn, msg)
         if status != E.OK:
             conn.send(Stored(request_id=msg.request_id, log_id=msg.log_id,
                              node_index=self.node.index, status=status))
+            return
+        if msg.log_id in self._parked or not self.epochs.admits(msg.log_id,
+                                                                self._store_epoch(msg)):
+            self._park(conn, msg)  # behind the others held for this log: order kept
             return
         if msg.last_known_good and not msg.recovery_epoch:
             key = (msg.log_id, msg.epoch)
@@ -363,6 +421,17 @@ class StorageRole(Role):
 
     async def _seal(self, conn: Peer, msg: Seal) -> None:
         db = self.db
+        try:
+            if not await self.epochs.admits_fresh(msg.log_id, max(msg.seal_epoch, msg.epoch)):
+                log.warning("refusing a SEAL of log %d epoch %d from %r: the epoch store has "
+                            "not issued it", msg.log_id, msg.seal_epoch, conn)
+                conn.send(self._sealed(msg, E.INVALID_PARAM))
+                return
+        except LogDeviceError as exc:
+            log.warning("log %d: cannot read the epoch store to check a SEAL: %s",
+                        msg.log_id, exc)
+            conn.send(self._sealed(msg, E.AGAIN))
+            return
         try:
             assert db is not None
             sealed = await self.node.loop.run_in_executor(self._meta_exec, db.seal,

@@ -1,0 +1,70 @@
+"""What the epoch store has issued, as the ceiling of the epochs a storage node accepts.
+
+Every epoch a legitimate sequencer writes in, or seals, was handed out by the epoch store
+(``LogEpochState.epoch`` is the last one).  A STORE or SEAL above it came from a peer
+that made its epoch up: a SEAL of epoch 2**64-1 would make the log unwritable for good
+(every later STORE is "sealed"), a STORE of records in a future epoch would plant
+records no recovery knows about.  ``EpochBound`` keeps, per log, the epoch the store
+had issued when this node last read it; a request within it passes without I/O, one
+above it makes the node read the store again (its copy may be stale: a sequencer has
+just activated a new epoch) and is refused only if the store has not issued it.
+
+Reads run in a thread of their own; concurrent reads of one log are shared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+__all__ = ["EpochBound"]
+
+
+class EpochBound:
+    """The epochs of each log the epoch store has issued, as last read.
+
+    Parameters
+    ----------
+    loop : asyncio event loop
+    read_epoch : callable
+        ``read_epoch(log_id) -> int``: the log's current epoch in the store (0 if the
+        store does not know the log); blocking, called in the bound's thread.  It may
+        raise ``LogDeviceError`` (store unreachable), which ``refresh`` passes on.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop,
+                 read_epoch: Callable[[int], int]) -> None:
+        self._loop = loop
+        self._read_epoch = read_epoch
+        self._known: dict[int, int] = {}
+        self._reads: dict[int, asyncio.Future[int]] = {}
+        self._exec = ThreadPoolExecutor(1, thread_name_prefix="epoch-bound")
+
+    def admits(self, log_id: int, epoch: int) -> bool:
+        """Whether the store had issued ``epoch`` of ``log_id`` when last read (no I/O)."""
+        return epoch <= self._known.get(log_id, 0)
+
+    async def refresh(self, log_id: int) -> int:
+        """Read the log's epoch from the store again; the epoch now known."""
+        fut = self._reads.get(log_id)
+        if fut is None:
+            fut = self._reads[log_id] = self._loop.run_in_executor(
+                self._exec, self._read_epoch, log_id)
+            fut.add_done_callback(lambda f: self._learned(log_id, f))
+        await asyncio.shield(fut)
+        return self._known.get(log_id, 0)
+
+    def _learned(self, log_id: int, fut: asyncio.Future[int]) -> None:
+        self._reads.pop(log_id, None)
+        if not fut.cancelled() and fut.exception() is None:
+            self._known[log_id] = max(self._known.get(log_id, 0), fut.result())
+
+    async def admits_fresh(self, log_id: int, epoch: int) -> bool:
+        """``admits``, after reading the store again if the copy held says no."""
+        if self.admits(log_id, epoch):
+            return True
+        return epoch <= await self.refresh(log_id)
+
+    def close(self) -> None:
+        self._exec.shutdown(wait=True)

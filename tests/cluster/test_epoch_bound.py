@@ -1,0 +1,64 @@
+"""Storage nodes take only epochs the epoch store has issued (regression: a peer that
+called itself a node sealed a log at epoch 2**64-1 and made it unwritable for good, across
+restarts).  Security is off here, as on a dev cluster: nothing stops the forged HELLO,
+the epoch bound alone must hold."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ldcore import lsn as ldlsn
+from logdevice.epochstore import open_epoch_store
+from logdevice.errors import E
+from logdevice.node.probe import NodeConnection
+from logdevice.protocol import Seal, Sealed, Store, Stored, pack_payloads
+from logdevice.storage.logsdb import LogsDB
+
+pytestmark = pytest.mark.cluster
+
+LOG = 1
+
+
+def _store(rid: int, epoch: int, lsn_epoch: int) -> Store:
+    offsets, buf = pack_payloads([b"forged"])
+    return Store(request_id=rid, log_id=LOG, epoch=epoch, sequencer_node=0,
+                 lsns=np.array([ldlsn.compose(lsn_epoch, 1)], np.uint64),
+                 timestamps=np.full(1, 1_700_000_000_000, np.int64),
+                 flags=np.zeros(1, np.uint32), waves=np.ones(1, np.uint32),
+                 copysets=np.int16([[0, 1]]), payload_offsets=offsets, payloads=buf)
+
+
+def test_forged_seal_and_store_of_unissued_epochs_are_refused(local_cluster):
+    cluster = local_cluster(nodes=3, replication=2, logs=range(1, 3))
+    with cluster.client() as client:
+        before = client.append(LOG, b"before")
+    with open_epoch_store(cluster.config.epoch_store_uri) as store:
+        issued = store.get(LOG).epoch
+    for i in range(3):
+        with NodeConnection(cluster.node_address(i), "local", role="node",
+                            node_index=0) as forged:
+            sealed = forged.request(Seal(request_id=1, log_id=LOG, seal_epoch=2**64 - 1,
+                                         sequencer_node=0), Sealed)
+            assert (sealed.status, sealed.request_id) == (E.INVALID_PARAM, 1)
+            sealed = forged.request(Seal(request_id=2, log_id=LOG, seal_epoch=issued + 1,
+                                         sequencer_node=0), Sealed)
+            assert sealed.status == E.INVALID_PARAM
+            # A STORE above the issued epoch, or claiming an old one for records of a
+            # future one, is refused as well.
+            for rid, epoch, lsn_epoch in ((3, issued + 1, issued + 1), (4, issued, 2**32 - 1)):
+                stored = forged.request(_store(rid, epoch, lsn_epoch), Stored)
+                assert (stored.status, stored.request_id) == (E.INVALID_PARAM, rid)
+    with cluster.client() as client:
+        after = client.append(LOG, b"after")
+        assert after > before
+    # Nothing of it reached the disk, and the log stays writable across restarts.
+    cluster.stop_all()
+    for i in range(3):
+        with LogsDB(cluster.logsdb_path(i)) as db:
+            assert db.sealed_epoch(LOG) < issued
+            assert db.tail(LOG) < ldlsn.compose(issued + 1, 0)
+    for i in range(3):
+        cluster.start(i)
+    with cluster.client() as client:
+        assert client.append(LOG, b"restarted") > after
