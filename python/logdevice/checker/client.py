@@ -23,6 +23,7 @@ from logdevice.client.connection import Connection
 from logdevice.config import Config
 from logdevice.errors import E, LogDeviceError
 from logdevice.protocol import GetRecordAvailability, RecordAvailability
+from logdevice.security import ConnectSecurity
 
 __all__ = ["AvailabilityClient", "Fetched", "REPLY_OVERHEAD"]
 
@@ -50,11 +51,14 @@ class AvailabilityClient:
         Seconds for connecting and for each reply.
     page_records : int
         Records per reply asked for.
+    security : ConnectSecurity, optional
+        TLS and token of the connections (default: plain TCP, anonymous).
     """
 
     def __init__(self, config: Config, *, timeout: float = 5.0,
-                 page_records: int = 1 << 16) -> None:
+                 page_records: int = 1 << 16, security: ConnectSecurity | None = None) -> None:
         self.config = config
+        self.security = security
         self.timeout = timeout
         self.page_records = page_records
         self.conns: dict[int, Connection] = {}
@@ -65,7 +69,8 @@ class AvailabilityClient:
         if c is None:  # reused across rounds: it reconnects when needed
             n = self.config.node(node)
             c = self.conns[node] = Connection(node, n.host, n.port, self.config.cluster,
-                                              connect_timeout=self.timeout)
+                                              connect_timeout=self.timeout,
+                                              security=self.security)
         return c
 
     async def fetch_log(self, node: int, log_id: int) -> Fetched:

@@ -33,6 +33,7 @@ from logdevice.checker.report import Report
 from logdevice.checker.verdict import judge
 from logdevice.config import Config
 from logdevice.errors import E, LogDeviceError
+from logdevice.security import ConnectSecurity
 from logdevice.shards import AuthoritativeStatus
 
 __all__ = ["CheckOptions", "Metadata", "read_metadata", "check_cluster", "run_check"]
@@ -59,6 +60,9 @@ class CheckOptions:
         Progress grace period (default: the ``checker_grace_period_ms`` setting).
     on_event : callable, optional
         Called with a line of text at each step (progress for people, and tests).
+    security : ConnectSecurity, optional
+        TLS and token of the connections to the nodes (a secure cluster's nodes answer
+        the checker only for principals with ``admin`` on the logs).
     """
 
     logs: list[int] | None = None
@@ -68,6 +72,7 @@ class CheckOptions:
     grace_ms: int | None = None
     on_event: Callable[[str], None] | None = None
     max_details: int = 1000
+    security: ConnectSecurity | None = None
 
 
 @dataclass
@@ -120,7 +125,8 @@ class _Check:
         self.config = config
         self.options = options
         self.asker = AvailabilityClient(config, timeout=options.timeout,
-                                        page_records=options.page_records)
+                                        page_records=options.page_records,
+                                        security=options.security)
         self.report = Report()
         self.fetched: dict[int, dict[int, Fetched]] = {}  # log -> node -> what it holds
 

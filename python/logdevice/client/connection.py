@@ -42,6 +42,7 @@ from logdevice.protocol import (
     ProtocolError,
     encode,
 )
+from logdevice.security import PLAIN, ConnectSecurity
 
 __all__ = ["Connection"]
 
@@ -110,6 +111,11 @@ class Connection:
         Seconds for TCP connect plus the HELLO round trip.
     location : str
         This client's location, sent in HELLO.
+    security : ConnectSecurity, optional
+        TLS and the HELLO token (``ConnectSecurity.for_client``); default plain TCP and
+        no token.  A TLS handshake the node refuses (a certificate it does not trust)
+        fails like any other connect, with CONNFAILED; a token it does not know, with
+        ACCESS.
 
     Notes
     -----
@@ -117,8 +123,10 @@ class Connection:
     """
 
     def __init__(self, node_index: int, host: str, port: int, cluster: str, *,
-                 connect_timeout: float = 2.0, location: str = "") -> None:
+                 connect_timeout: float = 2.0, location: str = "",
+                 security: ConnectSecurity | None = None) -> None:
         self.node_index = node_index
+        self.security = security if security is not None else PLAIN
         self.host = host
         self.port = port
         self.cluster = cluster
@@ -179,12 +187,15 @@ class Connection:
         proto: _Protocol | None = None
         try:
             async with asyncio.timeout(self.connect_timeout):
+                tls = self.security.ssl
                 _, proto = await loop.create_connection(
-                    lambda: _Protocol(self), self.host, self.port)
+                    lambda: _Protocol(self), self.host, self.port, ssl=tls,
+                    server_hostname=self.host if tls is not None else None)
                 self._hello_waiter = loop.create_future()
                 assert proto.transport is not None
                 proto.transport.writelines(encode(
-                    Hello(cluster=self.cluster, role="client", location=self.location)))
+                    Hello(cluster=self.cluster, role="client", location=self.location,
+                          token=self.security.token)))
                 reply = await self._hello_waiter
             if reply.status != E.OK:
                 raise error_for(reply.status, f"{where} refused HELLO: {reply.message}")

@@ -30,6 +30,7 @@ from logdevice.client.settings import ClientSettings
 from logdevice.config import Config
 from logdevice.errors import E, LogDeviceError, TimedOutError, error_for
 from logdevice.protocol import Append, Appended, GetClusterView, GetTail, Tail
+from logdevice.security import ConnectSecurity
 
 __all__ = ["ClientCore"]
 
@@ -46,6 +47,11 @@ class ClientCore:
         self.routing = Routing(config, suspect_time=settings.suspect_time,
                                view_refresh_interval=settings.view_refresh_interval)
         self.conns: dict[int, Connection] = {}
+        # TLS and token of every connection, from the settings' credentials (checked and
+        # loaded once, here: a certificate that cannot be loaded fails the constructor).
+        self.security = ConnectSecurity.for_client(config, tls_cert=settings.tls_cert,
+                                                   tls_key=settings.tls_key,
+                                                   token=settings.token)
         self._append_slots: dict[int, asyncio.Semaphore] = {}  # log -> appends in flight
         # Back-pressure figures: appends that waited for room among those in flight, and
         # refusals (window full, overloaded, ...) retried.
@@ -63,7 +69,8 @@ class ClientCore:
                 raise LogDeviceError(E.SHUTDOWN, "the client is closed")
             nc = self.config.node(node)
             c = Connection(node, nc.host, nc.port, self.config.cluster,
-                           connect_timeout=self.settings.connect_timeout)
+                           connect_timeout=self.settings.connect_timeout,
+                           security=self.security)
             self.conns[node] = c
         return c
 

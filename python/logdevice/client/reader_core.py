@@ -9,8 +9,9 @@ the connection first when needed, WINDOW, STOP), feeds it what the nodes send, r
 timers (``tick`` at ``next_deadline``), and polls what it can deliver into the reader's
 ``ReaderQueue``.  RECORDS frames go in whole: checksums are verified for the frame at once
 (``crc32c_many`` against the frame's ``checksums``) and a copy that fails is reported to
-the stream as a checksum failure, so it is never delivered.  Everything here runs on the
-client's loop thread.
+the stream as a checksum failure, so it is never delivered.  A START refused for lack of
+rights (STARTED with ACCESS) ends the log's stream with an ACCESS gap over the rest of
+its range.  Everything here runs on the client's loop thread.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ from logdevice.client.reader_queue import ReaderQueue
 from logdevice.errors import E, LogDeviceError
 from logdevice.protocol import Gap, GapReason, Records, Start, Started, StartFlag, Stop, Window
 from logdevice.protocol.flags import FLAG_BUFFERED_WRITER_BLOB, FLAG_CHECKSUM
-from logdevice.readstream import ReadStream, SendStart, SendStop, SendWindow
+from logdevice.readstream import ReadBatch, ReadStream, SendStart, SendStop, SendWindow
 from logdevice.readstream.fmajority import FailureDomainNodeSet
+from logdevice.records import GapRecord, GapType
 
 if TYPE_CHECKING:
     from logdevice.client.core import ClientCore
@@ -310,6 +312,9 @@ class ReaderCore:
                 rs.on_gap(node, int(msg.lo), int(msg.hi), int(msg.reason),
                           int(msg.filter_version))
             elif t is Started:
+                if msg.status == E.ACCESS:
+                    self._refused(st, node)
+                    return
                 if msg.status == E.OK:
                     st.started.add(node)
                     st.last_released = max(st.last_released, int(msg.last_released))
@@ -320,6 +325,27 @@ class ReaderCore:
         except Exception as exc:  # a bug: surface it to the reading threads
             log.exception("reader: handling %s from N%d failed", type(msg).__name__, node)
             self.queue.fail(exc)
+
+    def _refused(self, st: _LogStream, node: int) -> None:
+        """``node`` refused to read the log to us (its ACL): the rest of the range is an
+        ACCESS gap and the log's stream ends (every node applies the same ACL)."""
+        log.warning("log %d: N%d refused to read it to this client (ACCESS)", st.log_id, node)
+        rs = st.rs
+        self.stats.gaps_received += 1
+        self._after(st)  # deliver what is ready first, if anything
+        if st.closed:
+            return
+        lo, hi = rs.next_lsn, st.until_lsn
+        rs.stop()
+        self._send(st, rs.take_actions())
+        self._drop(st)
+        self.streams.pop(st.log_id, None)
+        if lo <= hi:
+            self.queue.put(st.log_id, ReadBatch(
+                st.log_id, np.zeros(0, np.uint64), np.zeros(0, np.int64),
+                np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.uint8),
+                np.zeros(1, np.uint64), [GapRecord(st.log_id, GapType.ACCESS, lo, hi)]))
+        self.queue.log_done(st.log_id)
 
     def _on_records(self, st: _LogStream, node: int, msg: Records) -> None:
         lsns = msg.lsns

@@ -8,6 +8,7 @@ themselves; anything passed to ``Client`` overrides them.  Unknown names are an 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -15,6 +16,9 @@ from logdevice.config import Config
 from logdevice.errors import InvalidParamError
 
 __all__ = ["ClientSettings"]
+
+#: Settings that are strings (file paths, the token), None when unset.
+_PATH_OR_SECRET = frozenset({"tls_cert", "tls_key", "token"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +49,12 @@ class ClientSettings:
         Appends one client has outstanding per log; more wait in the client (back-pressure)
         instead of overflowing the sequencer's window.  Also capped by the log group's
         ``max_writes_in_flight``.
+    tls_cert, tls_key : str or None
+        The client certificate (and its key, unless in the same file) presented to nodes
+        of a cluster with ``security.tls``: the client is the principal named by its CN.
+    token : str or None
+        The token of a principal of the cluster's ``security.principals``, sent in HELLO.
+        Without a certificate or a token the client is the anonymous principal.
     """
 
     connect_timeout: float = 2.0
@@ -57,6 +67,14 @@ class ClientSettings:
     max_redirects: int = 3
     max_appends_in_flight: int = 1000
     unreachable_timeout: float = 2.0
+    tls_cert: str | None = None  # client certificate (PEM) for mutual TLS
+    tls_key: str | None = None  # its private key (PEM), unless in tls_cert's file
+    token: str | None = None  # a principal's token, sent in HELLO
+
+    def __repr__(self) -> str:  # a token must not end up in logs
+        shown = {f.name: ("<hidden>" if f.name == "token" and self.token is not None
+                          else getattr(self, f.name)) for f in fields(self)}
+        return f"ClientSettings({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
 
     @classmethod
     def from_config(cls, config: Config, overrides: dict[str, Any]) -> ClientSettings:
@@ -73,7 +91,13 @@ class ClientSettings:
                     message=f"unknown client setting {name!r} (known: {', '.join(sorted(known))})"
                 )
             default = getattr(base, name)
-            if isinstance(default, bool):
+            if name in _PATH_OR_SECRET:
+                if name != "token" and isinstance(value, os.PathLike):
+                    value = os.fspath(value)
+                if value is not None and (not isinstance(value, str) or not value):
+                    raise InvalidParamError(
+                        message=f"client setting {name} must be a non-empty string or None")
+            elif isinstance(default, bool):
                 if not isinstance(value, bool):
                     raise InvalidParamError(message=f"client setting {name} must be a bool")
             elif isinstance(default, int | float):

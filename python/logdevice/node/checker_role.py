@@ -110,8 +110,10 @@ class CheckerRole(Role):
                 log.warning("N%d: checker lease: %s", self.node.index, exc)
                 mine = False
             if mine:
-                report = await loop.run_in_executor(
-                    self._exec, run_check, config, CheckOptions(recheck_delay=2.0))
+                access = self.node.access  # the check asks the nodes as a node
+                options = CheckOptions(recheck_delay=2.0,
+                                       security=access.link if access is not None else None)
+                report = await loop.run_in_executor(self._exec, run_check, config, options)
                 self.last, self.runs = report, self.runs + 1
                 log.info("N%d: periodic check #%d of %d logs in %.2f s: violations %s, %s",
                          self.node.index, self.runs, len(report.verdicts), report.seconds,

@@ -145,7 +145,8 @@ def check(ctx: ShellContext, logs_: list[int] | None, as_json: bool = False,
         err.flush()
 
     report = run_check(ctx.config, CheckOptions(logs=logs_, timeout=ctx.timeout,
-                                                recheck_delay=recheck_delay, on_event=say))
+                                                recheck_delay=recheck_delay, on_event=say,
+                                                security=ctx.security))
     data = report.to_json()
     if report_path:
         with open(report_path, "w") as f:

@@ -16,6 +16,7 @@ from typing import IO, Any
 from logdevice.checker.client import AvailabilityClient, Fetched
 from logdevice.config import Config
 from logdevice.errors import E, LogDeviceError
+from logdevice.security import ConnectSecurity
 
 __all__ = ["ShellContext"]
 
@@ -37,6 +38,9 @@ class ShellContext:
         self.config_path = config_path
         self.config = Config.load(config_path)
         self.timeout = timeout
+        # Every node call presents these (see ``authenticate``); default: anonymous.
+        self.security = ConnectSecurity.for_client(self.config)
+        self.credentials: dict[str, str] = {}
         self.err = err if err is not None else sys.stderr
         self._views: dict[int, Any] | None = None
 
@@ -54,7 +58,7 @@ class ShellContext:
             for n in self.config.nodes:
                 with contextlib.suppress(LogDeviceError, OSError):
                     views[n.index] = cluster_view(n.address, self.config.cluster,
-                                                  min(self.timeout, 2.0))
+                                                  min(self.timeout, 2.0), self.security)
             self._views = views
         return self._views
 
@@ -102,7 +106,8 @@ class ShellContext:
             else list(nodes)
 
         async def run() -> dict[int, dict[int, Fetched | None]]:
-            client = AvailabilityClient(self.config, timeout=self.timeout)
+            client = AvailabilityClient(self.config, timeout=self.timeout,
+                                        security=self.security)
             out: dict[int, dict[int, Fetched | None]] = {log_id: {} for log_id in logs}
             try:
                 results = await asyncio.gather(
@@ -130,7 +135,7 @@ class ShellContext:
         async def run() -> dict[int, Any]:
             loop = asyncio.get_running_loop()
             conns = {n.index: Connection(n.index, n.host, n.port, self.config.cluster,
-                                         connect_timeout=self.timeout)
+                                         connect_timeout=self.timeout, security=self.security)
                      for n in targets}
             try:
                 replies = await asyncio.gather(
@@ -166,4 +171,14 @@ class ShellContext:
     def client(self) -> Any:
         from logdevice.client import Client
 
-        return Client(self.config_path, timeout=self.timeout)
+        return Client(self.config_path, timeout=self.timeout, **self.credentials)
+
+    def authenticate(self, tls_cert: str | None = None, tls_key: str | None = None,
+                     token: str | None = None) -> None:
+        """Talk to the nodes as the principal of these credentials (a client certificate
+        and its key, or a token; none: anonymous).  ``InvalidParamError`` for credentials
+        the cluster does not use or files that cannot be loaded."""
+        self.security = ConnectSecurity.for_client(self.config, tls_cert=tls_cert,
+                                                   tls_key=tls_key, token=token)
+        self.credentials = {k: v for k, v in (("tls_cert", tls_cert), ("tls_key", tls_key),
+                                              ("token", token)) if v is not None}

@@ -11,6 +11,10 @@
     ldshell --config cluster.json query "SELECT node, alive FROM nodes" [--json]
     ldshell --config cluster.json                # interactive prompt
 
+On a cluster with a ``security`` section, ``--tls-cert``/``--tls-key`` or ``--token``
+(``$LOGDEVICE_TOKEN``) say who ldshell is: its principal needs ``admin`` (node
+questions, the checker) and ``trim`` rights.
+
 ``check`` exits 0 when the cluster is clean, 1 on violations, 2 when it could not run.
 Other commands exit 2 on errors.  ``--json`` output is one JSON document on stdout;
 progress and errors go to stderr.  The interactive prompt keeps a history in
@@ -73,6 +77,12 @@ def _commands_parser(top: bool = True) -> argparse.ArgumentParser:
         p.add_argument("--config", default=os.environ.get("LOGDEVICE_CONFIG"),
                        metavar="PATH", help="cluster config (default: $LOGDEVICE_CONFIG)")
         p.add_argument("--timeout", type=float, default=5.0, help="seconds per node call")
+        p.add_argument("--tls-cert", metavar="PATH", default=None,
+                       help="client certificate (PEM) for a cluster with TLS: act as its CN")
+        p.add_argument("--tls-key", metavar="PATH", default=None,
+                       help="the certificate's private key (unless in the same file)")
+        p.add_argument("--token", default=os.environ.get("LOGDEVICE_TOKEN"),
+                       help="a principal's token (default: $LOGDEVICE_TOKEN)")
     sub = p.add_subparsers(dest="command")
     s = sub.add_parser("status", help="nodes, their status, sequencers")
     s.add_argument("--json", action="store_true")
@@ -236,6 +246,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         ctx = ShellContext(args.config, timeout=args.timeout)
     except InvalidConfigError as exc:
         print(f"ldshell: invalid config: {exc.message}", file=sys.stderr)
+        return commands.EXIT_FAILED
+    try:
+        ctx.authenticate(tls_cert=args.tls_cert, tls_key=args.tls_key, token=args.token)
+    except LogDeviceError as exc:
+        print(f"ldshell: {exc.message}", file=sys.stderr)
         return commands.EXIT_FAILED
     if args.command is None:
         return _interactive(ctx)
