@@ -17,6 +17,14 @@ the cluster is laid out as it would be on separate machines: node ``i`` listens 
 and its data under it, and shares no file with the other nodes (the epoch store is
 ZooKeeper; clients use ``<root>/cluster.json``).
 
+With ``tls=True`` the cluster runs with TLS on every connection: a CA, the nodes'
+certificate (CN ``logdevice-node``, valid for every node address) and its key are made
+with ``trustme`` (a test dependency) under ``<root>/tls/``; ``client_cert(name)`` issues a
+client certificate of that CA for principal ``name``.  ``security={...}`` adds to the
+config's ``security`` section (principals, the default ACL, ``tls.require_client_cert``);
+per-log-group ACLs are the ``acl`` log attribute.  Security without TLS gets a generated
+node secret unless one is given.  The cluster's own probes act as a node.
+
 Processes never outlive the cluster: ``close()`` (also on ``__exit__``, on interpreter
 exit, and on any error while starting) resumes paused nodes, sends SIGTERM, waits a
 bounded time and SIGKILLs what is left.  On Linux the nodes also get SIGKILL if the
@@ -35,6 +43,7 @@ import contextlib
 import ctypes
 import dataclasses
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -49,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from logdevice.config import Config, LogGroup, Settings, make_local_config
+from logdevice.security import PLAIN, ConnectSecurity
 
 __all__ = ["LocalCluster", "main"]
 
@@ -59,6 +69,8 @@ _LOG_ATTR_NAMES = {f.name for f in dataclasses.fields(LogGroup)} - {"name", "lo"
                                                                     "replication"}
 _LIVE: weakref.WeakSet[LocalCluster] = weakref.WeakSet()
 _PR_SET_PDEATHSIG = 1
+#: The CN of the node certificate of a cluster with ``tls=True``.
+NODE_SUBJECT = "logdevice-node"
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
@@ -114,6 +126,11 @@ class LocalCluster:
         Seconds to wait for the nodes to come up.
     log_level : str
         The nodes' stderr log level.
+    tls : bool
+        TLS on every connection, with certificates generated into ``<root>/tls/``.
+    security : dict, optional
+        More of the config's ``security`` section (``principals``, ``acl``, ``tls``
+        options, ``node_secret``...); with it or ``tls``, security is on.
     **options
         Log-group attributes (``max_writes_in_flight``, ``sticky_copysets``,
         ``store_timeout_ms``, ``nodeset_size``...) and settings (``heartbeat_interval_ms``,
@@ -126,7 +143,8 @@ class LocalCluster:
                  *, cluster: str = "local", roles: Any = None, locations: Any = None,
                  weights: Any = None, epoch_store: str | None = None,
                  hosts: Sequence[str] | None = None, ready_timeout: float = 30.0,
-                 log_level: str = "INFO", **options: Any) -> None:
+                 log_level: str = "INFO", tls: bool = False,
+                 security: Mapping[str, Any] | None = None, **options: Any) -> None:
         settings = dict(LOCAL_SETTINGS)
         log_attrs: dict[str, Any] = {}
         for key, value in options.items():
@@ -152,7 +170,10 @@ class LocalCluster:
             raise ValueError(f"hosts has {len(hosts)} entries for {nodes} nodes")
         self.separate_roots = hosts is not None
         host_list = list(hosts) if hosts is not None else ["127.0.0.1"] * nodes
+        self._ca: Any = None  # trustme.CA with tls=True
+        self.node_security = PLAIN  # what the cluster's probes present (set below)
         try:
+            section = self._security_section(tls, security, host_list)
             # A data port and an admin (metrics) port for each node, free on its host.
             per_host = {h: iter(free_ports(2 * host_list.count(h), h))
                         for h in dict.fromkeys(host_list)}
@@ -163,8 +184,9 @@ class LocalCluster:
                 admin_ports=admin_ports, host=host_list,
                 cluster=cluster, roles=roles, locations=locations, weights=weights,
                 log_attrs=log_attrs, settings=settings, epoch_store=epoch_store,
-                data_dir="data" if self.separate_roots else None)
+                data_dir="data" if self.separate_roots else None, security=section)
             self.config_path = self.config.dump(self.root / "cluster.json")
+            self.node_security = ConnectSecurity.for_node(self.config)
             if self.separate_roots:
                 for i in range(nodes):
                     self.node_root(i).mkdir(parents=True, exist_ok=True)
@@ -185,6 +207,53 @@ class LocalCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # -- security ---------------------------------------------------------------------------
+    def _security_section(self, tls: bool, extra: Mapping[str, Any] | None,
+                          hosts: Sequence[str]) -> dict[str, Any] | None:
+        """The config's ``security`` section: generated TLS material and node identity,
+        then ``extra`` on top (its ``tls`` keys merged into the generated ones)."""
+        if not tls and extra is None:
+            return None
+        section: dict[str, Any] = {}
+        if tls:
+            try:
+                import trustme
+            except ImportError:
+                raise RuntimeError("LocalCluster(tls=True) needs trustme (pip install "
+                                   "trustme, or the package's test extra)") from None
+            tls_dir = self.root / "tls"
+            tls_dir.mkdir(exist_ok=True)
+            self._ca = trustme.CA()
+            self._ca.cert_pem.write_to_path(str(tls_dir / "ca.pem"))
+            node = self._ca.issue_cert(*dict.fromkeys([*hosts, "localhost"]),
+                                       common_name=NODE_SUBJECT)
+            node.private_key_pem.write_to_path(str(tls_dir / "node.key"))
+            with open(tls_dir / "node.pem", "wb") as f:
+                for blob in node.cert_chain_pems:
+                    f.write(blob.bytes())
+            section["tls"] = {"cert": str(tls_dir / "node.pem"),
+                              "key": str(tls_dir / "node.key"), "ca": str(tls_dir / "ca.pem")}
+            section["node_subjects"] = [NODE_SUBJECT]
+        for key, value in (extra or {}).items():
+            section[key] = {**section.get(key, {}), **value} if key == "tls" else value
+        if "tls" not in section and "node_secret" not in section \
+                and "node_secret_file" not in section:
+            section["node_secret"] = secrets.token_hex(16)
+        return section
+
+    def client_cert(self, name: str) -> tuple[Path, Path]:
+        """A client certificate for principal ``name`` (its CN), signed by the cluster's
+        CA: ``(cert_path, key_path)`` under ``<root>/tls/``.  Needs ``tls=True``."""
+        if self._ca is None:
+            raise RuntimeError("client_cert needs a cluster started with tls=True")
+        cert = self.root / "tls" / f"client-{name}.pem"
+        key = self.root / "tls" / f"client-{name}.key"
+        if not cert.exists():
+            leaf = self._ca.issue_cert(f"{name}.client.invalid", common_name=name)
+            leaf.private_key_pem.write_to_path(str(key))
+            leaf.cert_chain_pems[0].write_to_path(str(cert))
+        return cert, key
 
     # -- where things are -------------------------------------------------------------------
     def node_address(self, i: int) -> tuple[str, int]:
@@ -404,7 +473,8 @@ class LocalCluster:
             if i in self._paused:
                 continue
             with contextlib.suppress(Exception):
-                out[i] = cluster_view(self.node_address(i), self.config.cluster, timeout)
+                out[i] = cluster_view(self.node_address(i), self.config.cluster, timeout,
+                                      self.node_security)
         return out
 
     def wait_ready(self, timeout: float | None = None) -> None:
@@ -429,7 +499,8 @@ class LocalCluster:
                     raise RuntimeError(f"N{i} exited with code {p.returncode} while starting; "
                                        f"end of {self.log_path(i)}:\n{_tail(self.log_path(i))}")
                 try:
-                    view = cluster_view(self.node_address(i), self.config.cluster, 1.0)
+                    view = cluster_view(self.node_address(i), self.config.cluster, 1.0,
+                                        self.node_security)
                 except Exception as exc:
                     last[i] = f"not answering: {exc}"
                     continue

@@ -48,6 +48,8 @@ __all__ = ["Connection"]
 
 # Let the transport buffer this much before writers wait (blobs are up to 32 MiB).
 _WRITE_HIGH_WATER = 8 * 1024 * 1024
+# Seconds a closing TLS connection waits for the node's close_notify before it is cut.
+_TLS_CLOSE_TIMEOUT = 1.0
 
 
 class _Protocol(asyncio.Protocol):
@@ -60,6 +62,7 @@ class _Protocol(asyncio.Protocol):
         self.paused = False
         self.drain_waiters: list[asyncio.Future[None]] = []
         self.lost = False
+        self.gone = asyncio.Event()  # set once connection_lost ran
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses, but behave as one.
@@ -79,6 +82,7 @@ class _Protocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
+        self.gone.set()
         self.owner._lost(self, E.PEER_CLOSED, f"connection closed ({exc or 'by the peer'})")
         self._wake_writers()
 
@@ -336,9 +340,16 @@ class Connection:
 
     async def aclose(self) -> None:
         """``close()`` and let the transport finish closing."""
-        task = self._connecting
+        task, proto = self._connecting, self._proto
         self.close()
         if task is not None:
             with contextlib.suppress(BaseException):
                 await task
+        if proto is not None and self.security.ssl is not None and proto.transport is not None:
+            # TLS says goodbye (close_notify) over a few loop turns; a loop closed before
+            # that leaves the transport half-closed.  A peer that does not answer is cut.
+            try:
+                await asyncio.wait_for(proto.gone.wait(), _TLS_CLOSE_TIMEOUT)
+            except TimeoutError:
+                proto.transport.abort()
         await asyncio.sleep(0)
