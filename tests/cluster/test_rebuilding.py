@@ -358,3 +358,21 @@ def test_checker_is_clean_after_rebuilding(local_cluster):
         assert report["summary"]["rebuilding"] == 0
         assert report["summary"]["under_replicated"] == 0
         assert copies_naming(cluster, lost) == 0
+
+
+def test_checker_is_clean_after_a_wiped_node_is_rebuilt(local_cluster):
+    cluster = local_cluster(nodes=4, replication=2, logs=LOGS)
+    with ld.Client(cluster.config_path, timeout=30.0) as client:
+        acked = append_many(client, 1, 2000, b"w") | append_many(client, 2, 2000, b"v")
+        wiped = non_sequencer(cluster)
+        cluster.stop(wiped)
+        shutil.rmtree(cluster.node_data_dir(wiped))
+        cluster.start(wiped)
+        cluster.wait_rebuilt([wiped], timeout=120)
+        wait_status(cluster, wiped, A.FULLY_AUTHORITATIVE)
+        wait_no_refusals(cluster)
+        # Back in copysets for log 1 only: of log 2 it holds nothing at all.
+        acked |= append_many(client, 1, 300, b"after")
+    report = check_report(cluster)
+    assert report["summary"]["records"] == len(acked)
+    assert report["summary"]["rebuilding"] == 0 and report["summary"]["under_replicated"] == 0

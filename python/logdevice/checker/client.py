@@ -111,8 +111,9 @@ class AvailabilityClient:
                 # The pages' tables are stacked: offset this page's rows past the others.
                 lsns.append(page)
                 rows.append(page_rows + sum(len(t) for t in tables))
-                tables.append(np.asarray(reply.copysets, np.int16).reshape(
-                    len(reply.copysets), -1))
+                # A node holding nothing of the log sends a (0, 0) table: no width to infer.
+                table = np.asarray(reply.copysets, np.int16)
+                tables.append(table.reshape(len(table), -1 if table.size else 0))
                 trim, released = reply.trim_point, reply.last_released
                 if done:
                     break
