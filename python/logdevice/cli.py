@@ -1,11 +1,12 @@
-"""What every console script shares: ``--version``."""
+"""What every console script shares: ``--version``, and the client tools' credentials."""
 
 from __future__ import annotations
 
 import argparse
+import os
 from importlib.metadata import PackageNotFoundError, version
 
-__all__ = ["add_version"]
+__all__ = ["add_version", "add_credentials", "credentials"]
 
 
 def add_version(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -17,3 +18,22 @@ def add_version(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         v = "0+unknown"
     p.add_argument("--version", action="version", version=f"%(prog)s (logdevice) {v}")
     return p
+
+
+def add_credentials(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Give ``p`` the options saying who the tool is on a cluster with a ``security``
+    section: ``--tls-cert`` / ``--tls-key`` (a client certificate) and ``--token``
+    (default ``$LOGDEVICE_TOKEN``).  None of them: the anonymous principal."""
+    p.add_argument("--tls-cert", metavar="PATH", default=None,
+                   help="client certificate (PEM) for a cluster with TLS: act as its CN")
+    p.add_argument("--tls-key", metavar="PATH", default=None,
+                   help="the certificate's private key (unless in the same file)")
+    p.add_argument("--token", default=os.environ.get("LOGDEVICE_TOKEN"),
+                   help="a principal's token (default: $LOGDEVICE_TOKEN)")
+    return p
+
+
+def credentials(args: argparse.Namespace) -> dict[str, str]:
+    """The client settings (``ld.Client(**...)``) that ``add_credentials``' options give."""
+    return {k: v for k in ("tls_cert", "tls_key", "token")
+            if (v := getattr(args, k, None)) is not None}

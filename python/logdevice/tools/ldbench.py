@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 
-from logdevice.cli import add_version
+from logdevice.cli import add_credentials, add_version, credentials
 from logdevice.client import Client
 from logdevice.errors import LogDeviceError
 from logdevice.tools import benchutil
@@ -52,6 +52,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--payload-size", type=int, default=100, help="bytes per record")
     p.add_argument("--timeout", type=float, default=30.0, help="client timeout, seconds")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
+    add_credentials(p)  # who the client is, with --config of a cluster with security
 
 
 # ---------------------------------------------------------------------------- write
@@ -227,7 +228,7 @@ def run_write(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     options = {} if args.durability is None else {"append_store_durability": args.durability}
     with benchutil.cluster_config(args.config, nodes=args.nodes, replication=args.replication,
                                   logs=max(args.logs, 1), console=console, **options) as cfg, \
-            Client(cfg, timeout=args.timeout) as client:
+            Client(cfg, timeout=args.timeout, **credentials(args)) as client:
         for log in range(1, args.logs + 1):  # activate every sequencer before timing
             client.append(log, b"warm-up")
         if args.records:
@@ -304,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     if args.json:
-        params = {k: v for k, v in vars(args).items() if k not in ("run", "json")}
+        params = {k: v for k, v in vars(args).items() if k not in ("run", "json", "token")}
         path = benchutil.write_json(args.json, {
             "benchmark": f"ldbench {args.command}", "params": params,
             "machine": benchutil.machine(), "results": results})

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 
+from logdevice.cli import credentials
 from logdevice.client import Client
 from logdevice.records import LSN_MAX, DataRecord
 from logdevice.tools import benchutil
@@ -190,7 +191,7 @@ def run_read(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     results: dict[str, Any] = {}
     with benchutil.cluster_config(args.config, nodes=args.nodes, replication=args.replication,
                                   logs=len(logs) + 1, console=console) as cfg, \
-            Client(cfg, timeout=args.timeout) as client:
+            Client(cfg, timeout=args.timeout, **credentials(args)) as client:
         for log in logs:
             client.append(log, b"warm-up")
         span = _backfill(client, args, console, logs)

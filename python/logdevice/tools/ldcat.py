@@ -33,7 +33,7 @@ import numpy as np
 
 from ldcore.lsn import parse as parse_lsn
 from ldcore.lsn import to_string as lsn_str
-from logdevice.cli import add_version
+from logdevice.cli import add_credentials, add_version, credentials
 from logdevice.client import Client
 from logdevice.client.reader_batch import ReaderBatch
 from logdevice.errors import LogDeviceError
@@ -139,6 +139,7 @@ def add_output_arguments(p: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="ldcat", description=__doc__.split("\n\n")[0])
     add_version(p)
+    add_credentials(p)
     add_output_arguments(p)
     p.add_argument("--from", dest="from_lsn", type=parse_lsn_arg, default=LSN_OLDEST,
                    help="first LSN (default oldest)")
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--from takes an LSN or oldest (ldtail follows from the tail)")
     out = sys.stdout.buffer
     try:
-        with Client(args.config, timeout=args.timeout) as client:
+        with Client(args.config, timeout=args.timeout, **credentials(args)) as client:
             until = client.get_tail_lsn(args.log) if args.until == "tail" else args.until
             if args.since is not None:
                 args.from_lsn = client.find_time(args.log, args.since)

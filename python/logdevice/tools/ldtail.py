@@ -21,7 +21,7 @@ from types import FrameType
 
 import numpy as np
 
-from logdevice.cli import add_version
+from logdevice.cli import add_credentials, add_version, credentials
 from logdevice.client import Client
 from logdevice.client.reader_batch import ReaderBatch
 from logdevice.errors import LogDeviceError
@@ -89,6 +89,7 @@ def _stop(signum: int, frame: FrameType | None) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="ldtail", description=__doc__.split("\n\n")[0])
     add_version(p)
+    add_credentials(p)
     add_output_arguments(p)
     p.add_argument("-n", "--lines", type=int, default=0, metavar="N",
                    help="first show the last N records (default 0: only new ones)")
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _stop)
     out = sys.stdout.buffer
     try:
-        with Client(args.config, timeout=args.timeout) as client:
+        with Client(args.config, timeout=args.timeout, **credentials(args)) as client:
             tail = client.get_tail_lsn(args.log)
             if args.lines and tail:
                 first = last_records(client, args.log, tail, args.lines)

@@ -33,7 +33,7 @@ from rich.progress import (
 )
 
 from ldcore.lsn import to_string as lsn_str
-from logdevice.cli import add_version
+from logdevice.cli import add_credentials, add_version, credentials
 from logdevice.client import Client
 from logdevice.errors import LogDeviceError
 
@@ -85,6 +85,7 @@ def _chunks(f: IO[bytes]) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="ldwrite", description=__doc__.split("\n\n")[0])
     add_version(p)
+    add_credentials(p)
     p.add_argument("file", nargs="?", default="-", help="input file (default: stdin)")
     p.add_argument("--config", default=os.environ.get("LOGDEVICE_CONFIG"),
                    help="cluster config (default: $LOGDEVICE_CONFIG)")
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     interrupted = False
     read = 0
     try:
-        with Client(args.config, timeout=args.timeout) as client, src:
+        with Client(args.config, timeout=args.timeout, **credentials(args)) as client, src:
             w = client.create_buffered_writer(size_trigger=args.size_trigger,
                                               time_trigger=args.time_trigger,
                                               compression=args.compression, mode=args.mode)

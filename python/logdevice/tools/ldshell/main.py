@@ -32,6 +32,7 @@ import sys
 from collections.abc import Sequence
 
 from ldcore.lsn import parse as parse_lsn
+from logdevice.cli import add_credentials, credentials
 from logdevice.errors import InvalidConfigError, LogDeviceError
 from logdevice.tools.ldshell import commands
 from logdevice.tools.ldshell.context import ShellContext
@@ -77,12 +78,7 @@ def _commands_parser(top: bool = True) -> argparse.ArgumentParser:
         p.add_argument("--config", default=os.environ.get("LOGDEVICE_CONFIG"),
                        metavar="PATH", help="cluster config (default: $LOGDEVICE_CONFIG)")
         p.add_argument("--timeout", type=float, default=5.0, help="seconds per node call")
-        p.add_argument("--tls-cert", metavar="PATH", default=None,
-                       help="client certificate (PEM) for a cluster with TLS: act as its CN")
-        p.add_argument("--tls-key", metavar="PATH", default=None,
-                       help="the certificate's private key (unless in the same file)")
-        p.add_argument("--token", default=os.environ.get("LOGDEVICE_TOKEN"),
-                       help="a principal's token (default: $LOGDEVICE_TOKEN)")
+        add_credentials(p)
     sub = p.add_subparsers(dest="command")
     s = sub.add_parser("status", help="nodes, their status, sequencers")
     s.add_argument("--json", action="store_true")
@@ -248,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ldshell: invalid config: {exc.message}", file=sys.stderr)
         return commands.EXIT_FAILED
     try:
-        ctx.authenticate(tls_cert=args.tls_cert, tls_key=args.tls_key, token=args.token)
+        ctx.authenticate(**credentials(args))
     except LogDeviceError as exc:
         print(f"ldshell: {exc.message}", file=sys.stderr)
         return commands.EXIT_FAILED
