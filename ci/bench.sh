@@ -5,7 +5,8 @@
 # (ldbench read: a 10 M-record backfill, SCD vs all-send-all in the same run), then the
 # cost of each append_store_durability level (benchmarks/last-durability.md), the
 # cluster checker on a 10 M-record log (benchmarks/last-checker.md), rebuilding a lost node
-# of a 3- and a 5-node cluster holding 10 M records (benchmarks/last-rebuilding.md).
+# of a 3- and a 5-node cluster holding 10 M records (benchmarks/last-rebuilding.md), the
+# write path with TLS on vs off (benchmarks/last-tls.md).
 # Arguments go to pytest.
 # LD_BENCH_E2E=0 skips the end-to-end part; LD_WITH_BENCH_PEERS=0 (no redis-server
 # installed by ci/system-deps.sh) runs it without the Redis Streams anchor.
@@ -26,6 +27,7 @@ if [ "${LD_BENCH_E2E:-1}" = 1 ]; then
   .venv/bin/python benchmarks/checker.py  # LD_CHECKER_RECORDS (default 10 M)
   .venv/bin/python benchmarks/epoch_activation.py  # ZooKeeper vs SQLite epoch store
   .venv/bin/python benchmarks/rebuilding.py  # LD_REBUILD_RECORDS (default 10 M)
+  .venv/bin/python benchmarks/tls.py  # TLS on vs off; LD_TLS_RECORDS (default 1 M)
 fi
 if [ "${LD_BENCH_SPARK:-0}" = 1 ]; then
   .venv/bin/python benchmarks/spark_read.py --json benchmarks/last-spark-read.json
