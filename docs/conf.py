@@ -58,7 +58,15 @@ def _table(title: str, rows: list[tuple[str, str, str]]) -> str:
 
 def _generate() -> None:
     from logdevice.client.settings import ClientSettings
-    from logdevice.config.model import LogGroup, NodeConfig, Settings
+    from logdevice.config.model import (
+        Acl,
+        LogGroup,
+        NodeConfig,
+        PrincipalConfig,
+        SecurityConfig,
+        Settings,
+        TlsConfig,
+    )
 
     gen = HERE / "_generated"
     gen.mkdir(exist_ok=True)
@@ -67,6 +75,12 @@ def _generate() -> None:
         + _table("a log group (logs[])", _field_rows(LogGroup)) + "\n"
         + _table("a node (nodes[])", _field_rows(NodeConfig)) + "\n"
         + _table("client settings (keyword arguments of ld.Client)", _field_rows(ClientSettings)))
+    (gen / "security_tables.rst").write_text(
+        _table("security", _field_rows(SecurityConfig)) + "\n"
+        + _table("security.tls", _field_rows(TlsConfig)) + "\n"
+        + _table("a principal (security.principals.<name>)",
+                 [r for r in _field_rows(PrincipalConfig) if r[0] != "name"]) + "\n"
+        + _table("an ACL (security.acl, logs[].acl)", _field_rows(Acl)))
     from logdevice.node import main as node_main
     from logdevice.tools import ldbench, ldcat, ldtail, ldwrite
 

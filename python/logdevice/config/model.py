@@ -166,8 +166,8 @@ class SecurityConfig:
     node_subjects: tuple[str, ...] = ()  # client-certificate CNs that identify nodes
     node_secret: str | None = None  # nodes' shared secret, sent in HELLO (with or without TLS)
     node_secret_file: str | None = None  # ... or a file holding it (first line)
-    principals: tuple[PrincipalConfig, ...] = ()  # the object ``{name: {token...}}``
-    acl: Acl = DEFAULT_ACL  # log groups without an ACL; its admin also covers GET_PARTITIONS
+    principals: tuple[PrincipalConfig, ...] = ()  # ``{name: {token...}}``, ``{}``: cert only
+    acl: Acl = DEFAULT_ACL  # log groups without one; its admin: ldshell's node questions too
 
     def principal(self, name: str) -> PrincipalConfig | None:
         for p in self.principals:
