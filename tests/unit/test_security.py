@@ -318,3 +318,50 @@ def test_client_credentials_must_fit_the_cluster(tmp_path):
         ConnectSecurity.for_client(load(tmp_path, plain), token=ALICE_TOKEN)
     node = ConnectSecurity.for_node(cfg)
     assert (node.ssl, node.token) == (None, NODE_SECRET)
+
+
+# -- TLS material --------------------------------------------------------------------------
+def tls_config(tmp_path: Path) -> dict:
+    import trustme
+
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    node = ca.issue_cert("127.0.0.1", common_name="logdevice-node")
+    node.private_key_pem.write_to_path(str(tmp_path / "node.key"))
+    node.cert_chain_pems[0].write_to_path(str(tmp_path / "node.pem"))
+    d = secure_config()
+    d["security"]["tls"] = {"cert": "node.pem", "key": "node.key", "ca": "ca.pem"}
+    d["security"]["node_subjects"] = ["logdevice-node"]
+    del d["security"]["node_secret"]
+    return d
+
+
+def test_node_access_loads_tls_and_tells_nodes_apart(tmp_path):
+    from logdevice.node.access import NodeAccess
+
+    access = NodeAccess(load(tmp_path, tls_config(tmp_path)))
+    assert access.server_ssl is not None and access.link.ssl is not None
+    assert access.link.token == ""  # the node certificate speaks for the links
+    node = {"subject": ((("commonName", "logdevice-node"),),)}
+    assert access.dialed_a_node(node)
+    assert not access.dialed_a_node({"subject": ((("commonName", "alice"),),)})
+    assert not access.dialed_a_node(None)
+    assert access.authenticate("node", "", node)[:2] == (E.OK, NODE_PRINCIPAL)
+
+
+def test_tls_files_that_do_not_load_name_their_field(tmp_path):
+    from logdevice.node.access import NodeAccess
+
+    d = tls_config(tmp_path)
+    (tmp_path / "node.key").write_text("not a key")
+    with pytest.raises(InvalidConfigError, match=r"cluster.json: security.tls.cert: cannot "
+                                                 r"load .*node.pem / node.key"):
+        NodeAccess(load(tmp_path, d))
+    d["security"]["tls"]["ca"] = "missing.pem"
+    with pytest.raises(InvalidConfigError, match=r"security.tls.ca: cannot load"):
+        ConnectSecurity.for_client(load(tmp_path, d))
+    cfg = load(tmp_path, tls_config(tmp_path))
+    with pytest.raises(InvalidParamError, match="tls_cert nope.pem"):
+        ConnectSecurity.for_client(cfg, tls_cert="nope.pem", tls_key="nope.key")
+    with pytest.raises(InvalidParamError, match="tls_key without tls_cert"):
+        ConnectSecurity.for_client(cfg, tls_key="k.pem")

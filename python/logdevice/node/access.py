@@ -38,8 +38,17 @@ class NodeAccess:
         self.server_ssl: ssl.SSLContext | None = (
             server_context(config) if security.tls is not None else None)
         self.link = ConnectSecurity.for_node(config)
+        self._node_subjects = frozenset(security.node_subjects)
         self._authenticator = Authenticator.from_config(config)
         self._gate = RequestGate(Authorizer(config))
+
+    def dialed_a_node(self, peercert: Any) -> bool:
+        """Whether the peer of one of our links (TLS already checked its certificate
+        against the CA and its host name) shows a node certificate.  Without TLS or node
+        certificates there is nothing to tell a node by: True."""
+        if self.server_ssl is None or not self._node_subjects:
+            return True
+        return subject_cn(peercert) in self._node_subjects
 
     def authenticate(self, role: str, token: str, peercert: Any
                      ) -> tuple[E, Principal | None, str]:

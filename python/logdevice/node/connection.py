@@ -11,7 +11,8 @@ The same class serves both directions:
 With security on (``Node.access``) the HELLO also decides who the peer is: its TLS client
 certificate and HELLO token give its ``principal`` (a peer claiming to be a node must
 prove it, else ACCESS); ``Node.dispatch`` checks every later frame against it.  The peer
-of an outbound link is the node we dialed (TLS verified its certificate).
+of an outbound link is the node we dialed: TLS verified its certificate against the CA
+and the host name, and with node certificates its CN must be a node's.
 
 Bad input closes this connection only: a frame the decoder refuses is answered with an
 ERROR frame naming the problem (status BADMSG or PROTONOSUPPORT), then the connection is
@@ -118,6 +119,12 @@ class Connection(asyncio.Protocol):
         if self.outbound:
             me = self.node.me
             access = self.node.access
+            if access is not None and not access.dialed_a_node(t.get_extra_info("peercert")):
+                # A certificate the CA signed for something else (a client's) at a node's
+                # address: not a peer to send STOREs to.
+                log.error("%r: the peer's certificate is not a node's, closing", self)
+                self.close()
+                return
             self._write_now(Hello(cluster=self.node.config.cluster, role="node",
                                   node_index=me.index, location=str(me.location),
                                   store_id=self.node.store_id,
