@@ -92,6 +92,10 @@ def test_rights_decide_append_read_and_trim(cluster):
     with client_as(cluster, token=READER_TOKEN) as reader:
         with pytest.raises(ld.AccessError, match="reader may not append log 1"):
             reader.append(1, b"nope")
+        bw = reader.create_buffered_writer()
+        with pytest.raises(ld.AccessError):
+            bw.append(2, b"batched").result(timeout=10)
+        bw.close()
         data = [r for r in read_all(reader, 1, lsns[-1]) if isinstance(r, ld.DataRecord)]
         assert len(data) == 5
         assert reader.get_tail_lsn(1) == lsns[-1]
@@ -137,6 +141,10 @@ def test_admin_requests_need_admin(cluster):
                              capture_output=True, text=True, timeout=120)
     assert json.loads(refused.stdout) == []
     assert "GetPartitions: ACCESS: N0: reader may not admin the cluster" in refused.stderr
+    check = subprocess.run([*base, "--tls-cert", str(cert), "--tls-key", str(key), "check",
+                            "--recheck-delay", "0.2", "--json"],
+                           capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stderr
     refused = subprocess.run([*base, "--token", READER_TOKEN, "trim", "2", "1"],
                              capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and "N0: ACCESS" in refused.stderr
