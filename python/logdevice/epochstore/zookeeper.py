@@ -243,8 +243,16 @@ class ZooKeeperEpochStore(EpochStore):
             return super().set_last_clean_epoch(log_id, epoch, tail, outcomes)
 
     def get(self, log_id: int) -> LogEpochState | None:
+        """The log's state, including every write ZooKeeper acknowledged before the call:
+        the server this session talks to may lag behind another session's write (a
+        sequencer's new epoch), so the read follows a sync."""
         log_id = _check_log_id(log_id)
-        return self._call(f"read log {log_id}", lambda: self._read_log(log_id)[0])  # type: ignore[no-any-return]
+
+        def read() -> LogEpochState | None:
+            self._wait(self._zk.sync_async(self._log_path(log_id)))
+            return self._read_log(log_id)[0]
+
+        return self._call(f"read log {log_id}", read)  # type: ignore[no-any-return]
 
     def update(self, log_id: int,
                fn: Callable[[LogEpochState | None], LogEpochState | None]) -> LogEpochState | None:

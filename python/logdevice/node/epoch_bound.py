@@ -7,7 +7,8 @@ that made its epoch up: a SEAL of epoch 2**64-1 would make the log unwritable fo
 records no recovery knows about.  ``EpochBound`` keeps, per log, the epoch the store
 had issued when this node last read it; a request within it passes without I/O, one
 above it makes the node read the store again (its copy may be stale: a sequencer has
-just activated a new epoch) and is refused only if the store has not issued it.
+just activated a new epoch) and is refused only if the store has not issued it.  That
+read starts after the request arrived: a read already in flight may predate the epoch.
 
 Reads run in a thread of their own; concurrent reads of one log are shared.
 """
@@ -15,6 +16,7 @@ Reads run in a thread of their own; concurrent reads of one log are shared.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -60,11 +62,19 @@ class EpochBound:
         if not fut.cancelled() and fut.exception() is None:
             self._known[log_id] = max(self._known.get(log_id, 0), fut.result())
 
+    async def fresh(self, log_id: int) -> int:
+        """The log's epoch from a read of the store that started after this call (one
+        already in flight may have read the store before a new epoch was issued)."""
+        earlier = self._reads.get(log_id)
+        if earlier is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(earlier)
+        return await self.refresh(log_id)
+
     async def admits_fresh(self, log_id: int, epoch: int) -> bool:
-        """``admits``, after reading the store again if the copy held says no."""
-        if self.admits(log_id, epoch):
-            return True
-        return epoch <= await self.refresh(log_id)
+        """``admits``, after reading the store again (``fresh``) if the copy held says
+        no."""
+        return self.admits(log_id, epoch) or epoch <= await self.fresh(log_id)
 
     def close(self) -> None:
         self._exec.shutdown(wait=True)

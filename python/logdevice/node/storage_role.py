@@ -238,25 +238,34 @@ class StorageRole(Role):
             self.node.loop.create_task(self._unpark(msg.log_id))
 
     async def _unpark(self, log_id: int) -> None:
-        try:
-            await self.epochs.refresh(log_id)
-            unreadable = False
-        except LogDeviceError as exc:
-            log.warning("log %d: cannot read the epoch store to check a STORE's epoch: %s",
-                        log_id, exc)
-            unreadable = True
-        for conn, msg in self._parked.pop(log_id, []):
-            if conn.closed:
-                continue
-            if not unreadable and self.epochs.admits(log_id, self._store_epoch(msg)):
-                self._on_store(conn, msg)
-                continue
-            if not unreadable:
-                log.warning("refusing a STORE of log %d epoch %d from %r: the epoch store "
-                            "has not issued it", log_id, self._store_epoch(msg), conn)
-            conn.send(Stored(request_id=msg.request_id, log_id=log_id,
-                             node_index=self.node.index,
-                             status=E.AGAIN if unreadable else E.INVALID_PARAM))
+        """Decide the parked STOREs of ``log_id`` in arrival order, each by a read of the
+        epoch store that started after it arrived (an earlier read may predate its
+        epoch); STOREs parked meanwhile wait for the next read."""
+        parked = self._parked[log_id]
+        while parked:
+            arrived = len(parked)
+            try:
+                await self.epochs.fresh(log_id)
+                unreadable = False
+            except LogDeviceError as exc:
+                log.warning("log %d: cannot read the epoch store to check a STORE's epoch: "
+                            "%s", log_id, exc)
+                unreadable = True
+            decided = parked[:arrived]
+            del parked[:arrived]
+            for conn, msg in decided:
+                if conn.closed:
+                    continue
+                if not unreadable and self.epochs.admits(log_id, self._store_epoch(msg)):
+                    self._write(conn, msg)
+                    continue
+                if not unreadable:
+                    log.warning("refusing a STORE of log %d epoch %d from %r: the epoch "
+                                "store has not issued it", log_id, self._store_epoch(msg), conn)
+                conn.send(Stored(request_id=msg.request_id, log_id=log_id,
+                                 node_index=self.node.index,
+                                 status=E.AGAIN if unreadable else E.INVALID_PARAM))
+        del self._parked[log_id]
 
     # -- STORE ------------------------------------------------------------------------------
     def _on_store(self, conn: Peer, msg: Store) -> None:
@@ -269,6 +278,10 @@ class StorageRole(Role):
                                                                 self._store_epoch(msg)):
             self._park(conn, msg)  # behind the others held for this log: order kept
             return
+        self._write(conn, msg)
+
+    def _write(self, conn: Peer, msg: Store) -> None:
+        """Hand an accepted STORE to the group committer."""
         if msg.last_known_good and not msg.recovery_epoch:
             key = (msg.log_id, msg.epoch)
             if msg.last_known_good > self._lng.get(key, 0):
