@@ -1,11 +1,12 @@
+from collections.abc import Sequence
+
 import numpy as np
 import numpy.typing as npt
 
 def merge_holders(
-    size: int,
-    slots: npt.ArrayLike,
-    rows: npt.ArrayLike,
-    offsets: npt.ArrayLike,
-    positions: npt.ArrayLike,
+    starts: npt.ArrayLike,
+    bases: npt.ArrayLike,
+    lengths: npt.ArrayLike,
+    holders: Sequence[tuple[npt.ArrayLike, npt.ArrayLike, npt.ArrayLike, int]],
     member_of: npt.ArrayLike,
-) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]: ...
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint16], npt.NDArray[np.int64]]: ...

@@ -1,89 +1,133 @@
 # Who holds each record, and which copyset it has: the cluster checker's merge step.
 #
-# The checker lays a log's LSNs out on slots (one per LSN of each epoch present) and gives
-# each node the log involves one bit.  Every node that answered lists the slots it holds
-# and, for each, the row of a shared copyset table it stored.  ``merge_holders`` turns
-# those lists into, per slot, the bit row of the nodes holding it and the copyset the
-# verdict judges it by.  Holders may disagree on a copyset (a store wave that timed out
-# leaves copies naming an older copyset): the first copyset whose members all hold the
-# slot wins, else the first one seen.  Two passes over the lists, no allocation per
-# record.
+# The checker lays a log's LSNs out on slots: each epoch present is a segment of
+# consecutive LSNs [start, start + length) at slots [base, base + length).  Each node the
+# log involves has one bit.  Every node that answered lists the LSNs it holds (sorted)
+# and, for each, its copyset as a row of the node's own copyset table, which ``to_row``
+# maps into a table shared by all nodes.  ``merge_holders`` turns those lists into, per
+# slot, the bit row of the nodes holding it, how many do, and the copyset the verdict
+# judges it by.  Holders may disagree on a copyset (a store wave that timed out leaves
+# copies naming an older copyset): the first copyset whose members all hold the slot
+# wins, else the first one seen.  Two passes over the lists, nothing allocated per
+# record, no slot array per node.
 #
 # cython: boundscheck=False, wraparound=False
 
 import numpy as np
 
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport int64_t, uint16_t, uint64_t
 
 
-def merge_holders(Py_ssize_t size, slots, rows, offsets, positions, member_of):
-    """Per-slot holder bits and chosen copyset rows.
+cdef Py_ssize_t _slot(uint64_t lsn, const uint64_t[::1] start, const int64_t[::1] base,
+                      const int64_t[::1] length, Py_ssize_t *seg) noexcept nogil:
+    """Slot of ``lsn``, moving ``seg`` forward (LSNs come sorted); -1 if not in the grid."""
+    cdef Py_ssize_t s = seg[0], n = start.shape[0]
+    while s < n and lsn >= start[s] + <uint64_t>length[s]:
+        s += 1
+    seg[0] = s
+    if s == n or lsn < start[s]:
+        return -1
+    return base[s] + <Py_ssize_t>(lsn - start[s])
+
+
+def merge_holders(starts, bases, lengths, holders, member_of):
+    """Per-slot holder bits, holder counts and chosen copyset rows.
 
     Parameters
     ----------
-    size : int
-        Number of slots.
-    slots, rows : int64 arrays
-        Every node's list, concatenated: a slot it holds and that copy's copyset row in
-        ``member_of``.
-    offsets : int64 array
-        Node k's entries are ``slots[offsets[k]:offsets[k + 1]]``.
-    positions : int64 array
-        Node k's bit (``positions[k] // 64`` is its word).
+    starts, bases, lengths : uint64, int64, int64 arrays
+        The grid's segments: LSNs ``[starts[i], starts[i] + lengths[i])`` are slots
+        ``[bases[i], bases[i] + lengths[i])``; in LSN order, slots end to end.
+    holders : sequence of (lsns, index, to_row, position)
+        One per node that answered: its sorted uint64 LSNs, for each the row of its own
+        copyset table, ``to_row`` mapping those rows to rows of ``member_of``, and the
+        node's bit (``position // 64`` is its word).
     member_of : uint64 2-D array
         One bit row per copyset: its members.  The last row is the "no copyset" row.
 
     Returns
     -------
-    hold : uint64 2-D array, shape (size, words)
+    hold : uint64 2-D array, shape (slots, words)
         The bits of the nodes holding each slot.
+    copies : uint16 array
+        How many nodes hold each slot.
     chosen : int64 array
         Each slot's copyset row (the last row of ``member_of`` where nobody holds it).
     """
-    cdef const int64_t[::1] at = np.ascontiguousarray(slots, dtype=np.int64)
-    cdef const int64_t[::1] row = np.ascontiguousarray(rows, dtype=np.int64)
-    cdef const int64_t[::1] off = np.ascontiguousarray(offsets, dtype=np.int64)
-    cdef const int64_t[::1] pos = np.ascontiguousarray(positions, dtype=np.int64)
+    cdef const uint64_t[::1] start = np.ascontiguousarray(starts, dtype=np.uint64)
+    cdef const int64_t[::1] base = np.ascontiguousarray(bases, dtype=np.int64)
+    cdef const int64_t[::1] length = np.ascontiguousarray(lengths, dtype=np.int64)
+    if not start.shape[0] == base.shape[0] == length.shape[0]:
+        raise ValueError("starts, bases and lengths differ in length")
     members_a = np.ascontiguousarray(member_of, dtype=np.uint64)
     if members_a.ndim != 2 or members_a.shape[0] < 1:
         raise ValueError("member_of must be a 2-D array with a last 'no copyset' row")
     cdef const uint64_t[:, ::1] members = members_a
-    cdef Py_ssize_t words = members.shape[1], n_rows = members.shape[0]
-    cdef Py_ssize_t K = pos.shape[0], n = at.shape[0]
-    if off.shape[0] != K + 1 or row.shape[0] != n or off[0] != 0 or off[K] != n:
-        raise ValueError("offsets must split slots and rows into one list per position")
+    cdef Py_ssize_t words = members.shape[1], none = members.shape[0] - 1
+    cdef Py_ssize_t segments = start.shape[0]
+    cdef Py_ssize_t size = base[segments - 1] + length[segments - 1] if segments else 0
+    lists = []
+    for lsns, index, to_row, position in holders:
+        lsns = np.ascontiguousarray(lsns, dtype=np.uint64)
+        index = np.ascontiguousarray(index, dtype=np.int64)
+        to_row = np.ascontiguousarray(to_row, dtype=np.int64)
+        if len(lsns) != len(index):
+            raise ValueError(f"{len(lsns)} LSNs but {len(index)} copyset rows")
+        if len(index) and not 0 <= index.min() <= index.max() < len(to_row):
+            raise ValueError("a copyset row is outside the node's table")
+        if len(to_row) and not 0 <= to_row.min() <= to_row.max() < none:
+            raise ValueError("a node's table maps outside member_of")
+        if not 0 <= position < 64 * words:
+            raise ValueError(f"bit position {position} does not fit {words} words")
+        lists.append((lsns, index, to_row, int(position)))
     hold_a = np.zeros((size, words), np.uint64)
-    chosen_a = np.full(size, n_rows - 1, np.int64)
+    copies_a = np.zeros(size, np.uint16)
+    chosen_a = np.full(size, none, np.int64)
     complete_a = np.zeros(size, np.uint8)
     cdef uint64_t[:, ::1] hold = hold_a
+    cdef uint16_t[::1] copies = copies_a
     cdef int64_t[::1] chosen = chosen_a
     cdef unsigned char[::1] complete = complete_a
-    cdef Py_ssize_t k, i, w, s, r
+    cdef const uint64_t[::1] lsn
+    cdef const int64_t[::1] idx
+    cdef const int64_t[::1] rows
+    cdef Py_ssize_t i, n, w, s, r, seg
     cdef uint64_t bit
     cdef bint ok
-    for i in range(n):
-        if at[i] < 0 or at[i] >= size or row[i] < 0 or row[i] >= n_rows - 1:
-            raise ValueError(f"entry {i}: slot {at[i]} or copyset row {row[i]} out of range")
-    for k in range(K):
-        if pos[k] < 0 or pos[k] >= 64 * words:
-            raise ValueError(f"bit position {pos[k]} does not fit {words} words")
-    with nogil:
-        for k in range(K):
-            w = pos[k] >> 6
-            bit = (<uint64_t>1) << (pos[k] & 63)
-            for i in range(off[k], off[k + 1]):
-                hold[at[i], w] |= bit
-        for i in range(n):
-            s = at[i]
-            r = row[i]
-            if complete[s]:
-                continue
-            ok = True
-            for w in range(words):
-                if members[r, w] & ~hold[s, w]:
-                    ok = False
+    for lsns, _index, _to_row, position in lists:  # pass 1: who holds what
+        lsn = lsns
+        n = lsn.shape[0]
+        w = position >> 6
+        bit = (<uint64_t>1) << (position & 63)
+        seg = 0
+        s = 0
+        with nogil:
+            for i in range(n):
+                s = _slot(lsn[i], start, base, length, &seg)
+                if s < 0:
                     break
-            if ok or chosen[s] == n_rows - 1:
-                chosen[s] = r
-                complete[s] = ok
-    return hold_a, chosen_a
+                hold[s, w] |= bit
+                copies[s] += 1
+        if n and s < 0:
+            raise ValueError(f"LSN {lsn[i]} is not in the grid")
+    for lsns, index, to_row, _position in lists:  # pass 2: the copyset of each slot
+        lsn = lsns
+        idx = index
+        rows = to_row
+        n = lsn.shape[0]
+        seg = 0
+        with nogil:
+            for i in range(n):
+                s = _slot(lsn[i], start, base, length, &seg)
+                if complete[s]:
+                    continue
+                r = rows[idx[i]]
+                ok = True
+                for w in range(words):
+                    if members[r, w] & ~hold[s, w]:
+                        ok = False
+                        break
+                if ok or chosen[s] == none:
+                    chosen[s] = r
+                    complete[s] = ok
+    return hold_a, copies_a, chosen_a

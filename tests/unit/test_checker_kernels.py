@@ -49,31 +49,45 @@ def test_copyset_runs_edges():
         copyset_runs(np.zeros(3, np.int16))
 
 
-def test_merge_holders_bits_and_choice():
+def _lsns(*esns, epoch=1):
+    return np.array([(epoch << 32) | e for e in esns], np.uint64)
+
+
+# One segment: epoch 1, ESNs 1..4 at slots 0..3.
+GRID = (np.array([(1 << 32) | 1], np.uint64), np.array([0]), np.array([4]))
+
+
+def test_merge_holders_bits_counts_and_choice():
     # Copysets: row 0 = {0, 1}, row 1 = {0, 2}, row 2 = "none" (the last row).
     member_of = np.array([[0b011], [0b101], [0]], np.uint64)
-    # Slot 0: node 0 says {0,2} (an old wave), node 1 says {0,1}: {0,1} is complete.
-    # Slot 1: node 0 alone says {0,1}: incomplete, but the only one.  Slot 2: nobody.
-    # Slot 3: nodes 0 and 2 agree on {0,2}.
-    slots = [0, 1, 3, 0, 3]
-    rows = [1, 0, 1, 0, 1]
-    offsets = [0, 3, 4, 5]
-    positions = [0, 1, 2]
-    hold, chosen = merge_holders(4, slots, rows, offsets, positions, member_of)
+    # ESN 1: node 0 says {0,2} (an old wave), node 1 says {0,1}: {0,1} is complete.
+    # ESN 2: node 0 alone says {0,1}: incomplete, but the only one.  ESN 3: nobody.
+    # ESN 4: nodes 0 and 2 agree on {0,2}.  Node tables map their rows differently.
+    holders = [(_lsns(1, 2, 4), [0, 1, 0], [1, 0], 0),
+               (_lsns(1), [0], [0], 1),
+               (_lsns(4), [0], [1], 2)]
+    hold, copies, chosen = merge_holders(*GRID, holders, member_of)
     assert hold[:, 0].tolist() == [0b011, 0b001, 0, 0b101]
+    assert copies.tolist() == [2, 1, 0, 2]
     assert chosen.tolist() == [0, 0, 2, 1]
 
 
-def test_merge_holders_words_and_errors():
+def test_merge_holders_segments_words_and_errors():
     member_of = np.zeros((2, 2), np.uint64)
     member_of[0] = [1, 1 << 6]  # nodes at bits 0 and 70
-    hold, chosen = merge_holders(2, [1, 1], [0, 0], [0, 1, 2], [0, 70], member_of)
-    assert hold.tolist() == [[0, 0], [1, 1 << 6]] and chosen.tolist() == [1, 0]
-    with pytest.raises(ValueError):  # slot out of range
-        merge_holders(1, [1], [0], [0, 1], [0], member_of)
+    # Epoch 1 ESNs 1..2 at slots 0..1, epoch 3 ESNs 5..6 at slots 2..3.
+    grid = (np.array([(1 << 32) | 1, (3 << 32) | 5], np.uint64), np.array([0, 2]),
+            np.array([2, 2]))
+    holders = [(np.concatenate([_lsns(2), _lsns(6, epoch=3)]), [0, 0], [0], 0),
+               (_lsns(6, epoch=3), [0], [0], 70)]
+    hold, copies, chosen = merge_holders(*grid, holders, member_of)
+    assert hold.tolist() == [[0, 0], [1, 0], [0, 0], [1, 1 << 6]]
+    assert copies.tolist() == [0, 1, 0, 2] and chosen.tolist() == [1, 0, 1, 0]
+    with pytest.raises(ValueError):  # an LSN outside the grid
+        merge_holders(*grid, [(_lsns(4), [0], [0], 0)], member_of)
     with pytest.raises(ValueError):  # the "none" row is not a copyset
-        merge_holders(2, [0], [1], [0, 1], [0], member_of)
+        merge_holders(*grid, [(_lsns(1), [0], [1], 0)], member_of)
+    with pytest.raises(ValueError):  # a row outside the node's table
+        merge_holders(*grid, [(_lsns(1), [1], [0], 0)], member_of)
     with pytest.raises(ValueError):  # a bit past the words
-        merge_holders(2, [0], [0], [0, 1], [128], member_of)
-    with pytest.raises(ValueError):  # offsets do not split the lists
-        merge_holders(2, [0, 1], [0, 0], [0, 1], [0], member_of)
+        merge_holders(*grid, [(_lsns(1), [0], [0], 128)], member_of)

@@ -128,6 +128,20 @@ def test_round_trip_random_batches(store):
     assert store.logs() == [1, 2, 3]
 
 
+def test_compact_leaves_no_level0_files_and_every_record(store):
+    rng = np.random.default_rng(11)
+    model = fill(store, rng)
+    store.flush()
+    level0 = [int(store.property("rocksdb.num-files-at-level0", p.id))
+              for p in store.partitions()]
+    assert sum(level0) > 0
+    store.compact()
+    assert [int(store.property("rocksdb.num-files-at-level0", p.id))
+            for p in store.partitions()] == [0] * len(level0)
+    for log_id in (1, 2, 3):
+        assert read_all(store, log_id) == model.rows(log_id, 1, LSN_MAX)
+
+
 def test_csi_matches_data_and_chosen_reads(store):
     rng = np.random.default_rng(8)
     model = fill(store, rng, logs=(5,))

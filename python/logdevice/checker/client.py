@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,6 +64,8 @@ class AvailabilityClient:
         self.page_records = page_records
         self.conns: dict[int, Connection] = {}
         self.bytes_received = 0  # sections of every reply, plus REPLY_OVERHEAD each
+        # Replies are decoded off the event loop, two at a time (the work releases the GIL).
+        self._decoder = ThreadPoolExecutor(2, thread_name_prefix="checker-decode")
 
     def conn(self, node: int) -> Connection:
         c = self.conns.get(node)
@@ -100,8 +103,9 @@ class AvailabilityClient:
                 self.bytes_received += REPLY_OVERHEAD + sum(len(memoryview(x)) for x in (
                     reply.availability, reply.availability_packed, reply.runs_zstd)) + (
                     reply.run_lengths.nbytes + reply.run_copysets.nbytes + reply.copysets.nbytes)
-                try:
-                    page, page_rows = self._decode(reply)
+                try:  # decoding releases the GIL: other nodes' replies go on meanwhile
+                    page, page_rows = await loop.run_in_executor(self._decoder, self._decode,
+                                                                 reply)
                 except ValueError as exc:  # AvailabilityError is a ValueError too
                     raise LogDeviceError(E.BADMSG, f"N{node}: bad RECORD_AVAILABILITY: {exc}"
                                          ) from None
@@ -110,7 +114,8 @@ class AvailabilityClient:
                                                    f"runs for {len(page_rows)}")
                 # The pages' tables are stacked: offset this page's rows past the others.
                 lsns.append(page)
-                rows.append(page_rows + sum(len(t) for t in tables))
+                page_rows += sum(len(t) for t in tables)
+                rows.append(page_rows)
                 # A node holding nothing of the log sends a (0, 0) table: no width to infer.
                 table = np.asarray(reply.copysets, np.int16)
                 tables.append(table.reshape(len(table), -1 if table.size else 0))
@@ -120,12 +125,19 @@ class AvailabilityClient:
         finally:
             if not pending.done():  # an error while the next page was on its way
                 pending.cancel()
+        holdings = await loop.run_in_executor(self._decoder, self._holdings, node, lsns, rows,
+                                              tables)
+        return Fetched(holdings, trim, released)
+
+    @staticmethod
+    def _holdings(node: int, lsns: list[np.ndarray], rows: list[np.ndarray],
+                  tables: list[np.ndarray]) -> NodeHoldings:
+        """The pages of one node put together."""
         width = max((t.shape[1] for t in tables), default=0)
         table = (np.concatenate([np.pad(t, ((0, 0), (0, width - t.shape[1])),
                                         constant_values=-1) for t in tables])
                  if tables else np.empty((0, 0), np.int16))
-        return Fetched(NodeHoldings(node, np.concatenate(lsns), np.concatenate(rows), table),
-                       trim, released)
+        return NodeHoldings(node, np.concatenate(lsns), np.concatenate(rows), table)
 
     @staticmethod
     def _decode(reply: RecordAvailability) -> tuple[np.ndarray, np.ndarray]:
@@ -137,7 +149,7 @@ class AvailabilityClient:
             lengths, index = unpack_runs(reply.runs_zstd, reply.n_runs, reply.index_width)
         else:
             bp34, lengths, index = reply.availability, reply.run_lengths, reply.run_copysets
-        lsns = availability.decode(bp34).to_array().astype(np.uint64)
+        lsns = availability.decode(bp34).to_array().view(np.uint64)  # ids are >= 0
         return lsns, run_rows(lengths, index, len(reply.copysets))
 
     async def fetch_node(self, node: int, logs: Iterable[int]) -> dict[int, Fetched]:
@@ -150,3 +162,4 @@ class AvailabilityClient:
     async def close(self) -> None:
         for c in self.conns.values():
             await c.aclose()
+        self._decoder.shutdown(wait=True)

@@ -212,9 +212,10 @@ def _count(cols: Sequence[np.ndarray], mask: Sequence[np.uint64] | None = None) 
 
 
 def _rep_per_slot(grid: Grid, epochs: Sequence[tuple[int, Any]],
-                  default: Replication) -> tuple[list[Replication], np.ndarray]:
+                  default: Replication) -> tuple[list[Replication], np.ndarray | None]:
     """The replication properties in force in the grid's epochs, and each slot's index
-    into them (an epoch follows the last metadata entry at or below it)."""
+    into them (an epoch follows the last metadata entry at or below it); None instead of
+    the index when every slot has the first one."""
     reps = [default]
     index = {default: 0}
     firsts = np.array([int(first) for first, _ in epochs], np.uint64)
@@ -226,6 +227,8 @@ def _rep_per_slot(grid: Grid, epochs: Sequence[tuple[int, Any]],
             seg_rep[seg] = index.setdefault(rep, len(reps))
             if seg_rep[seg] == len(reps):
                 reps.append(rep)
+    if bool((seg_rep == seg_rep[0]).all()):
+        return [reps[int(seg_rep[0])]], None
     return reps, np.repeat(seg_rep, grid.length)
 
 
@@ -305,12 +308,9 @@ def judge(log_id: int, lo: int, hi: int, holdings: Mapping[int, NodeHoldings], *
     member_of = bits.members(table)  # row D: no copyset
 
     # Per slot: which nodes hold it (bit rows), and the copyset it is judged by.
-    holders = list(held)
-    lists = [(grid.slots(held[x].lsns), to_table[x][held[x].index]) for x in holders]
-    hold_rows, cs_slot = merge_holders(
-        G, np.concatenate([s for s, _ in lists]), np.concatenate([r for _, r in lists]),
-        np.cumsum([0] + [len(s) for s, _ in lists]), [bits.pos[x] for x in holders],
-        member_of)
+    hold_rows, copies, cs_slot = merge_holders(
+        grid.start, grid.base, grid.length,
+        [(h.lsns, h.index, to_table[x], bits.pos[x]) for x, h in held.items()], member_of)
     present = cs_slot < D
     v.summary["records"] = int(np.count_nonzero(present))
 
@@ -333,13 +333,16 @@ def judge(log_id: int, lo: int, hi: int, holdings: Mapping[int, NodeHoldings], *
     # Replication per epoch: R for under-replication, the property for placement.
     reps, rep_slot = _rep_per_slot(grid, epochs, Replication(replication))
     r_of = np.array([rep.r for rep in reps], np.int64)
-    copies = sum(np.bitwise_count(h).astype(np.int64) for h in hold)
-    v.summary["under_replicated"] = int(np.count_nonzero(present & (copies < r_of[rep_slot])))
+    r_slot = r_of[0] if rep_slot is None else r_of[rep_slot]
+    v.summary["under_replicated"] = int(np.count_nonzero(present & (copies < r_slot)))
     # Placement: once per distinct copyset and replication property.
     bad = np.zeros((len(reps), D + 1), bool)
     for k, rep in enumerate(reps):
         bad[k, :D] = [not satisfies(_copyset_list(row), rep, locations) for row in table]
-    place_rows = present & bad[rep_slot, cs_slot] if bool(bad.any()) else np.zeros(G, bool)
+    if not bool(bad.any()):
+        place_rows = np.zeros(G, bool)
+    else:
+        place_rows = present & (bad[0][cs_slot] if rep_slot is None else bad[rep_slot, cs_slot])
 
     out = v.details
 

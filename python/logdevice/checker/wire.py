@@ -33,7 +33,7 @@ def _shuffle(col: np.ndarray) -> bytes:
     return col.view(np.uint8).reshape(len(col), col.itemsize).T.tobytes()
 
 
-def _unshuffle(buf: bytes, n: int, dtype: str, width: int) -> np.ndarray:
+def _unshuffle(buf: bytes | memoryview, n: int, dtype: str, width: int) -> np.ndarray:
     return np.frombuffer(buf, np.uint8).reshape(width, n).T.copy().view(dtype).reshape(n)
 
 
@@ -55,8 +55,10 @@ def pack_availability(data: bytes | bytearray | memoryview) -> bytes:
     return zstandard.ZstdCompressor(level=_LEVEL).compress(raw)
 
 
-def unpack_availability(packed: bytes | bytearray | memoryview, max_groups: int = 1 << 26) -> bytes:
-    """The packed form -> the exact BP-34 bytes.  ``ValueError`` if it is not one."""
+def unpack_availability(packed: bytes | bytearray | memoryview,
+                        max_groups: int = 1 << 26) -> memoryview:
+    """The packed form -> the exact BP-34 bytes (a buffer of them: no copy made to turn
+    it into ``bytes``).  ``ValueError`` if it is not one."""
     try:
         raw = zstandard.ZstdDecompressor().decompress(
             bytes(packed), max_output_size=8 + 24 * max_groups)
@@ -67,16 +69,16 @@ def unpack_availability(packed: bytes | bytearray | memoryview, max_groups: int 
     n = int.from_bytes(raw[:8], "little")
     if n > max_groups or len(raw) != 8 + 24 * n:
         raise ValueError(f"packed availability: {len(raw)} bytes for {n} groups")
-    cols, at = [], 8
+    cols, at, view = [], 8, memoryview(raw)
     for dtype, width in _COLUMNS:
-        cols.append(_unshuffle(raw[at:at + n * width], n, dtype, width))
+        cols.append(_unshuffle(view[at:at + n * width], n, dtype, width))
         at += n * width
-    g = np.zeros(n, _GROUP)
+    out = np.zeros(availability.HEADER_SIZE + 24 * n, np.uint8)
+    out[4:8] = np.frombuffer(n.to_bytes(4, "big"), np.uint8)
+    g = out[availability.HEADER_SIZE:].view(_GROUP)
     first = np.cumsum(cols[0])
     g["first"], g["last"], g["size"], g["period"] = first, first + cols[1], cols[2], cols[3]
-    header = bytearray(availability.HEADER_SIZE)
-    header[4:8] = n.to_bytes(4, "big")
-    return bytes(header) + g.tobytes()
+    return out.data
 
 
 _WIDTHS = {1: np.uint8, 2: np.uint16, 4: np.uint32}

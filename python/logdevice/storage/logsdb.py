@@ -412,6 +412,14 @@ class LogsDB:
         with self._gate:
             self._db.flush()
 
+    def compact(self) -> None:
+        """Flush, then compact every partition fully (blocking): what RocksDB would do in
+        the background after a burst of writes, done now."""
+        with self._gate:
+            self._db.flush()
+            for cf in self.parts.families():
+                self._db.compact_range(cf)
+
     def property(self, name: str, partition: int | None = None) -> str | None:
         """A RocksDB property of the database or of one partition."""
         with self._gate:
