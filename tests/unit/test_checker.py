@@ -277,3 +277,22 @@ def test_placement_follows_each_epochs_replication():
     (d,) = v.details
     assert (d["lsn_lo"], d["copysets"]) == (int(_lsns([1], epoch=2)[0]), [cs2])
     assert v.summary["under_replicated"] == 1  # epoch 2 ESN 1: two copies of R=3
+
+
+def test_a_failing_check_exits_2_not_1(monkeypatch, tmp_path):
+    # A bug inside the check (here: a ValueError from the driver) is "could not run",
+    # never "violations found".
+    from logdevice.checker import driver
+    from logdevice.config import Config
+
+    async def broken(config, options=None):
+        raise ValueError("cannot reshape array")
+
+    monkeypatch.setattr(driver, "check_cluster", broken)
+    config = Config.from_dict({"cluster": "c",
+                               "nodes": [{"index": 0, "host": "127.0.0.1", "port": 1}],
+                               "logs": [{"name": "l", "id": 1, "replication": 1}],
+                               "epoch_store": f"file:{tmp_path}/e.sqlite"})
+    report = driver.run_check(config)
+    assert report.exit_code == 2
+    assert report.errors == ["internal error: ValueError: cannot reshape array"]

@@ -229,9 +229,12 @@ async def check_cluster(config: Config, options: CheckOptions | None = None) -> 
 
 
 def run_check(config: Config, options: CheckOptions | None = None) -> Report:
-    """``check_cluster`` on a loop of its own; errors that stop the check are in
-    ``report.errors`` (exit code 2)."""
+    """``check_cluster`` on a loop of its own; errors that stop the check, ours included
+    (logged with their traceback), are in ``report.errors`` (exit code 2)."""
     try:
         return asyncio.run(check_cluster(config, options))
     except LogDeviceError as exc:
         return Report(errors=[f"{exc.status.name}: {exc.message or exc}"])
+    except Exception as exc:  # a bug must not pass for "violations found" (exit code 1)
+        log.exception("the check failed")
+        return Report(errors=[f"internal error: {type(exc).__name__}: {exc}"])
