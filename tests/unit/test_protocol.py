@@ -514,3 +514,35 @@ def test_record_flags_are_distinct_bits_shared_with_the_scd_kernel():
     assert RecordFlag.DRAINED == scd.FLAG_DRAINED
     assert RecordFlag.WRITTEN_BY_RECOVERY == scd.FLAG_WRITTEN_BY_RECOVERY
     assert int(StartFlag.SINGLE_COPY_DELIVERY) == 128 and int(StartFlag.LOCAL_SCD_ENABLED) == 2048
+
+
+def test_records_flagged_checksum_need_their_checksums():
+    # A record flagged CHECKSUM without a checksum would pass for verified: refused when
+    # encoded, and as BADMSG when such a frame arrives (on the node: STORE; in the
+    # reader: RECORDS).
+    blob, checked = int(p.RecordFlag.BUFFERED_WRITER_BLOB), int(p.RecordFlag.CHECKSUM)
+
+    def one(flags):
+        return dict(lsns=np.array([5], np.uint64), timestamps=np.array([1], np.int64),
+                    flags=np.array([flags], np.uint32),
+                    payload_offsets=np.array([0, 3], np.uint64), payloads=b"abc")
+
+    def forged(msg):  # the flag word turned into BLOB | CHECKSUM after encoding
+        frame = bytes(p.encode_frame(msg))
+        word = np.uint32(blob).tobytes()
+        assert frame.count(word) == 1
+        return frame.replace(word, np.uint32(blob | checked).tobytes())
+
+    with pytest.raises(LogDeviceError):
+        p.encode_frame(p.Records(read_stream_id=1, filter_version=1, **one(checked)))
+    err = expect_error(forged(p.Records(read_stream_id=1, filter_version=1, **one(blob))),
+                       E.BADMSG)
+    assert "CHECKSUM" in str(err)
+    store = p.Store(request_id=1, log_id=1, epoch=1, waves=np.array([1], np.uint32),
+                    copysets=np.array([[0, 1]], np.int16), **one(blob))
+    expect_error(forged(store), E.BADMSG)
+    # With the checksums column they decode.
+    ok = p.FrameDecoder().feed(p.encode_frame(p.Records(
+        read_stream_id=1, filter_version=1, checksums=np.array([7], np.uint32),
+        **one(checked))))
+    assert len(ok) == 1 and ok[0].checksums.tolist() == [7]

@@ -22,6 +22,7 @@ import msgspec
 import numpy as np
 
 from logdevice.errors import E
+from logdevice.protocol.flags import RecordFlag
 from logdevice.protocol.framing import PROTOCOL_VERSION, SUPPORTED_VERSIONS, register
 from logdevice.protocol.sections import (
     EMPTY_I16_2D,
@@ -195,6 +196,16 @@ def _check_offsets(offsets: np.ndarray, n: int, payload_bytes: int) -> str | Non
     return None
 
 
+def _check_checksummed(flags: np.ndarray, checksums: np.ndarray) -> str | None:
+    """Records flagged CHECKSUM come with their checksums (else nobody could verify
+    them, and they would pass for verified)."""
+    if len(checksums) or not len(flags):
+        return None
+    if bool(np.any(np.asarray(flags, np.uint32) & np.uint32(RecordFlag.CHECKSUM))):
+        return "records are flagged CHECKSUM but the checksums column is empty"
+    return None
+
+
 def _check_stored_records(msg: Any, optional: dict[str, np.ndarray] | None = None
                           ) -> str | None:
     """The record columns a STORE or REBUILD_STORE carries agree with each other."""
@@ -355,7 +366,8 @@ class Store(Message, eq=False):
     checksums: U32Array = EMPTY_U32
 
     def _check(self) -> str | None:
-        return _check_stored_records(self, {"checksums": self.checksums})
+        return _check_stored_records(self, {"checksums": self.checksums}) \
+            or _check_checksummed(self.flags, self.checksums)
 
 
 @register
@@ -476,7 +488,8 @@ class Records(Message, eq=False):
             {"timestamps": self.timestamps, "flags": self.flags},
             {"checksums": self.checksums, "byte_offsets": self.byte_offsets,
              "waves": self.waves, "copysets": self.copysets},
-        ) or _check_offsets(self.payload_offsets, n, _nbytes(self.payloads))
+        ) or _check_offsets(self.payload_offsets, n, _nbytes(self.payloads)) \
+            or _check_checksummed(self.flags, self.checksums)
 
 
 @register
