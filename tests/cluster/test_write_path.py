@@ -124,3 +124,35 @@ def test_window_full_gives_seqnobufs(local_cluster):
         assert all(m.status == E.OK for m in late), late
         lsns = [m.lsn for m in sorted(late, key=lambda m: m.request_id)]
         assert lsns == sorted(lsns)
+
+
+def test_an_append_past_its_timeout_is_not_written_once_the_sequencer_activates(
+        local_cluster):
+    # The epoch store is locked, so the log's sequencer cannot activate: both APPENDs wait.
+    # One says the client waits 200 ms.  Once the store is free, that one is answered
+    # TIMEDOUT and not written (its client gave up and may retry: writing it would make a
+    # duplicate); the one without a timeout is written.
+    import sqlite3
+    import time
+
+    from logdevice.protocol import Append
+
+    cluster = local_cluster(nodes=2, replication=1, logs=[1])
+    store_path = cluster.config.epoch_store_uri.removeprefix("file:")
+    with RawClient(cluster) as client:
+        conn = client.conn(client.owner(1))
+        lock = sqlite3.connect(store_path, isolation_level=None)
+        lock.execute("BEGIN EXCLUSIVE")
+        try:
+            conn.send(Append(request_id=1, log_id=1, payload=b"late", timeout_ms=200))
+            conn.send(Append(request_id=2, log_id=1, payload=b"patient"))
+            time.sleep(0.6)  # the condition is the first APPEND's own timeout elapsing
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        replies = {m.request_id: m for m in (conn.recv(20.0), conn.recv(20.0))}
+    assert replies[1].status == E.TIMEDOUT, replies[1]
+    assert replies[2].status == E.OK, replies[2]
+    cluster.stop_all()
+    stored = {bytes(c.payload) for copies in read_back(cluster, [1]).values() for c in copies}
+    assert stored == {b"patient"}

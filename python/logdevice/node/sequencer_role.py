@@ -98,11 +98,14 @@ SWEEP_INTERVAL = 5.0
 class _Append:
     """An APPEND being served: who asked, and the payload until it is answered."""
 
-    __slots__ = ("conn", "request_id", "log_id", "payload", "checksum", "producer", "t0")
+    __slots__ = ("conn", "request_id", "log_id", "payload", "checksum", "producer", "t0",
+                 "deadline")
 
     def __init__(self, conn: Peer, request_id: int, log_id: int, payload: Any,
-                 checksum: int, producer: tuple[int, int] = (0, 0), t0: float = 0.0) -> None:
+                 checksum: int, producer: tuple[int, int] = (0, 0), t0: float = 0.0,
+                 deadline: float | None = None) -> None:
         self.t0 = t0  # loop time it arrived (append latency)
+        self.deadline = deadline  # loop time the client stops waiting (None: no timeout)
         self.conn = conn
         self.request_id = request_id
         self.log_id = log_id
@@ -279,8 +282,10 @@ class SequencerRole(Role):
                                    timestamp=verdict.timestamp))
                 return
         rid = next(self._rids)
+        now = self.node.loop.time()
         self._appends[rid] = _Append(conn, msg.request_id, log_id, msg.payload, msg.checksum,
-                                     producer, self.node.loop.time())
+                                     producer, now,
+                                     now + msg.timeout_ms / 1000 if msg.timeout_ms > 0 else None)
         stats = self.append_stats
         stats.appends += 1
         stats.bytes += size
@@ -446,8 +451,16 @@ class SequencerRole(Role):
         else:
             self._take_held_blobs(log_id)
         queue = self._activating.pop(log_id, [])
+        now = self.node.loop.time()
         for item in queue:
             if item[0] == "append":
+                a = self._appends.get(item[1])
+                if a is not None and a.deadline is not None and now >= a.deadline:
+                    # The client stopped waiting while the sequencer activated: writing the
+                    # record now would only make a duplicate of its retry.
+                    self._answer(item[1], E.TIMEDOUT, message="the append waited past its "
+                                 "timeout for the sequencer to activate; not written")
+                    continue
                 self._run(seq, seq.append(item[1], item[2], item[3]))
             elif item[0] == "tail":
                 self._send_tail(seq, item[1], item[2])

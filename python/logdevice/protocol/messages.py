@@ -307,7 +307,9 @@ class Append(Message, eq=False):
     """Client -> sequencer node: append one record (or one BufferedWriter blob).
 
     ``flags`` are ``AppendFlag`` bits; ``checksum`` is the crc32c of the payload when
-    ``AppendFlag.CHECKSUM`` is set.  ``timeout_ms`` 0 means the node's default.
+    ``AppendFlag.CHECKSUM`` is set.  ``timeout_ms`` is how long the client waits for the
+    answer (0: no limit): an append still waiting for its sequencer to activate past it is
+    answered TIMEDOUT and not written.
     """
 
     TYPE = MessageType.APPEND
