@@ -22,7 +22,7 @@ LOG = 1
 
 def _store(rid: int, epoch: int, lsn_epoch: int) -> Store:
     offsets, buf = pack_payloads([b"forged"])
-    return Store(request_id=rid, log_id=LOG, epoch=epoch, sequencer_node=0,
+    return Store(request_id=rid, log_id=LOG, epoch=epoch,
                  lsns=np.array([ldlsn.compose(lsn_epoch, 1)], np.uint64),
                  timestamps=np.full(1, 1_700_000_000_000, np.int64),
                  flags=np.zeros(1, np.uint32), waves=np.ones(1, np.uint32),
@@ -38,11 +38,9 @@ def test_forged_seal_and_store_of_unissued_epochs_are_refused(local_cluster):
     for i in range(3):
         with NodeConnection(cluster.node_address(i), "local", role="node",
                             node_index=0) as forged:
-            sealed = forged.request(Seal(request_id=1, log_id=LOG, seal_epoch=2**64 - 1,
-                                         sequencer_node=0), Sealed)
+            sealed = forged.request(Seal(request_id=1, log_id=LOG, seal_epoch=2**64 - 1), Sealed)
             assert (sealed.status, sealed.request_id) == (E.INVALID_PARAM, 1)
-            sealed = forged.request(Seal(request_id=2, log_id=LOG, seal_epoch=issued + 1,
-                                         sequencer_node=0), Sealed)
+            sealed = forged.request(Seal(request_id=2, log_id=LOG, seal_epoch=issued + 1), Sealed)
             assert sealed.status == E.INVALID_PARAM
             # A STORE above the issued epoch, or claiming an old one for records of a
             # future one, is refused as well.

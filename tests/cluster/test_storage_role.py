@@ -34,7 +34,7 @@ def _store(rid: int, log_id: int, epoch: int, esns, payloads, checksums=None) ->
     flags = np.zeros(n, np.uint32)
     if checksums is not None:
         flags |= np.uint32(int(RecordFlag.CHECKSUM))
-    return Store(request_id=rid, log_id=log_id, epoch=epoch, sequencer_node=0,
+    return Store(request_id=rid, log_id=log_id, epoch=epoch,
                  lsns=np.array([ldlsn.compose(epoch, e) for e in esns], np.uint64),
                  timestamps=np.full(n, 1_700_000_000_000, np.int64), flags=flags,
                  waves=np.ones(n, np.uint32), copysets=np.tile(np.int16([0, 1]), (n, 1)),

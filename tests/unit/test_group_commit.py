@@ -20,7 +20,7 @@ from logdevice.storage.logsdb import LogsDB
 def _store(rid: int, epoch: int, esns) -> Store:
     n = len(esns)
     offsets, buf = pack_payloads([b"payload %d" % e for e in esns])
-    return Store(request_id=rid, log_id=1, epoch=epoch, sequencer_node=0,
+    return Store(request_id=rid, log_id=1, epoch=epoch,
                  lsns=np.array([ldlsn.compose(epoch, e) for e in esns], np.uint64),
                  timestamps=np.full(n, 1_700_000_000_000, np.int64),
                  flags=np.zeros(n, np.uint32), waves=np.ones(n, np.uint32),

@@ -47,7 +47,7 @@ def sample_messages():
                  timeout_ms=500, checksum=0xDEADBEEF),
         p.Appended(request_id=1, status=E.NOSEQUENCER, redirect_to=4, message="go to N4"),
         p.Store(request_id=2, log_id=77, epoch=5, last_known_good=(5 << 32) | 9,
-                sequencer_node=1, timeout_ms=10, recovery_epoch=0,
+                recovery_epoch=0,
                 lsns=np.array([(5 << 32) | 10, (5 << 32) | 11], np.uint64),
                 timestamps=np.array([100, 101], np.int64),
                 flags=np.array([RecordFlag.CHECKSUM, RecordFlag.HOLE], np.uint32),
@@ -89,7 +89,7 @@ def sample_messages():
         p.FindTimeReply(request_id=9, status=E.PARTIAL, log_id=77, lo=3, hi=4),
         p.DataSize(request_id=10, log_id=77, start_ms=0, end_ms=2**63 - 1),
         p.DataSizeReply(request_id=10, status=E.OK, log_id=77, size=123456),
-        p.Seal(request_id=11, log_id=77, seal_epoch=5, sequencer_node=2),
+        p.Seal(request_id=11, log_id=77, seal_epoch=5),
         p.Sealed(request_id=11, status=E.OK, log_id=77, node_index=3, seal_epoch=5,
                  last_known_good=(5 << 32) | 9, max_seen_lsn=(5 << 32) | 12),
         p.GetCheckpoints(request_id=12, name="billing"),
@@ -366,16 +366,16 @@ def craft_records(header, sections_bytes):
 def test_bad_section_tables():
     lsns = np.arange(2, dtype=np.uint64).tobytes()
     # section lengths that do not add up to the frame
-    header = msgspec.msgpack.encode([1, 1, 16, 0, 0, 0, 0, 0, 0, 0, [0, 0]])
+    header = msgspec.msgpack.encode([1, 1, 16, 0, 0, 0, 0, 0, 0, [0, 0]])
     expect_error(craft_records(header, lsns + b"\0" * 8), E.BADMSG)
     # a length that is not a whole number of uint64
-    header = msgspec.msgpack.encode([1, 1, 12, 0, 0, 0, 0, 0, 0, 0, [0, 0]])
+    header = msgspec.msgpack.encode([1, 1, 12, 0, 0, 0, 0, 0, 0, [0, 0]])
     expect_error(craft_records(header, lsns), E.BADMSG)
     # negative length
-    header = msgspec.msgpack.encode([1, 1, -8, 0, 0, 0, 0, 0, 0, 0, [0, 0]])
+    header = msgspec.msgpack.encode([1, 1, -8, 0, 0, 0, 0, 0, 0, [0, 0]])
     expect_error(craft_records(header, b""), E.BADMSG)
     # columns that disagree: 2 lsns, no timestamps
-    header = msgspec.msgpack.encode([1, 1, 16, 0, 0, 0, 0, 0, 0, 0, [0, 0]])
+    header = msgspec.msgpack.encode([1, 1, 16, 0, 0, 0, 0, 0, 0, [0, 0]])
     err = expect_error(craft_records(header, lsns), E.BADMSG)
     assert "timestamps" in str(err)
 

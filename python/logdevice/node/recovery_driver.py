@@ -278,7 +278,6 @@ class Recoveries:
     def run(self, driver: RecoveryDriver, actions: list) -> None:
         node = self.node
         machine = driver.machine
-        me = node.index
         for a in actions:
             t = type(a)
             if t is SendStore:
@@ -293,7 +292,7 @@ class Recoveries:
             elif t is SendSeal:
                 self._requests[a.request_id] = driver
                 node.send_to_node(a.node, Seal(request_id=a.request_id, log_id=a.log_id,
-                                               seal_epoch=a.seal_epoch, sequencer_node=me,
+                                               seal_epoch=a.seal_epoch,
                                                epoch=a.epoch))
             elif t is StartDigest:
                 self._requests[a.stream_id] = driver

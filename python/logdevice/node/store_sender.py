@@ -182,7 +182,7 @@ class StoreSender:
         self._next_id += 1
         msg = Store(
             request_id=rid, log_id=log_id, epoch=epoch, last_known_good=max(cols[7]),
-            sequencer_node=self.node.index, recovery_epoch=getattr(seq, "recovery_epoch", 0),
+            recovery_epoch=getattr(seq, "recovery_epoch", 0),
             lsns=lsns, timestamps=timestamps, flags=flags,
             waves=waves, copysets=copysets, payload_offsets=offsets,
             payloads=b"".join(payloads), checksums=checksums)
@@ -205,7 +205,7 @@ class StoreSender:
         self._next_id += 1
         msg = Store(
             request_id=rid, log_id=log_id, epoch=epoch, last_known_good=a.lng,
-            sequencer_node=self.node.index, recovery_epoch=getattr(seq, "recovery_epoch", 0),
+            recovery_epoch=getattr(seq, "recovery_epoch", 0),
             lsns=lsns, timestamps=np.array((a.timestamp,), np.int64), flags=flags,
             waves=waves, copysets=np.array((a.copyset,), np.int16),
             payload_offsets=np.array((0, memoryview(payload).nbytes), np.uint64),

@@ -61,7 +61,6 @@ class StartFlag(IntFlag):
     NO_PAYLOAD = 8  # send records without their payloads
     DIGEST = 32  # recovery digest: include waves, copysets, hole plugs
     SINGLE_COPY_DELIVERY = 128
-    INCLUDE_BYTE_OFFSET = 512
     LOCAL_SCD_ENABLED = 2048  # client_location is set: prefer copies in the client's region
 
 

@@ -355,8 +355,6 @@ class Store(Message, eq=False):
     log_id: int
     epoch: int
     last_known_good: int = 0
-    sequencer_node: int = -1
-    timeout_ms: int = 0
     recovery_epoch: int = 0
     lsns: U64Array = EMPTY_U64
     timestamps: I64Array = EMPTY_I64
@@ -466,8 +464,8 @@ class Records(Message, eq=False):
 
     Per record i: ``lsns[i]``, ``timestamps[i]``, ``flags[i]`` (``RecordFlag``), payload
     ``payloads[payload_offsets[i]:payload_offsets[i+1]]`` (empty with NO_PAYLOAD),
-    ``checksums[i]`` when flagged CHECKSUM.  Optional columns are empty unless asked
-    for: ``byte_offsets`` (INCLUDE_BYTE_OFFSET), ``waves`` and ``copysets`` (DIGEST).
+    ``checksums[i]`` when flagged CHECKSUM.  ``waves`` and ``copysets`` are empty unless
+    asked for (DIGEST).
     """
 
     TYPE = MessageType.RECORDS
@@ -479,7 +477,6 @@ class Records(Message, eq=False):
     payload_offsets: U64Array = EMPTY_U64
     payloads: Payload = b""
     checksums: U32Array = EMPTY_U32
-    byte_offsets: U64Array = EMPTY_U64
     waves: U32Array = EMPTY_U32
     copysets: I16Matrix = EMPTY_I16_2D
 
@@ -488,8 +485,7 @@ class Records(Message, eq=False):
         return _check_columns(
             n,
             {"timestamps": self.timestamps, "flags": self.flags},
-            {"checksums": self.checksums, "byte_offsets": self.byte_offsets,
-             "waves": self.waves, "copysets": self.copysets},
+            {"checksums": self.checksums, "waves": self.waves, "copysets": self.copysets},
         ) or _check_offsets(self.payload_offsets, n, _nbytes(self.payloads)) \
             or _check_checksummed(self.flags, self.checksums)
 
@@ -697,7 +693,6 @@ class Seal(Message):
     request_id: int
     log_id: int
     seal_epoch: int
-    sequencer_node: int = -1
     epoch: int = 0
 
 
