@@ -345,8 +345,10 @@ class LogsDB:
         return sum(u.nbytes for u in usage) / records if records else 0.0
 
     def data_size(self, log_id: int, start_ms: int, end_ms: int) -> int:
-        """Estimated payload bytes of ``log_id`` with timestamps in ``[start_ms, end_ms]``
-        (partitions partly in range count in proportion to their time overlap)."""
+        """Estimated bytes stored for ``log_id``'s records with timestamps in ``[start_ms,
+        end_ms]``: payloads and record heads (24 + 2 * copyset size bytes each), from the
+        partition directory (partitions partly in range count in proportion to their time
+        overlap)."""
         self.check_open()
         log_id = K.check_log_id(log_id)
         trim = self.trim_point(log_id)
