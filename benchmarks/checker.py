@@ -135,8 +135,7 @@ def main() -> None:
                 cluster.start(i)
             t0 = time.perf_counter()
             report = asyncio.run(check_cluster(cluster.config,
-                                               CheckOptions(logs=[LOG], timeout=120,
-                                                            page_records=1 << 18)))
+                                               CheckOptions(logs=[LOG], timeout=120)))
             seconds = time.perf_counter() - t0
     finally:
         shutil.rmtree(root, ignore_errors=True)

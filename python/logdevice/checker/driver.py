@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from logdevice.checker.client import AvailabilityClient, Fetched
+from logdevice.checker.client import DEFAULT_PAGE_RECORDS, AvailabilityClient, Fetched
 from logdevice.checker.report import Report
 from logdevice.checker.verdict import judge
 from logdevice.config import Config
@@ -68,7 +68,7 @@ class CheckOptions:
     logs: list[int] | None = None
     timeout: float = 5.0
     recheck_delay: float = 2.0
-    page_records: int = 1 << 16
+    page_records: int = DEFAULT_PAGE_RECORDS
     grace_ms: int | None = None
     on_event: Callable[[str], None] | None = None
     max_details: int = 1000
