@@ -410,3 +410,57 @@ def test_separate_stores_have_separate_identities(tmp_path, zk_uri):
         with open_epoch_store(uri) as s:
             ids.add(s.cluster_identity("c"))
     assert len(ids) == 4
+
+
+# -- runtime log groups (LogsConfig) -----------------------------------------------------------
+def test_logs_config_starts_empty_and_changes_by_compare_and_set(store_uri):
+    g1 = {"name": "a", "id": [10, 19], "replication": 2}
+    with open_epoch_store(store_uri) as a, open_epoch_store(store_uri) as b:
+        assert a.logs_config().version == 0 and a.logs_config().groups == ()
+        st = a.update_logs_config(lambda groups: [*groups, g1])
+        assert st.version == 1 and st.groups == (g1,)
+        assert b.logs_config() == st  # another handle sees the write at once
+        assert b.update_logs_config(lambda groups: None) == st  # None: nothing changes
+        g2 = {"name": "b", "id": 30, "replication": {"node": 1}}
+        assert b.update_logs_config(lambda groups: [*groups, g2]).version == 2
+        assert a.logs_config().groups == (g1, g2)
+        assert a.update_logs_config(lambda groups: []).groups == ()
+        assert b.logs_config().version == 3
+        assert 10 not in a.logs() and a.logs() == []  # not a log of the store
+
+
+def test_logs_config_refuses_what_is_not_json_and_keeps_the_old_state(store_uri):
+    with open_epoch_store(store_uri) as s:
+        s.update_logs_config(lambda groups: [{"name": "a", "id": 1, "replication": 1}])
+        with pytest.raises(InvalidParamError, match="JSON object"):
+            s.update_logs_config(lambda groups: ["not a group"])
+        with pytest.raises(InvalidParamError, match="JSON"):
+            s.update_logs_config(lambda groups: [{"name": "a", "id": {1, 2}}])
+
+        def abort(groups):
+            raise NotFoundError(message="nope")
+
+        with pytest.raises(NotFoundError):
+            s.update_logs_config(abort)
+        assert s.logs_config().version == 1
+
+
+def test_concurrent_logs_config_updates_are_all_kept(store_uri):
+    with open_epoch_store(store_uri) as s:
+        s.logs()  # the layout exists before the race
+
+    def add(i: int) -> None:
+        with open_epoch_store(store_uri, timeout=30) as own:
+            for j in range(5):
+                name = f"g{i}_{j}"
+                own.update_logs_config(lambda groups, name=name: [*groups, {"name": name}])
+
+    threads = [threading.Thread(target=add, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT)
+        assert not t.is_alive()
+    with open_epoch_store(store_uri) as s:
+        st = s.logs_config()
+        assert st.version == 20 and len({g["name"] for g in st.groups}) == 20

@@ -17,6 +17,7 @@ from logdevice.epochstore.base import (
     EpochMetadata,
     EpochStore,
     LogEpochState,
+    LogsConfigState,
     TailRecord,
     VersionMismatchError,
 )
@@ -83,6 +84,7 @@ __all__ = [
     "EpochStore",
     "FileEpochStore",
     "LogEpochState",
+    "LogsConfigState",
     "EpochMetadata",
     "TailRecord",
     "EpochOutcome",

@@ -7,13 +7,16 @@ Every change is a compare-and-set on the log's ``version``, so two sequencers ac
 the same log get distinct epochs, and a sequencer acting on a stale read is refused.
 
 Backends implement ``update`` (an atomic read-modify-write of one log), ``get``, ``logs``,
-``remove`` and the event log; everything else here is built on those.  ``update``'s
+``remove``, the event log and the runtime log groups (``logs_config`` and
+``update_logs_config``, a versioned document changed by compare-and-set); everything else
+here is built on those.  ``update``'s
 function may be called more than once (a backend may retry on conflicts), so it must only
 compute from its argument.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
@@ -232,6 +235,46 @@ def next_state(log_id: int, cur: LogEpochState | None,
     return new, body
 
 
+@dataclass(frozen=True, slots=True)
+class LogsConfigState:
+    """The runtime log groups (LogsConfig) as stored: ``version`` counts the changes (0:
+    never written) and ``groups`` are the groups' JSON objects, in the form of the config
+    file's ``logs`` entries.  The store checks only that they are JSON objects; what they
+    mean is checked by ``config.log_groups``."""
+
+    version: int = 0
+    groups: tuple[Mapping[str, Any], ...] = ()
+
+    def to_body(self) -> dict[str, Any]:
+        """The stored JSON form (the version is kept by the backend)."""
+        return {"groups": [dict(g) for g in self.groups]}
+
+    @classmethod
+    def from_body(cls, version: int, body: Mapping[str, Any]) -> LogsConfigState:
+        return cls(version=version, groups=tuple(dict(g) for g in body.get("groups", ())))
+
+
+LogsConfigFn = Callable[[tuple[Mapping[str, Any], ...]], Any]
+
+
+def next_logs_config(cur: LogsConfigState, fn: LogsConfigFn) -> LogsConfigState | None:
+    """What a backend's ``update_logs_config`` writes: ``fn``'s groups with the next
+    version; None when ``fn`` returns None (nothing to change)."""
+    groups = fn(cur.groups)
+    if groups is None:
+        return None
+    groups = tuple(groups)
+    for g in groups:
+        if not isinstance(g, Mapping):
+            raise InvalidParamError(message=f"a log group is a JSON object, got {g!r}")
+    new = LogsConfigState(version=cur.version + 1, groups=tuple(dict(g) for g in groups))
+    try:
+        json.dumps(new.to_body())
+    except (TypeError, ValueError) as e:
+        raise InvalidParamError(message=f"log groups must be JSON: {e}") from None
+    return new
+
+
 MetadataArg = (EpochMetadata | Mapping[str, Any] | None
                | Callable[[LogEpochState | None], EpochMetadata | Mapping[str, Any] | None])
 
@@ -290,6 +333,20 @@ class EpochStore(ABC):
         fresh random id; later calls return that id.  Nodes compare ids with their peers:
         two nodes whose ids differ use different stores and must not serve one cluster
         together.  INVALID_CONFIG when the store belongs to a cluster of another name.
+        """
+
+    @abstractmethod
+    def logs_config(self) -> LogsConfigState:
+        """The runtime log groups and their version (version 0, no groups, when never
+        written).  One small read: nodes and clients poll it."""
+
+    @abstractmethod
+    def update_logs_config(self, fn: LogsConfigFn) -> LogsConfigState:
+        """Atomically replace the runtime log groups with ``fn(current groups)``.
+
+        ``fn`` returns the new groups (JSON objects), or None to change nothing; it may
+        raise to abort, and may be called more than once (on a lost compare-and-set), so
+        it must only compute from its argument.  Returns the state now stored.
         """
 
     @abstractmethod

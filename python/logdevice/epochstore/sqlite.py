@@ -26,8 +26,11 @@ from typing import Any
 from logdevice.epochstore.base import (
     EpochStore,
     LogEpochState,
+    LogsConfigFn,
+    LogsConfigState,
     VersionMismatchError,
     _check_log_id,
+    next_logs_config,
     next_state,
 )
 from logdevice.epochstore.events import validate_event
@@ -42,6 +45,11 @@ CREATE TABLE IF NOT EXISTS logs (
     epoch INTEGER NOT NULL,
     last_clean_epoch INTEGER NOT NULL,
     state TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS logs_config (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    version INTEGER NOT NULL,
+    body TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS events (
     version INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -216,6 +224,27 @@ class FileEpochStore(EpochStore):
             ev["time_ms"] = time_ms
             out.append(ev)
         return out
+
+    def logs_config(self) -> LogsConfigState:
+        rows = self._read("SELECT version, body FROM logs_config WHERE id=1")
+        if not rows:
+            return LogsConfigState()
+        return LogsConfigState.from_body(rows[0][0], json.loads(rows[0][1]))
+
+    def update_logs_config(self, fn: LogsConfigFn) -> LogsConfigState:
+        try:
+            with self._transaction() as c:
+                row = c.execute("SELECT version, body FROM logs_config WHERE id=1").fetchone()
+                cur = (LogsConfigState.from_body(row[0], json.loads(row[1])) if row
+                       else LogsConfigState())
+                new = next_logs_config(cur, fn)
+                if new is None:
+                    return cur
+                c.execute("INSERT OR REPLACE INTO logs_config VALUES (1, ?, ?)",
+                          (new.version, json.dumps(new.to_body(), separators=(",", ":"))))
+                return new
+        except sqlite3.Error as e:
+            raise self._failed(e) from None
 
     def cluster_identity(self, cluster: str) -> str:
         try:

@@ -7,6 +7,7 @@ Layout under the root znode (``zookeeper:zk1:2181,zk2:2181/logdevice/prod``)::
     <root>/logs/<log_id>    {"s": LogEpochState without version, "w": writer token}
     <root>/events           the last event version (a decimal string)
     <root>/events/<v>       {"e": event, "t": time_ms, "w": writer token}, v zero-padded
+    <root>/logs_config      {"s": runtime log groups, "w": writer token} (LogsConfig)
 
 A log's ``version`` is its znode's data version + 1 (1 after creation), and every change is
 a ``setData`` conditional on the version read (or a ``create`` for a new log), so ZooKeeper
@@ -40,10 +41,13 @@ from typing import Any
 from logdevice.epochstore.base import (
     EpochStore,
     LogEpochState,
+    LogsConfigFn,
+    LogsConfigState,
     MetadataArg,
     TailRecord,
     VersionMismatchError,
     _check_log_id,
+    next_logs_config,
     next_state,
 )
 from logdevice.epochstore.events import validate_event
@@ -99,6 +103,7 @@ class ZooKeeperEpochStore(EpochStore):
         self._logs = f"{self._root}/logs"
         self._events = f"{self._root}/events"
         self._identity = f"{self._root}/identity"
+        self._logs_config = f"{self._root}/logs_config"
         self._lock = threading.Lock()
         self._ready = False
         self._closed = False
@@ -387,6 +392,59 @@ class ZooKeeperEpochStore(EpochStore):
             return out
 
         return self._call("read the event log", attempt)  # type: ignore[no-any-return]
+
+    def _read_logs_config(self) -> tuple[LogsConfigState, Any, str | None]:
+        """(state, znode stat, writer token); (empty state, None, None) when absent."""
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            data, stat = self._wait(self._zk.get_async(self._logs_config))
+        except NoNodeError:
+            return LogsConfigState(), None, None
+        d = json.loads(data)
+        return LogsConfigState.from_body(stat.version + 1, d["s"]), stat, d.get("w")
+
+    def logs_config(self) -> LogsConfigState:
+        """The runtime log groups, including every change ZooKeeper acknowledged before
+        the call (the read follows a sync, like ``get``)."""
+        def read() -> LogsConfigState:
+            self._wait(self._zk.sync_async(self._logs_config))
+            return self._read_logs_config()[0]
+
+        return self._call("read the log groups", read)  # type: ignore[no-any-return]
+
+    def update_logs_config(self, fn: LogsConfigFn) -> LogsConfigState:
+        token = uuid.uuid4().hex
+        sent: list[Any] = []  # what the last write sent: (expected stat version, new state)
+
+        def attempt() -> LogsConfigState:
+            from kazoo.exceptions import BadVersionError, NodeExistsError
+
+            cur, stat, writer = self._read_logs_config()
+            if sent:  # a write whose answer was lost: did it land?
+                expected, new_state = sent.pop()
+                if writer == token and stat is not None and stat.version == expected + 1:
+                    return cur
+            new = next_logs_config(cur, fn)
+            if new is None:
+                return cur
+            data = _dumps({"s": new.to_body(), "w": token})
+            expected = stat.version if stat is not None else -1
+            try:
+                if stat is None:
+                    self._wait(self._zk.create_async(self._logs_config, data))
+                else:
+                    self._wait(self._zk.set_async(self._logs_config, data,
+                                                  version=stat.version))
+            except (BadVersionError, NodeExistsError):
+                raise _Retry() from None
+            except Exception as exc:
+                if self._outcome_unknown(exc):
+                    sent.append((expected, new))
+                raise
+            return new
+
+        return self._cas_loop("update the log groups", attempt)  # type: ignore[no-any-return]
 
     def cluster_identity(self, cluster: str) -> str:
         def attempt() -> str:
