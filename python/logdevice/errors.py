@@ -23,6 +23,7 @@ class E(IntEnum):
     NOBUFS = 9
     ACCESS = 15
     DISABLED = 21
+    EXISTS = 22
     SHUTDOWN = 23
     PEER_CLOSED = 27
     SEQNOBUFS = 28

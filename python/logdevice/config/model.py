@@ -12,7 +12,7 @@ import json
 import os
 import tempfile
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -288,6 +288,8 @@ class Settings:
     rebuilding_poll_ms: int = 500
     rebuilding_batch_records: int = 8192
     frame_timeout_ms: int = 30_000  # a frame half-sent and then stalled this long: close
+    # How often nodes and clients read the runtime log groups' version in the epoch store.
+    logs_config_poll_ms: int = 1_000
 
     def to_dict(self, only_changed: bool = True) -> dict[str, Any]:
         """The settings as JSON; by default only those that differ from the defaults."""
@@ -316,6 +318,9 @@ class Config:
     # Where relative paths are resolved: the config file's directory.
     base_dir: Path = field(default_factory=Path.cwd, compare=False)
     source: str | None = field(default=None, compare=False)
+    # Names of the groups of ``logs`` that come from the epoch store's LogsConfig (created
+    # at runtime), not from the file: ``to_dict`` leaves them out.
+    runtime_log_names: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         by_index = {n.index: n for n in self.nodes}
@@ -345,7 +350,7 @@ class Config:
         d: dict[str, Any] = {
             "cluster": self.cluster,
             "nodes": [n.to_dict() for n in self.nodes],
-            "logs": [g.to_dict() for g in self.logs],
+            "logs": [g.to_dict() for g in self.file_logs],
             "epoch_store": self.epoch_store,
             "data_dir": self.data_dir,
         }
@@ -355,6 +360,32 @@ class Config:
         if self.security is not None:
             d["security"] = self.security.to_dict()
         return d
+
+    @property
+    def file_logs(self) -> tuple[LogGroup, ...]:
+        """The log groups written in the config file (``logs`` less the runtime ones)."""
+        return tuple(g for g in self.logs if g.name not in self.runtime_log_names)
+
+    @property
+    def runtime_logs(self) -> tuple[LogGroup, ...]:
+        """The log groups created at runtime (the epoch store's LogsConfig)."""
+        return tuple(g for g in self.logs if g.name in self.runtime_log_names)
+
+    def with_log_groups(self, groups: tuple[LogGroup, ...]) -> Config:
+        """This config's file groups plus the runtime ``groups`` (replacing any runtime
+        groups it had), as a new ``Config``.
+
+        Raises
+        ------
+        LogDeviceError
+            EXISTS when a group's name or id range is taken by another group (the message
+            names both ranges).
+        """
+        from logdevice.config.log_groups import check_disjoint
+
+        check_disjoint(self.file_logs, groups)
+        return replace(self, logs=self.file_logs + tuple(groups),
+                       runtime_log_names=frozenset(g.name for g in groups))
 
     def dump(self, path: str | os.PathLike[str]) -> Path:
         """Write the config as JSON to ``path`` atomically (a reader never sees half)."""
