@@ -42,6 +42,11 @@ class NodeAccess:
         self._authenticator = Authenticator.from_config(config)
         self._gate = RequestGate(Authorizer(config))
 
+    def set_config(self, config: Config) -> None:
+        """Judge requests by ``config``'s ACLs from now on (runtime log groups changed;
+        TLS and principals stay as loaded at start)."""
+        self._gate = RequestGate(Authorizer(config))
+
     def dialed_a_node(self, peercert: Any) -> bool:
         """Whether the peer of one of our links (TLS already checked its certificate
         against the CA and its host name) shows a node certificate.  Without TLS or node

@@ -1,13 +1,14 @@
 """Which roles a node runs: ``build_node`` wires a ``Node`` from the config.
 
-Every node runs the failure detector, the sequencer role (a node without the sequencer
+Every node runs the runtime log groups' poller (first: the others start with them), the
+failure detector, the sequencer role (a node without the sequencer
 role never owns a log, so it only redirects), the storage role (disabled on a node
 without the storage role: STOREs get DISABLED) and the read streams served from the
 storage role's LogsDB (START / WINDOW / STOP), rebuilding (donating records of lost or
 drained nodes, taking copies), the checker's availability requests on the same LogsDB,
 periodic checks (one node at a time), the consumers' checkpoints and groups, and the
 Prometheus endpoint on the admin port.  A new role is one more
-``add_role`` line here; the failure detector comes first because the others read its view.
+``add_role`` line here; the failure detector comes before the roles that read its view.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from logdevice.node.availability_role import AvailabilityRole
 from logdevice.node.checker_role import CheckerRole
 from logdevice.node.consumers import ConsumersRole
 from logdevice.node.failure_detector import FailureDetectorRole
+from logdevice.node.logs_config_role import LogsConfigRole
 from logdevice.node.metrics import MetricsRole
 from logdevice.node.read_streams import ReadStreamsRole
 from logdevice.node.rebuilding_role import RebuildingRole
@@ -31,6 +33,7 @@ def build_node(config: Config, index: int,
                loop: asyncio.AbstractEventLoop | None = None) -> Node:
     """A node with its roles, not started yet (``await node.start()``)."""
     node = Node(config, index, loop)
+    node.add_role(LogsConfigRole(node))  # first: the others start with the runtime groups
     node.add_role(FailureDetectorRole(node))
     node.add_role(StorageRole(node))
     node.add_role(RebuildingRole(node))  # after storage: donates from its db, gates STOREs

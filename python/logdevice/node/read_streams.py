@@ -56,6 +56,7 @@ from logdevice.protocol import (
 )
 
 if TYPE_CHECKING:
+    from logdevice.config import Config
     from logdevice.node.server import Node
     from logdevice.storage.logsdb import LogsDB
 
@@ -197,7 +198,14 @@ class ReadStreamsRole(Role):
 
     # ------------------------------------------------------------------ handlers
 
-    def on_start(self, conn: Peer, msg: Start) -> None:
+    def on_start(self, conn: Peer, msg: Start, refreshed: bool = False) -> None:
+        if not refreshed and self._start_status(msg) == E.NOTFOUND:
+            def again() -> None:
+                if not conn.closed:
+                    self.on_start(conn, msg, refreshed=True)
+
+            if self.node.after_fresh_logs_config(again):
+                return  # a log created a moment ago? decided after a fresh read
         key = (conn.id, int(msg.read_stream_id))
         old = self._streams.get(key)
         if old is not None:
@@ -218,6 +226,17 @@ class ReadStreamsRole(Role):
         conn.send(Started(read_stream_id=msg.read_stream_id, filter_version=msg.filter_version,
                           status=E.OK, last_released=released))
         self._schedule(entry)
+
+    def on_config_change(self, old: Config, new: Config) -> None:
+        """Streams of logs removed at runtime end: the client hears NOTFOUND (its reader
+        ends the log with a NOTINCONFIG gap).  The records stay on disk."""
+        for entry in list(self._streams.values()):
+            s = entry.stream
+            data_log = s.log_id & ~METADATA_LOG_BIT
+            if old.has_log(data_log) and not new.has_log(data_log):
+                self._drop(entry)
+                entry.conn.send(Started(read_stream_id=s.read_stream_id,
+                                        filter_version=s.filter_version, status=E.NOTFOUND))
 
     def on_window(self, conn: Peer, msg: Window) -> None:
         entry = self._streams.get((conn.id, int(msg.read_stream_id)))

@@ -11,7 +11,9 @@ a role overrides only what it needs:
 - ``on_connection_closed(conn)``: drop per-connection state (read streams of a client);
 - ``on_cluster_change(down, up)``: the failure detector's view changed;
 - ``on_link_change(node, connected)``: the node's own connection to a peer came up / went
-  down (faster than the failure detector, used by copyset selection).
+  down (faster than the failure detector, used by copyset selection);
+- ``on_config_change(old, new)``: the node adopted a new effective config (runtime log
+  groups changed).
 
 Handlers are plain functions ``handler(conn, msg) -> None`` called on the event loop; a
 handler that has slow work to do schedules it (a task, an executor) and answers later
@@ -26,6 +28,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from logdevice.config import Config
     from logdevice.node.server import Node
     from logdevice.security import Principal
 
@@ -91,3 +94,7 @@ class Role:
 
     def on_link_change(self, node: int, connected: bool) -> None:
         """This node's own connection to ``node`` connected or broke."""
+
+    def on_config_change(self, old: Config, new: Config) -> None:
+        """``node.config`` is now ``new`` (runtime log groups created, changed, removed):
+        drop what was derived from ``old``."""

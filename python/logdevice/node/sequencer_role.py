@@ -46,7 +46,8 @@ from typing import TYPE_CHECKING, Any
 
 from ldcore import codec
 from ldcore.checksum import crc32c
-from logdevice.config import LogGroup
+from logdevice.config import Config, LogGroup
+from logdevice.config.log_groups import affects_sequencer
 from logdevice.epochstore import EpochMetadata, EpochStore, open_epoch_store
 from logdevice.errors import E, LogDeviceError
 from logdevice.node.recovery_driver import Recoveries, RecoveryDriver
@@ -128,6 +129,7 @@ class SequencerRole(Role):
                                  blacklist_seconds=self.settings.store_blacklist_ms / 1000)
         self.rng = random.Random()
         self.sequencers: dict[int, Sequencer] = {}  # the active one per log
+        self._built_from: dict[Sequencer, LogGroup] = {}  # the group a sequencer follows
         self._live: dict[tuple[int, int], Sequencer] = {}  # (log, epoch) -> not deactivated
         self._activating: dict[int, list[tuple[Any, ...]]] = {}  # log -> queued requests
         self._tail_waiters: dict[int, list[tuple[Peer, int]]] = {}  # log -> GET_TAILs held
@@ -250,9 +252,12 @@ class SequencerRole(Role):
             return E.NOSEQUENCER, owner, f"log {log_id} is sequenced by N{owner}"
         return E.OK, None, ""
 
-    def _on_append(self, conn: Peer, msg: Append) -> None:
+    def _on_append(self, conn: Peer, msg: Append, refreshed: bool = False) -> None:
         log_id = msg.log_id
         status, redirect, why = self._check(log_id)
+        if status == E.NOTFOUND and not refreshed and self.node.after_fresh_logs_config(
+                lambda: self._on_append(conn, msg, refreshed=True)):
+            return  # a log created a moment ago? asked again after a fresh read
         if status == E.OK:
             size = memoryview(msg.payload).nbytes
             if size > self.settings.max_payload_size:
@@ -308,8 +313,11 @@ class SequencerRole(Role):
             return (0, 0)  # not ours to judge here: readers report a bad blob
         return found if found is not None else (0, 0)
 
-    def _on_get_tail(self, conn: Peer, msg: GetTail) -> None:
+    def _on_get_tail(self, conn: Peer, msg: GetTail, refreshed: bool = False) -> None:
         status, redirect, _ = self._check(msg.log_id)
+        if status == E.NOTFOUND and not refreshed and self.node.after_fresh_logs_config(
+                lambda: self._on_get_tail(conn, msg, refreshed=True)):
+            return
         if status != E.OK:
             conn.send(Tail(request_id=msg.request_id, status=status, log_id=msg.log_id,
                            redirect_to=redirect))
@@ -406,8 +414,8 @@ class SequencerRole(Role):
 
     async def _activate(self, log_id: int) -> None:
         loop = self.node.loop
-        group = self.node.config.log_group(log_id)
         try:
+            group = self.node.config.log_group(log_id)  # NOTFOUND: removed meanwhile
             metadata = EpochMetadata(0, self._nodeset(log_id, group),
                                      group.replication.to_dict(),
                                      sticky_copysets=group.sticky_copysets)
@@ -422,6 +430,11 @@ class SequencerRole(Role):
         status, redirect, why = self._check(log_id)
         if status != E.OK:  # the view changed while we waited; the epoch is just skipped
             self._fail_queue(log_id, status, why, redirect)
+            return
+        if affects_sequencer(group, self.node.config.log_group(log_id)):
+            # The group changed while the store was activating: this epoch's metadata is
+            # already stale, take another one with the new group (the queue waits).
+            self.node.loop.create_task(self._activate(log_id), name=f"activate-{log_id}")
             return
         md = state.metadata
         tail = state.tail
@@ -446,6 +459,7 @@ class SequencerRole(Role):
                  list(md.nodeset))
         self.sequencers[log_id] = seq
         self._live[(log_id, epoch)] = seq
+        self._built_from[seq] = group
         if recover:
             self.recoveries.start(seq, state, statuses)
         else:
@@ -509,6 +523,30 @@ class SequencerRole(Role):
                 item[1].send(Tail(request_id=item[2], status=status, log_id=log_id,
                                   redirect_to=redirect))
 
+    def on_config_change(self, old: Config, new: Config) -> None:
+        """Runtime log groups changed.  A log whose group changed what a sequencer is
+        built from (replication, nodeset size, ...) gets a new epoch with the new metadata,
+        as LogDevice re-provisions it: the current epoch takes no more appends and finishes
+        its window, the next append activates the new one.  A removed log's sequencer
+        finishes its window too; new appends get NOTFOUND.  Earlier epochs keep the
+        metadata they were written with."""
+        for log_id, seq in list(self.sequencers.items()):
+            built = self._built_from.get(seq)
+            if not new.has_log(log_id):
+                log.info("log %d: its log group was removed; epoch %d ends", log_id, seq.epoch)
+                self._retire(seq)
+            elif built is not None and affects_sequencer(built, new.log_group(log_id)):
+                log.info("log %d: log group %r changed; epoch %d ends, the next append "
+                         "starts a new one", log_id, built.name, seq.epoch)
+                self._retire(seq)
+
+    def _retire(self, seq: Sequencer) -> None:
+        """``seq`` takes no new appends and finishes its window; the log's next request
+        activates a new epoch."""
+        self.sequencers.pop(seq.log_id, None)
+        self._answer_tail_waiters(seq.log_id, None)
+        self._run(seq, seq.retire())
+
     def _deactivate(self, log_id: int, status: E) -> None:
         seq = self.sequencers.pop(log_id, None)
         if seq is None:
@@ -519,6 +557,7 @@ class SequencerRole(Role):
         self._refuse_held_blobs(log_id, E.NOSEQUENCER, self.owner(log_id))
         actions = seq.deactivate(status)
         self._live.pop((log_id, seq.epoch), None)
+        self._built_from.pop(seq, None)
         timer = self._timers.pop(seq, None)
         if timer is not None:
             timer[1].cancel()
@@ -570,6 +609,14 @@ class SequencerRole(Role):
             elif t is Reactivate:
                 self._reactivate(seq)
         self._arm(seq)
+        if seq.state == SequencerState.EXHAUSTED and not seq.in_flight \
+                and self.sequencers.get(seq.log_id) is not seq:
+            self._forget(seq)
+
+    def _forget(self, seq: Sequencer) -> None:
+        """A sequencer that finished its window and is no longer the log's."""
+        self._live.pop((seq.log_id, seq.epoch), None)
+        self._built_from.pop(seq, None)
 
     def _reactivate(self, seq: Sequencer) -> None:
         """The epoch ran out of ESNs: the exhausted sequencer finishes its window (it stays
@@ -596,7 +643,7 @@ class SequencerRole(Role):
             return
         self._run(seq, seq.on_timer())
         if seq.state == SequencerState.EXHAUSTED and not seq.in_flight:
-            self._live.pop((seq.log_id, seq.epoch), None)
+            self._forget(seq)
 
     def _sweep(self) -> None:
         self.sender.forget_old(self.node.loop.time())

@@ -12,8 +12,10 @@ with TLS, authenticates each HELLO and checks every frame in ``dispatch`` before
 handler sees it; without one, ``access`` is None and nothing is checked.
 
 Node-wide events fan out to every role: releases (``notify_release``), failure detector
-changes (``notify_cluster_change``), link changes (``on_link_change``) and closed
-connections (``on_connection_lost``).
+changes (``notify_cluster_change``), link changes (``on_link_change``), closed
+connections (``on_connection_lost``) and a new effective config (``set_config``: the
+runtime log groups changed).  ``node.config`` is replaced, never changed in place: roles
+read it when they use it.
 
 Shutdown (``stop``): close the listening socket, stop the roles in reverse order (the
 storage role flushes its group commit and closes LogsDB), close the links and every
@@ -26,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 from logdevice.config import Config
@@ -177,6 +179,27 @@ class Node:
     def notify_cluster_change(self, down: Collection[int], up: Collection[int]) -> None:
         for role in self.roles:
             role.on_cluster_change(down, up)
+
+    def set_config(self, config: Config) -> None:
+        """Adopt a new effective config (runtime log groups changed): requests handled
+        from now on see it, and every role hears ``on_config_change``."""
+        old, self.config = self.config, config
+        if self.access is not None:
+            self.access.set_config(config)
+        for role in self.roles:
+            try:
+                role.on_config_change(old, config)
+            except Exception:
+                log.exception("N%d: role %s failed to follow the new config", self.index,
+                              role.name)
+
+    def after_fresh_logs_config(self, callback: Callable[[], None]) -> bool:
+        """Run ``callback`` once the runtime log groups were read again (a read that starts
+        now or later); False, and nothing runs, on a node without that role."""
+        if not self.has_role("logs_config"):
+            return False
+        self.role("logs_config").after_fresh_read(callback)
+        return True
 
     def on_link_change(self, node: int, connected: bool) -> None:
         for role in self.roles:

@@ -69,6 +69,7 @@ from logdevice.protocol import (
 from logdevice.storage.logsdb import LogsDB
 
 if TYPE_CHECKING:
+    from logdevice.config import Config
     from logdevice.node.server import Node
 
 log = logging.getLogger("logdevice.node.storage")
@@ -268,8 +269,18 @@ class StorageRole(Role):
         del self._parked[log_id]
 
     # -- STORE ------------------------------------------------------------------------------
-    def _on_store(self, conn: Peer, msg: Store) -> None:
+    def on_config_change(self, old: Config, new: Config) -> None:
+        self._sticky.clear()  # a runtime group's sticky_copysets may have changed
+
+    def _on_store(self, conn: Peer, msg: Store, refreshed: bool = False) -> None:
         status = self._store_status(conn, msg)
+        if status == E.NOTFOUND and not refreshed:
+            def again() -> None:
+                if not conn.closed:
+                    self._on_store(conn, msg, refreshed=True)
+
+            if self.node.after_fresh_logs_config(again):
+                return  # the sequencer knows a log created a moment ago: read it too
         if status != E.OK:
             conn.send(Stored(request_id=msg.request_id, log_id=msg.log_id,
                              node_index=self.node.index, status=status))

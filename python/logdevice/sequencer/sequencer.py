@@ -67,7 +67,7 @@ _WAITING = AppenderState.WAITING
 
 class SequencerState(IntEnum):
     ACTIVE = 0
-    EXHAUSTED = 1  # ESN space used up: finishes its window, takes no appends; reactivate
+    EXHAUSTED = 1  # ESN space used up or retired: finishes its window, takes no appends
     DEACTIVATED = 2  # stopped; every unacked append was rejected
 
 
@@ -387,6 +387,13 @@ class Sequencer:
         out: list = []
         self._flush_release(out)
         return out
+
+    def retire(self) -> list:
+        """Take no more appends but finish the window (like an exhausted epoch): the log's
+        metadata changed and a new epoch will follow it.  Returns the actions (none)."""
+        if self.state == SequencerState.ACTIVE:
+            self.state = SequencerState.EXHAUSTED
+        return []
 
     def deactivate(self, status: E = E.CANCELLED) -> list:
         """Stop: reject every append not yet acked (with its LSN), drop the window.
