@@ -27,6 +27,7 @@ from ldcore.checksum import crc32c
 from logdevice.client import combine
 from logdevice.client.combine import HeadAttributes, TailAttributes
 from logdevice.client.core import ClientCore
+from logdevice.client.log_groups import ClientLogGroups
 from logdevice.client.loop import LoopThread
 from logdevice.client.settings import ClientSettings
 from logdevice.config import Config, LogGroup
@@ -157,6 +158,18 @@ class Client:
         self._closed = False
         # A client dropped without close() still stops its thread and connections.
         self._finalizer = weakref.finalize(self, _stop_loop, self._loop, self._core)
+        # Runtime log groups: polled, and refreshed for a log not known yet.  The poller
+        # holds the client weakly, so a dropped client is still collected.
+        me = weakref.ref(self)
+
+        def adopt(config: Config) -> None:
+            client = me()
+            if client is not None:
+                client._adopt_config(config)
+
+        self._log_groups = ClientLogGroups(self.config, self._loop, adopt,
+                                           timeout=min(self.timeout, 2.0))
+        weakref.finalize(self, self._log_groups.close)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -167,7 +180,103 @@ class Client:
     def _log_group(self, log_id: int) -> LogGroup:
         if isinstance(log_id, bool) or not isinstance(log_id, int):
             raise InvalidParamError(message=f"log id must be an int, not {type(log_id).__name__}")
+        if not self.config.has_log(log_id):
+            self._log_groups.refresh()  # created at runtime a moment ago?
         return self.config.log_group(log_id)  # NotFoundError names the log and cluster
+
+    def _adopt_config(self, config: Config) -> None:
+        """Use ``config`` from now on (runtime log groups changed)."""
+        self.config = config
+        self._core.config = config
+        if self._placement_source is not None:
+            self._placement_source.config = config
+
+    # ------------------------------------------------------------------ log groups
+
+    def create_log_group(self, name: str, lo: int, hi: int, *,
+                         replication: int | Mapping[str, int],
+                         nodeset_size: int | None = None, scd: bool | None = None,
+                         sticky_copysets: bool | None = None,
+                         backlog_retention_ms: int | None = None,
+                         max_writes_in_flight: int | None = None,
+                         **attributes: Any) -> LogGroup:
+        """Create the log group ``name`` over log ids ``lo..hi`` (inclusive) at runtime.
+
+        The group is stored in the epoch store (LogsConfig); nodes and clients pick it up
+        without a restart (within ``logs_config_poll_ms``; a call naming one of its logs
+        reads it at once).  It is validated like a ``logs`` entry of the config file.
+
+        Parameters
+        ----------
+        name : str
+            Unique among all log groups, the config file's included.
+        lo, hi : int
+            The id range; it may not overlap another group's.
+        replication : int or dict
+            Copies per record, e.g. ``2`` or ``{"rack": 2, "node": 3}``.
+        nodeset_size, scd, sticky_copysets, backlog_retention_ms, max_writes_in_flight
+            As in the config file (None: the default).
+        **attributes
+            The other attributes of a config file entry: ``sticky_block_bytes``,
+            ``sticky_block_ms``, ``store_timeout_ms``, ``acl``.
+
+        Returns
+        -------
+        LogGroup
+
+        Raises
+        ------
+        InvalidParamError
+            A bad or unknown attribute (the message lists the valid names).
+        LogDeviceError
+            EXISTS: the name is taken or the range overlaps a group (both are named).
+        """
+        self._check_open()
+        attrs = {"replication": replication, "nodeset_size": nodeset_size, "scd": scd,
+                 "sticky_copysets": sticky_copysets,
+                 "backlog_retention_ms": backlog_retention_ms,
+                 "max_writes_in_flight": max_writes_in_flight, **attributes}
+        return self._log_groups.create(name, lo, hi, {k: v for k, v in attrs.items()
+                                                      if v is not None})
+
+    def update_log_group(self, name: str, **changes: Any) -> LogGroup:
+        """Change attributes of a group created at runtime, e.g.
+        ``update_log_group("events", replication=3)``; a value None puts the default back.
+
+        A change of what a sequencer is built from (replication, nodeset size, sticky
+        copysets, window, store timeouts) starts a new epoch of each log of the group:
+        records from then on follow it, earlier ones keep the placement they were
+        written with.
+
+        Raises
+        ------
+        NotFoundError
+            No runtime group has this name.
+        InvalidParamError
+            An unknown attribute or a bad value, or a group of the config file.
+        """
+        self._check_open()
+        return self._log_groups.update(name, changes)
+
+    def remove_log_group(self, name: str) -> None:
+        """Remove a group created at runtime: appends to its logs get NOTFOUND and
+        readers see a NOTINCONFIG gap.  Its records stay on the nodes until they are
+        trimmed or expire; a group created again over the range reads them again.
+
+        Raises
+        ------
+        NotFoundError
+            No runtime group has this name.
+        """
+        self._check_open()
+        self._log_groups.remove(name)
+
+    def log_groups(self) -> list[LogGroup]:
+        """Every log group, the config file's first, then those created at runtime (as
+        of a read of the epoch store now)."""
+        self._check_open()
+        self._log_groups.refresh()
+        return list(self.config.logs)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -484,6 +593,7 @@ class Client:
             r._queue.close()
             r._finalizer.detach()
         self._finalizer.detach()
+        self._log_groups.close()
         self._loop.stop(self._core.close)
         if self._placement_source is not None:
             self._placement_source.close()

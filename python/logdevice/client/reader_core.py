@@ -312,8 +312,8 @@ class ReaderCore:
                 rs.on_gap(node, int(msg.lo), int(msg.hi), int(msg.reason),
                           int(msg.filter_version))
             elif t is Started:
-                if msg.status == E.ACCESS:
-                    self._refused(st, node)
+                if msg.status in (E.ACCESS, E.NOTFOUND):
+                    self._refused(st, node, E(msg.status))
                     return
                 if msg.status == E.OK:
                     st.started.add(node)
@@ -326,10 +326,14 @@ class ReaderCore:
             log.exception("reader: handling %s from N%d failed", type(msg).__name__, node)
             self.queue.fail(exc)
 
-    def _refused(self, st: _LogStream, node: int) -> None:
-        """``node`` refused to read the log to us (its ACL): the rest of the range is an
-        ACCESS gap and the log's stream ends (every node applies the same ACL)."""
-        log.warning("log %d: N%d refused to read it to this client (ACCESS)", st.log_id, node)
+    def _refused(self, st: _LogStream, node: int, status: E = E.ACCESS) -> None:
+        """``node`` refused to read the log to us: its ACL (ACCESS) or the log is not in
+        its config (NOTFOUND: removed at runtime).  The rest of the range is an ACCESS or
+        NOTINCONFIG gap and the log's stream ends (every node applies the same ACL and
+        log groups)."""
+        log.warning("log %d: N%d refused to read it to this client (%s)", st.log_id, node,
+                    status.name)
+        gap = GapType.ACCESS if status == E.ACCESS else GapType.NOTINCONFIG
         rs = st.rs
         self.stats.gaps_received += 1
         self._after(st)  # deliver what is ready first, if anything
@@ -344,7 +348,7 @@ class ReaderCore:
             self.queue.put(st.log_id, ReadBatch(
                 st.log_id, np.zeros(0, np.uint64), np.zeros(0, np.int64),
                 np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.uint8),
-                np.zeros(1, np.uint64), [GapRecord(st.log_id, GapType.ACCESS, lo, hi)]))
+                np.zeros(1, np.uint64), [GapRecord(st.log_id, gap, lo, hi)]))
         self.queue.log_done(st.log_id)
 
     def _on_records(self, st: _LogStream, node: int, msg: Records) -> None:

@@ -36,13 +36,27 @@ class ShellContext:
     def __init__(self, config_path: str, timeout: float = 5.0,
                  err: IO[str] | None = None) -> None:
         self.config_path = config_path
-        self.config = Config.load(config_path)
         self.timeout = timeout
+        self.err = err if err is not None else sys.stderr
+        self.config = self._with_runtime_groups(Config.load(config_path))
         # Every node call presents these (see ``authenticate``); default: anonymous.
         self.security = ConnectSecurity.for_client(self.config)
         self.credentials: dict[str, str] = {}
-        self.err = err if err is not None else sys.stderr
         self._views: dict[int, Any] | None = None
+
+    def _with_runtime_groups(self, base: Config) -> Config:
+        """``base`` plus the log groups created at runtime (the file's alone, with a
+        warning, when the epoch store cannot be read)."""
+        from logdevice.logs_config import LogsConfigSource
+
+        source = LogsConfigSource(base, timeout=self.timeout)
+        try:
+            return source.poll() or base
+        except LogDeviceError as exc:
+            self.warn(f"runtime log groups left out: {exc}")
+            return base
+        finally:
+            source.close()
 
     def forget(self) -> None:
         """Drop what was cached for the last command (the interactive prompt)."""

@@ -3,6 +3,7 @@
     ldshell --config cluster.json status [--json]
     ldshell --config cluster.json sequencers [--json]
     ldshell --config cluster.json logs [--logs 1,2,10-20] [--json]
+    ldshell --config cluster.json logs create|update|remove NAME [--range LO..HI] [...]
     ldshell --config cluster.json info 2 [--json]
     ldshell --config cluster.json check [--logs ...] [--json] [--report PATH]
     ldshell --config cluster.json trim LOG LSN
@@ -34,7 +35,7 @@ from collections.abc import Sequence
 from ldcore.lsn import parse as parse_lsn
 from logdevice.cli import add_credentials, credentials
 from logdevice.errors import InvalidConfigError, LogDeviceError
-from logdevice.tools.ldshell import commands
+from logdevice.tools.ldshell import commands, log_groups
 from logdevice.tools.ldshell.context import ShellContext
 from logdevice.tools.ldshell.tables import TABLES, TableOptions
 
@@ -84,9 +85,11 @@ def _commands_parser(top: bool = True) -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s = sub.add_parser("sequencers", help="per log: its sequencer node and epoch")
     s.add_argument("--json", action="store_true")
-    s = sub.add_parser("logs", help="log groups and per-log trim point, tail, records")
+    s = sub.add_parser("logs", help="log groups and per-log trim point, tail, records; "
+                                    "logs create|update|remove: runtime log groups")
     s.add_argument("--logs", type=parse_logs, default=None)
     s.add_argument("--json", action="store_true")
+    log_groups.add_parsers(s)
     s = sub.add_parser("info", help="one node")
     s.add_argument("node", type=int)
     s.add_argument("--json", action="store_true")
@@ -126,6 +129,8 @@ def run(ctx: ShellContext, args: argparse.Namespace) -> int:
         return commands.status(ctx, args.json)
     if c == "sequencers":
         return commands.sequencers(ctx, args.json)
+    if c == "logs" and getattr(args, "logs_action", None):
+        return log_groups.run(ctx, args)
     if c == "logs":
         return commands.logs(ctx, TableOptions(logs=args.logs), args.json)
     if c == "info":

@@ -134,7 +134,8 @@ def log_groups(ctx: ShellContext, opts: TableOptions) -> Any:
              "nodeset_size": ctx.config.nodeset_size(g), "scd": g.scd,
              "sticky_copysets": g.sticky_copysets,
              "backlog_retention_ms": g.backlog_retention_ms,
-             "max_writes_in_flight": g.max_writes_in_flight}
+             "max_writes_in_flight": g.max_writes_in_flight,
+             "source": "runtime" if g.name in ctx.config.runtime_log_names else "file"}
             for g in ctx.config.logs]
     return _pa().Table.from_pylist(rows)
 

@@ -1,0 +1,84 @@
+"""Runtime log groups through the client API and ldshell, against a real epoch store and
+no running node: a group created by one client (or by ldshell) is known to another client
+at once, updates and removals follow, bad input names what is wrong."""
+
+import json
+import time
+
+import pytest
+
+import logdevice as ld
+from logdevice.config import make_local_config
+from logdevice.errors import E, InvalidParamError, LogDeviceError, NotFoundError
+from logdevice.tools.ldshell.main import main as ldshell
+
+
+@pytest.fixture
+def config_path(tmp_path):
+    cfg = make_local_config(3, 2, logs=[1, 2], root=tmp_path, ports=[1, 2, 3])
+    return str(cfg.dump(tmp_path / "cluster.json"))
+
+
+def test_a_group_created_by_one_client_is_known_to_another_at_once(config_path):
+    with ld.Client(config_path) as a, ld.Client(config_path) as b:
+        assert not b.config.has_log(500)
+        group = a.create_log_group("events", 500, 599, replication=3, scd=False,
+                                   backlog_retention_ms=60_000)
+        assert group.replication_factor == 3 and not group.scd
+        assert b._log_group(550).name == "events"  # unknown log: read once more, found
+        assert [g.name for g in b.log_groups()][-1] == "events"
+        assert b.update_log_group("events", replication=2).replication_factor == 2
+        assert a.log_groups()[-1].replication_factor == 2
+        b.remove_log_group("events")
+        deadline = time.monotonic() + 10  # a's next poll (logs_config_poll_ms) forgets it
+        while a.config.has_log(550):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        with pytest.raises(NotFoundError):
+            a._log_group(550)
+        with pytest.raises(NotFoundError):
+            a.append(550, b"x")  # refused before anything is sent
+
+
+def test_client_api_errors_name_the_problem(config_path):
+    with ld.Client(config_path) as c:
+        c.create_log_group("g", 100, 199, replication=1)
+        with pytest.raises(LogDeviceError, match=r"ids 150..250.*overlaps.*'g' \(ids 100..199"
+                           ) as ei:
+            c.create_log_group("h", 150, 250, replication=1)
+        assert ei.value.status == E.EXISTS
+        with pytest.raises(LogDeviceError, match="overlaps") as ei:
+            c.create_log_group("h", 2, 2, replication=1)  # a log of the config file
+        assert ei.value.status == E.EXISTS
+        with pytest.raises(InvalidParamError, match="valid: replication, nodeset_size"):
+            c.create_log_group("h", 300, 300, replication=1, retention=5)
+        with pytest.raises(InvalidParamError, match="defined in the config file"):
+            c.update_log_group("logs_1_2" if c.config.logs[0].name == "logs_1_2"
+                               else c.config.logs[0].name, replication=1)
+        with pytest.raises(NotFoundError):
+            c.remove_log_group("nope")
+
+
+def test_ldshell_creates_lists_updates_and_removes(config_path, capsys):
+    assert ldshell(["--config", config_path, "logs", "create", "ev", "--range", "700..799",
+                    "--replication", "2", "--no-scd", "--set", "sticky_copysets=true"]) == 0
+    assert "log group 'ev' created: logs 700..799" in capsys.readouterr().out
+    assert ldshell(["--config", config_path, "logs", "update", "ev", "--replication",
+                    '{"node": 3}']) == 0
+    capsys.readouterr()
+    from logdevice.tools.ldshell.context import ShellContext
+    from logdevice.tools.ldshell.tables import TableOptions, build
+
+    rows = build("log_groups", ShellContext(config_path), TableOptions()).to_pylist()
+    ev = next(r for r in rows if r["name"] == "ev")
+    assert (ev["source"], ev["replication_factor"], ev["scd"], ev["sticky_copysets"]) == (
+        "runtime", 3, False, True)
+    assert {r["source"] for r in rows if r["name"] != "ev"} == {"file"}
+    assert ldshell(["--config", config_path, "logs", "create", "x", "--range", "750..900",
+                    "--replication", "1"]) == 2
+    assert "EXISTS" in capsys.readouterr().err
+    assert ldshell(["--config", config_path, "logs", "remove", "ev"]) == 0
+    assert ldshell(["--config", config_path, "logs", "remove", "ev"]) == 2
+    assert "NOTFOUND" in capsys.readouterr().err
+    with open(config_path) as f:  # the config file is never written
+        assert [g["name"] for g in json.load(f)["logs"]] != ["ev"]
