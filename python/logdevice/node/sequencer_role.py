@@ -129,7 +129,7 @@ class SequencerRole(Role):
                                  blacklist_seconds=self.settings.store_blacklist_ms / 1000)
         self.rng = random.Random()
         self.sequencers: dict[int, Sequencer] = {}  # the active one per log
-        self._built_from: dict[Sequencer, LogGroup] = {}  # the group a sequencer follows
+        self._built_from: dict[int, LogGroup] = {}  # log -> the group its sequencer follows
         self._live: dict[tuple[int, int], Sequencer] = {}  # (log, epoch) -> not deactivated
         self._activating: dict[int, list[tuple[Any, ...]]] = {}  # log -> queued requests
         self._tail_waiters: dict[int, list[tuple[Peer, int]]] = {}  # log -> GET_TAILs held
@@ -459,7 +459,7 @@ class SequencerRole(Role):
                  list(md.nodeset))
         self.sequencers[log_id] = seq
         self._live[(log_id, epoch)] = seq
-        self._built_from[seq] = group
+        self._built_from[log_id] = group
         if recover:
             self.recoveries.start(seq, state, statuses)
         else:
@@ -531,7 +531,7 @@ class SequencerRole(Role):
         finishes its window too; new appends get NOTFOUND.  Earlier epochs keep the
         metadata they were written with."""
         for log_id, seq in list(self.sequencers.items()):
-            built = self._built_from.get(seq)
+            built = self._built_from.get(log_id)
             if not new.has_log(log_id):
                 log.info("log %d: its log group was removed; epoch %d ends", log_id, seq.epoch)
                 self._retire(seq)
@@ -544,6 +544,7 @@ class SequencerRole(Role):
         """``seq`` takes no new appends and finishes its window; the log's next request
         activates a new epoch."""
         self.sequencers.pop(seq.log_id, None)
+        self._built_from.pop(seq.log_id, None)
         self._answer_tail_waiters(seq.log_id, None)
         self._run(seq, seq.retire())
 
@@ -557,7 +558,7 @@ class SequencerRole(Role):
         self._refuse_held_blobs(log_id, E.NOSEQUENCER, self.owner(log_id))
         actions = seq.deactivate(status)
         self._live.pop((log_id, seq.epoch), None)
-        self._built_from.pop(seq, None)
+        self._built_from.pop(log_id, None)
         timer = self._timers.pop(seq, None)
         if timer is not None:
             timer[1].cancel()
@@ -616,7 +617,6 @@ class SequencerRole(Role):
     def _forget(self, seq: Sequencer) -> None:
         """A sequencer that finished its window and is no longer the log's."""
         self._live.pop((seq.log_id, seq.epoch), None)
-        self._built_from.pop(seq, None)
 
     def _reactivate(self, seq: Sequencer) -> None:
         """The epoch ran out of ESNs: the exhausted sequencer finishes its window (it stays
