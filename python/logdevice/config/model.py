@@ -288,8 +288,7 @@ class Settings:
     rebuilding_poll_ms: int = 500
     rebuilding_batch_records: int = 8192
     frame_timeout_ms: int = 30_000  # a frame half-sent and then stalled this long: close
-    # How often nodes and clients read the runtime log groups' version in the epoch store.
-    logs_config_poll_ms: int = 1_000
+    logs_config_poll_ms: int = 1_000  # how often nodes and clients read the runtime log groups
 
     def to_dict(self, only_changed: bool = True) -> dict[str, Any]:
         """The settings as JSON; by default only those that differ from the defaults."""
