@@ -191,7 +191,7 @@ def encode(msg: Any, *, version: int = PROTOCOL_VERSION,
         values[index] = header_value
         sections.append(raw)
     checked = msgspec.structs.replace(msg, **changed) if changed else msg
-    problem = checked._check()
+    problem = checked.consistency_problem()
     if problem:
         raise InvalidParamError(message=f"{info.cls.__name__}: {problem}")
     _ENCODER.encode_into(values, head, PREFIX_SIZE)
@@ -283,7 +283,7 @@ def _decode(info: _TypeInfo, frame: memoryview, header_length: int) -> Any:
     for index, spec, off, hv in placed:
         values[index] = spec.view(frame, off, hv)
     msg = info.cls(*values)
-    problem = msg._check()
+    problem = msg.consistency_problem()
     if problem:
         raise ProtocolError(E.BADMSG, f"inconsistent {info.cls.__name__}: {problem}")
     return msg

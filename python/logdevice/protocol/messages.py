@@ -161,7 +161,7 @@ class Message(msgspec.Struct, array_like=True):
 
     TYPE: ClassVar[MessageType]
 
-    def _check(self) -> str | None:
+    def consistency_problem(self) -> str | None:
         """Cross-field consistency of raw sections; a description of the problem or None."""
         return None
 
@@ -365,7 +365,7 @@ class Store(Message, eq=False):
     payloads: Payload = b""
     checksums: U32Array = EMPTY_U32
 
-    def _check(self) -> str | None:
+    def consistency_problem(self) -> str | None:
         return _check_stored_records(self, {"checksums": self.checksums}) \
             or _check_checksummed(self.flags, self.checksums)
 
@@ -386,7 +386,7 @@ class Stored(Message, eq=False):
     lsns: U64Array = EMPTY_U64
     statuses: U16Array = EMPTY_U16
 
-    def _check(self) -> str | None:
+    def consistency_problem(self) -> str | None:
         return _check_columns(len(self.lsns), {"statuses": self.statuses})
 
 
@@ -414,7 +414,7 @@ class ReleaseBatch(Message, eq=False):
     lsns: U64Array = EMPTY_U64
     epochs: U64Array = EMPTY_U64
 
-    def _check(self) -> str | None:
+    def consistency_problem(self) -> str | None:
         return _check_columns(len(self.log_ids), {"lsns": self.lsns, "epochs": self.epochs})
 
 
@@ -480,7 +480,7 @@ class Records(Message, eq=False):
     waves: U32Array = EMPTY_U32
     copysets: I16Matrix = EMPTY_I16_2D
 
-    def _check(self) -> str | None:
+    def consistency_problem(self) -> str | None:
         n = len(self.lsns)
         return _check_columns(
             n,
@@ -741,7 +741,7 @@ class SetCheckpoints(Message, eq=False):
     lsns: U64Array = EMPTY_U64
     batch_offsets: U32Array = EMPTY_U32
 
-    def _check(self) -> str | None:
+    def consistency_problem(self) -> str | None:
         return _check_columns(len(self.log_ids),
                               {"lsns": self.lsns, "batch_offsets": self.batch_offsets})
 
@@ -759,7 +759,7 @@ class Checkpoints(Message, eq=False):
     batch_offsets: U32Array = EMPTY_U32
     message: str = ""
 
-    def _check(self) -> str | None:
+    def consistency_problem(self) -> str | None:
         return _check_columns(len(self.log_ids),
                               {"lsns": self.lsns, "batch_offsets": self.batch_offsets})
 
@@ -842,7 +842,7 @@ class RecordAvailability(Message, eq=False):
     index_width: int = 0
     availability_packed: Payload = b""
 
-    def _check(self) -> str | None:
+    def consistency_problem(self) -> str | None:
         return _check_columns(len(self.run_lengths), {"run_copysets": self.run_copysets})
 
 
@@ -871,7 +871,7 @@ class PartitionList(Message, eq=False):
     records: I64Array = EMPTY_I64
     nbytes: I64Array = EMPTY_I64
 
-    def _check(self) -> str | None:
+    def consistency_problem(self) -> str | None:
         return _check_columns(len(self.ids), {
             "start_ms": self.start_ms, "min_ts": self.min_ts, "max_ts": self.max_ts,
             "records": self.records, "nbytes": self.nbytes})
@@ -901,7 +901,7 @@ class RebuildStore(Message, eq=False):
     payload_offsets: U64Array = EMPTY_U64
     payloads: Payload = b""
 
-    def _check(self) -> str | None:
+    def consistency_problem(self) -> str | None:
         return _check_stored_records(self)
 
 
@@ -969,7 +969,7 @@ class ReadStreamList(Message, eq=False):
     started_ms: I64Array = EMPTY_I64
     age_ms: I64Array = EMPTY_I64
 
-    def _check(self) -> str | None:
+    def consistency_problem(self) -> str | None:
         return _check_table(self)
 
 
@@ -1020,7 +1020,7 @@ class RecoveryList(Message, eq=False):
     started_ms: I64Array = EMPTY_I64
     duration_ms: I64Array = EMPTY_I64
 
-    def _check(self) -> str | None:
+    def consistency_problem(self) -> str | None:
         return _check_table(self)
 
 
