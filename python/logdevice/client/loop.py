@@ -40,6 +40,13 @@ def new_loop() -> asyncio.AbstractEventLoop:
     return asyncio.new_event_loop()
 
 
+class LoopFuture(concurrent.futures.Future[Any]):
+    """The future of a coroutine submitted to a ``LoopThread``; ``task`` is its asyncio
+    task once the loop started it (``run`` cancels that on a timeout)."""
+
+    task: asyncio.Task[Any] | None = None
+
+
 class LoopThread:
     """An asyncio loop in a daemon thread.
 
@@ -53,7 +60,7 @@ class LoopThread:
         self.loop = new_loop()
         self.loop.set_exception_handler(self._on_loop_error)
         self._lock = threading.Lock()
-        self._inbox: list[tuple[concurrent.futures.Future[Any], CoroFn, tuple[Any, ...]]] = []
+        self._inbox: list[tuple[LoopFuture, CoroFn, tuple[Any, ...]]] = []
         self._wake_scheduled = False
         self._stopped = False
         self._ready = threading.Event()
@@ -82,13 +89,13 @@ class LoopThread:
 
     # ------------------------------------------------------------------ hand-off
 
-    def submit(self, fn: CoroFn, *args: Any) -> concurrent.futures.Future[Any]:
+    def submit(self, fn: CoroFn, *args: Any) -> LoopFuture:
         """Run ``fn(*args)`` (a coroutine function) on the loop; its Future.
 
         Once the coroutine started, ``cancel()`` on the future has no effect (as for
         LogDevice's appends: what was sent may still land).
         """
-        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        fut = LoopFuture()
         with self._lock:
             if self._stopped:
                 raise LogDeviceError(E.SHUTDOWN, "the client is closed")
@@ -119,7 +126,7 @@ class LoopThread:
                 fut.set_exception(exc)
                 continue
             task.add_done_callback(functools.partial(_copy_outcome, fut))
-            fut._ld_task = task  # type: ignore[attr-defined]  # for run()'s timeout
+            fut.task = task
 
     def run(self, fn: CoroFn, *args: Any, timeout: float) -> Any:
         """Run ``fn(*args)`` on the loop and wait for it, at most ``timeout`` seconds.
@@ -137,10 +144,8 @@ class LoopThread:
         except TimeoutError:
             if fut.done() and not fut.cancelled():
                 raise  # the coroutine's own TimedOutError
-            if not fut.cancel():
-                task = getattr(fut, "_ld_task", None)
-                if task is not None:
-                    self.loop.call_soon_threadsafe(task.cancel)
+            if not fut.cancel() and fut.task is not None:  # started: cancel the task
+                self.loop.call_soon_threadsafe(fut.task.cancel)
             raise TimedOutError(message=f"no answer within {timeout:g} s") from None
 
     # ------------------------------------------------------------------ shutdown
