@@ -13,4 +13,4 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
 .venv/bin/python -m pip install -q --disable-pip-version-check \
   "setuptools>=77" wheel "Cython>=3.0" "numpy>=2.0" "cffi>=1.16"
-.venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation -e ".[test,dev,bench,admin,zookeeper,spark]"
+.venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation -e ".[server,cli,test,dev,bench,admin,zookeeper,spark]"

@@ -1,4 +1,5 @@
-"""What every console script shares: ``--version``, and the client tools' credentials."""
+"""What every console script shares: ``--version``, the client tools' credentials, and
+the message for an optional dependency that is not installed."""
 
 from __future__ import annotations
 
@@ -6,7 +7,14 @@ import argparse
 import os
 from importlib.metadata import PackageNotFoundError, version
 
-__all__ = ["add_version", "add_credentials", "credentials"]
+__all__ = ["add_version", "add_credentials", "credentials", "missing_extra"]
+
+
+def missing_extra(tool: str, extra: str, exc: ImportError) -> SystemExit:
+    """The one-line exit of ``tool`` when an optional dependency of the package's
+    ``extra`` is not installed (``raise missing_extra(...) from None``)."""
+    module = (exc.name or str(exc)).split(".")[0]
+    return SystemExit(f"{tool}: needs {module}: pip install 'logdevice[{extra}]'")
 
 
 def add_version(p: argparse.ArgumentParser) -> argparse.ArgumentParser:

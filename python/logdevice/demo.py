@@ -23,13 +23,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from rich.console import Console
-from rich.table import Table
 
 import logdevice as ld
 from ldcore.lsn import to_string as lsn_str
+from logdevice.cli import missing_extra
 from logdevice.tools import benchutil
 from logdevice.tools.loglines import generate
+
+try:
+    from rich.console import Console
+    from rich.table import Table
+except ImportError as exc:  # the "cli" extra
+    raise missing_extra("the demo", "cli", exc) from None
 
 __all__ = ["main"]
 

@@ -199,10 +199,13 @@ class MetricsRole(Role):
 
     def __init__(self, node: Node) -> None:
         super().__init__(node)
-        from prometheus_client import CollectorRegistry
-
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(_Collector(self))  # type: ignore[arg-type]
+        try:
+            from prometheus_client import CollectorRegistry
+        except ImportError:  # the "server" extra is not installed: no /metrics
+            self.registry: Any = None
+        else:
+            self.registry = CollectorRegistry(auto_describe=False)
+            self.registry.register(_Collector(self))  # type: ignore[arg-type]
         self.releases = 0
         self._server: Any = None
         self._thread: Any = None
@@ -257,6 +260,11 @@ class MetricsRole(Role):
     async def start(self) -> None:
         me = self.node.me
         if me.admin_port is None:
+            return
+        if self.registry is None:
+            log.warning("N%d: prometheus-client is not installed (pip install "
+                        "'logdevice[server]'): no metrics on port %d", self.node.index,
+                        me.admin_port)
             return
         from prometheus_client import start_http_server
 

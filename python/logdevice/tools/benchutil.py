@@ -13,16 +13,22 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-from rich.table import Table
+
+from logdevice.cli import missing_extra
+
+try:
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from rich.table import Table
+except ImportError as exc:  # the "cli" extra
+    raise missing_extra("ldbench", "cli", exc) from None
 
 __all__ = ["cluster_config", "percentiles", "progress", "results_table", "write_json",
            "machine", "CpuMeter"]

@@ -32,14 +32,18 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from rich.console import Console
 
-from logdevice.cli import add_credentials, add_version, credentials
+from logdevice.cli import add_credentials, add_version, credentials, missing_extra
 from logdevice.client import Client
 from logdevice.errors import LogDeviceError
 from logdevice.tools import benchutil
 from logdevice.tools.ldbench_read import add_read_arguments, run_read
 from logdevice.tools.loglines import generate
+
+try:
+    from rich.console import Console
+except ImportError as exc:  # the "cli" extra
+    raise missing_extra("ldbench", "cli", exc) from None
 
 __all__ = ["main", "SUBCOMMANDS"]
 

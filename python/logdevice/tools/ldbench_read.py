@@ -26,13 +26,17 @@ import time
 from typing import Any
 
 import numpy as np
-from rich.console import Console
 
-from logdevice.cli import credentials
+from logdevice.cli import credentials, missing_extra
 from logdevice.client import Client
 from logdevice.records import LSN_MAX, DataRecord
 from logdevice.tools import benchutil
 from logdevice.tools.loglines import generate
+
+try:
+    from rich.console import Console
+except ImportError as exc:  # the "cli" extra
+    raise missing_extra("ldbench", "cli", exc) from None
 
 __all__ = ["add_read_arguments", "run_read"]
 

@@ -23,19 +23,23 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 import numpy as np
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
 from ldcore.lsn import to_string as lsn_str
-from logdevice.cli import add_credentials, add_version, credentials
+from logdevice.cli import add_credentials, add_version, credentials, missing_extra
 from logdevice.client import Client
 from logdevice.errors import LogDeviceError
+
+try:
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+except ImportError as exc:  # the "cli" extra
+    raise missing_extra("ldwrite", "cli", exc) from None
 
 __all__ = ["main", "split_lines"]
 

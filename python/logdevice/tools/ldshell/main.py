@@ -33,7 +33,7 @@ import sys
 from collections.abc import Sequence
 
 from ldcore.lsn import parse as parse_lsn
-from logdevice.cli import add_credentials, credentials
+from logdevice.cli import add_credentials, credentials, missing_extra
 from logdevice.errors import InvalidConfigError, LogDeviceError
 from logdevice.tools.ldshell import commands, log_groups
 from logdevice.tools.ldshell.context import ShellContext
@@ -239,6 +239,11 @@ def _interactive(ctx: ShellContext) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:  # tables print through rich; metrics are parsed with prometheus-client
+        import prometheus_client  # noqa: F401
+        import rich  # noqa: F401
+    except ImportError as exc:
+        raise missing_extra("ldshell", "cli", exc) from None
     parser = _commands_parser()
     args = parser.parse_args(argv)
     if not args.config:
