@@ -5,9 +5,31 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from importlib.metadata import PackageNotFoundError, version
+from typing import IO, TYPE_CHECKING
 
-__all__ = ["add_version", "add_credentials", "credentials", "missing_extra"]
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["add_version", "add_credentials", "credentials", "console", "missing_extra",
+           "PIPE_WIDTH"]
+
+
+#: Columns of tables and lines printed to a file or a pipe (no terminal to fit).
+PIPE_WIDTH = 200
+
+
+def console(*, file: IO[str] | None = None, stderr: bool = False) -> Console:
+    """A rich ``Console`` for a tool's output: on a terminal, as rich does; to a file or a
+    pipe, lines are not wrapped and tables get ``PIPE_WIDTH`` columns (rich would fold
+    both at 80), and there are no colours."""
+    from rich.console import Console
+
+    stream = file if file is not None else sys.stderr if stderr else sys.stdout
+    tty = stream.isatty()
+    return Console(file=file, stderr=stderr, soft_wrap=not tty,
+                   width=None if tty else PIPE_WIDTH)
 
 
 def missing_extra(tool: str, extra: str, exc: ImportError) -> SystemExit:

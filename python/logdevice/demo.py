@@ -26,6 +26,7 @@ import numpy as np
 
 import logdevice as ld
 from ldcore.lsn import to_string as lsn_str
+from logdevice.cli import console as tool_console
 from logdevice.cli import missing_extra
 from logdevice.tools import benchutil
 from logdevice.tools.loglines import generate
@@ -217,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--replication", type=int, default=2)
     p.add_argument("--logs", type=int, default=8, help="logs to spread the records over")
     args = p.parse_args(argv)
-    console = Console()
+    console = tool_console()
     logs = list(range(1, args.logs + 1))
     console.rule("[bold]logdevice for Python: demo")
     t0 = time.perf_counter()

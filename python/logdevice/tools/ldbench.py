@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from logdevice.cli import add_credentials, add_version, credentials, missing_extra
+from logdevice.cli import console as tool_console
 from logdevice.client import Client
 from logdevice.errors import LogDeviceError
 from logdevice.tools import benchutil
@@ -300,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         add_args(p)
         p.set_defaults(run=run)
     args = parser.parse_args(argv)
-    console = Console(stderr=False)
+    console = tool_console()
     try:
         results = args.run(args, console)
     except (LogDeviceError, OSError) as exc:

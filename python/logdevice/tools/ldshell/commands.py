@@ -13,6 +13,7 @@ from decimal import Decimal
 from typing import IO, Any
 
 from ldcore.lsn import to_string as lsn_str
+from logdevice.cli import console as tool_console
 from logdevice.errors import LogDeviceError
 from logdevice.tools.ldshell.context import ShellContext
 from logdevice.tools.ldshell.tables import TABLES, TableOptions, build
@@ -42,7 +43,6 @@ def _dump(obj: Any, out: IO[str]) -> None:
 
 def _print_table(table: Any, title: str | None, out: IO[str]) -> None:
     """An Arrow table as a rich table (people) ."""
-    from rich.console import Console
     from rich.table import Table
 
     t = Table(title=title, show_lines=False)
@@ -51,7 +51,7 @@ def _print_table(table: Any, title: str | None, out: IO[str]) -> None:
     for row in table.to_pylist():
         t.add_row(*("" if v is None else str(_jsonable(v)) if isinstance(
             v, bytes | bytearray | memoryview) else str(v) for v in row.values()))
-    Console(file=out, width=200 if not out.isatty() else None).print(t)
+    tool_console(file=out).print(t)
 
 
 def _emit(table: Any, as_json: bool, title: str, out: IO[str]) -> None:
