@@ -5,7 +5,9 @@ changed by compare-and-set); a process's effective config is its config file plu
 groups (``Config.with_log_groups``).  ``LogsConfigSource`` is the blocking side shared by
 nodes and clients: ``poll`` reads the version (one small read) and, when it moved, gives
 the new effective config; ``create``, ``update`` and ``remove`` change the document,
-validated against the config file like its own ``logs`` entries.
+validated against the config file like its own ``logs`` entries.  With ``watch_file`` the
+same poll also notices a changed config file and adopts its nodes and log groups
+(``config.watch``): membership changes without a restart.
 
 Whoever can write the epoch store can change the log groups: with security on, keep the
 epoch store on a trusted network (it is not covered by TLS or ACLs).
@@ -26,6 +28,7 @@ from logdevice.config.log_groups import (
     group_entry,
     parse_groups,
 )
+from logdevice.config.watch import ConfigFileWatch, live_changes
 from logdevice.epochstore import EpochStore, open_epoch_store, open_existing_epoch_store
 from logdevice.errors import E, LogDeviceError
 
@@ -48,14 +51,19 @@ class LogsConfigSource:
         Seconds an epoch store operation may take before TIMEDOUT.
     """
 
-    def __init__(self, base: Config, timeout: float = 10.0) -> None:
+    def __init__(self, base: Config, timeout: float = 10.0, *, watch_file: bool = False
+                 ) -> None:
         self._base = base
         self._config = base
         self._version = 0
+        self._entries: tuple[Mapping[str, Any], ...] = ()  # the stored groups
+        self._dirty = False  # the base changed since the effective config was built
         self._timeout = timeout
         self._store: EpochStore | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self._watch = (ConfigFileWatch(base.source) if watch_file and base.source is not None
+                       else None)
 
     @property
     def config(self) -> Config:
@@ -77,34 +85,42 @@ class LogsConfigSource:
         return self._store
 
     def poll(self) -> Config | None:
-        """Read the runtime groups; the new effective config if they changed since the
-        last poll, else None.  A store that does not exist yet (a ``file:`` store no node
-        created) has no groups.  Groups that no longer fit the config file (say, a
-        replication the nodes cannot satisfy) are left out with a warning."""
+        """Read the runtime groups (and, with ``watch_file``, look at the config file); the
+        new effective config if either changed since the last poll, else None.  A store
+        that does not exist yet (a ``file:`` store no node created) has no groups.  Groups
+        that no longer fit the config file (say, a replication the nodes cannot satisfy)
+        are left out with a warning."""
         with self._lock:
+            self._follow_file()
             store = self._open(create=False)
-            if store is None:
+            if store is not None:
+                state = store.logs_config()
+                if state.version != self._version:
+                    self._entries, self._version = state.groups, state.version
+                    self._dirty = True
+            if not self._dirty:
                 return None
-            state = store.logs_config()
-            if state.version == self._version:
-                return None
-            groups, problems = parse_groups(state.groups, self._base, strict=False)
+            groups, problems = parse_groups(self._entries, self._base, strict=False)
             for problem in problems:
                 log.warning("runtime log group left out: %s", problem)
             self._config = self._base.with_log_groups(groups)
-            self._version = state.version
+            self._dirty = False
             return self._config
 
-    def set_base(self, base: Config) -> Config:
-        """Adopt a new config file (same epoch store); the effective config on it."""
-        with self._lock:
+    def _follow_file(self) -> None:
+        """Adopt the nodes and log groups of a changed config file."""
+        new = self._watch.changed() if self._watch is not None else None
+        if new is None:
+            return
+        base, restart = live_changes(self._base, new)
+        if restart:
+            log.warning("config file %s: %s changed; that takes a restart", new.source,
+                        ", ".join(restart))
+        if base != self._base:
+            log.info("config file %s: adopting its nodes (%s) and log groups", new.source,
+                     ", ".join(f"N{n.index}" for n in base.nodes))
             self._base = base
-            groups, problems = parse_groups(
-                [g.to_dict() for g in self._config.runtime_logs], base, strict=False)
-            for problem in problems:
-                log.warning("runtime log group left out: %s", problem)
-            self._config = base.with_log_groups(groups)
-            return self._config
+            self._dirty = True
 
     # -- changes ------------------------------------------------------------------------
     def _change(self, fn: Callable[[tuple[Mapping[str, Any], ...]], Any]) -> None:

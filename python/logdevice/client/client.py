@@ -188,6 +188,7 @@ class Client:
         """Use ``config`` from now on (runtime log groups changed)."""
         self.config = config
         self._core.config = config
+        self._core.routing.config = config
         if self._placement_source is not None:
             self._placement_source.config = config
 

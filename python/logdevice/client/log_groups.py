@@ -1,8 +1,9 @@
 """A client's runtime log groups: kept current, and changed through the client's API.
 
-The client reads the LogsConfig version every ``logs_config_poll_ms`` (a task on the
-client's loop; the read itself runs in a worker thread) and adopts the new effective
-config when it moved.  A call naming a log the client does not know reads once more
+The client reads the LogsConfig version and stats its config file (when it was loaded
+from one) every ``logs_config_poll_ms`` (a task on the client's loop; the read itself
+runs in a worker thread) and adopts the new effective config when either moved (groups
+changed, nodes added or removed).  A call naming a log the client does not know reads once more
 before it fails with NOTFOUND (``refresh``), so a log created by another process a moment
 ago works at once.
 """
@@ -43,7 +44,7 @@ class ClientLogGroups:
 
     def __init__(self, base: Config, loop: LoopThread, adopt: Callable[[Config], None],
                  timeout: float = 10.0) -> None:
-        self.source = LogsConfigSource(base, timeout=timeout)
+        self.source = LogsConfigSource(base, timeout=timeout, watch_file=True)
         self._adopt = adopt
         self._lock = threading.Lock()
         self._exec = ThreadPoolExecutor(1, thread_name_prefix="logdevice-log-groups")

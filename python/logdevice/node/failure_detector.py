@@ -41,6 +41,7 @@ from logdevice.node.role import Peer, Role
 from logdevice.protocol import ClusterView, GetClusterView, Heartbeat, SequencerNode
 
 if TYPE_CHECKING:
+    from logdevice.config import Config
     from logdevice.node.server import Node
 
 log = logging.getLogger("logdevice.node.failure_detector")
@@ -73,6 +74,22 @@ class FailureDetector:
         self._grace_until = now + self.dead_after
         self._last_tick = now
         self.live: set[int] = {me, *self._last}  # what placement uses
+
+    def set_nodes(self, nodes: Iterable[int]) -> set[int]:
+        """The config's nodes changed.  Removed nodes are forgotten (those that were live
+        are returned: the caller reports them down); added ones are not live until their
+        first heartbeat (a node still starting must not be handed logs)."""
+        wanted = {n for n in nodes if n != self.me}
+        removed = set(self._last) - wanted
+        for n in removed:
+            del self._last[n]
+            self._generation.pop(n, None)
+            self._link_broken.discard(n)
+        for n in wanted - set(self._last):
+            self._last[n] = None
+        gone = self.live & removed
+        self.live -= removed
+        return gone
 
     def heard(self, now: float) -> set[int]:
         """Nodes heard from recently enough to count as alive (and this node)."""
@@ -153,6 +170,14 @@ class FailureDetectorRole(Role):
 
     def handlers(self) -> Mapping[type, Any]:
         return {Heartbeat: self._on_heartbeat, GetClusterView: self._on_get_cluster_view}
+
+    def on_config_change(self, old: Config, new: Config) -> None:
+        if old.nodes == new.nodes:
+            return
+        gone = self.fd.set_nodes(n.index for n in new.nodes)
+        self.weights = {i: w for i, w in new.sequencer_weights().items() if w > 0}
+        self.config_version = config_version(new)
+        self._report(gone, set())  # also when only weights changed: placement follows
 
     async def start(self) -> None:
         self._task = self.node.loop.create_task(self._beat(), name="heartbeats")

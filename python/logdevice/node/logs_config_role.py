@@ -1,7 +1,8 @@
-"""The node's view of the runtime log groups: polled from the epoch store, adopted live.
+"""The node's view of the runtime log groups and its config file, adopted live.
 
 Every ``logs_config_poll_ms`` the role reads the LogsConfig version (one small read, in
-its own thread); when it moved, the node adopts the new effective config
+its own thread) and stats the config file; when either moved (a group created, changed or
+removed; nodes added or removed in the file), the node adopts the new effective config
 (``Node.set_config``), and every role sees ``on_config_change``.  Before the port opens,
 one read makes a restarted node know the groups created while it was down.
 
@@ -35,7 +36,7 @@ class LogsConfigRole(Role):
 
     def __init__(self, node: Node) -> None:
         super().__init__(node)
-        self.source = LogsConfigSource(node.config)
+        self.source = LogsConfigSource(node.config, watch_file=True)
         self._exec = ThreadPoolExecutor(1, thread_name_prefix="logs-config")
         self._reading: asyncio.Future[None] | None = None  # the read in flight
         self._next: asyncio.Future[None] | None = None  # a read to start after it

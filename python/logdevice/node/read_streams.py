@@ -230,6 +230,7 @@ class ReadStreamsRole(Role):
     def on_config_change(self, old: Config, new: Config) -> None:
         """Streams of logs removed at runtime end: the client hears NOTFOUND (its reader
         ends the log with a NOTINCONFIG gap).  The records stay on disk."""
+        self._region_nodes.clear()  # the node list may have changed
         for entry in list(self._streams.values()):
             s = entry.stream
             data_log = s.log_id & ~METADATA_LOG_BIT

@@ -530,6 +530,9 @@ class SequencerRole(Role):
         its window, the next append activates the new one.  A removed log's sequencer
         finishes its window too; new appends get NOTFOUND.  Earlier epochs keep the
         metadata they were written with."""
+        members_changed = old.nodes != new.nodes
+        if members_changed:
+            self._follow_membership(old, new)
         for log_id, seq in list(self.sequencers.items()):
             built = self._built_from.get(log_id)
             if not new.has_log(log_id):
@@ -539,6 +542,26 @@ class SequencerRole(Role):
                 log.info("log %d: log group %r changed; epoch %d ends, the next append "
                          "starts a new one", log_id, built.name, seq.epoch)
                 self._retire(seq)
+            elif members_changed and set(self._nodeset(log_id, new.log_group(log_id))) \
+                    != set(seq.nodeset):
+                # LogDevice re-provisions nodesets when membership changes: new epochs
+                # place records on the nodes the log would get now.
+                log.info("log %d: storage nodes changed; epoch %d (nodeset %s) ends",
+                         log_id, seq.epoch, list(seq.nodeset))
+                self._retire(seq)
+
+    def _follow_membership(self, old: Config, new: Config) -> None:
+        """Locations and weights of the new node list; added nodes count as down until
+        our link to them is up."""
+        me = self.node.index
+        self._locations = {n.index: n.location for n in new.nodes}
+        self._weights = {n.index: n.storage_weight for n in new.nodes if n.is_storage}
+        known = {n.index for n in old.nodes}
+        for n in new.nodes:
+            if n.index != me and n.index not in known:
+                self._link_down.add(n.index)
+                self.health.mark_down(n.index)
+        self._owners.clear()
 
     def _retire(self, seq: Sequencer) -> None:
         """``seq`` takes no new appends and finishes its window; the log's next request

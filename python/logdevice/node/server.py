@@ -14,8 +14,8 @@ handler sees it; without one, ``access`` is None and nothing is checked.
 Node-wide events fan out to every role: releases (``notify_release``), failure detector
 changes (``notify_cluster_change``), link changes (``on_link_change``), closed
 connections (``on_connection_lost``) and a new effective config (``set_config``: the
-runtime log groups changed).  ``node.config`` is replaced, never changed in place: roles
-read it when they use it.
+runtime log groups or the config file's nodes changed; links follow the node list).
+``node.config`` is replaced, never changed in place: roles read it when they use it.
 
 Shutdown (``stop``): close the listening socket, stop the roles in reverse order (the
 storage role flushes its group commit and closes LogsDB), close the links and every
@@ -186,12 +186,30 @@ class Node:
         old, self.config = self.config, config
         if self.access is not None:
             self.access.set_config(config)
+        if old.nodes != config.nodes:
+            self._follow_membership(config)
         for role in self.roles:
             try:
                 role.on_config_change(old, config)
             except Exception:
                 log.exception("N%d: role %s failed to follow the new config", self.index,
                               role.name)
+
+    def _follow_membership(self, config: Config) -> None:
+        """Links to nodes added to the config; none to nodes removed (or moved)."""
+        wanted = {n.index: n for n in config.nodes if n.index != self.index}
+        for i, link in list(self.links.items()):
+            n = wanted.get(i)
+            if n is None or (n.host, n.port) != (link.host, link.port):
+                del self.links[i]
+                self.loop.create_task(link.stop())
+        for i, n in wanted.items():
+            if i not in self.links:
+                link = self.links[i] = PeerLink(self, i, n.host, n.port)
+                if self.server is not None and not self.stopping:
+                    link.start()
+        log.info("N%d: members now %s", self.index,
+                 ", ".join(f"N{n.index}" for n in config.nodes))
 
     def after_fresh_logs_config(self, callback: Callable[[], None]) -> bool:
         """Run ``callback`` once the runtime log groups were read again (a read that starts
