@@ -412,26 +412,86 @@ class LocalCluster:
         with open_epoch_store(self.config.epoch_store_uri) as store:
             return request_rebuild(store, self.config, i, **kind)
 
-    def remove_node(self, i: int) -> None:
+    def add_node(self, *, roles: Sequence[str] | None = None, location: str | None = None,
+                 weights: Mapping[str, float] | None = None,
+                 timeout: float | None = None) -> int:
+        """Add a node to the running cluster, without restarting the others: the config
+        file gets the new node, the running nodes and clients adopt it at their next poll
+        (``logs_config_poll_ms``), the node starts, and new epochs place records on it.
+        Returns its index once every running node sees it alive."""
+        with self._lock:
+            i = max(n.index for n in self.config.nodes) + 1
+            host = self.config.node(i - 1).host
+            port, admin_port = free_ports(2, host)
+            entry: dict[str, Any] = {"index": i, "host": host, "port": port,
+                                     "admin_port": admin_port}
+            if roles is not None:
+                entry["roles"] = list(roles)
+            if location is not None:
+                entry["location"] = location
+            if weights is not None:
+                entry["weights"] = dict(weights)
+            d = self.config.to_dict()
+            d["nodes"].append(entry)
+            config = Config.from_dict(d, source=self.config_path)
+            self.n = max(self.n, i + 1)
+            if self.separate_roots:
+                self.node_root(i).mkdir(parents=True, exist_ok=True)
+            self._write_config(config, [*self.running(), i])
+            self._spawn(i)
+        self.wait_config(config, timeout)
+        self.wait_ready(timeout)
+        return i
+
+    def remove_node(self, i: int, timeout: float | None = None) -> None:
         """Take stopped node ``i`` out of the config (after ``drain`` and ``wait_rebuilt``:
-        it holds nothing any log still needs) and restart the running nodes on the new
-        config.  Clients made before keep the old config: make new ones."""
+        it holds nothing any log still needs), without restarting anyone: the running
+        nodes and clients adopt the new config file at their next poll and no longer
+        contact it.  Returns once every running node uses the new config."""
         if self.is_running(i):
             raise RuntimeError(f"N{i} is running: stop it before removing it")
         d = self.config.to_dict()
         d["nodes"] = [n for n in d["nodes"] if n["index"] != i]
         config = Config.from_dict(d, source=self.config_path)
-        running = self.running()
-        self.stop_all()
+        with self._lock:
+            self._write_config(config, self.running())
+            self._procs.pop(i, None)
+        self.wait_config(config, timeout)
+        self.wait_ready(timeout)
+
+    def _write_config(self, config: Config, nodes: Iterable[int]) -> None:
+        """The cluster's config file (and with ``hosts``, each of ``nodes``' own copy)."""
         self.config = config
         config.dump(self.config_path)
         if self.separate_roots:
-            for j in running:
+            for j in nodes:
                 config.dump(self.node_config_path(j))
-        self._procs.pop(i, None)
-        for j in running:
-            self._spawn(j)
-        self.wait_ready()
+
+    def wait_config(self, config: Config, timeout: float | None = None) -> None:
+        """Wait until every running node has adopted ``config``'s nodes and log groups
+        (its cluster view carries the config's fingerprint)."""
+        from logdevice.node.failure_detector import config_version
+        from logdevice.node.probe import cluster_view
+
+        want = config_version(config)
+        timeout = self.ready_timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        pending = set(self.running()) - self._paused - {n for n in self.running()
+                                                        if not config.has_node(n)}
+        while pending:
+            for i in sorted(pending):
+                try:
+                    view = cluster_view(self.node_address(i), config.cluster, 1.0,
+                                        self.node_security)
+                except Exception:
+                    continue
+                if view.config_version == want:
+                    pending.discard(i)
+            if pending and time.monotonic() > deadline:
+                raise TimeoutError(f"nodes {sorted(pending)} did not adopt the new config "
+                                   f"within {timeout:g} s")
+            if pending:
+                time.sleep(0.05)
 
     def shard_statuses(self) -> dict[int, Any]:
         """Nodes the event log says are not fully authoritative, with their status."""
