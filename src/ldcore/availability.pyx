@@ -254,31 +254,51 @@ def decode(data):
     last = np.empty(g, dtype=np.int64)
     sizes = np.empty(g, dtype=np.int64)
     periods = np.empty(g, dtype=np.int64)
-    cum = np.empty(g + 1, dtype=np.uint64)
     cdef int64_t[::1] f = first, ls = last, s = sizes, t = periods
-    cdef uint64_t[::1] c = cum
-    cdef int code = E_OK
-    cdef Py_ssize_t at = -1
     cdef const uint8_t *q
-    cdef int64_t prev_end = -1
     with nogil:
-        c[0] = 0
         for i in range(g):
             q = p + _HEADER + _GROUP * i
             f[i] = _get64(q)
             ls[i] = _get64(q + 8)
             s[i] = _get32(q + 16)
             t[i] = _get32(q + 20)
+    return _validated(first, last, sizes, periods)
+
+
+def from_groups(first, last, sizes, periods):
+    """An ``Availability`` from its groups given as four arrays (each group's first
+    sequence start, last sequence start, sequence size and period), checked as ``decode``
+    checks the bytes' groups.  What a reader of a packed form of the bytes calls instead
+    of rebuilding them."""
+    cols = [np.ascontiguousarray(a, dtype=np.int64) for a in (first, last, sizes, periods)]
+    if len({len(a) for a in cols}) != 1 or cols[0].ndim != 1:
+        raise AvailabilityError("group columns must be 1-D and of one length")
+    return _validated(cols[0], cols[1], cols[2], cols[3])
+
+
+cdef object _validated(first, last, sizes, periods):
+    """The Availability of these groups, or AvailabilityError naming the first bad one."""
+    cdef int64_t[::1] f = first, ls = last, s = sizes, t = periods
+    cdef Py_ssize_t g = f.shape[0], i
+    cum = np.empty(g + 1, dtype=np.uint64)
+    cdef uint64_t[::1] c = cum
+    cdef int code = E_OK
+    cdef Py_ssize_t at = -1
+    cdef int64_t prev_end = -1
+    with nogil:
+        c[0] = 0
+        for i in range(g):
             at = i
             if f[i] < 0:
                 code = E_NEG_FIRST
             elif ls[i] < f[i]:
                 code = E_ORDER
-            elif s[i] <= 0:
+            elif s[i] <= 0 or s[i] > INT32_MAX:
                 code = E_SIZE
             elif ls[i] == f[i] and t[i] != 0:
                 code = E_PERIOD_SINGLE
-            elif ls[i] != f[i] and t[i] < s[i]:
+            elif ls[i] != f[i] and (t[i] < s[i] or t[i] > INT32_MAX):
                 code = E_PERIOD
             elif ls[i] != f[i] and (ls[i] - f[i]) % t[i] != 0:
                 code = E_STRIDE
@@ -299,9 +319,9 @@ def decode(data):
         why = {
             E_NEG_FIRST: "starts below 0",
             E_ORDER: "has its last sequence before its first",
-            E_SIZE: "has a sequence size that is not positive",
+            E_SIZE: "has a sequence size that is not positive (or above 2**31 - 1)",
             E_PERIOD_SINGLE: "has one sequence but a non-zero period",
-            E_PERIOD: "has a period smaller than its sequence size",
+            E_PERIOD: "has a period smaller than its sequence size (or above 2**31 - 1)",
             E_STRIDE: "has a span that is not a multiple of its period",
             E_OVERFLOW: "runs past 2**63 - 1",
             E_OVERLAP: f"starts at or before the previous group's end {prev_end}",

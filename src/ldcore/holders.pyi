@@ -7,6 +7,6 @@ def merge_holders(
     starts: npt.ArrayLike,
     bases: npt.ArrayLike,
     lengths: npt.ArrayLike,
-    holders: Sequence[tuple[npt.ArrayLike, npt.ArrayLike, npt.ArrayLike, int]],
+    holders: Sequence[tuple[npt.ArrayLike, npt.ArrayLike, npt.ArrayLike, npt.ArrayLike, int]],
     member_of: npt.ArrayLike,
 ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint16], npt.NDArray[np.int64]]: ...

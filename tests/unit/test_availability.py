@@ -191,3 +191,19 @@ def test_decode_rejects(data, match):
 
 def test_error_is_value_error():
     assert issubclass(av.AvailabilityError, ValueError)
+
+
+def test_from_groups_equals_decode_and_checks_the_same():
+    data = av.encode([1, 2, 3, 10, 11, 12, 20, 21, 22, 100])
+    held = av.decode(data)
+    again = av.from_groups(*(np.array(c) for c in zip(*held.groups, strict=True)))
+    assert again == held and again.to_array().tolist() == [1, 2, 3, 10, 11, 12, 20, 21, 22,
+                                                            100]
+    with pytest.raises(av.AvailabilityError, match="previous group's end"):
+        av.from_groups([1, 2], [1, 2], [3, 1], [0, 0])  # the second starts inside the first
+    with pytest.raises(av.AvailabilityError, match="period"):
+        av.from_groups([1], [11], [3], [2])  # period below the sequence size
+    with pytest.raises(av.AvailabilityError, match="not positive"):
+        av.from_groups([1], [1], [2**40], [0])  # a size no BP-34 group can hold
+    with pytest.raises(av.AvailabilityError, match="one length"):
+        av.from_groups([1, 2], [1], [1], [0])

@@ -189,7 +189,7 @@ def test_packed_runs_round_trip(n_distinct):
         unpack_runs(b"garbage", 10, 1)
 
 
-def test_packed_availability_is_exact_bp34_and_small():
+def test_packed_availability_holds_exactly_the_bp34_groups_and_is_small():
     from logdevice.checker.wire import pack_availability, unpack_availability
 
     rng = np.random.default_rng(9)
@@ -197,7 +197,9 @@ def test_packed_availability_is_exact_bp34_and_small():
     for values in (lsns, lsns[:1], lsns[:0], np.arange(1, 10, 3, dtype=np.uint64)):
         bp34 = availability.encode(values)
         packed = pack_availability(bp34)
-        assert unpack_availability(packed) == bp34
+        held = unpack_availability(packed)
+        assert held == availability.decode(bp34)
+        assert np.array_equal(held.to_array(), values.astype(np.int64))
     assert len(pack_availability(availability.encode(lsns))) < len(lsns) // 2
     with pytest.raises(ValueError):
         pack_availability(b"\x00" * 63)

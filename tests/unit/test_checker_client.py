@@ -40,4 +40,4 @@ def test_a_node_holding_nothing_of_a_log_answers_an_empty_holding(tmp_path):
         assert len(empty.holdings.lsns) == 0
         held = asyncio.run(client.fetch_log(0, 1))
         assert held.holdings.lsns.tolist() == [5, 6]
-        assert np.array_equal(held.holdings.table[held.holdings.index], [[0, 1], [0, 1]])
+        assert np.array_equal(held.holdings.copysets, [[0, 1], [0, 1]])

@@ -63,9 +63,9 @@ def test_merge_holders_bits_counts_and_choice():
     # ESN 1: node 0 says {0,2} (an old wave), node 1 says {0,1}: {0,1} is complete.
     # ESN 2: node 0 alone says {0,1}: incomplete, but the only one.  ESN 3: nobody.
     # ESN 4: nodes 0 and 2 agree on {0,2}.  Node tables map their rows differently.
-    holders = [(_lsns(1, 2, 4), [0, 1, 0], [1, 0], 0),
-               (_lsns(1), [0], [0], 1),
-               (_lsns(4), [0], [1], 2)]
+    holders = [(_lsns(1, 2, 4), [1, 1, 1], [0, 1, 0], [1, 0], 0),
+               (_lsns(1), [1], [0], [0], 1),
+               (_lsns(4), [1], [0], [1], 2)]
     hold, copies, chosen = merge_holders(*GRID, holders, member_of)
     assert hold[:, 0].tolist() == [0b011, 0b001, 0, 0b101]
     assert copies.tolist() == [2, 1, 0, 2]
@@ -78,16 +78,18 @@ def test_merge_holders_segments_words_and_errors():
     # Epoch 1 ESNs 1..2 at slots 0..1, epoch 3 ESNs 5..6 at slots 2..3.
     grid = (np.array([(1 << 32) | 1, (3 << 32) | 5], np.uint64), np.array([0, 2]),
             np.array([2, 2]))
-    holders = [(np.concatenate([_lsns(2), _lsns(6, epoch=3)]), [0, 0], [0], 0),
-               (_lsns(6, epoch=3), [0], [0], 70)]
+    holders = [(np.concatenate([_lsns(2), _lsns(6, epoch=3)]), [2], [0], [0], 0),
+               (_lsns(6, epoch=3), [1], [0], [0], 70)]
     hold, copies, chosen = merge_holders(*grid, holders, member_of)
     assert hold.tolist() == [[0, 0], [1, 0], [0, 0], [1, 1 << 6]]
     assert copies.tolist() == [0, 1, 0, 2] and chosen.tolist() == [1, 0, 1, 0]
     with pytest.raises(ValueError):  # an LSN outside the grid
-        merge_holders(*grid, [(_lsns(4), [0], [0], 0)], member_of)
+        merge_holders(*grid, [(_lsns(4), [1], [0], [0], 0)], member_of)
     with pytest.raises(ValueError):  # the "none" row is not a copyset
-        merge_holders(*grid, [(_lsns(1), [0], [1], 0)], member_of)
+        merge_holders(*grid, [(_lsns(1), [1], [0], [1], 0)], member_of)
     with pytest.raises(ValueError):  # a row outside the node's table
-        merge_holders(*grid, [(_lsns(1), [1], [0], 0)], member_of)
+        merge_holders(*grid, [(_lsns(1), [1], [1], [0], 0)], member_of)
     with pytest.raises(ValueError):  # a bit past the words
-        merge_holders(*grid, [(_lsns(1), [0], [0], 128)], member_of)
+        merge_holders(*grid, [(_lsns(1), [1], [0], [0], 128)], member_of)
+    with pytest.raises(ValueError):  # runs that do not cover the LSNs
+        merge_holders(*grid, [(_lsns(1, 2), [1], [0], [0], 0)], member_of)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ldcore import availability
-from logdevice.checker.runs import run_rows
+from logdevice.checker.runs import check_runs
 from logdevice.checker.verdict import NodeHoldings
 from logdevice.checker.wire import unpack_availability, unpack_runs
 from logdevice.client.connection import Connection
@@ -84,7 +84,8 @@ class AvailabilityClient:
         """Everything ``node`` holds of ``log_id`` (every page)."""
         loop = asyncio.get_running_loop()
         lsns: list[np.ndarray] = []
-        rows: list[np.ndarray] = []  # per LSN: its copyset's row in the page's table
+        run_lengths: list[np.ndarray] = []
+        run_rows: list[np.ndarray] = []  # each run's copyset: a row of the pages' tables
         tables: list[np.ndarray] = []
         trim, released = 0, 0
 
@@ -108,18 +109,15 @@ class AvailabilityClient:
                     reply.availability, reply.availability_packed, reply.runs_zstd)) + (
                     reply.run_lengths.nbytes + reply.run_copysets.nbytes + reply.copysets.nbytes)
                 try:  # decoding releases the GIL: other nodes' replies go on meanwhile
-                    page, page_rows = await loop.run_in_executor(self._decoder, self._decode,
-                                                                 reply)
+                    page, lengths, rows = await loop.run_in_executor(self._decoder,
+                                                                     self._decode, reply)
                 except ValueError as exc:  # AvailabilityError is a ValueError too
                     raise LogDeviceError(E.BADMSG, f"N{node}: bad RECORD_AVAILABILITY: {exc}"
                                          ) from None
-                if len(page_rows) != len(page):
-                    raise LogDeviceError(E.BADMSG, f"N{node}: {len(page)} LSNs but copyset "
-                                                   f"runs for {len(page_rows)}")
                 # The pages' tables are stacked: offset this page's rows past the others.
                 lsns.append(page)
-                page_rows += sum(len(t) for t in tables)
-                rows.append(page_rows)
+                run_lengths.append(lengths)
+                run_rows.append(rows + sum(len(t) for t in tables))
                 # A node holding nothing of the log sends a (0, 0) table: no width to infer.
                 table = np.asarray(reply.copysets, np.int16)
                 tables.append(table.reshape(len(table), -1 if table.size else 0))
@@ -129,32 +127,34 @@ class AvailabilityClient:
         finally:
             if not pending.done():  # an error while the next page was on its way
                 pending.cancel()
-        holdings = await loop.run_in_executor(self._decoder, self._holdings, node, lsns, rows,
-                                              tables)
+        holdings = await loop.run_in_executor(self._decoder, self._holdings, node, lsns,
+                                              run_lengths, run_rows, tables)
         return Fetched(holdings, trim, released)
 
     @staticmethod
-    def _holdings(node: int, lsns: list[np.ndarray], rows: list[np.ndarray],
-                  tables: list[np.ndarray]) -> NodeHoldings:
-        """The pages of one node put together."""
+    def _holdings(node: int, lsns: list[np.ndarray], run_lengths: list[np.ndarray],
+                  run_rows: list[np.ndarray], tables: list[np.ndarray]) -> NodeHoldings:
+        """The pages of one node put together (``ValueError`` if they disagree)."""
         width = max((t.shape[1] for t in tables), default=0)
         table = (np.concatenate([np.pad(t, ((0, 0), (0, width - t.shape[1])),
                                         constant_values=-1) for t in tables])
                  if tables else np.empty((0, 0), np.int16))
-        return NodeHoldings(node, np.concatenate(lsns), np.concatenate(rows), table)
+        return NodeHoldings(node, np.concatenate(lsns), np.concatenate(run_lengths),
+                            np.concatenate(run_rows), table)
 
     @staticmethod
-    def _decode(reply: RecordAvailability) -> tuple[np.ndarray, np.ndarray]:
-        """(stored LSNs, each one's row in ``reply.copysets``) of a reply, packed or
-        not."""
-        bp34: bytes | bytearray | memoryview
+    def _decode(reply: RecordAvailability) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(stored LSNs, run lengths, each run's row in ``reply.copysets``) of a reply,
+        packed or not; ``ValueError`` if they do not fit together."""
         if reply.n_runs:
-            bp34 = unpack_availability(reply.availability_packed)
+            held = unpack_availability(reply.availability_packed)
             lengths, index = unpack_runs(reply.runs_zstd, reply.n_runs, reply.index_width)
         else:
-            bp34, lengths, index = reply.availability, reply.run_lengths, reply.run_copysets
-        lsns = availability.decode(bp34).to_array().view(np.uint64)  # ids are >= 0
-        return lsns, run_rows(lengths, index, len(reply.copysets))
+            held = availability.decode(reply.availability)
+            lengths, index = reply.run_lengths, reply.run_copysets
+        lsns = held.to_array().view(np.uint64)  # ids are >= 0
+        lengths, index = check_runs(lengths, index, len(reply.copysets), len(lsns))
+        return lsns, lengths, index
 
     async def fetch_node(self, node: int, logs: Iterable[int]) -> dict[int, Fetched]:
         """Every log of ``logs`` from ``node``; raises if the node fails on any."""

@@ -18,7 +18,7 @@ import numpy as np
 
 from ldcore.runs import copyset_runs
 
-__all__ = ["to_runs", "run_rows", "expand_runs"]
+__all__ = ["to_runs", "check_runs", "expand_runs"]
 
 
 
@@ -39,25 +39,28 @@ def to_runs(copysets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return copyset_runs(cs)
 
 
-def run_rows(run_lengths: np.ndarray, run_copysets: np.ndarray, n_table: int) -> np.ndarray:
-    """Per stored LSN, its copyset's row in a table of ``n_table`` copysets.
-
-    Raises ``ValueError`` when the runs do not fit the table.
-    """
+def check_runs(run_lengths: np.ndarray, run_copysets: np.ndarray, n_table: int,
+               n_records: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The runs as int64 arrays, after checking they fit a table of ``n_table`` copysets
+    (and cover ``n_records`` records, when given); ``ValueError`` if not."""
     lengths = np.asarray(run_lengths, dtype=np.int64)
-    index = np.asarray(run_copysets, dtype=np.intp)
+    index = np.asarray(run_copysets, dtype=np.int64)
     if len(lengths) != len(index):
         raise ValueError(f"{len(lengths)} run lengths but {len(index)} run copysets")
     if len(index) and not 0 <= int(index.min()) <= int(index.max()) < n_table:
         raise ValueError("a run names a copyset that is not in the table")
-    return np.repeat(index, lengths)
+    if len(lengths) and int(lengths.min()) < 0:
+        raise ValueError("a run has a negative length")
+    if n_records is not None and int(lengths.sum()) != n_records:
+        raise ValueError(f"runs cover {int(lengths.sum())} records, not {n_records}")
+    return lengths, index
 
 
 def expand_runs(run_lengths: np.ndarray, run_copysets: np.ndarray,
                 distinct: np.ndarray) -> np.ndarray:
     """One copyset row per stored LSN again (the inverse of ``to_runs``)."""
     table = np.asarray(distinct, dtype=np.int16)
-    rows = run_rows(run_lengths, run_copysets, len(table))
-    if not len(rows):
+    lengths, index = check_runs(run_lengths, run_copysets, len(table))
+    if not len(index):
         return np.empty((0, table.shape[1] if table.ndim == 2 else 0), np.int16)
-    return table[rows]
+    return table[np.repeat(index, lengths)]

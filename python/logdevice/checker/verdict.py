@@ -66,25 +66,32 @@ def _pad(table: np.ndarray, width: int) -> np.ndarray:
 
 @dataclass(eq=False)
 class NodeHoldings:
-    """What one node holds of a log: sorted uint64 ``lsns`` and, for each, ``index``: its
-    copyset's row in ``table`` (the node's distinct copysets, int16, -1 padded).  The
-    wire sends copysets this way (as runs); ``from_rows`` takes one row per LSN."""
+    """What one node holds of a log: sorted uint64 ``lsns`` and their copysets as runs:
+    run i covers the next ``run_lengths[i]`` LSNs, whose copyset is row ``run_rows[i]`` of
+    ``table`` (the node's distinct copysets, int16, -1 padded).  The wire sends copysets
+    this way; ``from_rows`` takes one row per LSN."""
 
     node: int
     lsns: np.ndarray
-    index: np.ndarray
+    run_lengths: np.ndarray
+    run_rows: np.ndarray
     table: np.ndarray
 
     def __post_init__(self) -> None:
         self.lsns = np.asarray(self.lsns, dtype=np.uint64)
-        self.index = np.asarray(self.index, dtype=np.intp)
+        self.run_lengths = np.asarray(self.run_lengths, dtype=np.int64)
+        self.run_rows = np.asarray(self.run_rows, dtype=np.int64)
         table = np.asarray(self.table, dtype=np.int16)
         self.table = table.reshape(len(table), -1) if table.ndim != 2 else table
-        if len(self.index) != len(self.lsns):
-            raise ValueError(f"N{self.node}: {len(self.lsns)} LSNs but {len(self.index)} "
-                             f"copysets")
-        if len(self.index) and not 0 <= int(self.index.min()) <= int(self.index.max()) \
-                < len(self.table):
+        if len(self.run_lengths) != len(self.run_rows):
+            raise ValueError(f"N{self.node}: {len(self.run_lengths)} run lengths but "
+                             f"{len(self.run_rows)} run copysets")
+        if int(self.run_lengths.sum()) != len(self.lsns) or (
+                len(self.run_lengths) and int(self.run_lengths.min()) < 0):
+            raise ValueError(f"N{self.node}: runs cover {int(self.run_lengths.sum())} "
+                             f"records, {len(self.lsns)} LSNs")
+        if len(self.run_rows) and not 0 <= int(self.run_rows.min()) <= \
+                int(self.run_rows.max()) < len(self.table):
             raise ValueError(f"N{self.node}: a copyset index is outside its table of "
                              f"{len(self.table)}")
 
@@ -98,13 +105,13 @@ class NodeHoldings:
             cs = cs.reshape(len(lsns), -1)
         if len(cs) != len(lsns):
             raise ValueError(f"N{node}: {len(lsns)} LSNs but {len(cs)} copysets")
-        lengths, runs, table = to_runs(cs)
-        return cls(node, lsns, np.repeat(runs, lengths), table)
+        lengths, rows, table = to_runs(cs)
+        return cls(node, lsns, lengths, rows, table)
 
     @property
     def copysets(self) -> np.ndarray:
         """One copyset row per LSN."""
-        return self.table[self.index]
+        return self.table[np.repeat(self.run_rows, self.run_lengths)]
 
     def availability(self) -> Any:
         """The holdings as a decoded BP-34 availability (``ldcore.availability``)."""
@@ -116,7 +123,14 @@ class NodeHoldings:
         b = int(np.searchsorted(self.lsns, np.uint64(hi), "right"))
         if a == 0 and b == len(self.lsns):
             return self
-        return NodeHoldings(self.node, self.lsns[a:b], self.index[a:b], self.table)
+        ends = np.cumsum(self.run_lengths)
+        starts = ends - self.run_lengths
+        i = int(np.searchsorted(ends, a, "right"))  # runs i .. j - 1 meet [a, b)
+        j = int(np.searchsorted(starts, b, "left"))
+        lengths = np.minimum(ends[i:j], b) - np.maximum(starts[i:j], a)
+        keep = lengths > 0
+        return NodeHoldings(self.node, self.lsns[a:b], lengths[keep], self.run_rows[i:j][keep],
+                            self.table)
 
 
 @dataclass
@@ -310,7 +324,8 @@ def judge(log_id: int, lo: int, hi: int, holdings: Mapping[int, NodeHoldings], *
     # Per slot: which nodes hold it (bit rows), and the copyset it is judged by.
     hold_rows, copies, cs_slot = merge_holders(
         grid.start, grid.base, grid.length,
-        [(h.lsns, h.index, to_table[x], bits.pos[x]) for x, h in held.items()], member_of)
+        [(h.lsns, h.run_lengths, h.run_rows, to_table[x], bits.pos[x])
+         for x, h in held.items()], member_of)
     present = cs_slot < D
     v.summary["records"] = int(np.count_nonzero(present))
 

@@ -6,8 +6,9 @@ about 6 bytes per record), and its copyset runs are short.  Both are very regula
 
 - ``pack_availability``: the BP-34 groups as columns (first start as a delta from the
   previous group, last start minus first, size, period), each column byte-transposed,
-  then zstd.  ``unpack_availability`` gives back the exact BP-34 bytes, which are then
-  decoded as usual: the format on the node and in the checker stays BP-34.
+  then zstd.  ``unpack_availability`` gives back the decoded availability of those exact
+  groups, checked as a decode of the BP-34 bytes checks them (without rebuilding the
+  bytes): the format on the node and in the checker stays BP-34.
 - ``pack_runs``: run lengths (uint32) then copyset indices (1, 2 or 4 bytes), zstd.
 
 Together they bring a check of a random-copyset log down to about 1.5 bytes per record
@@ -56,9 +57,10 @@ def pack_availability(data: bytes | bytearray | memoryview) -> bytes:
 
 
 def unpack_availability(packed: bytes | bytearray | memoryview,
-                        max_groups: int = 1 << 26) -> memoryview:
-    """The packed form -> the exact BP-34 bytes (a buffer of them: no copy made to turn
-    it into ``bytes``).  ``ValueError`` if it is not one."""
+                        max_groups: int = 1 << 26) -> availability.Availability:
+    """The packed form -> the decoded availability of the BP-34 bytes it packs (its groups,
+    checked as ``availability.decode`` checks them; the bytes are not rebuilt).
+    ``ValueError`` if it is not one."""
     try:
         raw = zstandard.ZstdDecompressor().decompress(
             bytes(packed), max_output_size=8 + 24 * max_groups)
@@ -73,12 +75,8 @@ def unpack_availability(packed: bytes | bytearray | memoryview,
     for dtype, width in _COLUMNS:
         cols.append(_unshuffle(view[at:at + n * width], n, dtype, width))
         at += n * width
-    out = np.zeros(availability.HEADER_SIZE + 24 * n, np.uint8)
-    out[4:8] = np.frombuffer(n.to_bytes(4, "big"), np.uint8)
-    g = out[availability.HEADER_SIZE:].view(_GROUP)
     first = np.cumsum(cols[0])
-    g["first"], g["last"], g["size"], g["period"] = first, first + cols[1], cols[2], cols[3]
-    return out.data
+    return availability.from_groups(first, first + cols[1], cols[2], cols[3])
 
 
 _WIDTHS = {1: np.uint8, 2: np.uint16, 4: np.uint32}
