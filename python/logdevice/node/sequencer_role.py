@@ -524,20 +524,22 @@ class SequencerRole(Role):
                                   redirect_to=redirect))
 
     def on_config_change(self, old: Config, new: Config) -> None:
-        """Runtime log groups changed.  A log whose group changed what a sequencer is
-        built from (replication, nodeset size, ...) gets a new epoch with the new metadata,
-        as LogDevice re-provisions it: the current epoch takes no more appends and finishes
-        its window, the next append activates the new one.  A removed log's sequencer
-        finishes its window too; new appends get NOTFOUND.  Earlier epochs keep the
-        metadata they were written with."""
+        """Runtime log groups or the node list changed.  A log whose group changed what a
+        sequencer is built from (replication, nodeset size, ...), or whose nodeset would
+        now be chosen differently, gets a new epoch with the new metadata, as LogDevice
+        re-provisions it: the current epoch takes no more appends and finishes its window,
+        the next append activates the new one.  Earlier epochs keep the metadata they were
+        written with.  A removed log's sequencer stops: appends in flight and new ones get
+        NOTFOUND (storage nodes refuse its STOREs)."""
         members_changed = old.nodes != new.nodes
         if members_changed:
             self._follow_membership(old, new)
         for log_id, seq in list(self.sequencers.items()):
             built = self._built_from.get(log_id)
             if not new.has_log(log_id):
+                # Storage nodes refuse its STOREs now: what is in flight cannot complete.
                 log.info("log %d: its log group was removed; epoch %d ends", log_id, seq.epoch)
-                self._retire(seq)
+                self._deactivate(log_id, E.NOTFOUND)
             elif built is not None and affects_sequencer(built, new.log_group(log_id)):
                 log.info("log %d: log group %r changed; epoch %d ends, the next append "
                          "starts a new one", log_id, built.name, seq.epoch)
