@@ -187,8 +187,7 @@ class Client:
     def _adopt_config(self, config: Config) -> None:
         """Use ``config`` from now on (runtime log groups changed)."""
         self.config = config
-        self._core.config = config
-        self._core.routing.config = config
+        self._core.set_config(config)
         if self._placement_source is not None:
             self._placement_source.config = config
 

@@ -62,6 +62,17 @@ class ClientCore:
         self._view_task: asyncio.Task[None] | None = None
         self._closed = False
 
+    def set_config(self, config: Config) -> None:
+        """Use ``config`` from now on (runtime log groups or the node list changed); a log
+        whose ``max_writes_in_flight`` changed gets its new limit on its next append."""
+        old, self.config = self.config, config
+        self.routing.config = config
+        for log_id in list(self._append_slots):
+            if not config.has_log(log_id) or not old.has_log(log_id) or \
+                    config.log_group(log_id).max_writes_in_flight != \
+                    old.log_group(log_id).max_writes_in_flight:
+                del self._append_slots[log_id]
+
     def conn(self, node: int) -> Connection:
         c = self.conns.get(node)
         if c is None:
