@@ -8,7 +8,8 @@ and a tailing reader follows it:
 - a changed replication applies to new epochs: records written after the change are on
   three nodes, earlier ones stay on two;
 - a removed group's appends get NOTFOUND (once the nodes polled) and its tailing reader
-  ends with a NOTINCONFIG gap; its records stay on disk.
+  ends with a NOTINCONFIG gap; its records stay on disk;
+- the same on a ZooKeeper epoch store.
 """
 
 from __future__ import annotations
@@ -139,3 +140,22 @@ def holders_after_removal(cluster, admin, lsns: list[int]) -> dict[int, int]:
         if set(lsns) <= set(held) or time.monotonic() > deadline:
             return held
         time.sleep(0.2)
+
+
+def test_log_groups_on_zookeeper(local_cluster, zk_uri):
+    """The same life cycle with the groups in ZooKeeper (each node polls one znode)."""
+    cluster = local_cluster(nodes=3, replication=2, logs=[1], epoch_store=zk_uri)
+    with cluster.client() as before, cluster.client() as admin:
+        admin.create_log_group("zk", 700, 700, replication=2)
+        first = before.append(700, b"at once")
+        admin.update_log_group("zk", replication=3)
+        deadline = time.monotonic() + WAIT
+        while epoch_of(lsn := before.append(700, b"next")) == epoch_of(first):
+            assert time.monotonic() < deadline, "no new epoch after the change"
+            time.sleep(0.05)
+        assert holders(cluster, 700)[lsn] == 3 and holders(cluster, 700)[first] == 2
+        admin.remove_log_group("zk")
+        with pytest.raises(NotFoundError):
+            while time.monotonic() < deadline:
+                before.append(700, b"gone?")
+                time.sleep(0.05)
