@@ -489,9 +489,16 @@ class StorageRole(Role):
         return E.OK
 
     def _run_query(self, conn: Peer, request: Any, executor: ThreadPoolExecutor,
-                   work: Any, reply: Any) -> None:
+                   work: Any, reply: Any, refreshed: bool = False) -> None:
         """Run ``work(db)`` in ``executor``; send ``reply(result)`` or an error reply."""
         status = self._check_query(request.log_id)
+        if status == E.NOTFOUND and not refreshed:
+            def again() -> None:
+                if not conn.closed:
+                    self._run_query(conn, request, executor, work, reply, refreshed=True)
+
+            if self.node.after_fresh_logs_config(again):
+                return  # a log created a moment ago? decided after a fresh read
         if status != E.OK:
             conn.send(reply(None, status))
             return
