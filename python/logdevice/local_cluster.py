@@ -437,7 +437,7 @@ class LocalCluster:
             self.n = max(self.n, i + 1)
             if self.separate_roots:
                 self.node_root(i).mkdir(parents=True, exist_ok=True)
-            self._write_config(config, [*self.running(), i])
+            self._write_config(config)
             self._spawn(i)
         self.wait_config(config, timeout)
         self.wait_ready(timeout)
@@ -454,18 +454,18 @@ class LocalCluster:
         d["nodes"] = [n for n in d["nodes"] if n["index"] != i]
         config = Config.from_dict(d, source=self.config_path)
         with self._lock:
-            self._write_config(config, self.running())
+            self._write_config(config)
             self._procs.pop(i, None)
         self.wait_config(config, timeout)
         self.wait_ready(timeout)
 
-    def _write_config(self, config: Config, nodes: Iterable[int]) -> None:
-        """The cluster's config file (and with ``hosts``, each of ``nodes``' own copy)."""
+    def _write_config(self, config: Config) -> None:
+        """The cluster's config file (and with ``hosts``, each node's own copy)."""
         self.config = config
         config.dump(self.config_path)
         if self.separate_roots:
-            for j in nodes:
-                config.dump(self.node_config_path(j))
+            for n in config.nodes:
+                config.dump(self.node_config_path(n.index))
 
     def wait_config(self, config: Config, timeout: float | None = None) -> None:
         """Wait until every running node has adopted ``config``'s nodes and log groups
