@@ -210,6 +210,9 @@ class Node:
                     link.start()
         log.info("N%d: members now %s", self.index,
                  ", ".join(f"N{n.index}" for n in config.nodes))
+        if not config.has_node(self.index):
+            log.warning("N%d is no longer in the config: peers refuse it; stop it",
+                        self.index)
 
     def after_fresh_logs_config(self, callback: Callable[[], None]) -> bool:
         """Run ``callback`` once the runtime log groups were read again (a read that starts
