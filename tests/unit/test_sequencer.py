@@ -297,3 +297,15 @@ def test_failure_domains_in_the_sequencer():
 def test_invalid_params(kw):
     with pytest.raises(InvalidParamError):
         make(**kw)
+
+
+def test_retired_sequencer_finishes_its_window_and_takes_nothing_new():
+    # The log's group changed: the epoch ends without a Reactivate of its own (the role
+    # activates the next one) and what it holds is still acknowledged and released.
+    seq, _ = make()
+    held = seq.append("a", 10)
+    assert seq.retire() == [] and seq.state == SequencerState.EXHAUSTED
+    assert of(seq.append("b", 10), Reject)[0].status == E.AGAIN
+    done = store_all(seq, held)
+    assert [a.request_id for a in of(done, AckAppend)] == ["a"] and of(done, Release)
+    assert not seq.in_flight and not of(done, Reactivate)
