@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 from logdevice.node.epoch_bound import EpochBound
 
@@ -53,6 +54,37 @@ def test_known_epochs_pass_without_reading_the_store():
             assert await bound.admits_fresh(1, 4) is True
             assert await bound.admits_fresh(1, 3) is True
             assert reads == [1]  # the second was within what the first read learned
+        finally:
+            bound.close()
+
+    asyncio.run(main())
+
+
+def test_a_read_that_ended_before_its_callbacks_ran_is_not_taken_as_fresh():
+    # A read answers "epoch 1" and ends; before the loop has run its callbacks, the epoch
+    # store issues epoch 2 and a STORE of epoch 2 asks.  It must be decided by a new read,
+    # not by the one that ended (nor by a stale copy of what that one learned).
+    async def main():
+        loop = asyncio.get_running_loop()
+        issued = {7: 1}
+        answered = threading.Event()
+
+        def read_epoch(log_id: int) -> int:
+            value = issued[log_id]
+            answered.set()
+            return value
+
+        bound = EpochBound(loop, read_epoch)
+        try:
+            first = asyncio.ensure_future(bound.refresh(7))
+            await asyncio.sleep(0)  # the read starts
+            assert answered.wait(5)
+            # Block the loop a moment: the worker hands the answer over, but no callback
+            # of it runs before the call below.
+            time.sleep(0.05)
+            issued[7] = 2
+            assert await asyncio.wait_for(bound.admits_fresh(7, 2), 5) is True
+            assert await first == 1
         finally:
             bound.close()
 

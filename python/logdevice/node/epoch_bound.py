@@ -47,29 +47,37 @@ class EpochBound:
         """Whether the store had issued ``epoch`` of ``log_id`` when last read (no I/O)."""
         return epoch <= self._known.get(log_id, 0)
 
-    async def refresh(self, log_id: int) -> int:
-        """Read the log's epoch from the store again; the epoch now known."""
+    async def refresh(self, log_id: int, *, not_joining: asyncio.Future[int] | None = None
+                      ) -> int:
+        """Read the log's epoch from the store again (joining a read of it in flight,
+        unless that is ``not_joining`` or already over); the epoch now known."""
         fut = self._reads.get(log_id)
-        if fut is None:
-            fut = self._reads[log_id] = self._loop.run_in_executor(
-                self._exec, self._read_epoch, log_id)
-            fut.add_done_callback(lambda f: self._learned(log_id, f))
-        await asyncio.shield(fut)
-        return self._known.get(log_id, 0)
+        if fut is None or fut is not_joining or fut.done():
+            fut = self._start(log_id)
+        epoch = await asyncio.shield(fut)
+        # Learned here, not in a done callback: those may run after the awaiters resume.
+        self._known[log_id] = max(self._known.get(log_id, 0), epoch)
+        return self._known[log_id]
 
-    def _learned(self, log_id: int, fut: asyncio.Future[int]) -> None:
-        self._reads.pop(log_id, None)
-        if not fut.cancelled() and fut.exception() is None:
-            self._known[log_id] = max(self._known.get(log_id, 0), fut.result())
+    def _start(self, log_id: int) -> asyncio.Future[int]:
+        fut = self._reads[log_id] = self._loop.run_in_executor(self._exec, self._read_epoch,
+                                                                log_id)
+
+        def forget(done: asyncio.Future[int]) -> None:
+            if self._reads.get(log_id) is done:
+                del self._reads[log_id]
+
+        fut.add_done_callback(forget)
+        return fut
 
     async def fresh(self, log_id: int) -> int:
         """The log's epoch from a read of the store that started after this call (one
         already in flight may have read the store before a new epoch was issued)."""
         earlier = self._reads.get(log_id)
-        if earlier is not None:
+        if earlier is not None and not earlier.done():
             with contextlib.suppress(Exception):
                 await asyncio.shield(earlier)
-        return await self.refresh(log_id)
+        return await self.refresh(log_id, not_joining=earlier)
 
     async def admits_fresh(self, log_id: int, epoch: int) -> bool:
         """``admits``, after reading the store again (``fresh``) if the copy held says
