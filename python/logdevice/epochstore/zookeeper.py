@@ -267,8 +267,6 @@ class ZooKeeperEpochStore(EpochStore):
         sent: list[Any] = []  # what the last write sent: (expected stat version, new state)
 
         def attempt() -> LogEpochState | None:
-            from kazoo.exceptions import BadVersionError, NodeExistsError
-
             cur, stat, writer = self._read_log(log_id)
             if sent:  # a write whose answer was lost: did it land?
                 expected, new_state = sent.pop()
@@ -278,22 +276,31 @@ class ZooKeeperEpochStore(EpochStore):
             if step is None:
                 return cur
             new, body = step
-            data = _dumps({"s": body, "w": token})
-            expected = stat.version if stat is not None else -1
-            try:
-                if stat is None:
-                    self._wait(self._zk.create_async(path, data))
-                else:
-                    self._wait(self._zk.set_async(path, data, version=stat.version))
-            except (BadVersionError, NodeExistsError):
-                raise _Retry() from None
-            except Exception as exc:
-                if self._outcome_unknown(exc):
-                    sent.append((expected, new))
-                raise
+            self._write_versioned(path, _dumps({"s": body, "w": token}), stat, sent, new)
             return new
 
         return self._cas_loop(f"update log {log_id}", attempt)  # type: ignore[no-any-return]
+
+    def _write_versioned(self, path: str, data: bytes, stat: Any, sent: list[Any],
+                         new: Any) -> None:
+        """Create ``path`` (``stat`` None) or set it at ``stat``'s version; ``_Retry`` when
+        another writer came first.  On an error that leaves the outcome unknown, (expected
+        version, ``new``) goes to ``sent``: the next attempt's read tells whether it landed
+        (the data carries the writer's token)."""
+        from kazoo.exceptions import BadVersionError, NodeExistsError
+
+        expected = stat.version if stat is not None else -1
+        try:
+            if stat is None:
+                self._wait(self._zk.create_async(path, data))
+            else:
+                self._wait(self._zk.set_async(path, data, version=stat.version))
+        except (BadVersionError, NodeExistsError):
+            raise _Retry() from None
+        except Exception as exc:
+            if self._outcome_unknown(exc):
+                sent.append((expected, new))
+            raise
 
     def _cas_loop(self, what: str, attempt: Callable[[], Any]) -> Any:
         what = self._what(what)
@@ -418,8 +425,6 @@ class ZooKeeperEpochStore(EpochStore):
         sent: list[Any] = []  # what the last write sent: (expected stat version, new state)
 
         def attempt() -> LogsConfigState:
-            from kazoo.exceptions import BadVersionError, NodeExistsError
-
             cur, stat, writer = self._read_logs_config()
             if sent:  # a write whose answer was lost: did it land?
                 expected, new_state = sent.pop()
@@ -428,20 +433,8 @@ class ZooKeeperEpochStore(EpochStore):
             new = next_logs_config(cur, fn)
             if new is None:
                 return cur
-            data = _dumps({"s": new.to_body(), "w": token})
-            expected = stat.version if stat is not None else -1
-            try:
-                if stat is None:
-                    self._wait(self._zk.create_async(self._logs_config, data))
-                else:
-                    self._wait(self._zk.set_async(self._logs_config, data,
-                                                  version=stat.version))
-            except (BadVersionError, NodeExistsError):
-                raise _Retry() from None
-            except Exception as exc:
-                if self._outcome_unknown(exc):
-                    sent.append((expected, new))
-                raise
+            self._write_versioned(self._logs_config, _dumps({"s": new.to_body(), "w": token}),
+                                  stat, sent, new)
             return new
 
         return self._cas_loop("update the log groups", attempt)  # type: ignore[no-any-return]
