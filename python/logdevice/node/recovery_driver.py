@@ -31,9 +31,10 @@ import itertools
 import logging
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from logdevice.epochstore import LogEpochState, TailRecord
+from logdevice.epochstore import EpochStore, LogEpochState, TailRecord
 from logdevice.errors import E, LogDeviceError
 from logdevice.node.role import Peer
 from logdevice.protocol import Gap, Records, Seal, Sealed, Start, Started, StartFlag, Stop
@@ -52,9 +53,36 @@ from logdevice.sequencer.recovery import (
 if TYPE_CHECKING:
     import asyncio
 
-    from logdevice.node.sequencer_role import SequencerRole
+    from logdevice.node.server import Node
+    from logdevice.node.store_sender import StoreSender
 
 log = logging.getLogger("logdevice.node.recovery")
+
+
+class RecoveryHost(Protocol):
+    """What recovery uses of the sequencer role that owns it."""
+
+    @property
+    def node(self) -> Node: ...
+    @property
+    def sequencers(self) -> Mapping[int, Sequencer]: ...  # log -> its active sequencer
+    @property
+    def sender(self) -> StoreSender: ...  # sends the recovery's STOREs and releases
+    @property
+    def rng(self) -> Any: ...
+    @property
+    def health(self) -> Any: ...
+
+    def live_sequencer(self, log_id: int, epoch: int) -> Sequencer | None: ...
+    def hand_over(self, log_id: int, epoch: int, keep: Sequencer) -> None: ...
+    def placement(self) -> tuple[dict[int, Any], dict[int, float]]: ...
+    def keep_payload(self, rid: Any, log_id: int, payload: Any, checksum: int) -> None: ...
+    def drop_payload(self, rid: Any) -> None: ...
+    def on_epoch_store(self, fn: Callable[[EpochStore], Any]) -> asyncio.Future[Any]: ...
+    def recovered(self, seq: Sequencer, last_released: int, last_timestamp: int,
+                  nodes: Collection[int],
+                  producers: Collection[tuple[int, int, int, int]] = ()) -> None: ...
+    def deactivate(self, log_id: int, status: E) -> None: ...
 
 #: Seconds before a failed recovery is tried again (doubling up to RETRY_MAX).
 RETRY_DELAY = 0.5
@@ -144,7 +172,7 @@ class RecoveryDriver:
 class Recoveries:
     """The recoveries of the sequencer role's logs."""
 
-    def __init__(self, role: SequencerRole) -> None:
+    def __init__(self, role: RecoveryHost) -> None:
         self.role = role
         self.node = role.node
         self.by_log: dict[int, RecoveryDriver] = {}
@@ -166,7 +194,7 @@ class Recoveries:
                 is not seq:
             return
         todo = range(state.last_clean_epoch + 1, seq.epoch)
-        draining = [self.role._live.get((log_id, e)) for e in todo]
+        draining = [self.role.live_sequencer(log_id, e) for e in todo]
         if any(d is not None and d.in_flight and d.state != SequencerState.DEACTIVATED
                for d in draining) and waited < DRAIN_MAX:
             # An exhausted sequencer of an epoch to recover still finishes its window (a
@@ -174,10 +202,8 @@ class Recoveries:
             self._retries[log_id] = self.node.loop.call_later(
                 DRAIN_POLL, self.start, seq, state, statuses, attempt, waited + DRAIN_POLL)
             return
-        for e in todo:
-            d = self.role._live.get((log_id, e))
-            if d is not None and d is not seq:  # drained: recovery owns its STOREs now
-                del self.role._live[(log_id, e)]
+        for e in todo:  # drained: recovery owns their STOREs now
+            self.role.hand_over(log_id, e, seq)
         epochs = []
         for e in todo:
             md = state.metadata_for_epoch(e)
@@ -188,7 +214,7 @@ class Recoveries:
         role = self.role
         try:
             machine = EpochRecovery(
-                log_id, seq.epoch, epochs, role._locations, role._weights,
+                log_id, seq.epoch, epochs, *role.placement(),
                 clock=self.node.loop.time, rng=role.rng, authoritative=statuses,
                 health=role.health, ids=self._ids,
                 tail=(tail.lsn, tail.timestamp) if tail is not None else (0, 0),
@@ -287,7 +313,7 @@ class Recoveries:
                     if kept is None:
                         continue
                     driver.rids.add(rid)
-                    self.role._keep_payload(rid, a.log_id, kept[0], kept[1])
+                    self.role.keep_payload(rid, a.log_id, kept[0], kept[1])
                 self.role.sender.store(a)
             elif t is SendSeal:
                 self._requests[a.request_id] = driver
@@ -327,10 +353,9 @@ class Recoveries:
     def _update_epoch_store(self, driver: RecoveryDriver, a: UpdateEpochStore) -> None:
         role = self.role
 
-        def work() -> None:
-            role._store().set_last_clean_epoch(a.log_id, a.last_clean_epoch,
-                                               TailRecord(a.tail_lsn, a.tail_timestamp),
-                                               a.outcomes)
+        def work(store: EpochStore) -> None:
+            store.set_last_clean_epoch(a.log_id, a.last_clean_epoch,
+                                       TailRecord(a.tail_lsn, a.tail_timestamp), a.outcomes)
 
         def done(fut: asyncio.Future[None]) -> None:
             exc = fut.exception()
@@ -344,7 +369,7 @@ class Recoveries:
                             exc)
                 self.run(driver, driver.machine.on_epoch_store_updated(status, str(exc)))
 
-        self.node.loop.run_in_executor(role._epoch_exec, work).add_done_callback(done)
+        role.on_epoch_store(work).add_done_callback(done)
 
     def _done(self, driver: RecoveryDriver, done: Done) -> None:
         log_id = driver.log_id
@@ -361,7 +386,7 @@ class Recoveries:
         for key in [k for k, d in self._requests.items() if d is driver]:
             del self._requests[key]
         for rid in driver.rids:
-            self.role._drop_payload(rid)
+            self.role.drop_payload(rid)
         driver.rids.clear()
         seq = driver.seq
         current = self.role.sequencers.get(log_id) is seq \
@@ -371,7 +396,7 @@ class Recoveries:
             log.info("log %d: epochs %s recovered; released up to %s", log_id,
                      list(driver.machine.epochs), done.last_released)
             if current:
-                self.role._recovered(seq, done.last_released, done.last_timestamp,
+                self.role.recovered(seq, done.last_released, done.last_timestamp,
                                      done.nodes, done.producers)
             return
         self.failed += 1
@@ -382,7 +407,7 @@ class Recoveries:
         if not current:
             return
         if done.status == E.PREEMPTED:
-            self.role._deactivate(log_id, E.PREEMPTED)
+            self.role.deactivate(log_id, E.PREEMPTED)
             return
         self._retry(seq, driver.state, driver.statuses, driver.attempt)
 

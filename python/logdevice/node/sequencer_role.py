@@ -40,7 +40,7 @@ import asyncio
 import itertools
 import logging
 import random
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -168,7 +168,7 @@ class SequencerRole(Role):
             self._sweeper.cancel()
         self.recoveries.stop()
         for log_id in list(self.sequencers):
-            self._deactivate(log_id, E.SHUTDOWN)
+            self.deactivate(log_id, E.SHUTDOWN)
         for log_id in list(self._activating):
             self._fail_queue(log_id, E.SHUTDOWN)
         self.sender.flush()
@@ -194,7 +194,7 @@ class SequencerRole(Role):
         for log_id in list(self.sequencers):
             if self.owner(log_id) != me:
                 log.info("log %d: sequencer moves to N%s", log_id, self.owner(log_id))
-                self._deactivate(log_id, E.PREEMPTED)
+                self.deactivate(log_id, E.PREEMPTED)
         self._fd_down.difference_update(up)
         self._fd_down.update(down)
         for n in (*down, *up):
@@ -366,7 +366,7 @@ class SequencerRole(Role):
             log.warning("log %d epoch %d: preempted (sealed on N%d)", seq.log_id, seq.epoch,
                         node)
             if self.sequencers.get(seq.log_id) is seq:
-                self._deactivate(seq.log_id, E.PREEMPTED)
+                self.deactivate(seq.log_id, E.PREEMPTED)
 
     # -- activation -------------------------------------------------------------------------
     def _enqueue(self, log_id: int, item: tuple[Any, ...]) -> None:
@@ -484,7 +484,7 @@ class SequencerRole(Role):
         """Whether epochs before the log's current one are not clean yet."""
         return bool(state.last_clean_epoch < state.epoch - 1)
 
-    def _recovered(self, seq: Sequencer, last_released: int, last_timestamp: int,
+    def recovered(self, seq: Sequencer, last_released: int, last_timestamp: int,
                    nodes: Collection[int],
                    producers: Collection[tuple[int, int, int, int]] = ()) -> None:
         """Recovery finished: release the recovered epochs (their nodesets may differ from
@@ -506,12 +506,32 @@ class SequencerRole(Role):
         for conn, msg in self._held_blobs.pop(log_id, []):
             conn.send(Appended(request_id=msg.request_id, status=status, redirect_to=redirect))
 
-    def _keep_payload(self, rid: Any, log_id: int, payload: Any, checksum: int) -> None:
+    # -- what epoch recovery uses (recovery_driver.RecoveryHost) -------------------------------
+    def keep_payload(self, rid: Any, log_id: int, payload: Any, checksum: int) -> None:
         """A recovery STORE's payload, for ``_payload_of`` (no client to answer)."""
         self._appends[rid] = _Append(None, 0, log_id, payload, checksum)  # type: ignore[arg-type]
 
-    def _drop_payload(self, rid: Any) -> None:
+    def drop_payload(self, rid: Any) -> None:
         self._appends.pop(rid, None)
+
+    def live_sequencer(self, log_id: int, epoch: int) -> Sequencer | None:
+        """The sequencer of ``epoch`` while it is not deactivated (it may be draining)."""
+        return self._live.get((log_id, epoch))
+
+    def hand_over(self, log_id: int, epoch: int, keep: Sequencer) -> None:
+        """Recovery takes over ``epoch``'s STOREs from its drained sequencer (unless that
+        is ``keep``, the sequencer recovering)."""
+        drained = self._live.get((log_id, epoch))
+        if drained is not None and drained is not keep:
+            del self._live[(log_id, epoch)]
+
+    def placement(self) -> tuple[dict[int, Any], dict[int, float]]:
+        """Node locations and storage weights, as the config has them now."""
+        return self._locations, self._weights
+
+    def on_epoch_store(self, fn: Callable[[EpochStore], Any]) -> asyncio.Future[Any]:
+        """Run ``fn(epoch_store)`` in the role's epoch-store thread."""
+        return self.node.loop.run_in_executor(self._epoch_exec, lambda: fn(self._store()))
 
     def _fail_queue(self, log_id: int, status: E, message: str = "",
                     redirect: int | None = None) -> None:
@@ -539,7 +559,7 @@ class SequencerRole(Role):
             if not new.has_log(log_id):
                 # Storage nodes refuse its STOREs now: what is in flight cannot complete.
                 log.info("log %d: its log group was removed; epoch %d ends", log_id, seq.epoch)
-                self._deactivate(log_id, E.NOTFOUND)
+                self.deactivate(log_id, E.NOTFOUND)
             elif built is not None and affects_sequencer(built, new.log_group(log_id)):
                 log.info("log %d: log group %r changed; epoch %d ends, the next append "
                          "starts a new one", log_id, built.name, seq.epoch)
@@ -573,7 +593,8 @@ class SequencerRole(Role):
         self._answer_tail_waiters(seq.log_id, None)
         self._run(seq, seq.retire())
 
-    def _deactivate(self, log_id: int, status: E) -> None:
+    def deactivate(self, log_id: int, status: E) -> None:
+        """Stop the log's sequencer (``status`` answers what it still holds)."""
         seq = self.sequencers.pop(log_id, None)
         if seq is None:
             return
