@@ -9,7 +9,8 @@
 - ``loop``: the client's event loop thread.
 - ``routing``: cluster view, suspects and sequencer routing (sans-I/O).
 - ``combine``: per-node answers into one (sans-I/O).
-- ``buffered_writer``, ``batching``, ``futures``: the BufferedWriter.
+- ``buffered_writer``, ``batching``, ``futures``: the BufferedWriter; ``payloads``: what
+  an append accepts as a payload.
 - ``reader`` (``Reader``, ``AsyncReader``), ``reader_core`` (their loop side),
   ``reader_queue`` (the bounded hand-off), ``reader_batch`` (``ReaderBatch``, columns),
   ``reader_placement`` (nodesets from the epoch store), ``reader_queries``

@@ -50,8 +50,8 @@ from logdevice.client.batching import (
     encode_batch,
     payload_offsets,
 )
-from logdevice.client.client import as_byte_view, as_payload
 from logdevice.client.futures import BatchFuture, PayloadFuture
+from logdevice.client.payloads import as_byte_view, as_payload
 from logdevice.client.retry import WRITER_RETRYABLE, Backoff
 from logdevice.errors import E, InvalidParamError, LogDeviceError, error_for
 from logdevice.protocol import AppendFlag

@@ -15,20 +15,26 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
-import re
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
 from ldcore.checksum import crc32c
-from logdevice.client import combine
+from logdevice.client import combine, reader_queries
+from logdevice.client.buffered_writer import BufferedWriter
+from logdevice.client.checkpointed_reader import CheckpointedReader
 from logdevice.client.combine import HeadAttributes, TailAttributes
 from logdevice.client.core import ClientCore
+from logdevice.client.group_reader import GroupReader
 from logdevice.client.log_groups import ClientLogGroups
 from logdevice.client.loop import LoopThread
+from logdevice.client.payloads import as_payload
+from logdevice.client.reader import AsyncReader, Reader
+from logdevice.client.reader_core import StreamRouter
+from logdevice.client.reader_placement import PlacementSource
 from logdevice.client.settings import ClientSettings
 from logdevice.config import Config, LogGroup
 from logdevice.epochstore.checkpoints import validate_name
@@ -45,67 +51,13 @@ from logdevice.protocol import (
 )
 from logdevice.records import LSN_MAX
 
-if TYPE_CHECKING:
-    from logdevice.client.buffered_writer import BufferedWriter
-    from logdevice.client.checkpointed_reader import CheckpointedReader
-    from logdevice.client.group_reader import GroupReader
-    from logdevice.client.reader import AsyncReader, Reader
-    from logdevice.client.reader_core import StreamRouter
-    from logdevice.client.reader_placement import PlacementSource
-
-__all__ = ["Client", "as_payload"]
+__all__ = ["Client"]
 
 T = TypeVar("T")
 
 # Added to the client timeout when a sync call waits for its coroutine: the coroutine
 # enforces the timeout itself; this only catches a stuck loop.
 _WAIT_SLACK = 5.0
-
-
-# Buffer formats whose memory is the data itself: bytes, bools, integers, floats (with an
-# optional byte order and repeat count).  Anything else, above all 'O' (a numpy object
-# array: its memory holds addresses of Python objects), is refused.
-_PLAIN_FORMAT = re.compile(r"^[@=<>!]?\d*[bBcxs?hHiIlLqQnNefd]$")
-
-
-def as_byte_view(payload: Any, what: str = "payload") -> memoryview:
-    """A flat byte view of a buffer holding plain data.
-
-    ``InvalidParamError`` for objects that are not buffers, buffers of Python objects
-    (numpy ``dtype=object``) or of other non-plain formats, and non-contiguous buffers.
-    """
-    try:
-        mv = memoryview(payload)
-    except TypeError:
-        raise InvalidParamError(
-            message=f"{what} must be bytes-like or str, not {type(payload).__name__}"
-        ) from None
-    if not _PLAIN_FORMAT.match(mv.format):
-        why = ("it holds pointers to Python objects, not their bytes: serialise them first"
-               if "O" in mv.format else "view it as bytes first, e.g. a.view(numpy.uint8)")
-        raise InvalidParamError(
-            message=f"{what} is a buffer of format {mv.format!r} ({type(payload).__name__}): "
-                    f"only plain data (bytes, numbers) can be appended; {why}")
-    if not mv.c_contiguous:
-        raise InvalidParamError(
-            message=f"{what} is a non-contiguous {type(payload).__name__} (strides "
-                    f"{mv.strides}): pass a contiguous copy, e.g. numpy.ascontiguousarray(a)")
-    return mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv
-
-
-def as_payload(payload: Any) -> bytes:
-    """A payload as an immutable bytes-like the client may keep until it is sent.
-
-    ``bytes`` pass as they are; ``str`` is UTF-8 encoded; other buffers of plain data
-    (bytearray, memoryview, numpy arrays of numbers) are copied, so the caller may reuse
-    them at once.  Object arrays and non-contiguous buffers are refused
-    (``InvalidParamError``).
-    """
-    if isinstance(payload, bytes):
-        return payload
-    if isinstance(payload, str):
-        return payload.encode()
-    return bytes(as_byte_view(payload))
 
 
 def check_timeout(timeout: Any, what: str = "timeout") -> float | None:
@@ -390,10 +342,8 @@ class Client:
         Answered by reading (see ``reader_queries``): the log is read without payloads
         from its trim point until the first record or past the last released LSN.
         """
-        from logdevice.client.reader_queries import is_log_empty
-
         self._log_group(log_id)
-        return is_log_empty(self, log_id, self._timeout(timeout))
+        return reader_queries.is_log_empty(self, log_id, self._timeout(timeout))
 
     # ------------------------------------------------------------------ storage-side calls
 
@@ -425,13 +375,11 @@ class Client:
         Exact: the range is read (single copy delivery), so the cost grows with the data;
         ``approximate_data_size`` is the cheap estimate from storage-node statistics.
         """
-        from logdevice.client.reader_queries import data_size
-
         self._log_group(log_id)
         a, b = _as_ms(start_ms, "start_ms"), _as_ms(end_ms, "end_ms")
         if b < a:
             raise InvalidParamError(message=f"end_ms {b} is before start_ms {a}")
-        return data_size(self, log_id, a, b, self._timeout(timeout))
+        return reader_queries.data_size(self, log_id, a, b, self._timeout(timeout))
 
     def approximate_data_size(self, log_id: int, start_ms: float, end_ms: float, *,
                               timeout: float | None = None) -> int:
@@ -513,8 +461,6 @@ class Client:
 
     def create_buffered_writer(self, **options: Any) -> BufferedWriter:
         """A ``BufferedWriter`` on this client (options: see ``BufferedWriter``)."""
-        from logdevice.client.buffered_writer import BufferedWriter
-
         self._check_open()
         w = BufferedWriter(self, **options)
         self._writers.add(w)
@@ -524,8 +470,6 @@ class Client:
 
     def create_reader(self, max_logs: int = 1, **options: Any) -> Reader:
         """A ``Reader`` of up to ``max_logs`` logs at once (options: see ``Reader``)."""
-        from logdevice.client.reader import Reader
-
         r = Reader(self, max_logs, **options)
         self._readers.add(r)
         return r
@@ -534,8 +478,6 @@ class Client:
                                    **options: Any) -> CheckpointedReader:
         """A ``Reader`` that resumes each log after consumer ``name``'s checkpoint and
         commits where the application got to (see ``CheckpointedReader``)."""
-        from logdevice.client.checkpointed_reader import CheckpointedReader
-
         return CheckpointedReader(self, name, self.create_reader(max_logs, **options))
 
     def create_group_reader(self, group: str, logs: Sequence[int], *,
@@ -543,15 +485,11 @@ class Client:
                             **options: Any) -> GroupReader:
         """Join consumer group ``group`` reading ``logs``: each log is read by one member
         at a time, from the group's checkpoints (see ``GroupReader``)."""
-        from logdevice.client.group_reader import GroupReader
-
         return GroupReader(self, group, logs, member=member,
                            session_timeout=session_timeout, **options)
 
     def create_async_reader(self, max_logs: int = 1, **options: Any) -> AsyncReader:
         """An ``AsyncReader`` (the asyncio flavour of ``Reader``)."""
-        from logdevice.client.reader import AsyncReader
-
         r = AsyncReader(self, max_logs, **options)
         self._readers.add(r)
         return r
@@ -559,16 +497,12 @@ class Client:
     def _read_router(self) -> StreamRouter:
         with self._close_lock:
             if self._router is None:
-                from logdevice.client.reader_core import StreamRouter
-
                 self._router = StreamRouter(self._core)
             return self._router
 
     def _placements(self) -> PlacementSource:
         with self._close_lock:
             if self._placement_source is None:
-                from logdevice.client.reader_placement import PlacementSource
-
                 self._placement_source = PlacementSource(self.config)
             return self._placement_source
 

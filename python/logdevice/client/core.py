@@ -23,6 +23,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from logdevice.client.combine import f_majority
 from logdevice.client.connection import Connection
 from logdevice.client.retry import REFUSAL_RETRYABLE, Backoff
 from logdevice.client.routing import Routing
@@ -268,8 +269,6 @@ class ClientCore:
         f-majority answered OK, whichever comes first (missing nodes map to
         ``TimedOutError``).
         """
-        from logdevice.client.combine import f_majority
-
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         nodes = self.routing.storage_nodes(log_id)
