@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from typing import IO, TYPE_CHECKING
@@ -12,7 +13,8 @@ from typing import IO, TYPE_CHECKING
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["add_version", "add_credentials", "credentials", "console", "missing_extra",
+__all__ = ["add_version", "add_credentials", "credentials", "console", "interruptible",
+           "missing_extra",
            "PIPE_WIDTH"]
 
 
@@ -30,6 +32,13 @@ def console(*, file: IO[str] | None = None, stderr: bool = False) -> Console:
     tty = stream.isatty()
     return Console(file=file, stderr=stderr, soft_wrap=not tty,
                    width=None if tty else PIPE_WIDTH)
+
+
+def interruptible() -> None:
+    """Make Ctrl-C (SIGINT) raise KeyboardInterrupt in this process even if it started
+    with SIGINT ignored, as children of ``nohup`` or of a shell's background job do: the
+    tools that promise to finish cleanly and exit 130 on Ctrl-C keep that promise."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def missing_extra(tool: str, extra: str, exc: ImportError) -> SystemExit:

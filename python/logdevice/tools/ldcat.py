@@ -33,7 +33,7 @@ import numpy as np
 
 from ldcore.lsn import parse as parse_lsn
 from ldcore.lsn import to_string as lsn_str
-from logdevice.cli import add_credentials, add_version, credentials
+from logdevice.cli import add_credentials, add_version, credentials, interruptible
 from logdevice.client import Client
 from logdevice.client.reader_batch import ReaderBatch
 from logdevice.errors import LogDeviceError
@@ -150,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--before", type=parse_time_arg, default=None, metavar="TIME",
                    help="stop before the first record at or after TIME (instead of --until)")
     args = p.parse_args(argv)
+    interruptible()
     if not args.config:
         p.error("--config is required (or set LOGDEVICE_CONFIG)")
     if args.from_lsn == "tail":

@@ -21,7 +21,7 @@ from types import FrameType
 
 import numpy as np
 
-from logdevice.cli import add_credentials, add_version, credentials
+from logdevice.cli import add_credentials, add_version, credentials, interruptible
 from logdevice.client import Client
 from logdevice.client.reader_batch import ReaderBatch
 from logdevice.errors import LogDeviceError
@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.lines < 0:
         p.error("-n must be >= 0")
     signal.signal(signal.SIGTERM, _stop)
+    interruptible()
     out = sys.stdout.buffer
     try:
         with Client(args.config, timeout=args.timeout, **credentials(args)) as client:

@@ -25,7 +25,13 @@ from typing import IO, Any
 import numpy as np
 
 from ldcore.lsn import to_string as lsn_str
-from logdevice.cli import add_credentials, add_version, credentials, missing_extra
+from logdevice.cli import (
+    add_credentials,
+    add_version,
+    credentials,
+    interruptible,
+    missing_extra,
+)
 from logdevice.cli import console as tool_console
 from logdevice.client import Client
 from logdevice.errors import LogDeviceError
@@ -101,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mode", default="independent", choices=["independent", "one_at_a_time"])
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
+    interruptible()
     console = tool_console(stderr=True)
     if not args.config:
         p.error("--config is required (or set LOGDEVICE_CONFIG)")
