@@ -13,13 +13,12 @@ run; ``--repeat`` rounds (the levels interleaved) give a range.  Written to
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from ldbench_runs import ldbench_write, span  # benchmarks/: run as scripts
 
 HERE = Path(__file__).resolve().parent
 OUT_MD = HERE / "last-durability.md"
@@ -27,20 +26,11 @@ LEVELS = ("memory", "async_write", "sync_write")
 
 
 def run_level(level: str, args: argparse.Namespace, work: Path, tag: str) -> dict[str, Any]:
-    out = work / f"{level}-{tag}.json"
-    log = work / f"{level}-{tag}.log"
-    cmd = [sys.executable, "-m", "logdevice.tools.ldbench", "write", "--json", str(out),
-           "--durability", level, "--nodes", "3", "--replication", "2",
-           "--records", str(args.records), "--per-call-records", "0",
-           "--rate", "1000", "--rate-seconds", str(args.rate_seconds),
-           "--inflight", "64", "--inflight-appends", str(args.inflight_appends)]
-    with open(log, "wb") as f:
-        rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT,
-                            env=dict(os.environ, COLUMNS="100"), timeout=args.timeout).returncode
-    if rc != 0 or not out.exists():
-        sys.stderr.write(log.read_text(errors="replace")[-3000:])
-        raise SystemExit(f"ldbench write --durability {level} failed (exit {rc})")
-    return json.loads(out.read_text())["results"]
+    return ldbench_write(["--durability", level, "--nodes", "3", "--replication", "2",
+                          "--records", str(args.records), "--per-call-records", "0",
+                          "--rate", "1000", "--rate-seconds", str(args.rate_seconds),
+                          "--inflight", "64", "--inflight-appends", str(args.inflight_appends)],
+                         work / f"{level}-{tag}.json", args.timeout, f"--durability {level}")
 
 
 def figures(r: dict[str, Any]) -> dict[str, float]:
@@ -49,11 +39,6 @@ def figures(r: dict[str, Any]) -> dict[str, float]:
             "inflight_p99": r["inflight_latency"]["p99_ms"],
             "rate_p50": r["rate_latency"]["p50_ms"],
             "rate_p99": r["rate_latency"]["p99_ms"]}
-
-
-def span(values: list[float], fmt: str) -> str:
-    lo, hi = min(values), max(values)
-    return format(lo, fmt) if lo == hi else f"{format(lo, fmt)} - {format(hi, fmt)}"
 
 
 def report(rounds: list[dict[str, dict[str, float]]], args: argparse.Namespace) -> str:

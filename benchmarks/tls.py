@@ -17,13 +17,13 @@ throughput (ratio >= 0.85).  The table is printed and written to
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from ldbench_runs import ldbench_write, span  # benchmarks/: run as scripts
 
 from logdevice.local_cluster import LocalCluster
 
@@ -35,26 +35,13 @@ GOAL = 0.85  # TLS bulk throughput / plain, at least
 
 def run_write(cluster: LocalCluster, creds: list[str], args: argparse.Namespace,
               out: Path) -> dict[str, Any]:
-    log = out.with_suffix(".log")
-    cmd = [sys.executable, "-m", "logdevice.tools.ldbench", "write", "--json", str(out),
-           "--config", str(cluster.config_path), *creds,
-           "--records", str(args.records), "--per-call-records", "0",
-           "--rate", "1000", "--rate-seconds", str(args.rate_seconds),
-           "--inflight-appends", "0"]
-    with open(log, "wb") as f:
-        rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT,
-                            env=dict(os.environ, COLUMNS="100"), timeout=args.timeout).returncode
-    if rc != 0 or not out.exists():
-        sys.stderr.write(log.read_text(errors="replace")[-3000:])
-        raise SystemExit(f"ldbench write against {cluster.config_path} failed (exit {rc})")
-    r = json.loads(out.read_text())["results"]
+    r = ldbench_write(["--config", str(cluster.config_path), *creds,
+                       "--records", str(args.records), "--per-call-records", "0",
+                       "--rate", "1000", "--rate-seconds", str(args.rate_seconds),
+                       "--inflight-appends", "0"], out, args.timeout,
+                      f"against {cluster.config_path}")
     return {"bulk_rps": r["bulk"]["records_per_s"], "bulk_mbps": r["bulk"]["mb_per_s"],
             "rate_p50": r["rate_latency"]["p50_ms"], "rate_p99": r["rate_latency"]["p99_ms"]}
-
-
-def span(values: list[float], fmt: str) -> str:
-    lo, hi = min(values), max(values)
-    return format(lo, fmt) if lo == hi else f"{format(lo, fmt)} - {format(hi, fmt)}"
 
 
 def report(rounds: list[dict[str, dict[str, float]]], args: argparse.Namespace) -> str:
