@@ -41,6 +41,7 @@ from logdevice.security import (
     user,
 )
 from logdevice.security.identity import read_secret
+from tests.unit.test_config import _set
 
 ALICE_TOKEN = "alice-token-0123456789"
 BOB_TOKEN = "bob-token-0123456789ab"
@@ -103,15 +104,6 @@ def test_tls_section_and_paths(tmp_path):
     assert cfg.resolve_path(tls.cert) == (tmp_path / "tls" / "node.pem").resolve()
     assert cfg.resolve_path(tls.ca) == Path("/etc/ca.pem")
     assert Config.from_dict(cfg.to_dict(), base_dir=tmp_path) == cfg
-
-
-def _set(path, value):
-    def mutate(d):
-        obj = d
-        for key in path[:-1]:
-            obj = obj[key]
-        obj[path[-1]] = value
-    return mutate
 
 
 def _drop(path):
