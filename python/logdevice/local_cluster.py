@@ -57,6 +57,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from logdevice.cli import add_version
 from logdevice.config import Config, LogGroup, Settings, make_local_config
 from logdevice.security import PLAIN, ConnectSecurity
 
@@ -604,6 +605,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="ld-dev-cluster",
                                 description="Run a local logdevice cluster on loopback "
                                             "addresses.")
+    add_version(p)
     p.add_argument("--nodes", type=int, default=5)
     p.add_argument("--replication", type=int, default=2)
     p.add_argument("--logs", default="1-100", help="log ids, e.g. 1-100 or 1,5,7-9")

@@ -164,7 +164,8 @@ def test_ldcat_by_time_and_benign_gaps(cluster, client):
     assert first[-1] < late[0]
 
 
-@pytest.mark.parametrize("tool", ["ldwrite", "ldcat", "ldtail", "ldbench", "logdeviced"])
+@pytest.mark.parametrize("tool", ["ldwrite", "ldcat", "ldtail", "ldbench", "logdeviced",
+                                  "ldshell", "ld-dev-cluster"])
 def test_every_tool_has_a_version(tool):
     p = run(tool, "--version", timeout=30)
     assert p.returncode == 0

@@ -33,7 +33,7 @@ import sys
 from collections.abc import Sequence
 
 from ldcore.lsn import parse as parse_lsn
-from logdevice.cli import add_credentials, credentials, missing_extra
+from logdevice.cli import add_credentials, add_version, credentials, missing_extra
 from logdevice.errors import InvalidConfigError, LogDeviceError
 from logdevice.tools.ldshell import commands, log_groups
 from logdevice.tools.ldshell.context import ShellContext
@@ -76,6 +76,7 @@ def _commands_parser(top: bool = True) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ldshell" if top else "",
                                 description=__doc__.split("\n\n")[0])
     if top:
+        add_version(p)
         p.add_argument("--config", default=os.environ.get("LOGDEVICE_CONFIG"),
                        metavar="PATH", help="cluster config (default: $LOGDEVICE_CONFIG)")
         p.add_argument("--timeout", type=float, default=5.0, help="seconds per node call")
