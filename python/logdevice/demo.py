@@ -3,6 +3,9 @@ and where they landed.
 
     python -m logdevice.demo [--records 1000000] [--nodes 5] [--replication 2]
 
+Exits 1 when a read did not get every record back or a blob is not on the R nodes of its
+copyset (CI runs it at a small size against the installed wheel).
+
 1. start ``ld.LocalCluster(nodes=5, replication=2)`` (real node processes on loopback);
 2. write the records (100-byte JSON-like log lines) through a BufferedWriter, spread over
    a few logs, with a progress bar; print records/s and MB/s;
@@ -127,12 +130,15 @@ def read_back(client: Any, console: Console, written: Written, logs: list[int],
 
 
 def show_reads(console: Console, written: Written, reads: list[dict[str, Any]],
-               replication: int) -> None:
+               replication: int) -> bool:
+    """The table of the reads; whether every read got every record back."""
+    all_ok = True
     t = Table(title="read back through Reader.read_batch")
     for col in ("mode", "records", "records/s", "MB/s", "received", "all back?"):
         t.add_column(col, justify="right")
     for r in reads:
         ok = r["records"] == written.records and r["payload_bytes"] == written.payload_bytes
+        all_ok &= ok
         t.add_row("SCD" if r["scd"] else "all-send-all", f"{r['records']:,}",
                   f"{r['records'] / r['seconds']:,.0f}",
                   f"{r['payload_bytes'] / r['seconds'] / 1e6:,.0f}",
@@ -143,6 +149,7 @@ def show_reads(console: Console, written: Written, reads: list[dict[str, Any]],
     ratio = scd["bytes_received"] / max(1, asa["bytes_received"])
     console.print(f"single copy delivery (SCD) received {ratio:.2f}x the bytes of all-send-all "
                   f"(R={replication}: each record once instead of R times)")
+    return all_ok
 
 
 # ---------------------------------------------------------------------------- placement
@@ -181,7 +188,8 @@ def where_landed(cluster: Any, written: Written, logs: list[int]) -> dict[str, A
     return {"per_node": per_node, "copies": copies, "expected_blobs": expected}
 
 
-def show_placement(console: Console, placement: dict[str, Any], replication: int) -> None:
+def show_placement(console: Console, placement: dict[str, Any], replication: int) -> bool:
+    """The table of copies per node; whether every blob is on the R nodes of its copyset."""
     per_node = placement["per_node"]
     total_copies = sum(r["blobs"] for r in per_node.values()) or 1
     t = Table(title="where the records landed (read back from each node's LogsDB)")
@@ -205,6 +213,7 @@ def show_placement(console: Console, placement: dict[str, Any], replication: int
     console.print(f"every blob on all R={replication} nodes of its copyset: {verdict} "
                   f"({complete:,} of {placement['expected_blobs']:,} blobs; "
                   f"{extra} extra copies left by retried store waves)")
+    return ok
 
 
 # ---------------------------------------------------------------------------- main
@@ -237,12 +246,12 @@ def main(argv: list[str] | None = None) -> int:
             console.print("tails: " + ", ".join(f"log {k}: {v}" for k, v in tails.items()))
             console.rule("reading")
             reads = [read_back(client, console, written, logs, scd) for scd in (True, False)]
-            show_reads(console, written, reads, args.replication)
+            reads_ok = show_reads(console, written, reads, args.replication)
         console.rule("placement")
         with console.status("stopping the nodes and reading their LogsDBs"):
             placement = where_landed(cluster, written, logs)
-        show_placement(console, placement, args.replication)
-    return 0
+        placed_ok = show_placement(console, placement, args.replication)
+    return 0 if reads_ok and placed_ok else 1
 
 
 if __name__ == "__main__":
