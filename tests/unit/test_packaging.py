@@ -51,3 +51,28 @@ def test_tools_without_their_extra_say_what_to_install():
         assert r.stderr.strip() == f"{tool}: needs rich: pip install 'logdevice[cli]'"
     r = _without(["rich"], "from logdevice.tools.ldshell.main import main\nmain(['--help'])")
     assert r.stderr.strip() == "ldshell: needs rich: pip install 'logdevice[cli]'"
+
+
+def _project() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_metadata_has_urls_and_the_license_it_declares():
+    # What PyPI shows next to the package: its links, and a license whose text ships in
+    # the wheel (.dist-info/licenses) and is the one the SPDX expression names.
+    project = _project()["project"]
+    urls = project.get("urls", {})
+    assert urls, "pyproject.toml has no [project.urls]"
+    assert all(u.startswith("https://") for u in urls.values()), urls
+    assert project["license"] == "Apache-2.0"
+    for name in project["license-files"]:
+        text = (ROOT / name).read_text()
+        assert "Apache License" in text and "Version 2.0, January 2004" in text, name
+
+
+def test_no_generated_c_in_the_wheel():
+    # include-package-data ships every source of an extension that lies in a package
+    # directory, and Cython writes its .c next to the .pyx in src/ldcore/ (ci/wheel.sh
+    # checks the built wheel too).
+    setuptools = _project()["tool"]["setuptools"]
+    assert "*.c" in setuptools.get("exclude-package-data", {}).get("ldcore", [])
