@@ -8,12 +8,13 @@ import os
 import signal
 import sys
 from importlib.metadata import PackageNotFoundError, version
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["add_version", "add_credentials", "credentials", "console", "interruptible",
+__all__ = ["add_version", "add_credentials", "credentials", "Credentials", "console",
+           "interruptible",
            "missing_extra",
            "PIPE_WIDTH"]
 
@@ -72,7 +73,22 @@ def add_credentials(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
-def credentials(args: argparse.Namespace) -> dict[str, str]:
+class Credentials(TypedDict, total=False):
+    """Who a tool is on the cluster: the client settings ``add_credentials``' options give
+    (a subset of ``ClientSettingKwargs``, for ``ld.Client(**...)``)."""
+
+    tls_cert: str
+    tls_key: str
+    token: str
+
+
+def credentials(args: argparse.Namespace) -> Credentials:
     """The client settings (``ld.Client(**...)``) that ``add_credentials``' options give."""
-    return {k: v for k in ("tls_cert", "tls_key", "token")
-            if (v := getattr(args, k, None)) is not None}
+    out: Credentials = {}
+    if (cert := getattr(args, "tls_cert", None)) is not None:
+        out["tls_cert"] = cert
+    if (key := getattr(args, "tls_key", None)) is not None:
+        out["tls_key"] = key
+    if (token := getattr(args, "token", None)) is not None:
+        out["token"] = token
+    return out

@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from logdevice.client.client import Client
 from logdevice.client.combine import HeadAttributes, TailAttributes
 from logdevice.client.reader import AsyncReader
+from logdevice.client.reader_core import ReaderOptionKwargs
+from logdevice.client.settings import ClientSettingKwargs
+from logdevice.config import Config
 
 __all__ = ["AsyncClient"]
 
@@ -29,9 +33,11 @@ T = TypeVar("T")
 
 
 class AsyncClient:
-    """Awaitable appends and queries over a ``Client`` (same arguments)."""
+    """Awaitable appends and queries over a ``Client`` (same arguments: the config, the
+    timeout of every call, and the client settings, ``ClientSettingKwargs``)."""
 
-    def __init__(self, config_path: Any, timeout: float = 10.0, **settings: Any) -> None:
+    def __init__(self, config_path: str | os.PathLike[str] | Config, timeout: float = 10.0,
+                 **settings: Unpack[ClientSettingKwargs]) -> None:
         self.client = Client(config_path, timeout=timeout, **settings)
 
     async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -63,7 +69,10 @@ class AsyncClient:
     async def is_log_empty(self, log_id: int, *, timeout: float | None = None) -> bool:
         return await self._run(self.client.is_log_empty, log_id, timeout=timeout)
 
-    def create_reader(self, max_logs: int = 1, **options: Any) -> AsyncReader:
+    def create_reader(self, max_logs: int = 1, **options: Unpack[ReaderOptionKwargs]
+                      ) -> AsyncReader:
+        """An ``AsyncReader`` of up to ``max_logs`` logs at once; ``**options`` as for
+        ``Client.create_reader`` (an unknown one: ``InvalidParamError`` listing them)."""
         return self.client.create_async_reader(max_logs, **options)
 
     async def close(self) -> None:

@@ -35,8 +35,8 @@ import collections
 import queue
 import secrets
 import threading
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import numpy as np
 
@@ -59,10 +59,42 @@ from logdevice.protocol import AppendFlag
 if TYPE_CHECKING:
     from logdevice.client.client import Client
 
-__all__ = ["BufferedWriter", "MODES"]
+__all__ = ["BufferedWriter", "BufferedWriterKwargs", "MODES"]
 
 MODES = ("independent", "one_at_a_time")
 _STOP = object()
+
+
+class BufferedWriterKwargs(TypedDict, total=False):
+    """The keyword options of ``Client.create_buffered_writer``
+    (``**options: Unpack[BufferedWriterKwargs]``): the keyword parameters of
+    ``BufferedWriter``, by name and type (a unit test keeps the two the same).  Their
+    meaning and defaults are documented on ``BufferedWriter``; any other name is refused
+    with ``InvalidParamError`` listing these."""
+
+    size_trigger: int | None
+    time_trigger: float | None
+    count_trigger: int | None
+    compression: str | None
+    compression_level: int
+    mode: Literal["independent", "one_at_a_time"] | str
+    retries: int
+    backoff: float | tuple[float, float]
+    memory_limit_bytes: int | None
+    block: bool
+
+
+#: The names ``BufferedWriterKwargs`` allows.
+OPTION_NAMES = frozenset(BufferedWriterKwargs.__annotations__)
+
+
+def check_option_names(options: Mapping[str, object]) -> None:
+    """``InvalidParamError`` naming the known options unless every name of ``options`` is
+    one of ``BufferedWriterKwargs``."""
+    for name in options:
+        if name not in OPTION_NAMES:
+            raise InvalidParamError(message=f"unknown buffered writer option {name!r} "
+                                            f"(known: {', '.join(sorted(OPTION_NAMES))})")
 
 
 class BufferedWriter:

@@ -18,13 +18,17 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, Unpack, cast
 
 import numpy as np
 
 from ldcore.checksum import crc32c
 from logdevice.client import combine, reader_queries
-from logdevice.client.buffered_writer import BufferedWriter
+from logdevice.client.buffered_writer import (
+    BufferedWriter,
+    BufferedWriterKwargs,
+    check_option_names,
+)
 from logdevice.client.checkpointed_reader import CheckpointedReader
 from logdevice.client.combine import HeadAttributes, TailAttributes
 from logdevice.client.core import ClientCore
@@ -33,9 +37,9 @@ from logdevice.client.log_groups import ClientLogGroups
 from logdevice.client.loop import LoopThread
 from logdevice.client.payloads import as_payload
 from logdevice.client.reader import AsyncReader, Reader
-from logdevice.client.reader_core import StreamRouter
+from logdevice.client.reader_core import ReaderOptionKwargs, StreamRouter
 from logdevice.client.reader_placement import PlacementSource
-from logdevice.client.settings import ClientSettings
+from logdevice.client.settings import ClientSettingKwargs, ClientSettings
 from logdevice.config import Config, LogGroup
 from logdevice.epochstore.checkpoints import validate_name
 from logdevice.errors import E, InvalidParamError, LogDeviceError, error_for
@@ -81,10 +85,13 @@ class Client:
         The cluster config file, or an already loaded ``Config``.
     timeout : float
         Seconds any call may take before it fails with ``TimedOutError`` (E.TIMEDOUT).
-    **settings
-        Client settings (``ClientSettings``): ``connect_timeout``, ``max_payload_size``,
-        ``initial_backoff``, ``max_backoff``, ``view_refresh_interval``,
-        ``suspect_time``, ``append_checksum``, ``max_redirects``.
+    **settings : ClientSettingKwargs
+        Client settings (meaning and defaults: ``ClientSettings``): ``connect_timeout``,
+        ``max_payload_size``, ``initial_backoff``, ``max_backoff``,
+        ``view_refresh_interval``, ``suspect_time``, ``append_checksum``,
+        ``max_redirects``, ``max_appends_in_flight``, ``unreachable_timeout``,
+        ``tls_cert``, ``tls_key``, ``token``.  Another name: ``InvalidParamError``
+        listing these.
 
     Examples
     --------
@@ -93,7 +100,7 @@ class Client:
     """
 
     def __init__(self, config: str | os.PathLike[str] | Config, timeout: float = 10.0,
-                 **settings: Any) -> None:
+                 **settings: Unpack[ClientSettingKwargs]) -> None:
         self.config = config if isinstance(config, Config) else Config.load(config)
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
             raise InvalidParamError(message=f"timeout must be a positive number, got {timeout!r}")
@@ -459,8 +466,27 @@ class Client:
 
     # ------------------------------------------------------------------ writers
 
-    def create_buffered_writer(self, **options: Any) -> BufferedWriter:
-        """A ``BufferedWriter`` on this client (options: see ``BufferedWriter``)."""
+    def create_buffered_writer(self, **options: Unpack[BufferedWriterKwargs]
+                               ) -> BufferedWriter:
+        """A ``BufferedWriter`` on this client.
+
+        Parameters
+        ----------
+        **options : BufferedWriterKwargs
+            ``size_trigger`` (int or None, default 1 MB), ``time_trigger`` (seconds or
+            None, default 0.05), ``count_trigger`` (int or None, default None),
+            ``compression`` ("zstd" or "none"), ``compression_level`` (int, default 1),
+            ``mode`` ("independent" or "one_at_a_time"), ``retries`` (int, default 3),
+            ``backoff`` (seconds, or (initial, max); default (0.05, 2.0)),
+            ``memory_limit_bytes`` (int or None, default 256 MiB), ``block`` (bool,
+            default True); their meaning: ``BufferedWriter``.
+
+        Raises
+        ------
+        InvalidParamError
+            An unknown option (the message lists the known ones) or a bad value.
+        """
+        check_option_names(options)
         self._check_open()
         w = BufferedWriter(self, **options)
         self._writers.add(w)
@@ -468,28 +494,52 @@ class Client:
 
     # ------------------------------------------------------------------ readers
 
-    def create_reader(self, max_logs: int = 1, **options: Any) -> Reader:
-        """A ``Reader`` of up to ``max_logs`` logs at once (options: see ``Reader``)."""
+    def create_reader(self, max_logs: int = 1, **options: Unpack[ReaderOptionKwargs]
+                      ) -> Reader:
+        """A ``Reader`` of up to ``max_logs`` logs at once.
+
+        Parameters
+        ----------
+        max_logs : int
+            How many logs it may read at once.
+        **options : ReaderOptionKwargs
+            ``buffer_size`` (int, the read window in LSNs), ``flow_control_threshold``
+            (float), ``grace_period``, ``scd_timeout``, ``scd_all_send_all_timeout``
+            (seconds); defaults from the config's settings.  ``max_buffered_records``
+            (int, default 262144) and ``max_buffered_bytes`` (int, default 64 MiB).
+
+        Raises
+        ------
+        InvalidParamError
+            An unknown option (the message lists the known ones) or a bad value.
+        """
         r = Reader(self, max_logs, **options)
         self._readers.add(r)
         return r
 
     def create_checkpointed_reader(self, name: str, max_logs: int = 1,
-                                   **options: Any) -> CheckpointedReader:
+                                   **options: Unpack[ReaderOptionKwargs]
+                                   ) -> CheckpointedReader:
         """A ``Reader`` that resumes each log after consumer ``name``'s checkpoint and
-        commits where the application got to (see ``CheckpointedReader``)."""
+        commits where the application got to (see ``CheckpointedReader``).  ``max_logs``
+        and ``**options`` as for ``create_reader``."""
         return CheckpointedReader(self, name, self.create_reader(max_logs, **options))
 
     def create_group_reader(self, group: str, logs: Sequence[int], *,
                             member: str | None = None, session_timeout: float = 10.0,
-                            **options: Any) -> GroupReader:
+                            **options: Unpack[ReaderOptionKwargs]) -> GroupReader:
         """Join consumer group ``group`` reading ``logs``: each log is read by one member
-        at a time, from the group's checkpoints (see ``GroupReader``)."""
+        at a time, from the group's checkpoints (see ``GroupReader``).  ``member``: this
+        member's name (default: host, process id and a random part); ``session_timeout``:
+        seconds of silence after which it counts as gone; ``**options``: reader options,
+        as for ``create_reader``."""
         return GroupReader(self, group, logs, member=member,
                            session_timeout=session_timeout, **options)
 
-    def create_async_reader(self, max_logs: int = 1, **options: Any) -> AsyncReader:
-        """An ``AsyncReader`` (the asyncio flavour of ``Reader``)."""
+    def create_async_reader(self, max_logs: int = 1, **options: Unpack[ReaderOptionKwargs]
+                            ) -> AsyncReader:
+        """An ``AsyncReader`` (the asyncio flavour of ``Reader``); ``max_logs`` and
+        ``**options`` as for ``create_reader``."""
         r = AsyncReader(self, max_logs, **options)
         self._readers.add(r)
         return r

@@ -30,9 +30,10 @@ import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Unpack
 
 from logdevice.client.checkpointed_reader import CheckpointedReader, Position
+from logdevice.client.reader_core import ReaderOptionKwargs
 from logdevice.errors import InvalidParamError, LogDeviceError
 from logdevice.records import DataRecord, GapRecord
 
@@ -55,13 +56,13 @@ class GroupReader:
         This member's name (default: host, process id and a random part).
     session_timeout : float
         Seconds of silence after which the member counts as gone.
-    **options
+    **options : ReaderOptionKwargs
         Reader options (see ``Client.create_reader``).
     """
 
     def __init__(self, client: Client, group: str, logs: Sequence[int], *,
                  member: str | None = None, session_timeout: float = 10.0,
-                 **options: Any) -> None:
+                 **options: Unpack[ReaderOptionKwargs]) -> None:
         self.logs = sorted({int(x) for x in logs})
         if not self.logs:
             raise InvalidParamError(message="a group reads at least one log")

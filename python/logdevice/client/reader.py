@@ -28,11 +28,16 @@ import asyncio
 import contextlib
 import threading
 import weakref
-from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Unpack
 
 from logdevice.client.reader_batch import ReaderBatch, concat_batches, empty_batch
-from logdevice.client.reader_core import ReaderCore, ReaderOptions, ReaderStats
+from logdevice.client.reader_core import (
+    ReaderCore,
+    ReaderOptionKwargs,
+    ReaderOptions,
+    ReaderStats,
+)
 from logdevice.client.reader_queue import Item, ReaderQueue
 from logdevice.errors import E, InvalidParamError, LogDeviceError, NotFoundError, error_for
 from logdevice.records import LSN_MAX, LSN_OLDEST
@@ -43,13 +48,14 @@ if TYPE_CHECKING:
 __all__ = ["Reader", "AsyncReader", "reader_options"]
 
 _ITER_CHUNK = 4096
-_OPTION_NAMES = frozenset(ReaderOptions.__dataclass_fields__)
+_OPTION_NAMES = frozenset(ReaderOptionKwargs.__annotations__)
 
 
-def reader_options(client: Client, options: dict[str, Any]) -> ReaderOptions:
-    """Reader tunables: the config's read settings, then ``options`` by name."""
+def reader_options(client: Client, options: Mapping[str, Any]) -> ReaderOptions:
+    """Reader tunables: the config's read settings, then ``options`` by name (unknown
+    names and bad values: ``InvalidParamError``, naming the known ones)."""
     s = client.config.settings
-    base = {
+    base: dict[str, Any] = {
         "buffer_size": s.read_window_size,
         "flow_control_threshold": s.read_flow_control_threshold,
         "grace_period": s.gap_grace_period_ms / 1000.0,
@@ -64,7 +70,7 @@ def reader_options(client: Client, options: dict[str, Any]) -> ReaderOptions:
             raise InvalidParamError(message=f"reader option {name} must be a non-negative "
                                             f"number, got {value!r}")
         base[name] = value
-    opts = ReaderOptions(**base)  # type: ignore[arg-type]
+    opts = ReaderOptions(**base)
     if opts.buffer_size < 1 or opts.max_buffered_records < 1:
         raise InvalidParamError(message="buffer_size and max_buffered_records must be >= 1")
     return opts
@@ -77,7 +83,8 @@ async def _call(fn: Any, *args: Any) -> Any:
 class _ReaderBase:
     """What the sync and async readers share: configuration and the loop side."""
 
-    def __init__(self, client: Client, max_logs: int = 1, **options: Any) -> None:
+    def __init__(self, client: Client, max_logs: int = 1,
+                 **options: Unpack[ReaderOptionKwargs]) -> None:
         if isinstance(max_logs, bool) or not isinstance(max_logs, int) or max_logs < 1:
             raise InvalidParamError(message=f"max_logs must be an int >= 1, got {max_logs!r}")
         client._check_open()
@@ -187,11 +194,11 @@ class Reader(_ReaderBase):
     client : Client
     max_logs : int
         How many logs may be read at once (``start_reading`` beyond that: E.TOOMANY).
-    **options
+    **options : ReaderOptionKwargs
         ``buffer_size`` (window in LSNs), ``flow_control_threshold``, ``grace_period``,
         ``scd_timeout``, ``scd_all_send_all_timeout`` (defaults from the config's
         settings), ``max_buffered_records`` and ``max_buffered_bytes`` (the hand-off
-        queue's bounds).
+        queue's bounds).  Another name: ``InvalidParamError`` listing these.
     """
 
     def start_reading(self, log_id: int, from_lsn: int = LSN_OLDEST,

@@ -23,7 +23,7 @@ import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -41,7 +41,8 @@ from logdevice.records import GapRecord, GapType
 if TYPE_CHECKING:
     from logdevice.client.core import ClientCore
 
-__all__ = ["StreamRouter", "ReaderCore", "ReaderOptions", "ReaderStats", "bad_copies"]
+__all__ = ["StreamRouter", "ReaderCore", "ReaderOptions", "ReaderOptionKwargs", "ReaderStats",
+           "bad_copies"]
 
 log = logging.getLogger("logdevice.client.reader")
 
@@ -62,6 +63,37 @@ class ReaderOptions:
     scd_all_send_all_timeout: float = 10.0
     max_buffered_records: int = 262_144
     max_buffered_bytes: int = 64 << 20
+
+
+class ReaderOptionKwargs(TypedDict, total=False):
+    """The keyword options of ``Client.create_reader`` and the other reader factories
+    (``**options: Unpack[ReaderOptionKwargs]``): the fields of ``ReaderOptions``, by name
+    and type (a unit test keeps the two the same).  Any other name is refused with
+    ``InvalidParamError`` listing these.
+
+    buffer_size : int
+        The read window, in LSNs (default: the config's ``read_window_size``).
+    flow_control_threshold : float
+        Fraction of the window consumed before it slides (default: the config's
+        ``read_flow_control_threshold``).
+    grace_period : float
+        Seconds to wait for slow nodes before reporting a gap (default: the config's
+        ``gap_grace_period_ms``).
+    scd_timeout, scd_all_send_all_timeout : float
+        Single copy delivery failover timers, seconds (default: the config's
+        ``scd_timeout_ms`` and ``scd_all_send_all_timeout_ms``).
+    max_buffered_records, max_buffered_bytes : int
+        Bounds of the queue between the reader's streams and ``read`` (default 262144
+        records, 64 MiB).
+    """
+
+    buffer_size: int
+    flow_control_threshold: float
+    grace_period: float
+    scd_timeout: float
+    scd_all_send_all_timeout: float
+    max_buffered_records: int
+    max_buffered_bytes: int
 
 
 @dataclass

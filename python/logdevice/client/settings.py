@@ -9,13 +9,14 @@ themselves; anything passed to ``Client`` overrides them.  Unknown names are an 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from logdevice.config import Config
 from logdevice.errors import InvalidParamError
 
-__all__ = ["ClientSettings"]
+__all__ = ["ClientSettings", "ClientSettingKwargs"]
 
 #: Settings that are strings (file paths, the token), None when unset.
 _PATH_OR_SECRET = frozenset({"tls_cert", "tls_key", "token"})
@@ -77,7 +78,7 @@ class ClientSettings:
         return f"ClientSettings({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
 
     @classmethod
-    def from_config(cls, config: Config, overrides: dict[str, Any]) -> ClientSettings:
+    def from_config(cls, config: Config, overrides: Mapping[str, Any]) -> ClientSettings:
         """Defaults from ``config.settings``, then ``overrides`` (checked by name and type)."""
         base = cls(
             connect_timeout=config.settings.connect_timeout_ms / 1000.0,
@@ -108,3 +109,25 @@ class ClientSettings:
                 value = type(default)(value)
             clean[name] = value
         return replace(base, **clean)
+
+
+class ClientSettingKwargs(TypedDict, total=False):
+    """The keyword settings of ``ld.Client(config, timeout, **settings)`` (and of
+    ``AsyncClient`` and ``LocalCluster.client``): the fields of ``ClientSettings``, by name
+    and type (a unit test keeps the two the same; the certificate paths may also be
+    ``os.PathLike``).  Their meaning and defaults are documented on ``ClientSettings``.
+    Any other name is refused with ``InvalidParamError`` listing these."""
+
+    connect_timeout: float
+    max_payload_size: int
+    initial_backoff: float
+    max_backoff: float
+    view_refresh_interval: float
+    suspect_time: float
+    append_checksum: bool
+    max_redirects: int
+    max_appends_in_flight: int
+    unreachable_timeout: float
+    tls_cert: str | os.PathLike[str] | None
+    tls_key: str | os.PathLike[str] | None
+    token: str | None

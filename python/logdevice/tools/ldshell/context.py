@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import IO, Any
 
 from logdevice.checker.client import AvailabilityClient, Fetched
+from logdevice.cli import Credentials
 from logdevice.config import Config
 from logdevice.errors import E, LogDeviceError
 from logdevice.security import ConnectSecurity
@@ -41,7 +42,7 @@ class ShellContext:
         self.config = self._with_runtime_groups(Config.load(config_path))
         # Every node call presents these (see ``authenticate``); default: anonymous.
         self.security = ConnectSecurity.for_client(self.config)
-        self.credentials: dict[str, str] = {}
+        self.credentials: Credentials = {}
         self._views: dict[int, Any] | None = None
 
     def _with_runtime_groups(self, base: Config) -> Config:
@@ -194,5 +195,11 @@ class ShellContext:
         the cluster does not use or files that cannot be loaded."""
         self.security = ConnectSecurity.for_client(self.config, tls_cert=tls_cert,
                                                    tls_key=tls_key, token=token)
-        self.credentials = {k: v for k, v in (("tls_cert", tls_cert), ("tls_key", tls_key),
-                                              ("token", token)) if v is not None}
+        creds: Credentials = {}
+        if tls_cert is not None:
+            creds["tls_cert"] = tls_cert
+        if tls_key is not None:
+            creds["tls_key"] = tls_key
+        if token is not None:
+            creds["token"] = token
+        self.credentials = creds
