@@ -14,3 +14,9 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check \
   "setuptools>=77" wheel "Cython>=3.0" "numpy>=2.0" "cffi>=1.16"
 .venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation -e ".[server,cli,test,dev,bench,admin,zookeeper,spark]"
+# The editable install above imports the package through an import hook, which type checkers
+# do not follow: a user's `mypy` (run with .venv's python) would not find logdevice or ldcore.
+# A plain .pth also puts the two source roots on sys.path, so their types are found (imports
+# are unchanged: the same files either way).
+site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+printf '%s\n' "$PWD/python" "$PWD/src" > "$site/logdevice-source-roots.pth"

@@ -55,11 +55,15 @@ import time
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from logdevice.cli import add_version
 from logdevice.config import Config, LogGroup, Settings, make_local_config
 from logdevice.security import PLAIN, ConnectSecurity
+
+if TYPE_CHECKING:
+    from logdevice.client import Client
+    from logdevice.client.settings import ClientSettingKwargs
 
 __all__ = ["LocalCluster", "main"]
 
@@ -578,11 +582,14 @@ class LocalCluster:
             time.sleep(0.05)
 
     # -- clients ----------------------------------------------------------------------------
-    def client(self, **kwargs: Any) -> Any:
-        """``logdevice.client.Client(self.config_path, **kwargs)``."""
+    def client(self, timeout: float = 10.0, **settings: Unpack[ClientSettingKwargs]
+               ) -> Client:
+        """``ld.Client(self.config_path, timeout, **settings)``: a client of this cluster
+        (``timeout`` and ``settings`` as for ``Client``; an unknown setting is
+        ``InvalidParamError`` listing the known ones)."""
         from logdevice.client import Client
 
-        return Client(self.config_path, **kwargs)
+        return Client(self.config_path, timeout, **settings)
 
 
 @atexit.register

@@ -47,8 +47,9 @@ def _lists(exc: pytest.ExceptionInfo[InvalidParamError], names: list[str]) -> No
 
 
 def _hints(obj: object) -> dict[str, object]:
-    # ``Client`` is imported for type checking only where it is an annotation.
-    return typing.get_type_hints(obj, localns={"Client": Client})
+    # Imported for type checking only where they are annotations.
+    return typing.get_type_hints(obj, localns={"Client": Client,
+                                               "ClientSettingKwargs": ClientSettingKwargs})
 
 
 def test_reader_kwargs_are_the_reader_options_fields():
@@ -84,7 +85,8 @@ def test_factories_are_typed_with_the_kwargs():
              (Client.create_checkpointed_reader, "options", ReaderOptionKwargs),
              (Client.create_group_reader, "options", ReaderOptionKwargs),
              (ld.AsyncClient.create_reader, "options", ReaderOptionKwargs),
-             (Client.create_buffered_writer, "options", BufferedWriterKwargs)]
+             (Client.create_buffered_writer, "options", BufferedWriterKwargs),
+             (ld.LocalCluster.client, "settings", ClientSettingKwargs)]
     for fn, name, kwargs in cases:
         param = inspect.signature(fn).parameters[name]
         assert param.kind is param.VAR_KEYWORD, fn
