@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import tomllib
 from importlib.metadata import version
+from pathlib import Path
+
+import pytest
 
 import logdevice as ld
 
@@ -28,3 +34,18 @@ def test_error_classes_derive_the_base_and_a_builtin():
     assert issubclass(ld.ConnectionFailedError, ConnectionError)
     assert ld.error_for(ld.E.TIMEDOUT).status == ld.E.TIMEDOUT
     assert type(ld.error_for(ld.E.NOTFOUND)) is ld.NotFoundError
+
+
+def _console_scripts() -> list[str]:
+    project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    return sorted(project["project"]["scripts"])
+
+
+@pytest.mark.parametrize("script", _console_scripts())
+def test_every_console_script_says_its_version(script):
+    # Every entry of [project.scripts], so a script added later is covered too.
+    exe = Path(sys.executable).parent / script
+    p = subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=60,
+                       check=False)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == f"{script} (logdevice) {ld.__version__}"
