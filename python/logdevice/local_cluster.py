@@ -42,6 +42,7 @@ import atexit
 import contextlib
 import ctypes
 import dataclasses
+import ipaddress
 import os
 import secrets
 import shutil
@@ -59,6 +60,8 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from logdevice.cli import add_version
 from logdevice.config import Config, LogGroup, Settings, make_local_config
+from logdevice.epochstore.uri import parse_epoch_store_uri
+from logdevice.errors import LogDeviceError
 from logdevice.security import PLAIN, ConnectSecurity
 
 if TYPE_CHECKING:
@@ -289,6 +292,13 @@ class LocalCluster:
     def log_path(self, i: int) -> Path:
         """Node ``i``'s stderr."""
         return self.root / f"N{i}.log"
+
+    def log_excerpt(self, i: int, lines: int = 20) -> str:
+        """The end of node ``i``'s log, for an error message: introduced by the log's path
+        when ``root`` is kept, without it when ``root`` is a temporary directory (removed on
+        close: a message must not send anyone to a file that is gone)."""
+        where = "its log" if self._own_root else str(self.log_path(i))
+        return f"end of {where}:\n{_tail(self.log_path(i), lines)}"
 
     def pid(self, i: int) -> int | None:
         p = self._procs.get(i)
@@ -562,7 +572,7 @@ class LocalCluster:
                 p = self._procs.get(i)
                 if p is not None and p.poll() is not None:
                     raise RuntimeError(f"N{i} exited with code {p.returncode} while starting; "
-                                       f"end of {self.log_path(i)}:\n{_tail(self.log_path(i))}")
+                                       f"{self.log_excerpt(i)}")
                 try:
                     view = cluster_view(self.node_address(i), self.config.cluster, 1.0,
                                         self.node_security)
@@ -577,8 +587,8 @@ class LocalCluster:
                 return
             if time.monotonic() > deadline:
                 i = min(pending)
-                raise TimeoutError(f"N{i} not ready after {timeout:g} s ({last.get(i)}); end "
-                                   f"of {self.log_path(i)}:\n{_tail(self.log_path(i))}")
+                raise TimeoutError(f"N{i} not ready after {timeout:g} s ({last.get(i)}); "
+                                   f"{self.log_excerpt(i)}")
             time.sleep(0.05)
 
     # -- clients ----------------------------------------------------------------------------
@@ -600,32 +610,107 @@ def _close_all() -> None:
 
 
 def _parse_logs(text: str) -> list[int]:
+    """``"1-100"`` or ``"1,5,7-9"`` -> log ids; ``ValueError`` saying what is wrong."""
     out: list[int] = []
     for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
+        lo, dash, hi = part.strip().partition("-")
+        try:
+            a, b = int(lo), int(hi if dash else lo)
+        except ValueError:
+            raise ValueError(f"{part.strip()!r} is neither a log id nor a range "
+                             f"lo-hi") from None
+        if a < 1 or b < a:
+            raise ValueError(f"{part.strip()!r}: log ids are >= 1 and a range lo-hi has "
+                             f"lo <= hi")
+        out.extend(range(a, b + 1))
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``ld-dev-cluster``: start a local cluster, print its config path, run until Ctrl-C."""
+def _log_ids(text: str) -> list[int]:
+    try:
+        return _parse_logs(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (e.g. 1-100 or 1,5,7-9)") from None
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= 1")
+    return n
+
+
+def _loopback_hosts(text: str) -> list[str]:
+    hosts = [h.strip() for h in text.split(",")]
+    for h in hosts:
+        try:
+            ok = ipaddress.ip_address(h) in ipaddress.ip_network("127.0.0.0/8")
+        except ValueError:
+            ok = False
+        if not ok:
+            raise argparse.ArgumentTypeError(
+                f"{h!r} is not a loopback IPv4 address (127.0.0.0/8): every node of a local "
+                f"cluster runs on this machine")
+    return hosts
+
+
+def _epoch_store(text: str) -> str:
+    try:
+        parse_epoch_store_uri(text)
+    except LogDeviceError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+    return text
+
+
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ld-dev-cluster",
                                 description="Run a local logdevice cluster on loopback "
-                                            "addresses.")
+                                            "addresses: prints the config path on stdout, "
+                                            "runs until Ctrl-C or SIGTERM.")
     add_version(p)
-    p.add_argument("--nodes", type=int, default=5)
-    p.add_argument("--replication", type=int, default=2)
-    p.add_argument("--logs", default="1-100", help="log ids, e.g. 1-100 or 1,5,7-9")
-    p.add_argument("--root", default=None, help="directory for config, data and node logs "
-                                                "(default: a temporary one, removed on exit)")
-    p.add_argument("--log-level", default="INFO")
-    p.add_argument("--epoch-store", default=None, metavar="URI",
+    p.add_argument("--nodes", type=_positive_int, default=None, metavar="N",
+                   help="number of nodes, each sequencer and storage (default 5, or one per "
+                        "--hosts address)")
+    p.add_argument("--replication", type=_positive_int, default=2, metavar="R",
+                   help="copies of every record, at most --nodes (default 2)")
+    p.add_argument("--logs", type=_log_ids, default=_parse_logs("1-100"), metavar="IDS",
+                   help="log ids, e.g. 1-100 or 1,5,7-9 (default 1-100)")
+    p.add_argument("--root", default=None,
+                   help="directory for config, data and node logs, kept on exit (default: a "
+                        "temporary one, removed on exit)")
+    p.add_argument("--log-level", default="INFO", type=str.upper,
+                   choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                   help="the nodes' log level (their logs: <root>/N<i>.log)")
+    p.add_argument("--epoch-store", default=None, metavar="URI", type=_epoch_store,
                    help="epoch store, e.g. zookeeper:127.0.0.1:2181/dev (default: a SQLite "
                         "file in the root)")
-    p.add_argument("--hosts", default=None, metavar="A,B,...",
+    p.add_argument("--hosts", default=None, metavar="A,B,...", type=_loopback_hosts,
                    help="one loopback address per node, e.g. 127.0.0.2,127.0.0.3,127.0.0.4 "
                         "(each node then gets its own directory; needs a zookeeper: store)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``ld-dev-cluster``: start a local cluster, print its config path, run until Ctrl-C.
+
+    Bad arguments are usage errors (exit 2); a cluster that does not start or a node that
+    dies exits 1 with the end of the node's log (its path only when ``--root`` keeps it)."""
+    p = _parser()
     args = p.parse_args(argv)
+    nodes: int = args.nodes if args.nodes is not None else 5
+    if args.hosts is not None:
+        if args.nodes is not None and args.nodes != len(args.hosts):
+            p.error(f"--nodes {args.nodes} but --hosts has {len(args.hosts)} addresses "
+                    f"(one per node)")
+        nodes = len(args.hosts)
+        if not (args.epoch_store or "").startswith("zookeeper:"):
+            p.error("--hosts needs --epoch-store zookeeper:HOST:PORT/ROOT (nodes in their own "
+                    "directories share no file)")
+    if args.replication > nodes:
+        p.error(f"--replication {args.replication} is more than the {nodes} nodes")
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -634,23 +719,23 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        hosts = args.hosts.split(",") if args.hosts else None
-        cluster = LocalCluster(nodes=len(hosts) if hosts else args.nodes,
-                               replication=args.replication, logs=_parse_logs(args.logs),
+        cluster = LocalCluster(nodes=nodes, replication=args.replication, logs=args.logs,
                                root=args.root, log_level=args.log_level,
-                               epoch_store=args.epoch_store, hosts=hosts)
-    except (TimeoutError, RuntimeError, ValueError) as exc:
+                               epoch_store=args.epoch_store, hosts=args.hosts)
+    except (TimeoutError, RuntimeError, ValueError, OSError, LogDeviceError) as exc:
         print(f"ld-dev-cluster: {exc}", file=sys.stderr)
         return 1
     with cluster:
         print(cluster.config_path, flush=True)
-        print(f"{args.nodes} nodes running (logs in {cluster.root}); Ctrl-C stops them",
-              file=sys.stderr, flush=True)
+        kept = "" if args.root is not None else ", removed on exit"
+        print(f"{cluster.n} nodes running (config, data and logs in {cluster.root}{kept}); "
+              f"Ctrl-C stops them", file=sys.stderr, flush=True)
         while not stop.wait(0.5):
             dead = [i for i in range(cluster.n) if not cluster.is_running(i)]
             if dead:
-                print(f"ld-dev-cluster: N{dead[0]} exited with code "
-                      f"{cluster.returncode(dead[0])}", file=sys.stderr)
+                i = dead[0]
+                print(f"ld-dev-cluster: N{i} exited with code {cluster.returncode(i)}; "
+                      f"{cluster.log_excerpt(i)}", file=sys.stderr)
                 return 1
     print("stopped", file=sys.stderr)
     return 0
