@@ -6,10 +6,15 @@
 # cost of each append_store_durability level (benchmarks/last-durability.md), the
 # cluster checker on a 10 M-record log (benchmarks/last-checker.md), rebuilding a lost node
 # of a 3- and a 5-node cluster holding 10 M records (benchmarks/last-rebuilding.md), the
-# write path with TLS on vs off (benchmarks/last-tls.md).
+# write path with TLS on vs off (benchmarks/last-tls.md), and ours against Redis Streams and
+# NATS JetStream on the same workloads (benchmarks/peers.py: benchmarks/last-peers.md, plots
+# in benchmarks/plots/last-peers-*.png).
 # Arguments go to pytest.
-# LD_BENCH_E2E=0 skips the end-to-end part; LD_WITH_BENCH_PEERS=0 (no redis-server
-# installed by ci/system-deps.sh) runs it without the Redis Streams anchor.
+# LD_BENCH_E2E=0 skips the end-to-end part; LD_WITH_BENCH_PEERS=0 (no redis-server nor
+# nats-server installed by ci/system-deps.sh) runs it without the Redis Streams anchor and
+# without benchmarks/peers.py.  LD_PEERS_ARGS goes to benchmarks/peers.py (e.g.
+# LD_PEERS_ARGS=--quick for a run of about a minute; LD_PEERS_RECORDS sets its backfill
+# size, default 10 M).
 # LD_BENCH_SPARK=1 adds the Spark read path (benchmarks/spark_read.py, 10 M records by
 # default, LD_BENCH_SPARK_RECORDS to change; a few minutes more).
 set -euo pipefail
@@ -28,6 +33,10 @@ if [ "${LD_BENCH_E2E:-1}" = 1 ]; then
   .venv/bin/python benchmarks/epoch_activation.py  # ZooKeeper vs SQLite epoch store
   .venv/bin/python benchmarks/rebuilding.py  # LD_REBUILD_RECORDS (default 10 M)
   .venv/bin/python benchmarks/tls.py  # TLS on vs off; LD_TLS_RECORDS (default 1 M)
+  if [ "${LD_WITH_BENCH_PEERS:-1}" = 1 ]; then
+    # shellcheck disable=SC2086  # LD_PEERS_ARGS is a list of arguments
+    .venv/bin/python benchmarks/peers.py ${LD_PEERS_ARGS:-}
+  fi
 fi
 if [ "${LD_BENCH_SPARK:-0}" = 1 ]; then
   .venv/bin/python benchmarks/spark_read.py --json benchmarks/last-spark-read.json

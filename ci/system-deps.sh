@@ -9,9 +9,11 @@ PACKAGES=(
   libzstd-dev                         # the codec links libzstd directly
   python3-venv                        # .venv on a stock Debian Python
   zookeeper                           # a real ZooKeeper (and a JRE) for the zookeeper: store tests
-  redis-server                        # peer system in the write benchmark
+  redis-server                        # peer system in the write and peer benchmarks
+  nats-server                         # NATS JetStream, peer system in benchmarks/peers.py
 )
 [ "${LD_WITH_BENCH_PEERS:-1}" = 1 ] || PACKAGES=("${PACKAGES[@]/redis-server}")
+[ "${LD_WITH_BENCH_PEERS:-1}" = 1 ] || PACKAGES=("${PACKAGES[@]/nats-server}")
 
 missing=()
 for p in "${PACKAGES[@]}"; do
