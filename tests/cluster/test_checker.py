@@ -22,6 +22,7 @@ import time
 import numpy as np
 import pytest
 
+from logdevice.checker.driver import CheckOptions, run_check
 from logdevice.storage.logsdb import LogsDB
 from tests.cluster.conftest import ldshell, scrape
 
@@ -173,6 +174,14 @@ def test_lost_records_and_forged_copyset_are_reported(local_cluster):
     (place,) = [d for d in report["details"] if d["category"] == "placement"]
     assert (place["lsn_lo"], place["lsn_hi"], place["copysets"]) == (forged, forged,
                                                                      [[0, 1]])
+
+    # The same check in windows of a few records (pages of 7): the same verdict.
+    small = run_check(cluster.config, CheckOptions(logs=[1], page_records=7,
+                                                   window_records=16)).to_json()
+    assert small["violations"] == v
+    assert small["summary"] == report["summary"]
+    assert sorted(x for d in small["details"] if d["category"] == "durability"
+                  for x in lsns if d["lsn_lo"] <= x <= d["lsn_hi"]) == victims
 
 
 def _stderr_lines(proc):

@@ -122,3 +122,43 @@ def test_verdict_matches_brute_force(layout):
             assert sorted(m for m in records[x] if x not in holders[m]) == d["nodes_missing"]
     assert sum(d["records"] for d in v.details) == (
         v.counts["durability"] + v.counts["placement"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(layouts(), st.lists(st.integers(0, 10**6), max_size=6), st.sampled_from([2, 10**6]))
+def test_windows_absorbed_equal_one_verdict(layout, cuts, max_details):
+    """The driver judges a log window by window, each window ending on a held LSN, and
+    adds the verdicts up: the same counts, summary and (below the detail cap) the same
+    details as one verdict over the whole range."""
+    n_nodes, r, base = layout[0], layout[1], layout[2]
+    records, holders, holdings = _build(*layout)
+    lo, hi = 1, max(records)
+    kw = dict(replication=1, nodeset=range(base + n_nodes), max_details=max_details,
+              epochs=sorted(r.items()))
+    whole = judge(7, lo, hi, holdings, **kw)
+
+    held = sorted(set().union(*holders.values()))
+    ends = sorted({held[c % len(held)] for c in cuts if held} | {hi})
+    parts, start = [], lo
+    for end in ends:
+        if end >= start:
+            parts.append(judge(7, start, end, {x: h.within(start, end)
+                                               for x, h in holdings.items()}, **kw))
+            start = end + 1
+    windowed = parts[0]
+    for p in parts[1:]:
+        windowed.absorb(p, max_details)
+
+    assert windowed.counts == whole.counts
+    assert windowed.summary == whole.summary
+    assert (windowed.lo, windowed.hi) == (whole.lo, whole.hi)
+    def order(d):
+        return d["category"], d["kind"], d["lsn_lo"]
+
+    if max_details > 10**5:
+        assert sorted(windowed.details, key=order) == sorted(whole.details, key=order)
+    for c in ("placement", "durability", "progress"):
+        mine = [d for d in windowed.details if d["category"] == c]
+        assert sum(d["records"] for d in mine) == whole.counts[c]
+        for kind in {d["kind"] for d in mine} - {"truncated"}:
+            assert sum(d["kind"] == kind for d in mine) <= max_details

@@ -1,10 +1,10 @@
 """Asking storage nodes what they hold: GET_RECORD_AVAILABILITY over client connections.
 
-``AvailabilityClient.fetch_log`` pages through one log on one node and returns a
-``verdict.NodeHoldings`` (LSNs decoded from the BP-34 bytes; per LSN, its copyset's row in
-the node's copyset tables, from the runs) with the node's trim point and release
-pointer.  It counts the bytes it received,
-so a check can report what it cost the network.
+``AvailabilityClient.stream`` reads one log from one node page by page (a
+``NodeStream``); each page becomes a ``verdict.NodeHoldings`` (LSNs decoded from the BP-34
+bytes, copysets as runs over the page's table), handed out window by window along with
+the node's trim point and release pointer.  ``fetch_log`` takes everything at once.  The
+client counts the bytes it received, so a check can report what it cost the network.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from logdevice.errors import E, LogDeviceError
 from logdevice.protocol import GetRecordAvailability, RecordAvailability
 from logdevice.security import ConnectSecurity
 
-__all__ = ["AvailabilityClient", "Fetched", "REPLY_OVERHEAD", "DEFAULT_PAGE_RECORDS"]
+__all__ = ["AvailabilityClient", "NodeStream", "Fetched", "REPLY_OVERHEAD", "DEFAULT_PAGE_RECORDS"]
 
 LSN_MAX = 2**64 - 1
 #: Bytes of a reply besides its sections (frame prefix and header), for the byte count.
@@ -69,7 +69,7 @@ class AvailabilityClient:
         self.conns: dict[int, Connection] = {}
         self.bytes_received = 0  # sections of every reply, plus REPLY_OVERHEAD each
         # Replies are decoded off the event loop, two at a time (the work releases the GIL).
-        self._decoder = ThreadPoolExecutor(2, thread_name_prefix="checker-decode")
+        self.decoder = ThreadPoolExecutor(2, thread_name_prefix="checker-decode")
 
     def conn(self, node: int) -> Connection:
         c = self.conns.get(node)
@@ -80,72 +80,31 @@ class AvailabilityClient:
                                               security=self.security)
         return c
 
+    def stream(self, node: int, log_id: int, lo: int = 1,
+               hi: int = LSN_MAX - 1) -> NodeStream:
+        """``node``'s records of ``log_id`` in ``[lo, hi]``, page by page (``NodeStream``)."""
+        return NodeStream(self, node, log_id, lo, hi)
+
     async def fetch_log(self, node: int, log_id: int) -> Fetched:
-        """Everything ``node`` holds of ``log_id`` (every page)."""
-        loop = asyncio.get_running_loop()
-        lsns: list[np.ndarray] = []
-        run_lengths: list[np.ndarray] = []
-        run_rows: list[np.ndarray] = []  # each run's copyset: a row of the pages' tables
-        tables: list[np.ndarray] = []
-        trim, released = 0, 0
-
-        def ask(lo: int) -> asyncio.Future[RecordAvailability]:
-            return asyncio.ensure_future(self.conn(node).request(
-                GetRecordAvailability(request_id=0, log_id=log_id, lo=lo, hi=LSN_MAX - 1,
-                                      max_records=self.page_records),
-                loop.time() + self.timeout))
-
-        pending = ask(1)
+        """Everything ``node`` holds of ``log_id`` at once (small logs, tools; the checker
+        itself goes window by window)."""
+        stream = self.stream(node, log_id)
         try:
-            while True:
-                reply: RecordAvailability = await pending
-                if reply.status != E.OK:
-                    raise LogDeviceError(reply.status, f"N{node} answered {reply.status.name} "
-                                                       f"for log {log_id}")
-                done = reply.done or reply.next_lsn <= reply.lo
-                if not done:  # the node reads the next page while we decode this one
-                    pending = ask(reply.next_lsn)
-                self.bytes_received += REPLY_OVERHEAD + sum(len(memoryview(x)) for x in (
-                    reply.availability, reply.availability_packed, reply.runs_zstd)) + (
-                    reply.run_lengths.nbytes + reply.run_copysets.nbytes + reply.copysets.nbytes)
-                try:  # decoding releases the GIL: other nodes' replies go on meanwhile
-                    page, lengths, rows = await loop.run_in_executor(self._decoder,
-                                                                     self._decode, reply)
-                except ValueError as exc:  # AvailabilityError is a ValueError too
-                    raise LogDeviceError(E.BADMSG, f"N{node}: bad RECORD_AVAILABILITY: {exc}"
-                                         ) from None
-                # The pages' tables are stacked: offset this page's rows past the others.
-                lsns.append(page)
-                run_lengths.append(lengths)
-                run_rows.append(rows + sum(len(t) for t in tables))
-                # A node holding nothing of the log sends a (0, 0) table: no width to infer.
-                table = np.asarray(reply.copysets, np.int16)
-                tables.append(table.reshape(len(table), -1 if table.size else 0))
-                trim, released = reply.trim_point, reply.last_released
-                if done:
-                    break
+            await stream.fill(LSN_MAX)
+            return Fetched(stream.take(LSN_MAX - 1), stream.trim_point, stream.last_released)
         finally:
-            if not pending.done():  # an error while the next page was on its way
-                pending.cancel()
-        holdings = await loop.run_in_executor(self._decoder, self._holdings, node, lsns,
-                                              run_lengths, run_rows, tables)
-        return Fetched(holdings, trim, released)
+            stream.close()
+
+    def count(self, reply: RecordAvailability) -> None:
+        """Add a reply to ``bytes_received``."""
+        self.bytes_received += REPLY_OVERHEAD + sum(len(memoryview(x)) for x in (
+            reply.availability, reply.availability_packed, reply.runs_zstd)) + (
+            reply.run_lengths.nbytes + reply.run_copysets.nbytes + reply.copysets.nbytes)
 
     @staticmethod
-    def _holdings(node: int, lsns: list[np.ndarray], run_lengths: list[np.ndarray],
-                  run_rows: list[np.ndarray], tables: list[np.ndarray]) -> NodeHoldings:
-        """The pages of one node put together (``ValueError`` if they disagree)."""
-        width = max((t.shape[1] for t in tables), default=0)
-        table = (np.concatenate([np.pad(t, ((0, 0), (0, width - t.shape[1])),
-                                        constant_values=-1) for t in tables])
-                 if tables else np.empty((0, 0), np.int16))
-        return NodeHoldings(node, np.concatenate(lsns), np.concatenate(run_lengths),
-                            np.concatenate(run_rows), table)
-
-    @staticmethod
-    def _decode(reply: RecordAvailability) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(stored LSNs, run lengths, each run's row in ``reply.copysets``) of a reply,
-        packed or not; ``ValueError`` if they do not fit together."""
+    def decode(node: int, reply: RecordAvailability) -> NodeHoldings:
+        """What a reply lists, packed or not; ``ValueError`` if its parts do not fit
+        together."""
         if reply.n_runs:
             held = unpack_availability(reply.availability_packed)
             lengths, index = unpack_runs(reply.runs_zstd, reply.n_runs, reply.index_width)
@@ -154,7 +113,10 @@ class AvailabilityClient:
             lengths, index = reply.run_lengths, reply.run_copysets
         lsns = held.to_array().view(np.uint64)  # ids are >= 0
         lengths, index = check_runs(lengths, index, len(reply.copysets), len(lsns))
-        return lsns, lengths, index
+        # A node holding nothing of the log sends a (0, 0) table: no width to infer.
+        table = np.asarray(reply.copysets, np.int16)
+        return NodeHoldings(node, lsns, lengths, index,
+                            table.reshape(len(table), -1 if table.size else 0))
 
     async def fetch_node(self, node: int, logs: Iterable[int]) -> dict[int, Fetched]:
         """Every log of ``logs`` from ``node``; raises if the node fails on any."""
@@ -166,4 +128,116 @@ class AvailabilityClient:
     async def close(self) -> None:
         for c in self.conns.values():
             await c.aclose()
-        self._decoder.shutdown(wait=True)
+        self.decoder.shutdown(wait=True)
+
+
+class NodeStream:
+    """One node's records of one log in ``[lo, hi]``, read page by page into a buffer that
+    the caller empties window by window (``fill``, then ``take``): a check of a huge log
+    holds a few pages per node, never the whole log.  The next page is asked for as soon
+    as a reply arrives, so the node reads it while this side decodes and judges, up to
+    twice what the last ``fill`` wanted.
+
+    ``trim_point`` and ``last_released`` are the node's, from its latest reply.  Errors
+    (``LogDeviceError``, ``OSError``) come out of ``fill``; calling ``fill`` again asks
+    again from where the stream stands.
+    """
+
+    def __init__(self, asker: AvailabilityClient, node: int, log_id: int, lo: int,
+                 hi: int) -> None:
+        self.asker, self.node, self.log_id, self.hi = asker, node, log_id, hi
+        self.next_lsn = lo
+        self.done = lo > hi
+        self.trim_point = self.last_released = 0
+        self._pages: list[NodeHoldings] = []
+        self._buffered = 0
+        self._pending: asyncio.Future[RecordAvailability] | None = None
+
+    @property
+    def horizon(self) -> int:
+        """Every record of the node up to this LSN is in the buffer."""
+        return self.hi if self.done else self.next_lsn - 1
+
+    def _ask(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._pending = asyncio.ensure_future(self.asker.conn(self.node).request(
+            GetRecordAvailability(request_id=0, log_id=self.log_id, lo=self.next_lsn,
+                                  hi=self.hi, max_records=self.asker.page_records),
+            loop.time() + self.asker.timeout))
+
+    async def fill(self, want: int) -> None:
+        """Read until ``want`` records are buffered or the node has no more."""
+        loop = asyncio.get_running_loop()
+        while not self.done and self._buffered < want:
+            if self._pending is None:
+                self._ask()
+            assert self._pending is not None
+            try:
+                reply = await self._pending
+            finally:
+                self._pending = None
+            if reply.status != E.OK:
+                raise LogDeviceError(reply.status, f"N{self.node} answered "
+                                                   f"{reply.status.name} for log {self.log_id}")
+            self.done = reply.done or reply.next_lsn <= reply.lo or reply.next_lsn > self.hi
+            self.next_lsn = reply.next_lsn
+            if not self.done and self._buffered < 2 * want:  # read ahead meanwhile
+                self._ask()
+            self.asker.count(reply)
+            try:  # decoding releases the GIL: other nodes' replies go on meanwhile
+                page = await loop.run_in_executor(self.asker.decoder,
+                                                  AvailabilityClient.decode, self.node, reply)
+            except ValueError as exc:  # AvailabilityError is a ValueError too
+                raise LogDeviceError(E.BADMSG, f"N{self.node}: bad RECORD_AVAILABILITY: "
+                                               f"{exc}") from None
+            self._pages.append(page)
+            self._buffered += len(page.lsns)
+            self.trim_point, self.last_released = reply.trim_point, reply.last_released
+
+    def last_at_or_below(self, upto: int) -> int | None:
+        """The highest buffered LSN at or below ``upto`` (None if there is none)."""
+        for page in reversed(self._pages):
+            i = int(np.searchsorted(page.lsns, np.uint64(upto), "right"))
+            if i:
+                return int(page.lsns[i - 1])
+        return None
+
+    def take(self, upto: int) -> NodeHoldings:
+        """The buffered records at or below ``upto``, removed from the buffer (each page
+        kept keeps its own small copyset table)."""
+        taken, kept = [], []
+        for page in self._pages:
+            if not len(page.lsns) or int(page.lsns[-1]) <= upto:
+                taken.append(page)
+            elif int(page.lsns[0]) > upto:
+                kept.append(page)
+            else:
+                taken.append(page.within(0, upto))
+                kept.append(page.within(upto + 1, LSN_MAX))
+        self._pages = kept
+        self._buffered = sum(len(p.lsns) for p in kept)
+        return _concat(self.node, taken)
+
+    def close(self) -> None:
+        """Stop the page on its way, if any."""
+        if self._pending is not None:
+            self._pending.cancel()
+            self._pending = None
+
+
+def _concat(node: int, pages: list[NodeHoldings]) -> NodeHoldings:
+    """Pages of one node as one holding: their tables stacked, rows offset to match."""
+    if len(pages) == 1:
+        return pages[0]
+    if not pages:
+        return NodeHoldings(node, np.empty(0, np.uint64), np.empty(0, np.int64),
+                            np.empty(0, np.int64), np.empty((0, 0), np.int16))
+    width = max(p.table.shape[1] for p in pages)
+    offsets = np.cumsum([0] + [len(p.table) for p in pages[:-1]])
+    table = np.concatenate([np.pad(p.table, ((0, 0), (0, width - p.table.shape[1])),
+                                   constant_values=-1) for p in pages])
+    return NodeHoldings(node, np.concatenate([p.lsns for p in pages]),
+                        np.concatenate([p.run_lengths for p in pages]),
+                        np.concatenate([p.run_rows + at for p, at in
+                                        zip(pages, offsets.tolist(), strict=True)]), table)
+

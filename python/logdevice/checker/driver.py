@@ -5,16 +5,20 @@ One check (``run_check`` / ``check_cluster``):
 1. Read the metadata: every log's nodesets (all epochs, from the epoch store) and each
    node's authoritative status from the event log, with when it stopped being fully
    authoritative.
-2. Ask every storage node, in parallel, for the records it holds of each log it may hold
-   (GET_RECORD_AVAILABILITY, page after page).  A node that does not answer is not judged
-   yet: after ``recheck_delay`` it is asked again (the delayed re-check; a slow or
-   paused node is not data loss).
-3. Judge each log over its live range (highest trim point + 1 .. highest release
-   pointer) with ``verdict.judge``, each epoch's records against the replication
-   property the log had in that epoch.
+2. Go through the logs one at a time.  Each log is read from every node of its nodesets
+   in parallel (GET_RECORD_AVAILABILITY, page after page, the next page asked for while
+   this one is judged) and judged window by window (``window_records`` per node), so
+   the memory a check needs does not grow with the log.  A window ends on an LSN some
+   node holds, so runs of LSNs nobody holds never straddle two windows.  A node that
+   does not answer is not judged yet: after ``recheck_delay`` it is asked again (the
+   delayed re-check, once per node and check; a slow or paused node is not data loss).
+3. Each window is judged over the log's live range (highest trim point + 1 .. highest
+   release pointer, as the nodes' first replies give them) with ``verdict.judge``,
+   each epoch's records against the replication property the log had in that epoch.
 4. Before reporting anything: re-read the metadata (event log, statuses) and ask the
-   nodes named by violations again, then judge once more; only what survives is
-   reported.  Rebuilding or a trim in flight does not raise an alarm.
+   nodes again for the windows that had violations, then judge those once more; only
+   what survives is reported.  Rebuilding or a trim in flight does not raise an alarm.
+   The windows' verdicts are then added up into one per log (``LogVerdict.absorb``).
 
 All replies are kept as arrays; nothing here loops over records.
 """
@@ -24,14 +28,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from logdevice.checker.client import DEFAULT_PAGE_RECORDS, AvailabilityClient, Fetched
+from logdevice.checker.client import (
+    DEFAULT_PAGE_RECORDS,
+    LSN_MAX,
+    AvailabilityClient,
+    NodeStream,
+)
 from logdevice.checker.report import Report
-from logdevice.checker.verdict import judge
+from logdevice.checker.verdict import LogVerdict, judge
 from logdevice.config import Config
+from logdevice.epochstore import ShardStatusFold, open_epoch_store
 from logdevice.errors import E, LogDeviceError
 from logdevice.security import ConnectSecurity
 from logdevice.shards import AuthoritativeStatus
@@ -56,6 +66,9 @@ class CheckOptions:
         Seconds before nodes that did not answer are asked again.
     page_records : int
         Records per GET_RECORD_AVAILABILITY reply.
+    window_records : int
+        Records per node judged at a time: memory stays bounded by a few windows however
+        long the log is.
     grace_ms : int, optional
         Progress grace period (default: the ``checker_grace_period_ms`` setting).
     on_event : callable, optional
@@ -69,6 +82,7 @@ class CheckOptions:
     timeout: float = 5.0
     recheck_delay: float = 2.0
     page_records: int = DEFAULT_PAGE_RECORDS
+    window_records: int = 4 * DEFAULT_PAGE_RECORDS
     grace_ms: int | None = None
     on_event: Callable[[str], None] | None = None
     max_details: int = 1000
@@ -89,8 +103,6 @@ class Metadata:
 def read_metadata(config: Config, logs: Iterable[int] | None) -> Metadata:
     """Nodesets of ``logs`` (default: every configured log in the epoch store) and the
     nodes' authoritative statuses with the time each left FULLY_AUTHORITATIVE."""
-    from logdevice.epochstore import ShardStatusFold, open_epoch_store
-
     meta = Metadata()
     with open_epoch_store(config.epoch_store_uri) as store:
         # Unless asked for, only configured logs (the store also holds internal state).
@@ -119,7 +131,7 @@ def read_metadata(config: Config, logs: Iterable[int] | None) -> Metadata:
 
 
 class _Check:
-    """One check run: the state between rounds."""
+    """One check run: the state between logs and passes."""
 
     def __init__(self, config: Config, options: CheckOptions) -> None:
         self.config = config
@@ -128,95 +140,140 @@ class _Check:
                                         page_records=options.page_records,
                                         security=options.security)
         self.report = Report()
-        self.fetched: dict[int, dict[int, Fetched]] = {}  # log -> node -> what it holds
+        self.silent: set[int] = set()  # still silent after their delayed re-check (a pass)
+        self.locations = {n.index: n.location for n in config.nodes}
 
     def say(self, text: str) -> None:
         log.info("%s", text)
         if self.options.on_event is not None:
             self.options.on_event(text)
 
-    async def ask(self, plan: Mapping[int, list[int]]) -> set[int]:
-        """Ask each node of ``plan`` (node -> logs); returns the nodes that failed."""
-        nodes = sorted(plan)
-        results = await asyncio.gather(
-            *(self.asker.fetch_node(x, plan[x]) for x in nodes), return_exceptions=True)
-        failed = set()
+    async def _fill(self, streams: dict[int, NodeStream], want: int) -> list[int]:
+        """Fill every stream; returns the nodes that failed."""
+        nodes = list(streams)
+        results = await asyncio.gather(*(streams[x].fill(want) for x in nodes),
+                                       return_exceptions=True)
+        failed = []
         for x, res in zip(nodes, results, strict=True):
             if isinstance(res, BaseException):
                 if not isinstance(res, LogDeviceError | OSError):
                     raise res
-                failed.add(x)
                 self.say(f"N{x} did not answer: {res}")
-                continue
-            for log_id, f in res.items():
-                self.fetched.setdefault(log_id, {})[x] = f
+                failed.append(x)
         return failed
 
-    async def ask_with_recheck(self, plan: Mapping[int, list[int]]) -> set[int]:
-        failed = await self.ask(plan)
-        if failed:
-            self.report.rechecked_nodes |= failed
-            self.say(f"re-checking {', '.join(f'N{x}' for x in sorted(failed))} in "
+    async def fill(self, streams: dict[int, NodeStream], want: int) -> None:
+        """Fill every stream.  A node that fails for the first time in this check is asked
+        again after ``recheck_delay`` (a slow or paused node is not data loss); one that
+        still fails is silent from then on and leaves ``streams``."""
+        failed = await self._fill(streams, want)
+        first = [x for x in failed if x not in self.report.rechecked_nodes]
+        if first:
+            self.report.rechecked_nodes |= set(first)
+            self.say(f"re-checking {', '.join(f'N{x}' for x in first)} in "
                      f"{self.options.recheck_delay:g} s")
             await asyncio.sleep(self.options.recheck_delay)
-            failed = await self.ask({x: plan[x] for x in failed})
-            if failed:
-                self.say(f"still silent after the re-check: "
-                         f"{', '.join(f'N{x}' for x in sorted(failed))}")
-        return failed
+            again = await self._fill({x: streams[x] for x in first}, want)
+            failed = [x for x in failed if x not in first] + again
+        if failed:
+            self.say(f"silent: {', '.join(f'N{x}' for x in sorted(failed))}")
+        for x in failed:
+            self.silent.add(x)
+            streams.pop(x).close()
 
-    def judge_log(self, log_id: int, meta: Metadata, silent: set[int]) -> Any:
-        group = self.config.log_group(log_id)
-        got = self.fetched.get(log_id, {})
+    def judge_window(self, log_id: int, lo: int, hi: int, streams: dict[int, NodeStream],
+                     meta: Metadata) -> LogVerdict:
+        """Judge ``[lo, hi]`` with what the streams hold of it (taken out of them).  Runs
+        off the event loop: no stream is being filled meanwhile."""
+        holdings = {x: s.take(hi) for x, s in streams.items()}
         nodeset = meta.nodesets.get(log_id, ())
-        trim = max((f.trim_point for f in got.values()), default=0)
-        released = max((f.last_released for f in got.values()), default=0)
-        locations = {n.index: n.location for n in self.config.nodes}
         grace = (self.options.grace_ms if self.options.grace_ms is not None
                  else self.config.settings.checker_grace_period_ms)
-        return judge(log_id, trim + 1, max(released, trim),
-                     {x: f.holdings for x, f in got.items()},
-                     replication=group.replication, nodeset=nodeset,
-                     silent=silent & set(nodeset), locations=locations,
+        return judge(log_id, lo, hi, holdings,
+                     replication=self.config.log_group(log_id).replication, nodeset=nodeset,
+                     silent=self.silent & set(nodeset), locations=self.locations,
                      statuses=meta.statuses, since_ms=meta.since_ms,
                      now_ms=int(time.time() * 1000), grace_ms=grace,
                      max_details=self.options.max_details,
                      epochs=meta.history.get(log_id, ()))
+
+    async def check_log(self, log_id: int, meta: Metadata,
+                        ranges: list[tuple[int, int]] | None = None) -> list[LogVerdict]:
+        """One pass over a log's live range (or over ``ranges`` of it), window by window:
+        the verdict of each window, in LSN order."""
+        loop = asyncio.get_running_loop()
+        nodes = [x for x in meta.nodesets.get(log_id, ())
+                 if self.config.has_node(x) and x not in self.silent]
+        windows = []
+        for a, b in ranges or [(1, LSN_MAX - 1)]:
+            streams = {x: self.asker.stream(x, log_id, a, b) for x in nodes}
+            try:
+                await self.fill(streams, 1)  # first replies: trim points, release pointers
+                trim = max((s.trim_point for s in streams.values()), default=0)
+                lo = max(a, trim + 1)
+                hi = min(b, max((s.last_released for s in streams.values()), default=0))
+                hi = max(hi, lo - 1)  # an empty live range is judged as one
+                while True:
+                    await self.fill(streams, self.options.window_records)
+                    upto = min([hi] + [s.horizon for s in streams.values()])
+                    last = [t for s in streams.values()
+                            if (t := s.last_at_or_below(upto)) is not None]
+                    # A window ends on a record someone holds, so a run of LSNs nobody
+                    # holds is always inside one window's grid.
+                    whi = hi if upto >= hi else max(last, default=upto)
+                    windows.append(await loop.run_in_executor(
+                        None, self.judge_window, log_id, lo, whi, streams, meta))
+                    if whi >= hi:
+                        break
+                    lo = whi + 1
+            finally:
+                for s in streams.values():
+                    s.close()
+        return windows
 
     async def run(self) -> Report:
         t0 = time.monotonic()
         loop = asyncio.get_running_loop()
         meta = await loop.run_in_executor(None, read_metadata, self.config,
                                           self.options.logs)
-        plan: dict[int, list[int]] = {}
-        for log_id, nodeset in meta.nodesets.items():
-            for x in nodeset:
-                if self.config.has_node(x):
-                    plan.setdefault(x, []).append(log_id)
-        self.say(f"checking {len(meta.nodesets)} log(s) on {len(plan)} node(s)")
-        silent = await self.ask_with_recheck(plan)
-        verdicts = {log_id: self.judge_log(log_id, meta, silent) for log_id in meta.nodesets}
-        suspects = {log_id: v.suspects for log_id, v in verdicts.items() if not v.clean}
-        if suspects:
-            # Before reporting: fresh metadata, and the nodes concerned asked again.
-            self.say(f"{len(suspects)} log(s) with violations: re-reading metadata and "
-                     f"asking the nodes concerned again")
-            meta = await loop.run_in_executor(None, read_metadata, self.config,
-                                              list(suspects))
-            again: dict[int, list[int]] = {}
-            for log_id, nodes in suspects.items():
-                for x in nodes:
-                    again.setdefault(x, []).append(log_id)
-            silent = (silent - set(again)) | await self.ask_with_recheck(again)
-            for log_id in suspects:
-                verdicts[log_id] = self.judge_log(log_id, meta, silent)
-        for log_id in sorted(verdicts):
-            self.report.add(verdicts[log_id])
-            for d in verdicts[log_id].details:
+        nodes = {x for ns in meta.nodesets.values() for x in ns if self.config.has_node(x)}
+        self.say(f"checking {len(meta.nodesets)} log(s) on {len(nodes)} node(s)")
+        windows = {log_id: await self.check_log(log_id, meta) for log_id in meta.nodesets}
+        dirty = {log_id: _coalesce([(w.lo, w.hi) for w in ws if not w.clean])
+                 for log_id, ws in windows.items()}
+        dirty = {log_id: ranges for log_id, ranges in dirty.items() if ranges}
+        if dirty:
+            # Before reporting: fresh metadata, and the nodes asked again for the ranges
+            # with violations (rebuilding or a trim may have moved on meanwhile).
+            self.say(f"{len(dirty)} log(s) with violations: re-reading metadata and "
+                     f"asking the nodes again")
+            meta = await loop.run_in_executor(None, read_metadata, self.config, list(dirty))
+            self.silent = set()
+            for log_id, ranges in dirty.items():
+                again = await self.check_log(log_id, meta, ranges)
+                windows[log_id] = sorted([w for w in windows[log_id] if w.clean] + again,
+                                         key=lambda w: w.lo)
+        for log_id in sorted(windows):
+            verdict = windows[log_id][0]
+            for w in windows[log_id][1:]:
+                verdict.absorb(w, self.options.max_details)
+            self.report.add(verdict)
+            for d in verdict.details:
                 log.warning("violation: %s", d)
         self.report.bytes_received = self.asker.bytes_received
         self.report.seconds = time.monotonic() - t0
         return self.report
+
+
+def _coalesce(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted LSN ranges with neighbours (``hi + 1 == lo``) merged."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in ranges:
+        if out and out[-1][1] + 1 >= lo:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
 
 
 async def check_cluster(config: Config, options: CheckOptions | None = None) -> Report:

@@ -152,6 +152,59 @@ class LogVerdict:
     def clean(self) -> bool:
         return not any(self.counts.values())
 
+    def absorb(self, part: LogVerdict, max_details: int = MAX_DETAILS) -> None:
+        """Add the verdict of the next window of the same log: counts and summaries add
+        up, a silent node stays one availability violation, a run of violations the
+        window border cut is joined back into one detail, and each category keeps at most
+        ``max_details`` details of each kind (the rest fold into one ``truncated``
+        detail)."""
+        self.lo, self.hi = min(self.lo, part.lo), max(self.hi, part.hi)
+        for name in SUMMARY_KEYS:
+            self.summary[name] += part.summary[name]
+        self.suspects |= part.suspects
+        self.silent |= part.silent
+        shown: dict[tuple[str, str], int] = {}  # (category, kind) -> details kept
+        last: dict[tuple[str, str], dict[str, Any]] = {}  # (category, kind) -> detail
+        for d in self.details:
+            key = (d["category"], d["kind"])
+            shown[key] = shown.get(key, 0) + 1
+            last[key] = d
+        for d in part.details:
+            c = d["category"]
+            prev, folded = last.get((c, d["kind"])), last.get((c, "truncated"))
+            if c == "availability":  # one detail per silent node, over every window
+                same = [a for a in self.details if a["category"] == c
+                        and a["nodes_missing"] == d["nodes_missing"]]
+                if same:
+                    same[0]["lsn_hi"] = max(same[0]["lsn_hi"], d["lsn_hi"])
+                    continue
+            if prev is not None and _joins(prev, d):
+                prev["lsn_hi"], prev["records"] = d["lsn_hi"], prev["records"] + d["records"]
+                copysets = {tuple(x) for x in prev["copysets"] + d["copysets"]}
+                prev["copysets"] = [list(x) for x in sorted(copysets)[:8]]
+            elif d["kind"] != "truncated" and shown.get((c, d["kind"]), 0) < max_details:
+                self.details.append(dict(d))
+                shown[c, d["kind"]] = shown.get((c, d["kind"]), 0) + 1
+                last[c, d["kind"]] = self.details[-1]
+            elif folded is not None:
+                folded["lsn_hi"] = d["lsn_hi"]
+                folded["records"] += d["records"]
+            else:
+                self.details.append({**d, "kind": "truncated", "nodes_missing": [],
+                                     "copysets": []})
+                last[c, "truncated"] = self.details[-1]
+        for c in ("placement", "durability", "progress"):
+            self.counts[c] += part.counts[c]
+        self.counts["availability"] = sum(d["category"] == "availability"
+                                          for d in self.details)
+
+
+def _joins(prev: dict[str, Any], d: dict[str, Any]) -> bool:
+    """Is detail ``d`` the continuation of ``prev`` (the next LSN, the same problem)?"""
+    return (prev["kind"] == d["kind"] != "truncated" and prev["lsn_hi"] + 1 == d["lsn_lo"]
+            and prev["nodes_missing"] == d["nodes_missing"]
+            and (d["kind"] != "bad_copyset" or prev["copysets"] == d["copysets"]))
+
 
 def _runs(mask: np.ndarray, key: np.ndarray,
           segment: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
