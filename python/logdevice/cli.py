@@ -27,7 +27,7 @@ def console(*, file: IO[str] | None = None, stderr: bool = False) -> Console:
     """A rich ``Console`` for a tool's output: on a terminal, as rich does; to a file or a
     pipe, lines are not wrapped and tables get ``PIPE_WIDTH`` columns (rich would fold
     both at 80), and there are no colours."""
-    from rich.console import Console
+    from rich.console import Console  # optional ("cli" extra): the tools check for it
 
     stream = file if file is not None else sys.stderr if stderr else sys.stdout
     tty = stream.isatty()

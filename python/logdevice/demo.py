@@ -31,6 +31,7 @@ import logdevice as ld
 from ldcore.lsn import to_string as lsn_str
 from logdevice.cli import console as tool_console
 from logdevice.cli import missing_extra
+from logdevice.storage.logsdb import LogsDB
 from logdevice.tools import benchutil
 from logdevice.tools.loglines import generate
 
@@ -157,8 +158,6 @@ def show_reads(console: Console, written: Written, reads: list[dict[str, Any]],
 
 def where_landed(cluster: Any, written: Written, logs: list[int]) -> dict[str, Any]:
     """Stop the nodes and read every node's LogsDB: copies, records and bytes per node."""
-    from logdevice.storage.logsdb import LogsDB
-
     cluster.stop_all()
     per_node: dict[int, dict[str, int]] = {}
     copies: dict[tuple[int, int], list[tuple[int, int, set[int]]]] = {}

@@ -59,13 +59,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
 from logdevice.cli import add_version
+from logdevice.client import Client
 from logdevice.config import Config, LogGroup, Settings, make_local_config
+from logdevice.epochstore import open_epoch_store, open_existing_epoch_store
 from logdevice.epochstore.uri import parse_epoch_store_uri
 from logdevice.errors import LogDeviceError
+from logdevice.node.failure_detector import config_version
+from logdevice.node.probe import cluster_view
+from logdevice.rebuilding.requests import request_rebuild
 from logdevice.security import PLAIN, ConnectSecurity
 
 if TYPE_CHECKING:
-    from logdevice.client import Client
     from logdevice.client.settings import ClientSettingKwargs
 
 __all__ = ["LocalCluster", "main"]
@@ -226,7 +230,7 @@ class LocalCluster:
         section: dict[str, Any] = {}
         if tls:
             try:
-                import trustme
+                import trustme  # optional (the "test" extra): only tls=True needs it
             except ImportError:
                 raise RuntimeError("LocalCluster(tls=True) needs trustme (pip install "
                                    "trustme, or the package's test extra)") from None
@@ -421,9 +425,6 @@ class LocalCluster:
         return self._request_rebuild(i, unrecoverable=True)
 
     def _request_rebuild(self, i: int, **kind: bool) -> int:
-        from logdevice.epochstore import open_epoch_store
-        from logdevice.rebuilding.requests import request_rebuild
-
         with open_epoch_store(self.config.epoch_store_uri) as store:
             return request_rebuild(store, self.config, i, **kind)
 
@@ -485,9 +486,6 @@ class LocalCluster:
     def wait_config(self, config: Config, timeout: float | None = None) -> None:
         """Wait until every running node has adopted ``config``'s nodes and log groups
         (its cluster view carries the config's fingerprint)."""
-        from logdevice.node.failure_detector import config_version
-        from logdevice.node.probe import cluster_view
-
         want = config_version(config)
         timeout = self.ready_timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
@@ -510,8 +508,6 @@ class LocalCluster:
 
     def shard_statuses(self) -> dict[int, Any]:
         """Nodes the event log says are not fully authoritative, with their status."""
-        from logdevice.epochstore import open_existing_epoch_store
-
         store = open_existing_epoch_store(self.config.epoch_store_uri)
         if store is None:
             return {}
@@ -521,8 +517,6 @@ class LocalCluster:
     def wait_rebuilt(self, nodes: Iterable[int], timeout: float = 120.0) -> None:
         """Wait until rebuilding of ``nodes`` is over: none is in the rebuilding set, and
         each is AUTHORITATIVE_EMPTY or (once acknowledged) FULLY_AUTHORITATIVE."""
-        from logdevice.epochstore import open_epoch_store
-
         wanted = set(nodes)
         deadline = time.monotonic() + timeout
         with open_epoch_store(self.config.epoch_store_uri) as store:
@@ -541,8 +535,6 @@ class LocalCluster:
     # -- readiness --------------------------------------------------------------------------
     def views(self, timeout: float = 2.0) -> dict[int, Any]:
         """Each running, unpaused node's cluster view (nodes that do not answer omitted)."""
-        from logdevice.node.probe import cluster_view
-
         out = {}
         for i in self.running():
             if i in self._paused:
@@ -560,8 +552,6 @@ class LocalCluster:
         """Wait until every node in ``expected`` answers HELLO and its view's ``alive`` set
         is exactly ``expected``.  TimeoutError names the node that is not there and quotes
         the end of its log."""
-        from logdevice.node.probe import cluster_view
-
         expected = set(expected)
         timeout = self.ready_timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
@@ -597,8 +587,6 @@ class LocalCluster:
         """``ld.Client(self.config_path, timeout, **settings)``: a client of this cluster
         (``timeout`` and ``settings`` as for ``Client``; an unknown setting is
         ``InvalidParamError`` listing the known ones)."""
-        from logdevice.client import Client
-
         return Client(self.config_path, timeout, **settings)
 
 

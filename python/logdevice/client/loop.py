@@ -32,7 +32,7 @@ def new_loop() -> asyncio.AbstractEventLoop:
     shares the machine with the nodes.  ``LOGDEVICE_CLIENT_LOOP=asyncio`` keeps asyncio's."""
     if os.environ.get("LOGDEVICE_CLIENT_LOOP", "") != "asyncio":
         try:
-            import uvloop
+            import uvloop  # optional ("server" extra): asyncio's loop without it
         except ImportError:
             pass
         else:

@@ -101,7 +101,7 @@ class ReaderBatch:
             pyarrow is not installed.
         """
         try:
-            import pyarrow as pa
+            import pyarrow as pa  # optional ("arrow" extra): only to_arrow needs it
         except ImportError:
             raise ImportError("ReaderBatch.to_arrow needs pyarrow (pip install pyarrow)"
                               ) from None

@@ -27,6 +27,7 @@ from typing import Any
 
 from ldcore.lsn import epoch_of
 from logdevice.config import Config
+from logdevice.epochstore import open_existing_epoch_store
 from logdevice.errors import LogDeviceError
 
 __all__ = ["ReadPlacement", "PlacementSource"]
@@ -87,8 +88,6 @@ class PlacementSource:
                 return self._store
             self._tried = True
             try:
-                from logdevice.epochstore import open_existing_epoch_store
-
                 self._store = open_existing_epoch_store(self.config.epoch_store_uri,
                                                         timeout=2.0)
             except (LogDeviceError, OSError, ValueError):

@@ -5,11 +5,12 @@
 field (``logs[2].replication.rack``), also available as ``err.source`` and ``err.field``.
 
 Modules: ``location`` (scopes and ``region.dc.cluster.row.rack`` locations),
-``replication`` (the replication property), ``model`` (the frozen value types, the
-``security`` section among them),
-``_parse`` (validation), ``local`` (configs for local clusters).
+``replication`` (the replication property), ``model`` (the frozen value types of a
+config's parts, the ``security`` section among them), ``cluster`` (``Config``, the whole
+config), ``_parse`` (validation), ``local`` (configs for local clusters).
 """
 
+from logdevice.config.cluster import Config
 from logdevice.config.local import id_ranges, make_local_config
 from logdevice.config.location import LOCATION_SCOPES, Location, NodeLocationScope
 from logdevice.config.model import (
@@ -21,7 +22,6 @@ from logdevice.config.model import (
     ROLES,
     USER_LOGID_MAX,
     Acl,
-    Config,
     LogGroup,
     NodeConfig,
     PrincipalConfig,

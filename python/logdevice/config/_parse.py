@@ -1,5 +1,9 @@
 """Validation of the JSON config into a ``Config``: everything is checked before any node
-starts, and every problem raises ``InvalidConfigError`` naming the file and the field."""
+starts, and every problem raises ``InvalidConfigError`` naming the file and the field.
+
+``Config.load`` and ``Config.from_dict`` call ``load_config`` / ``parse_config`` with the
+class to build, so this module needs only ``model``'s parts, not ``cluster``.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from logdevice.config._fields import FieldError, Obj, check_int, check_list, check_str, join
 from logdevice.config.location import Location, NodeLocationScope
@@ -24,7 +28,6 @@ from logdevice.config.model import (
     ROLES,
     USER_LOGID_MAX,
     Acl,
-    Config,
     LogGroup,
     NodeConfig,
     PrincipalConfig,
@@ -36,6 +39,9 @@ from logdevice.config.model import (
 from logdevice.config.replication import ReplicationProperty
 from logdevice.epochstore.uri import parse_epoch_store_uri
 from logdevice.errors import InvalidConfigError
+
+if TYPE_CHECKING:
+    from logdevice.config.cluster import Config
 
 TOP_KEYS = ("cluster", "nodes", "logs", "epoch_store", "data_dir", "settings", "security")
 NODE_KEYS = ("index", "host", "port", "admin_port", "location", "roles", "weights", "data_dir")
@@ -68,7 +74,8 @@ _HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:]*:[0-9A-Fa-f:.]*"
                    r"|[A-Za-z0-9]([A-Za-z0-9\-.]*[A-Za-z0-9])?)$")
 
 
-def load_config(path: str | os.PathLike[str]) -> Config:
+def load_config(cls: type[Config], path: str | os.PathLike[str]) -> Config:
+    """Read the config file ``path`` and validate it into a ``cls``."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -82,15 +89,17 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     except RecursionError:  # the decoder recurses once per nesting level
         raise _error(path, "", "not a usable config: arrays or objects nested too deeply"
                      ) from None
-    return parse_config(d, source=path, base_dir=path.resolve().parent)
+    return parse_config(cls, d, source=path, base_dir=path.resolve().parent)
 
 
-def parse_config(d: Mapping[str, Any], source: str | os.PathLike[str] | None = None,
+def parse_config(cls: type[Config], d: Mapping[str, Any],
+                 source: str | os.PathLike[str] | None = None,
                  base_dir: str | os.PathLike[str] | None = None) -> Config:
+    """Validate ``d`` (the JSON form) into a ``cls``."""
     if base_dir is None:
         base_dir = Path(source).resolve().parent if source is not None else Path.cwd()
     try:
-        return _parse(d, Path(base_dir), None if source is None else str(source))
+        return _parse(cls, d, Path(base_dir), None if source is None else str(source))
     except FieldError as e:
         raise _error(source, e.path, e.problem) from None
     except RecursionError:  # a value nested so deep that even describing it recurses
@@ -108,7 +117,7 @@ def _error(source: str | os.PathLike[str] | None, path: str, problem: str
     return err
 
 
-def _parse(d: Any, base_dir: Path, source: str | None) -> Config:
+def _parse(cls: type[Config], d: Any, base_dir: Path, source: str | None) -> Config:
     top = Obj(d, "")
     top.done(TOP_KEYS)
     cluster = top.get_str("cluster", nonempty=True)
@@ -133,9 +142,9 @@ def _parse(d: Any, base_dir: Path, source: str | None) -> Config:
     raw_security = top.raw("security", None)
     security = None if raw_security is None else _parse_security(raw_security)
     logs = _parse_logs(top.raw("logs", []), nodes, security)
-    return Config(cluster=cluster, nodes=nodes, logs=logs, epoch_store=epoch_store,
-                  data_dir=data_dir, settings=settings, security=security,
-                  base_dir=base_dir, source=source)
+    return cls(cluster=cluster, nodes=nodes, logs=logs, epoch_store=epoch_store,
+               data_dir=data_dir, settings=settings, security=security,
+               base_dir=base_dir, source=source)
 
 
 # -- nodes ---------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from logdevice.config.model import Config
+from logdevice.config.cluster import Config
 
 
 def id_ranges(log_ids: Iterable[int]) -> list[tuple[int, int]]:

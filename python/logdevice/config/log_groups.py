@@ -10,13 +10,14 @@ taken by another group, runtime or from the file: EXISTS names both.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from logdevice.config._fields import FieldError, Obj
 from logdevice.config._parse import LOG_KEYS, _parse_log_group
-from logdevice.config.model import Config, LogGroup
-from logdevice.errors import E, InvalidParamError, LogDeviceError, NotFoundError
+from logdevice.config.cluster import Config
+from logdevice.config.model import LogGroup, check_disjoint
+from logdevice.errors import InvalidParamError, LogDeviceError, NotFoundError
 
 __all__ = ["ATTRIBUTES", "parse_groups", "check_disjoint", "group_entry", "add_group",
            "change_group", "drop_group", "affects_sequencer"]
@@ -26,28 +27,6 @@ ATTRIBUTES = tuple(k for k in LOG_KEYS if k not in ("name", "id"))
 #: What a sequencer is built from: a change to any of these starts a new epoch.
 SEQUENCER_FIELDS = ("replication", "nodeset_size", "sticky_copysets", "sticky_block_bytes",
                     "sticky_block_ms", "max_writes_in_flight", "store_timeout_ms")
-
-
-def _describe(group: LogGroup, runtime: bool) -> str:
-    where = "created at runtime" if runtime else "of the config file"
-    return f"log group {group.name!r} (ids {group.lo}..{group.hi}, {where})"
-
-
-def check_disjoint(fixed: Iterable[LogGroup], groups: Iterable[LogGroup]) -> None:
-    """Refuse (EXISTS) a name or an id range of ``groups`` that is taken by another group
-    of ``groups`` or of ``fixed`` (the config file's groups)."""
-    tagged = [(g, False) for g in fixed] + [(g, True) for g in groups]
-    names: dict[str, tuple[LogGroup, bool]] = {}
-    for g, runtime in tagged:
-        if g.name in names:
-            raise LogDeviceError(E.EXISTS, f"the name {g.name!r} is taken: "
-                                           f"{_describe(*names[g.name])}")
-        names[g.name] = (g, runtime)
-    ordered = sorted(tagged, key=lambda t: t[0].lo)
-    for (a, a_rt), (b, b_rt) in zip(ordered, ordered[1:], strict=False):
-        if b.lo <= a.hi:
-            new, old = ((b, b_rt), (a, a_rt)) if b_rt else ((a, a_rt), (b, b_rt))
-            raise LogDeviceError(E.EXISTS, f"{_describe(*new)} overlaps {_describe(*old)}")
 
 
 def _parse_entry(entry: Any, base: Config, where: str) -> LogGroup:

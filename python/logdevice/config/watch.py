@@ -18,7 +18,7 @@ import os
 from dataclasses import fields, replace
 from pathlib import Path
 
-from logdevice.config.model import Config
+from logdevice.config.cluster import Config
 from logdevice.errors import LogDeviceError
 
 __all__ = ["ConfigFileWatch", "live_changes", "LIVE_FIELDS"]

@@ -34,6 +34,7 @@ from logdevice.epochstore.events import (
 from logdevice.epochstore.outcome import EpochOutcome
 from logdevice.epochstore.sqlite import FileEpochStore
 from logdevice.epochstore.uri import EpochStoreURI, parse_epoch_store_uri
+from logdevice.epochstore.zookeeper import ZooKeeperEpochStore
 from logdevice.shards import AuthoritativeStatus
 
 
@@ -60,8 +61,6 @@ def open_epoch_store(uri: str, *, base_dir: str | os.PathLike[str] | None = None
     if parsed.scheme == "file":
         assert parsed.path is not None
         return FileEpochStore(parsed.path, timeout=timeout)
-    from logdevice.epochstore.zookeeper import ZooKeeperEpochStore
-
     return ZooKeeperEpochStore(parsed, timeout=timeout)
 
 

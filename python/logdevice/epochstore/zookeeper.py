@@ -88,7 +88,7 @@ class ZooKeeperEpochStore(EpochStore):
     def __init__(self, uri: EpochStoreURI, timeout: float = 10.0,
                  session_timeout: float = 10.0) -> None:
         super().__init__()
-        try:
+        try:  # kazoo is optional (the "zookeeper" extra): imported when a store opens
             from kazoo.client import KazooClient
             from kazoo.retry import KazooRetry
         except ImportError:
@@ -136,7 +136,7 @@ class ZooKeeperEpochStore(EpochStore):
     def _call(self, what: str, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` (ZooKeeper operations), retrying while ZooKeeper is unreachable, with
         backoff, for at most ``timeout`` seconds."""
-        from kazoo.exceptions import (
+        from kazoo.exceptions import (  # kazoo: optional, see __init__
             ConnectionClosedError,
             ConnectionLoss,
             OperationTimeoutError,
@@ -191,7 +191,7 @@ class ZooKeeperEpochStore(EpochStore):
         return async_result.get(timeout=max(0.01, deadline - time.monotonic()))
 
     def _ensure_layout(self, deadline: float) -> None:
-        from kazoo.exceptions import NodeExistsError
+        from kazoo.exceptions import NodeExistsError  # kazoo: optional, see __init__
 
         for path in (self._logs, self._events):
             with contextlib.suppress(NodeExistsError):
@@ -200,7 +200,7 @@ class ZooKeeperEpochStore(EpochStore):
         self._ready = True
 
     def _outcome_unknown(self, exc: BaseException) -> bool:
-        from kazoo.exceptions import ConnectionLoss, OperationTimeoutError
+        from kazoo.exceptions import ConnectionLoss, OperationTimeoutError  # optional: kazoo
 
         return isinstance(exc, ConnectionLoss | OperationTimeoutError
                           | self._zk.handler.timeout_exception)
@@ -210,7 +210,7 @@ class ZooKeeperEpochStore(EpochStore):
 
     def _read_log(self, log_id: int) -> tuple[LogEpochState | None, Any, str | None]:
         """(state, znode stat, writer token) of a log; (None, None, None) when absent."""
-        from kazoo.exceptions import NoNodeError
+        from kazoo.exceptions import NoNodeError  # kazoo: optional, see __init__
 
         try:
             data, stat = self._wait(self._zk.get_async(self._log_path(log_id)))
@@ -287,7 +287,7 @@ class ZooKeeperEpochStore(EpochStore):
         another writer came first.  On an error that leaves the outcome unknown, (expected
         version, ``new``) goes to ``sent``: the next attempt's read tells whether it landed
         (the data carries the writer's token)."""
-        from kazoo.exceptions import BadVersionError, NodeExistsError
+        from kazoo.exceptions import BadVersionError, NodeExistsError  # optional: kazoo
 
         expected = stat.version if stat is not None else -1
         try:
@@ -319,7 +319,7 @@ class ZooKeeperEpochStore(EpochStore):
         path = self._log_path(log_id)
 
         def attempt() -> bool:
-            from kazoo.exceptions import BadVersionError, NoNodeError
+            from kazoo.exceptions import BadVersionError, NoNodeError  # optional: kazoo
 
             cur, stat, _ = self._read_log(log_id)
             have = cur.version if cur is not None else 0
@@ -352,7 +352,7 @@ class ZooKeeperEpochStore(EpochStore):
         sent: list[int] = []
 
         def attempt() -> int:
-            from kazoo.exceptions import NoNodeError
+            from kazoo.exceptions import NoNodeError  # kazoo: optional, see __init__
 
             if sent:  # the transaction's answer was lost: did it commit?
                 n = sent.pop()
@@ -402,7 +402,7 @@ class ZooKeeperEpochStore(EpochStore):
 
     def _read_logs_config(self) -> tuple[LogsConfigState, Any, str | None]:
         """(state, znode stat, writer token); (empty state, None, None) when absent."""
-        from kazoo.exceptions import NoNodeError
+        from kazoo.exceptions import NoNodeError  # kazoo: optional, see __init__
 
         try:
             data, stat = self._wait(self._zk.get_async(self._logs_config))
@@ -441,7 +441,7 @@ class ZooKeeperEpochStore(EpochStore):
 
     def cluster_identity(self, cluster: str) -> str:
         def attempt() -> str:
-            from kazoo.exceptions import NodeExistsError
+            from kazoo.exceptions import NodeExistsError  # kazoo: optional, see __init__
 
             proposed = {"cluster": cluster, "id": uuid.uuid4().hex, "schema": SCHEMA_VERSION}
             try:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from logdevice.checker.driver import CheckOptions, run_check
 from logdevice.checker.report import Report
+from logdevice.epochstore import LogEpochState, open_epoch_store
 from logdevice.errors import LogDeviceError
 from logdevice.node.role import Role
 
@@ -45,8 +46,6 @@ LEASE_KEY = "checker_lease"
 def take_lease(uri: str, node: int, now_ms: int, hold_ms: int) -> bool:
     """Take or renew the checker lease for ``node`` until ``now_ms + hold_ms``; False when
     another node holds an unexpired one.  One compare-and-set in the epoch store."""
-    from logdevice.epochstore import LogEpochState, open_epoch_store
-
     def grab(cur: LogEpochState | None) -> LogEpochState | None:
         state = cur if cur is not None else LogEpochState(LEASE_LOG)
         lease = dict(state.extra).get(LEASE_KEY)

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import gc
 import logging
 import os
 import signal
 import sys
+import time
 
 from logdevice.cli import add_version
 from logdevice.config import Config
@@ -94,7 +96,7 @@ async def serve(config: Config, index: int) -> int:
 def _run(coro, use_uvloop: bool) -> int:  # type: ignore[no-untyped-def]
     if use_uvloop:
         try:
-            import uvloop
+            import uvloop  # optional ("server" extra): asyncio's loop without it
         except ImportError:
             pass
         else:
@@ -122,9 +124,6 @@ def main(argv: list[str] | None = None) -> int:
         profile = os.path.join(os.environ["LOGDEVICED_PROFILE_DIR"], f"N{args.node_index}.prof")
     try:
         if profile:
-            import cProfile
-            import time
-
             clock = (time.thread_time if os.environ.get("LOGDEVICED_PROFILE_CLOCK") == "cpu"
                      else time.perf_counter)
             with cProfile.Profile(clock) as prof:

@@ -67,7 +67,7 @@ class _Collector:
         return []  # dynamic: do not collect at registration
 
     def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import (
+        from prometheus_client.core import (  # optional ("server" extra)
             CounterMetricFamily,
             GaugeMetricFamily,
             HistogramMetricFamily,
@@ -266,7 +266,7 @@ class MetricsRole(Role):
                         "'logdevice[server]'): no metrics on port %d", self.node.index,
                         me.admin_port)
             return
-        from prometheus_client import start_http_server
+        from prometheus_client import start_http_server  # optional ("server" extra)
 
         self._server, self._thread = start_http_server(me.admin_port, addr=me.host,
                                                        registry=self.registry)

@@ -21,7 +21,9 @@ from __future__ import annotations
 import logging
 
 from logdevice.config import Config
+from logdevice.epochstore import AuthoritativeStatus, open_existing_epoch_store
 from logdevice.errors import LogDeviceError
+from logdevice.rebuilding.requests import request_rebuild
 
 __all__ = ["mark_if_data_lost"]
 
@@ -34,9 +36,6 @@ def mark_if_data_lost(config: Config, index: int) -> bool:
     Call when the node's LogsDB was just created.  Returns True if it marked the node.
     Errors reaching the epoch store are logged, not raised (the node still starts).
     """
-    from logdevice.epochstore import AuthoritativeStatus, open_existing_epoch_store
-    from logdevice.rebuilding.requests import request_rebuild
-
     try:
         store = open_existing_epoch_store(config.epoch_store_uri)
         if store is None:

@@ -15,7 +15,10 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 
 from logdevice.config import Config
+from logdevice.epochstore import open_epoch_store
 from logdevice.errors import E, LogDeviceError
+from logdevice.node.probe import NodeConnection
+from logdevice.security import ConnectSecurity
 
 __all__ = ["check_store_identity", "read_store_identity", "peers_refusing",
            "StoreMismatchError"]
@@ -31,8 +34,6 @@ class StoreMismatchError(LogDeviceError):
 
 def read_store_identity(config: Config, timeout: float = 10.0) -> str:
     """The identity of the epoch store ``config`` names (recorded at its first use)."""
-    from logdevice.epochstore import open_epoch_store
-
     with open_epoch_store(config.epoch_store_uri, timeout=timeout) as store:
         return store.cluster_identity(config.cluster)
 
@@ -42,9 +43,6 @@ def peers_refusing(config: Config, index: int, store_id: str,
     """HELLO every other node with ``store_id``; the refusals that say the epoch stores
     differ (one message per such peer).  The HELLO says "client": a probe must not look
     like node ``index``'s link to its peers."""
-    from logdevice.node.probe import NodeConnection
-    from logdevice.security import ConnectSecurity
-
     security = ConnectSecurity.for_node(config)
 
     def ask(node_index: int) -> str | None:

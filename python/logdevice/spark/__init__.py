@@ -54,12 +54,14 @@ from __future__ import annotations
 from typing import Any
 
 from logdevice.spark.arrow import SPARK_SCHEMA, arrow_schema
+from logdevice.spark.ranges import ranges_reader
 
 __all__ = ["SPARK_SCHEMA", "arrow_schema", "register", "read_ranges"]
 
 
 def register(spark: Any) -> None:
     """Register the ``logdevice`` data source on a ``SparkSession``."""
+    # source needs pyspark (optional): logdevice.spark imports without it
     from logdevice.spark.source import LogDeviceDataSource
 
     spark.dataSource.register(LogDeviceDataSource)
@@ -84,7 +86,5 @@ def read_ranges(df: Any, config: str, *, fail_on_data_loss: bool = True,
     pyspark.sql.DataFrame
         ``SPARK_SCHEMA`` rows, range by range.
     """
-    from logdevice.spark.ranges import ranges_reader
-
     return df.select("log_id", "from_lsn", "until_lsn").mapInArrow(
         ranges_reader(config, fail_on_data_loss, batch_records, read_timeout), SPARK_SCHEMA)

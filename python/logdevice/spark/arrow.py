@@ -22,7 +22,7 @@ SPARK_SCHEMA = "log_id bigint, lsn bigint, batch_offset int, timestamp timestamp
 
 def arrow_schema() -> Any:
     """``SPARK_SCHEMA`` as a ``pyarrow.Schema`` (what Spark accepts for it)."""
-    import pyarrow as pa
+    import pyarrow as pa  # optional: logdevice.spark imports without it
 
     return pa.schema([("log_id", pa.int64()), ("lsn", pa.int64()),
                       ("batch_offset", pa.int32()),
@@ -31,14 +31,14 @@ def arrow_schema() -> Any:
 
 
 def _reinterpret(col: Any, typ: Any) -> Any:
-    import pyarrow as pa
+    import pyarrow as pa  # optional: logdevice.spark imports without it
 
     return pa.Array.from_buffers(typ, len(col), [None, col.buffers()[1]], offset=col.offset)
 
 
 def to_spark_batch(batch: ReaderBatch) -> Any:
     """The rows of ``batch`` as a ``pyarrow.RecordBatch`` with ``arrow_schema()``."""
-    import pyarrow as pa
+    import pyarrow as pa  # optional: logdevice.spark imports without it
 
     a = batch.to_arrow(large_binary=False)
     return pa.RecordBatch.from_arrays(
@@ -49,6 +49,6 @@ def to_spark_batch(batch: ReaderBatch) -> Any:
 
 
 def empty_spark_batch() -> Any:
-    import pyarrow as pa
+    import pyarrow as pa  # optional: logdevice.spark imports without it
 
     return pa.RecordBatch.from_pylist([], schema=arrow_schema())

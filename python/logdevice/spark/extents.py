@@ -17,6 +17,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from logdevice.client import Client
 from logdevice.errors import LogDeviceError, TimedOutError
 from logdevice.records import LSN_MAX, DataRecord
 from logdevice.spark.options import ReadOptions
@@ -95,7 +96,5 @@ def first_timestamp(client: Any, log_id: int, lo: int, hi: int) -> int | None:
 
 def log_extents(config: str, logs: Sequence[int], opts: ReadOptions) -> list[LogExtent]:
     """``log_extent`` of each log, through one client."""
-    from logdevice.client import Client
-
     with Client(config) as client:
         return [log_extent(client, log_id, opts) for log_id in logs]

@@ -31,8 +31,8 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
+from logdevice.spark.batch import LogDeviceBatchReader
 from logdevice.spark.options import ReadOptions
-from logdevice.spark.source import LogDeviceBatchReader
 
 __all__ = ["narrow", "LogDeviceFilteringReader"]
 

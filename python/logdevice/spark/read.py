@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from logdevice.client import Client
 from logdevice.errors import E, TimedOutError, error_for
 from logdevice.records import GapType
 from logdevice.spark.arrow import to_spark_batch
@@ -76,8 +77,6 @@ def read_slices(config: str, slices: Iterable[Slice], *, fail_on_data_loss: bool
     stats : ReadStats, optional
         Filled in as the read goes.
     """
-    from logdevice.client import Client
-
     stats = stats if stats is not None else ReadStats()
     # Below LSN_FIRST no record exists; starting there keeps readers out of epoch 0.
     pending = [replace(s, lo=max(s.lo, LSN_FIRST)) for s in slices]

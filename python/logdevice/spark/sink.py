@@ -25,6 +25,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from logdevice.client import Client
 from logdevice.errors import InvalidParamError
 from logdevice.spark.options import parse_float, parse_int, require
 
@@ -78,7 +79,7 @@ class WrittenRanges(WriterCommitMessage):
 
 def _payload_parts(col: Any) -> tuple[Any, np.ndarray]:
     """An Arrow binary/string column as ``(buffer, offsets from 0)`` for append_many."""
-    import pyarrow as pa
+    import pyarrow as pa  # optional: loaded on the workers that write
 
     if col.null_count:
         raise InvalidParamError(message=f"the logdevice sink cannot write {col.null_count} "
@@ -95,10 +96,9 @@ def _payload_parts(col: Any) -> tuple[Any, np.ndarray]:
 
 def write_batches(opts: WriteOptions, batches: Iterator[Any]) -> WrittenRanges:
     """Append every row of ``batches`` and wait for all of it; the LSN ranges written."""
+    # pyarrow (optional): loaded on the workers that write, not by register()
     import pyarrow as pa
     import pyarrow.compute as pc
-
-    from logdevice.client import Client
 
     pending: list[tuple[int, Any]] = []
     with Client(opts.config) as client, \

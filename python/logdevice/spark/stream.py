@@ -22,7 +22,9 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from ldcore import lsn as ldlsn
+from logdevice.client import Client
 from logdevice.errors import InvalidParamError
+from logdevice.spark.batch import SlicePartition
 from logdevice.spark.extents import first_record
 from logdevice.spark.offsets import Offsets, cap_offsets, parse_starting_offsets
 from logdevice.spark.options import (
@@ -37,7 +39,6 @@ from logdevice.spark.options import (
 )
 from logdevice.spark.plan import LSN_FIRST, LogExtent, LogPartition, plan_extents
 from logdevice.spark.read import read_slices
-from logdevice.spark.source import SlicePartition
 
 __all__ = ["StreamOptions", "LogDeviceStreamReader"]
 
@@ -85,8 +86,6 @@ class LogDeviceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def _positions(self) -> tuple[Offsets, Offsets]:
         """Per log: (first LSN past the trim point, tail + 1)."""
-        from logdevice.client import Client
-
         earliest: Offsets = {}
         latest: Offsets = {}
         with Client(self.opts.config) as client:
@@ -157,8 +156,6 @@ class LogDeviceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         that epoch's last record; stepping through its empty rest ``max_rows`` LSNs a
         trigger would never end.  There, move the end to the log's next record (the
         skipped LSNs hold none, so the micro-batch still has at most ``max_rows``)."""
-        from logdevice.client import Client
-
         out = dict(end)
         stuck = [k for k, v in end.items() if v < top[k]
                  and ldlsn.epoch_of(v) < ldlsn.epoch_of(top[k] - 1)]

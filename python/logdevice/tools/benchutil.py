@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from logdevice.cli import missing_extra
+from logdevice.local_cluster import LocalCluster
 
 try:
     from rich.console import Console
@@ -42,8 +43,6 @@ def cluster_config(config: str | None, *, nodes: int, replication: int, logs: in
     if config:
         yield str(config)
         return
-    from logdevice.local_cluster import LocalCluster
-
     t0 = time.perf_counter()
     with console.status(f"starting a local cluster: {nodes} nodes, R={replication}"):
         cluster = LocalCluster(nodes=nodes, replication=replication, logs=range(1, logs + 1),

@@ -13,8 +13,11 @@ from decimal import Decimal
 from typing import IO, Any
 
 from ldcore.lsn import to_string as lsn_str
+from logdevice.checker.driver import CheckOptions, run_check
 from logdevice.cli import console as tool_console
+from logdevice.epochstore import open_epoch_store
 from logdevice.errors import LogDeviceError
+from logdevice.rebuilding.requests import request_rebuild
 from logdevice.tools.ldshell.context import ShellContext
 from logdevice.tools.ldshell.tables import TABLES, TableOptions, build
 
@@ -43,7 +46,7 @@ def _dump(obj: Any, out: IO[str]) -> None:
 
 def _print_table(table: Any, title: str | None, out: IO[str]) -> None:
     """An Arrow table as a rich table (people) ."""
-    from rich.table import Table
+    from rich.table import Table  # optional ("cli" extra): main() checks it
 
     t = Table(title=title, show_lines=False)
     for name in table.column_names:
@@ -73,7 +76,7 @@ def status(ctx: ShellContext, as_json: bool = False, out: IO[str] = sys.stdout) 
     per_node: dict[Any, list[int]] = {}
     for row in seqs.to_pylist():
         per_node.setdefault(row["node"], []).append(row["epoch"])
-    import pyarrow as pa
+    import pyarrow as pa  # optional ("admin" extra)
 
     summary = pa.Table.from_pylist(
         [{"node": n, "logs": len(e), "max_epoch": max(e)} for n, e in sorted(
@@ -115,7 +118,7 @@ def info(ctx: ShellContext, node: int, as_json: bool = False,
     metrics = {}
     text = ctx.metrics_text(node)
     if text is not None:
-        from prometheus_client.parser import text_string_to_metric_families
+        from prometheus_client.parser import text_string_to_metric_families  # optional
 
         for fam in text_string_to_metric_families(text):
             for s in fam.samples:
@@ -125,7 +128,7 @@ def info(ctx: ShellContext, node: int, as_json: bool = False,
     if as_json:
         _dump(row, out)
         return EXIT_OK
-    import pyarrow as pa
+    import pyarrow as pa  # optional ("admin" extra)
 
     flat = [{"key": k, "value": json.dumps(v, default=str) if isinstance(v, dict | list)
              else str(v)} for k, v in row.items() if k != "metrics"]
@@ -138,8 +141,6 @@ def check(ctx: ShellContext, logs_: list[int] | None, as_json: bool = False,
           report_path: str | None = None, recheck_delay: float = 2.0,
           out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> int:
     """Run the checker; 0 clean, 1 violations, 2 could not run."""
-    from logdevice.checker.driver import CheckOptions, run_check
-
     def say(text: str) -> None:
         err.write(f"ldshell check: {text}\n")
         err.flush()
@@ -154,7 +155,7 @@ def check(ctx: ShellContext, logs_: list[int] | None, as_json: bool = False,
     if as_json:
         _dump(data, out)
         return report.exit_code
-    import pyarrow as pa
+    import pyarrow as pa  # optional ("admin" extra)
 
     for e in report.errors:
         err.write(f"ldshell check: could not run: {e}\n")
@@ -181,9 +182,6 @@ def trim(ctx: ShellContext, log_id: int, lsn: int, out: IO[str] = sys.stdout) ->
 
 def rebuild(ctx: ShellContext, node: int, kind: str, out: IO[str] = sys.stdout) -> int:
     """Drain ``node`` (``kind`` "drain") or mark its data lost ("unrecoverable")."""
-    from logdevice.epochstore import open_epoch_store
-    from logdevice.rebuilding.requests import request_rebuild
-
     with open_epoch_store(ctx.config.epoch_store_uri) as store:
         version = request_rebuild(store, ctx.config, node, drain=kind == "drain",
                                   unrecoverable=kind == "unrecoverable")
@@ -194,8 +192,6 @@ def rebuild(ctx: ShellContext, node: int, kind: str, out: IO[str] = sys.stdout) 
 
 def rebuilding(ctx: ShellContext, as_json: bool = False, out: IO[str] = sys.stdout) -> int:
     """The rebuilding set and each storage node's progress."""
-    from logdevice.epochstore import open_epoch_store
-
     with open_epoch_store(ctx.config.epoch_store_uri) as store:
         rset = store.rebuilding_set()
     table = build("rebuilding", ctx, TableOptions())
@@ -215,7 +211,7 @@ def rebuilding(ctx: ShellContext, as_json: bool = False, out: IO[str] = sys.stdo
 
 
 def tables(out: IO[str] = sys.stdout) -> int:
-    import pyarrow as pa
+    import pyarrow as pa  # optional ("admin" extra)
 
     _print_table(pa.Table.from_pylist([{"table": k, "holds": v[0]}
                                        for k, v in TABLES.items()]), "tables", out)
@@ -231,7 +227,7 @@ def referenced_tables(sql: str) -> list[str]:
 def run_sql(ctx: ShellContext, sql: str, opts: TableOptions,
             builder: Callable[[str, ShellContext, TableOptions], Any] = build) -> Any:
     """``sql`` over the tables it names, with DuckDB; an Arrow table."""
-    import duckdb
+    import duckdb  # optional ("admin" extra): only query needs it
 
     con = duckdb.connect()
     try:
@@ -239,7 +235,7 @@ def run_sql(ctx: ShellContext, sql: str, opts: TableOptions,
             con.register(name, builder(name, ctx, opts))
         rel = con.sql(sql)
         if rel is None:  # a statement without rows
-            import pyarrow as pa
+            import pyarrow as pa  # optional ("admin" extra)
 
             return pa.table({})
         # The name of "the relation as an Arrow table" moved between DuckDB releases.
@@ -253,7 +249,7 @@ def query(ctx: ShellContext, sql: str, opts: TableOptions, as_json: bool = False
           out: IO[str] = sys.stdout) -> int:
     """SQL over the cluster's tables; ``--json`` prints a list of row objects."""
     try:
-        import duckdb
+        import duckdb  # optional ("admin" extra): only query needs it
     except ImportError:
         print("ldshell: query needs duckdb and pyarrow (pip install 'logdevice[admin]')",
               file=sys.stderr)

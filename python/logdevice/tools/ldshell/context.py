@@ -15,8 +15,14 @@ from typing import IO, Any
 
 from logdevice.checker.client import AvailabilityClient, Fetched
 from logdevice.cli import Credentials
+from logdevice.client import Client
+from logdevice.client.connection import Connection
 from logdevice.config import Config
+from logdevice.epochstore import open_epoch_store
 from logdevice.errors import E, LogDeviceError
+from logdevice.logs_config import LogsConfigSource
+from logdevice.node.probe import cluster_view
+from logdevice.protocol import GetPartitions
 from logdevice.security import ConnectSecurity
 
 __all__ = ["ShellContext"]
@@ -48,8 +54,6 @@ class ShellContext:
     def _with_runtime_groups(self, base: Config) -> Config:
         """``base`` plus the log groups created at runtime (the file's alone, with a
         warning, when the epoch store cannot be read)."""
-        from logdevice.logs_config import LogsConfigSource
-
         source = LogsConfigSource(base, timeout=self.timeout)
         try:
             return source.poll() or base
@@ -67,8 +71,6 @@ class ShellContext:
     def views(self) -> dict[int, Any]:
         """Each answering node's cluster view (cached for the command)."""
         if self._views is None:
-            from logdevice.node.probe import cluster_view
-
             views = {}
             for n in self.config.nodes:
                 with contextlib.suppress(LogDeviceError, OSError):
@@ -100,15 +102,11 @@ class ShellContext:
     # -- epoch store ----------------------------------------------------------------------
     def epoch_states(self) -> dict[int, Any]:
         """log id -> LogEpochState for every log the epoch store knows."""
-        from logdevice.epochstore import open_epoch_store
-
         with open_epoch_store(self.config.epoch_store_uri) as store:
             return {log_id: st for log_id in store.logs()
                     if self.config.has_log(log_id) and (st := store.get(log_id)) is not None}
 
     def events(self) -> list[dict[str, Any]]:
-        from logdevice.epochstore import open_epoch_store
-
         with open_epoch_store(self.config.epoch_store_uri) as store:
             return store.events()
 
@@ -142,8 +140,6 @@ class ShellContext:
         """Send ``make()`` to each of ``nodes`` (default: all) at once; node -> its reply.
         Nodes that do not answer in time, or answer with an error, are left out with a
         warning on stderr."""
-        from logdevice.client.connection import Connection
-
         targets = [self.config.node(x) for x in nodes] if nodes is not None \
             else list(self.config.nodes)
 
@@ -174,8 +170,6 @@ class ShellContext:
 
     def partitions(self) -> dict[int, Any]:
         """node -> its PARTITION_LIST (storage nodes that answered)."""
-        from logdevice.protocol import GetPartitions
-
         return self.ask_nodes(lambda: GetPartitions(request_id=0),
                               [n.index for n in self.config.storage_nodes()])
 
@@ -184,8 +178,6 @@ class ShellContext:
         self.err.flush()
 
     def client(self) -> Any:
-        from logdevice.client import Client
-
         return Client(self.config_path, timeout=self.timeout, **self.credentials)
 
     def authenticate(self, tls_cert: str | None = None, tls_key: str | None = None,

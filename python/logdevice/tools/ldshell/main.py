@@ -220,7 +220,7 @@ class Shell(cmd.Cmd):
 
 def _interactive(ctx: ShellContext) -> int:
     try:
-        import readline
+        import readline  # interactive only: importing it changes input()
     except ImportError:  # pragma: no cover (no readline on this platform)
         readline = None  # type: ignore[assignment]
     if readline is not None:

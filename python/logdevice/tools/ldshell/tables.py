@@ -19,6 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from logdevice.client.reader_batch import empty_batch
+from logdevice.epochstore import ShardStatusFold
+from logdevice.placement import sequencer_for
+from logdevice.protocol import GetReadStreams, GetRecoveries
 from logdevice.shards import AuthoritativeStatus
 from logdevice.tools.ldshell.context import ShellContext
 
@@ -44,14 +48,12 @@ class TableOptions:
 
 
 def _pa() -> Any:
-    import pyarrow as pa
+    import pyarrow as pa  # optional ("admin" extra): the tables are Arrow
 
     return pa
 
 
 def _statuses(ctx: ShellContext) -> tuple[dict[int, AuthoritativeStatus], dict[int, int]]:
-    from logdevice.epochstore import ShardStatusFold
-
     fold, since = ShardStatusFold(), {}
     for ev in ctx.events():
         before = fold.status(ev["node"])
@@ -115,8 +117,6 @@ def epoch_store(ctx: ShellContext, opts: TableOptions) -> Any:
 
 
 def sequencers(ctx: ShellContext, opts: TableOptions) -> Any:
-    from logdevice.placement import sequencer_for
-
     weights = ctx.config.sequencer_weights()
     alive = ctx.alive() or None
     rows = [{"log_id": log_id,
@@ -214,15 +214,13 @@ def records(ctx: ShellContext, opts: TableOptions) -> Any:
                         batches.append(b.to_arrow())
                         got += len(b)
     if not batches:
-        from logdevice.client.reader_batch import empty_batch
-
         return pa.Table.from_batches([empty_batch().to_arrow()])
     return pa.Table.from_batches(batches)
 
 
 def stats(ctx: ShellContext, opts: TableOptions) -> Any:
     """Every node's Prometheus metrics, one row per sample."""
-    from prometheus_client.parser import text_string_to_metric_families
+    from prometheus_client.parser import text_string_to_metric_families  # optional
 
     rows = []
     for n in ctx.config.nodes:
@@ -246,7 +244,7 @@ _REBUILDING = ("set_version", "rebuilding_nodes", "records_total", "bytes_total"
 
 def rebuilding(ctx: ShellContext, opts: TableOptions) -> Any:
     """Each storage node's part in the current rebuilding, from its metrics."""
-    from prometheus_client.parser import text_string_to_metric_families
+    from prometheus_client.parser import text_string_to_metric_families  # optional
 
     rows = []
     for n in ctx.config.storage_nodes():
@@ -305,8 +303,6 @@ def _schema(*columns: tuple[str, Any]) -> Any:
 
 def readers(ctx: ShellContext, opts: TableOptions) -> Any:
     """Every read stream open on a storage node: where it is, what it sent."""
-    from logdevice.protocol import GetReadStreams
-
     replies = ctx.ask_nodes(lambda: GetReadStreams(request_id=0),
                             [n.index for n in ctx.config.storage_nodes()])
     return _node_table(replies, _schema(
@@ -321,8 +317,6 @@ def readers(ctx: ShellContext, opts: TableOptions) -> Any:
 
 def recoveries(ctx: ShellContext, opts: TableOptions) -> Any:
     """Epoch recoveries each node's sequencers run now or finished lately, per epoch."""
-    from logdevice.protocol import GetRecoveries
-
     replies = ctx.ask_nodes(lambda: GetRecoveries(request_id=0))
     return _node_table(replies, _schema(
         ("node", "int64"), ("log_id", "int64"), ("epoch", "int64"), ("seal_epoch", "int64"),
