@@ -44,7 +44,6 @@ void rocksdb_options_destroy(rocksdb_options_t*);
 void rocksdb_options_set_create_if_missing(rocksdb_options_t*, unsigned char);
 void rocksdb_options_set_create_missing_column_families(rocksdb_options_t*, unsigned char);
 void rocksdb_options_set_error_if_exists(rocksdb_options_t*, unsigned char);
-void rocksdb_options_set_paranoid_checks(rocksdb_options_t*, unsigned char);
 void rocksdb_options_set_compression(rocksdb_options_t*, int);
 void rocksdb_options_set_write_buffer_size(rocksdb_options_t*, size_t);
 void rocksdb_options_set_db_write_buffer_size(rocksdb_options_t*, size_t);
@@ -53,9 +52,6 @@ void rocksdb_options_set_max_background_jobs(rocksdb_options_t*, int);
 void rocksdb_options_set_max_open_files(rocksdb_options_t*, int);
 void rocksdb_options_set_max_total_wal_size(rocksdb_options_t* opt, uint64_t n);
 void rocksdb_options_set_keep_log_file_num(rocksdb_options_t*, size_t);
-void rocksdb_options_set_max_log_file_size(rocksdb_options_t*, size_t);
-void rocksdb_options_set_info_log_level(rocksdb_options_t*, int);
-void rocksdb_options_set_wal_recovery_mode(rocksdb_options_t*, int);
 void rocksdb_options_set_atomic_flush(rocksdb_options_t*, unsigned char);
 void rocksdb_options_enable_statistics(rocksdb_options_t*);
 char* rocksdb_options_statistics_get_string(rocksdb_options_t* opt);
@@ -70,15 +66,11 @@ void rocksdb_block_based_options_set_block_cache(
     rocksdb_block_based_table_options_t* options, rocksdb_cache_t* block_cache);
 void rocksdb_block_based_options_set_no_block_cache(
     rocksdb_block_based_table_options_t* options, unsigned char no_block_cache);
-void rocksdb_block_based_options_set_cache_index_and_filter_blocks(
-    rocksdb_block_based_table_options_t*, unsigned char);
 
 rocksdb_cache_t* rocksdb_cache_create_lru(size_t capacity);
 void rocksdb_cache_destroy(rocksdb_cache_t* cache);
-size_t rocksdb_cache_get_usage(rocksdb_cache_t* cache);
 
 /* open, close, column families */
-rocksdb_t* rocksdb_open(const rocksdb_options_t* options, const char* name, char** errptr);
 rocksdb_t* rocksdb_open_column_families(
     const rocksdb_options_t* options, const char* name, int num_column_families,
     const char* const* column_family_names,
@@ -133,7 +125,6 @@ void rocksdb_put_cf(
 /* reads */
 rocksdb_readoptions_t* rocksdb_readoptions_create(void);
 void rocksdb_readoptions_destroy(rocksdb_readoptions_t*);
-void rocksdb_readoptions_set_verify_checksums(rocksdb_readoptions_t*, unsigned char);
 void rocksdb_readoptions_set_fill_cache(rocksdb_readoptions_t*, unsigned char);
 void rocksdb_readoptions_set_iterate_upper_bound(
     rocksdb_readoptions_t*, const char* key, size_t keylen);
@@ -141,10 +132,6 @@ void rocksdb_readoptions_set_iterate_lower_bound(
     rocksdb_readoptions_t*, const char* key, size_t keylen);
 void rocksdb_readoptions_set_readahead_size(rocksdb_readoptions_t*, size_t);
 
-char* rocksdb_get_cf(
-    rocksdb_t* db, const rocksdb_readoptions_t* options,
-    rocksdb_column_family_handle_t* column_family, const char* key,
-    size_t keylen, size_t* vallen, char** errptr);
 rocksdb_pinnableslice_t* rocksdb_get_pinned_cf(
     rocksdb_t* db, const rocksdb_readoptions_t* options,
     rocksdb_column_family_handle_t* column_family, const char* key,
@@ -171,7 +158,6 @@ void rocksdb_iter_get_error(const rocksdb_iterator_t*, char** errptr);
 rocksdb_flushoptions_t* rocksdb_flushoptions_create(void);
 void rocksdb_flushoptions_destroy(rocksdb_flushoptions_t*);
 void rocksdb_flushoptions_set_wait(rocksdb_flushoptions_t*, unsigned char);
-void rocksdb_flush(rocksdb_t* db, const rocksdb_flushoptions_t* options, char** errptr);
 void rocksdb_flush_cf(
     rocksdb_t* db, const rocksdb_flushoptions_t* options,
     rocksdb_column_family_handle_t* column_family, char** errptr);
