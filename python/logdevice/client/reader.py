@@ -273,6 +273,13 @@ class Reader(_ReaderBase):
             None: wait for ``count`` items (any at all after ``wait_only_when_no_data``)
             or until no log is being read any more; 0: do not wait; else wait at most
             this many seconds.  May return fewer items, or none.
+
+        Raises
+        ------
+        ConnectionFailedError
+            A log none of whose nodes could be reached since ``start_reading``, for the
+            client's ``unreachable_timeout``: that log is no longer read (raised once; the
+            other logs read on).
         """
         self._check_count(count, "count")
         self._check_timeout(timeout)

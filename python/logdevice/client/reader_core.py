@@ -11,7 +11,9 @@ timers (``tick`` at ``next_deadline``), and polls what it can deliver into the r
 (``crc32c_many`` against the frame's ``checksums``) and a copy that fails is reported to
 the stream as a checksum failure, so it is never delivered.  A START refused for lack of
 rights (STARTED with ACCESS) ends the log's stream with an ACCESS gap over the rest of
-its range.  Everything here runs on the client's loop thread.
+its range.  A stream that reaches none of its nodes (every one refuses connections) for the
+client's ``unreachable_timeout`` after it started ends with CONNFAILED, which the next
+``read`` raises.  Everything here runs on the client's loop thread.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from ldcore.checksum import crc32c_many
 from logdevice.client.connection import Connection
 from logdevice.client.reader_placement import ReadPlacement
 from logdevice.client.reader_queue import ReaderQueue
-from logdevice.errors import E, LogDeviceError
+from logdevice.errors import E, LogDeviceError, error_for
 from logdevice.protocol import Gap, GapReason, Records, Start, Started, StartFlag, Stop, Window
 from logdevice.protocol.flags import FLAG_BUFFERED_WRITER_BLOB, FLAG_CHECKSUM
 from logdevice.readstream import ReadBatch, ReadStream, SendStart, SendStop, SendWindow
@@ -151,7 +153,8 @@ class _LogStream:
     """One log being read: its ``ReadStream`` and I/O bookkeeping."""
 
     __slots__ = ("log_id", "rsid", "rs", "placement", "timer", "timer_at", "connecting",
-                 "last_released", "started", "closed", "until_lsn")
+                 "last_released", "started", "closed", "until_lsn", "born", "reached",
+                 "refused", "unreachable_check")
 
     def __init__(self, log_id: int, rsid: int, rs: ReadStream, placement: ReadPlacement,
                  until_lsn: int) -> None:
@@ -166,6 +169,12 @@ class _LogStream:
         self.last_released = 0  # highest release pointer a STARTED reported
         self.started: set[int] = set()  # nodes that answered START with OK
         self.closed = False
+        # Until some node of the nodeset is reached, the stream fails with CONNFAILED once
+        # every one of them refused a connection and ``unreachable_timeout`` passed.
+        self.born = 0.0  # loop time of the start
+        self.reached = False  # a connection to a node of the nodeset worked
+        self.refused: dict[int, str] = {}  # node -> why connecting failed
+        self.unreachable_check: asyncio.TimerHandle | None = None
 
 
 class ReaderCore:
@@ -214,6 +223,7 @@ class ReaderCore:
                         scd_all_send_all_timeout=o.scd_all_send_all_timeout,
                         flow_control_threshold=o.flow_control_threshold)
         st = _LogStream(log_id, self.router.new_id(), rs, placement, until_lsn)
+        st.born = self.loop.time()
         self.streams[log_id] = st
         self.router.streams[st.rsid] = (self, st)
         if self._statuses is not None and (self._watch is None or self._watch.done()):
@@ -463,6 +473,9 @@ class ReaderCore:
         if st.timer is not None:
             st.timer.cancel()
             st.timer = None
+        if st.unreachable_check is not None:
+            st.unreachable_check.cancel()
+            st.unreachable_check = None
         self.router.streams.pop(st.rsid, None)
         self._starved.pop(st.rsid, None)
 
@@ -510,6 +523,7 @@ class ReaderCore:
         except LogDeviceError:  # the client is closing
             return
         if c.connected and a.node not in st.connecting:
+            st.reached = True
             c.post(self._start_message(st, a))
             self.stats.starts_sent += 1
             return
@@ -518,14 +532,51 @@ class ReaderCore:
         if first:
             self.loop.create_task(self._connect_then_start(st, c, a.node))
 
+    def _check_unreachable(self, st: _LogStream) -> None:
+        """A stream that has reached none of its nodes since it started, every one of which
+        refused a connection, ends with CONNFAILED once ``unreachable_timeout`` has passed
+        (the next ``read`` raises it), as appends and tail queries do: with the whole
+        nodeset down, reading would otherwise only wait out the caller's timeout.  A
+        stream that reached a node once keeps retrying (nodes restart; readers ride it
+        out, ``is_connection_healthy`` tells)."""
+        nodes = st.placement.nodeset
+        if st.closed or st.reached or not nodes or not set(nodes) <= st.refused.keys():
+            return
+        now = self.loop.time()
+        due = st.born + self.router.core.settings.unreachable_timeout
+        if now < due:
+            if st.unreachable_check is None:
+                st.unreachable_check = self.loop.call_at(due, self._unreachable_due, st)
+            return
+        last = next(reversed(st.refused.values()))
+        exc = error_for(E.CONNFAILED, f"reading log {st.log_id}: no node of its nodeset "
+                                      f"{list(nodes)} reachable for "
+                                      f"{now - st.born:.1f} s (last: {last})")
+        log.info("%s", exc.message)
+        rs = st.rs
+        rs.stop()
+        self._send(st, rs.take_actions())
+        self._drop(st)
+        self.streams.pop(st.log_id, None)
+        self.queue.log_failed(st.log_id, exc)
+
+    def _unreachable_due(self, st: _LogStream) -> None:
+        st.unreachable_check = None
+        self._check_unreachable(st)
+
     async def _connect_then_start(self, st: _LogStream, c: Connection, node: int) -> None:
         try:
             await c.connect()
-        except LogDeviceError:
+        except LogDeviceError as exc:
+            if exc.status == E.CONNFAILED and not st.closed:
+                st.refused.pop(node, None)  # the latest failure last
+                st.refused[node] = exc.message
             if st.connecting.pop(node, None) is not None and not st.closed:
                 st.rs.on_connection_closed(node)
                 self._after(st)
+            self._check_unreachable(st)
             return
+        st.reached = True
         a = st.connecting.pop(node, None)
         if a is None or st.closed:
             return

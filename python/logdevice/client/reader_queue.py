@@ -86,6 +86,9 @@ class ReaderQueue:
         self.active: set[int] = set()  # logs being read (not yet at until_lsn)
         self.starved = False  # the loop side left data behind for lack of room
         self.error: BaseException | None = None
+        # Logs whose stream ended in an error (e.g. no node reachable): the next read raises
+        # it, once; the other logs read on.
+        self.log_errors: dict[int, BaseException] = {}
         self.closed = False
 
     # ------------------------------------------------------------------ producer (loop)
@@ -133,6 +136,16 @@ class ReaderQueue:
             self.active.discard(log_id)
             self._wake()
 
+    def log_failed(self, log_id: int, exc: BaseException) -> None:
+        """``log_id``'s stream ended with ``exc``: it is no longer read, and the next
+        ``take_*`` raises ``exc`` (once; what other logs delivered stays queued)."""
+        with self._lock:
+            if log_id not in self.active:
+                return  # stopped meanwhile
+            self.active.discard(log_id)
+            self.log_errors[log_id] = exc
+            self._wake()
+
     def fail(self, exc: BaseException) -> None:
         """The loop side broke: readers get ``exc``."""
         with self._lock:
@@ -156,6 +169,7 @@ class ReaderQueue:
         """Forget ``log_id``: its queued rows and gaps are dropped."""
         with self._lock:
             self.active.discard(log_id)
+            self.log_errors.pop(log_id, None)
             keep: deque[_Segment] = deque()
             for seg in self._segs:
                 if seg.log_id == log_id:
@@ -173,6 +187,7 @@ class ReaderQueue:
         with self._lock:
             self.closed = True
             self.active.clear()
+            self.log_errors.clear()
             self._segs.clear()
             self.rows = self.gaps = self.nbytes = 0
             self._wake()
@@ -183,7 +198,8 @@ class ReaderQueue:
         avail = self.rows + self.gaps
         if avail >= count or (any_data and avail > 0):
             return True
-        return not self.active or self.error is not None or self.closed
+        return (not self.active or self.error is not None or bool(self.log_errors)
+                or self.closed)
 
     def wait(self, count: int, any_data: bool, timeout: float | None) -> None:
         """Block until ``count`` items are queued (one, with ``any_data``), every log is
@@ -274,6 +290,9 @@ class ReaderQueue:
     def _check(self) -> None:
         if self.error is not None:
             raise self.error
+        if self.log_errors:
+            log_id = next(iter(self.log_errors))
+            raise self.log_errors.pop(log_id)
 
     def take_items(self, count: int) -> list[Item]:
         """Up to ``count`` records and gaps, oldest first."""
