@@ -6,7 +6,7 @@ PY := .venv/bin/python
 STAMPS := .make
 KERNEL_SOURCES := $(wildcard src/ldcore/*.pyx src/ldcore/*.pxd src/ldcore/*.h) $(wildcard _ext/*.py)
 
-.PHONY: run test bench lint build clean chaos docs fuzz
+.PHONY: run test bench lint build clean chaos docs fuzz wheel
 
 run: $(STAMPS)/build
 	$(PY) -m logdevice.demo
@@ -33,6 +33,12 @@ fuzz: $(STAMPS)/build
 lint: $(STAMPS)/build
 	bash ci/lint.sh
 
+# The wheel for other machines: dist/logdevice-*-manylinux_2_35_*.whl with librocksdb and
+# the libraries it needs inside (auditwheel).  Built from a copy of the work tree in a
+# temporary directory: nothing in the tree but dist/ changes.
+wheel: $(STAMPS)/venv
+	bash ci/wheel.sh
+
 build: $(STAMPS)/build
 
 $(STAMPS)/system: ci/system-deps.sh
@@ -49,4 +55,4 @@ $(STAMPS)/build: $(STAMPS)/venv setup.py $(KERNEL_SOURCES)
 	@touch $@
 
 clean:
-	rm -rf build $(STAMPS) src/ldcore/*.so src/ldcore/*.c python/logdevice/_rocksdb*
+	rm -rf build dist $(STAMPS) src/ldcore/*.so src/ldcore/*.c python/logdevice/_rocksdb*
