@@ -53,12 +53,19 @@ _TLS_CLOSE_TIMEOUT = 1.0
 
 
 class _Protocol(asyncio.Protocol):
-    """Bytes in -> messages -> the owning Connection; write back-pressure."""
+    """Bytes in -> messages -> the owning Connection; frames out, several per write;
+    write back-pressure.
+
+    Frames queued in one loop turn leave together at its end, in one write: appends and
+    requests issued in a burst reach the node as one read (which it then answers in one
+    turn, with one STORE per storage node), and a lone request is not delayed (the write
+    happens before the loop waits for I/O again)."""
 
     def __init__(self, owner: Connection) -> None:
         self.owner = owner
         self.decoder = FrameDecoder()
         self.transport: asyncio.Transport | None = None
+        self.out: list[Any] = []  # frames of this turn, not written yet
         self.paused = False
         self.drain_waiters: list[asyncio.Future[None]] = []
         self.lost = False
@@ -68,6 +75,18 @@ class _Protocol(asyncio.Protocol):
         # uvloop's transports are not asyncio.Transport subclasses, but behave as one.
         self.transport = transport  # type: ignore[assignment]
         self.transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)  # type: ignore[union-attr]
+        self.loop = asyncio.get_running_loop()
+
+    def queue(self, buffers: list[Any]) -> None:
+        """Write ``buffers`` at the end of this loop turn, with the turn's other frames."""
+        if not self.out:
+            self.loop.call_soon(self.flush)
+        self.out += buffers
+
+    def flush(self) -> None:
+        out, self.out = self.out, []
+        if out and not self.lost and self.transport is not None:
+            self.transport.writelines(out)
 
     def data_received(self, data: bytes) -> None:
         self.owner.bytes_received += len(data)
@@ -223,7 +242,8 @@ class Connection:
     # ------------------------------------------------------------------ requests
 
     def send(self, msg: Any, deadline: float | None = None) -> asyncio.Future[Any]:
-        """Write ``msg`` now (must be connected) and return the future of its reply.
+        """Send ``msg`` (must be connected; it leaves at the end of this loop turn) and
+        return the future of its reply.
 
         Sets ``msg.request_id``.  The future fails with ``TimedOutError`` at ``deadline``
         (loop time), ``ConnectionFailedError`` if the connection drops first, or the
@@ -246,7 +266,7 @@ class Connection:
         fut: asyncio.Future[Any] = loop.create_future()
         timer = loop.call_at(deadline, self._expire, rid) if deadline is not None else None
         self._pending[rid] = (fut, timer)
-        proto.transport.writelines(buffers)
+        proto.queue(buffers)
         return fut
 
     async def request(self, msg: Any, deadline: float | None = None) -> Any:
@@ -262,7 +282,7 @@ class Connection:
         proto = self._proto
         if proto is None or proto.lost or proto.transport is None:
             raise error_for(E.CONNFAILED, f"not connected to N{self.node_index}")
-        proto.transport.writelines(encode(msg))
+        proto.queue(encode(msg))
 
     async def drain(self) -> None:
         """Wait while the transport's write buffer is above its high-water mark."""
@@ -334,6 +354,7 @@ class Connection:
         proto, self._proto = self._proto, None
         self._fail_pending(E.SHUTDOWN, f"connection to N{self.node_index} closed by the client")
         if proto is not None and proto.transport is not None:
+            proto.flush()  # what was posted this turn (a STOP) still goes out
             proto.transport.close()
         if proto is not None and self.listener is not None:
             self.listener.on_connection_lost(self.node_index)

@@ -162,13 +162,15 @@ class ClientCore:
             slots = self._append_slots[log_id] = asyncio.Semaphore(max(1, limit))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        if slots.locked():
+        if not slots.locked():
+            await slots.acquire()  # free: returns at once (no timer, no task)
+        else:
             self.stats["appends_waited"] += 1
-        try:
-            await asyncio.wait_for(slots.acquire(), timeout)
-        except TimeoutError:
-            raise TimedOutError(message=f"append to log {log_id}: no room among the "
-                                        f"appends in flight within {timeout:g} s") from None
+            try:
+                await asyncio.wait_for(slots.acquire(), timeout)
+            except TimeoutError:
+                raise TimedOutError(message=f"append to log {log_id}: no room among the "
+                                            f"appends in flight within {timeout:g} s") from None
         try:
             reply: Appended = await self._sequencer_request(
                 log_id, make, max(0.0, deadline - loop.time()), "append")
