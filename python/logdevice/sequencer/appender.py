@@ -10,8 +10,14 @@ member of the copyset gets a STORE carrying the wave number; a STORED only count
 names the current wave, so late answers to an abandoned wave are ignored.  A wave fails
 when:
 
-* its store timeout passes (``initial * 2**(wave-1)``, capped; LogDevice uses 10 ms ..
-  1 min): members that stayed silent are graylisted;
+* its store timeout passes: members that stayed silent are graylisted.  The timeout is
+  ``initial * 2**(wave-1)`` (capped; LogDevice uses 10 ms .. 1 min), or longer when the
+  log has many bytes on their way to disk: each node of the nodeset has about
+  ``unstored bytes * R / nodeset size`` of this log queued, and a wave waits at least
+  ``STORE_SLACK`` times what that takes at the store rate the log's completed waves
+  showed (``store_rate``, never assumed below ``STORE_RATE_FLOOR``).  Without that, a
+  burst of large blobs times out its first waves while the nodes are merely busy writing,
+  and every second wave leaves an extra copy on disk;
 * a member answers with an error (NOSPC, OVERLOADED, DISABLED, ...): it is blacklisted;
   the next wave starts at once, since the failed node is now excluded;
 * a member the wave still waits for is reported down.
@@ -48,6 +54,14 @@ from logdevice.sequencer.nodestate import NodeHealth
 
 #: LogDevice's store-timeout bounds, seconds: first wave 10 ms, never more than 1 min.
 STORE_TIMEOUT = (0.010, 60.0)
+#: A wave waits at least this many times the time its nodes' backlog takes to write.
+STORE_SLACK = 4.0
+#: Bytes per second a node is assumed to write at least (and before any wave measured it).
+STORE_RATE_FLOOR = 16e6
+#: Waves with less backlog per node than this say more about latency than about rate.
+RATE_SAMPLE_BYTES = 256 << 10
+#: Weight of each new store-rate sample.
+RATE_ALPHA = 0.2
 
 
 class AppenderState(IntEnum):
@@ -88,10 +102,25 @@ class AppenderContext:
         self.timeout_initial, self.timeout_max = float(initial), float(maximum)
         self.lng = 0  # last known good LSN of the epoch; the sequencer keeps it current
         self._sticky = isinstance(selector, StickyCopysetSelector)
+        self._share = self.replication.r / max(1, len(selector.nodeset))  # per node
+        self.unstored_bytes = 0  # payload bytes of the appenders not yet replicated
+        self.store_rate = STORE_RATE_FLOOR  # bytes/s a node drains, from completed waves
+
+    def backlog(self) -> float:
+        """Bytes of this log each node of the nodeset has on its way to disk, roughly."""
+        return self.unstored_bytes * self._share
 
     def store_timeout(self, wave: int) -> float:
-        """Seconds wave ``wave`` (1-based) waits for its STOREDs."""
-        return min(self.timeout_max, self.timeout_initial * 2.0 ** min(wave - 1, 64))
+        """Seconds wave ``wave`` (1-based) waits for its STOREDs, now."""
+        backoff = self.timeout_initial * 2.0 ** min(wave - 1, 64)
+        drain = STORE_SLACK * self.backlog() / self.store_rate
+        return min(self.timeout_max, max(backoff, drain))
+
+    def observe(self, backlog: float, seconds: float) -> None:
+        """A wave that started with ``backlog`` bytes per node completed in ``seconds``."""
+        if backlog >= RATE_SAMPLE_BYTES and seconds > 0:
+            rate = self.store_rate + RATE_ALPHA * (backlog / seconds - self.store_rate)
+            self.store_rate = max(STORE_RATE_FLOOR, rate)
 
     def pick(self, payload_len: int, now: float) -> tuple[Copyset | None, E]:
         """A copyset for the next wave, or (None, status) saying why there is none."""
@@ -146,7 +175,8 @@ class Appender:
     """
 
     __slots__ = ("ctx", "request_id", "lsn", "timestamp", "flags", "payload_len", "state",
-                 "wave", "copyset", "stored", "deadline", "armed", "last_status")
+                 "wave", "copyset", "stored", "deadline", "armed", "last_status",
+                 "wave_started", "wave_backlog")
 
     def __init__(self, ctx: AppenderContext, request_id: Hashable, lsn: int, timestamp: int,
                  flags: int = 0, payload_len: int = 0) -> None:
@@ -163,6 +193,8 @@ class Appender:
         self.deadline: float | None = None  # when on_timeout has work to do
         self.armed: float | None = None  # the deadline the driver's timer was set for
         self.last_status = E.OK  # why the last wave could not pick a copyset
+        self.wave_started = 0.0
+        self.wave_backlog = 0.0  # the log's backlog per node when the wave went out
 
     @property
     def replicated(self) -> bool:
@@ -173,6 +205,7 @@ class Appender:
         """Send wave 1 (on ``copyset`` when the caller already picked one)."""
         if self.wave != 0:
             raise RuntimeError("Appender.start called twice")
+        self.ctx.unstored_bytes += self.payload_len
         return self._next_wave(now, copyset)
 
     def on_stored(self, node: int, wave: int, status: E | int, now: float) -> list:
@@ -187,6 +220,9 @@ class Appender:
                 return []
             self.state = AppenderState.REPLICATED
             self.deadline = None
+            ctx = self.ctx
+            ctx.unstored_bytes -= self.payload_len
+            ctx.observe(self.wave_backlog, now - self.wave_started)
             return [AckAppend(self.request_id, self.ctx.log_id, self.lsn, self.timestamp)]
         self.ctx.health.blacklist(node, status, now)
         self.ctx.wave_failed(self.copyset)
@@ -225,6 +261,8 @@ class Appender:
         """Give up (sequencer deactivated): reject the client unless already acked."""
         if self.state in (AppenderState.REPLICATED, AppenderState.ABORTED):
             return []
+        if self.wave:
+            self.ctx.unstored_bytes -= self.payload_len
         self.state = AppenderState.ABORTED
         self.deadline = None
         return [Reject(self.request_id, self.ctx.log_id, status, self.lsn)]
@@ -234,6 +272,7 @@ class Appender:
         ctx = self.ctx
         self.wave += 1
         self.stored = set()
+        self.wave_started, self.wave_backlog = now, ctx.backlog()
         self.deadline = now + ctx.store_timeout(self.wave)
         if copyset is None:
             copyset, self.last_status = ctx.pick(self.payload_len, now)

@@ -299,6 +299,7 @@ class StickyCopysetSelector:
             raise ValueError("block_bytes and block_ms must be positive")
         self.base = base
         self.replication = base.replication
+        self.nodeset = base.nodeset
         self.block_bytes = block_bytes
         self.block_seconds = block_ms / 1000.0
         self.current: Copyset | None = None
