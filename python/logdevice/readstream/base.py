@@ -8,7 +8,7 @@ from typing import Any
 
 from logdevice.readstream.batches import BatchStore, Chunk
 from logdevice.readstream.fmajority import FailureDomainNodeSet
-from logdevice.readstream.sender import SenderState
+from logdevice.readstream.sender import Senders, SenderState
 from logdevice.records import GapRecord, GapType
 
 
@@ -27,19 +27,15 @@ class StreamBase:
     _consumed: int  # first LSN not yet handed to the application by poll()
     _threshold: float
     _trim: int
-    _filter_version: int
-    _senders: dict[int, SenderState]
+    _senders: Senders
     _fmaj: FailureDomainNodeSet
     _batches: BatchStore
     _queue: deque[Chunk | GapRecord]
-    _actions: list[Any]
     _clock: Callable[[], float]
     _grace_period: float
     _grace_deadline: float | None
     _scd_timeout: float
     _asa_timeout: float
-    _reconnect_max: float
-    _reconnect_initial: float
     _scd_wanted: bool  # the log uses SCD and the user did not force it off
     _scd_active: bool
     _known_down: set[int]

@@ -64,10 +64,10 @@ class GapsMixin(StreamBase):
         gap: set[int] = set()
         ur: set[int] = set()
         end = 0
-        for n, s in self._senders.items():
+        for s in self._senders:
             if s.next_lsn > nxt:
                 state, m = s.gap_state(nxt)
-                (ur if state == 2 else gap).add(n)
+                (ur if state == 2 else gap).add(s.node)
                 if end == 0 or m < end:
                     end = m
         res = self._fmaj.check(gap)

@@ -14,7 +14,6 @@ A rewind requested while handling an event is coalesced and done once, at the en
 
 from __future__ import annotations
 
-from logdevice.readstream.actions import SendStart, SendWindow
 from logdevice.readstream.base import StreamBase
 from logdevice.readstream.fmajority import AuthoritativeStatus
 from logdevice.readstream.sender import SenderState
@@ -37,8 +36,8 @@ class ScdMixin(StreamBase):
         """Nodes that belong on the known-down list when (re)entering SCD mode."""
         fa = AuthoritativeStatus.FULLY_AUTHORITATIVE
         status = self._fmaj.status
-        return {n for n, s in self._senders.items()
-                if not s.connected or status[n] != fa or s.bad_until > self._next}
+        return {s.node for s in self._senders
+                if not s.connected or status[s.node] != fa or s.bad_until > self._next}
 
     def _request_rewind(self, mode: str | None = None) -> None:
         if self._next > self._until:
@@ -50,11 +49,8 @@ class ScdMixin(StreamBase):
     # ------------------------------------------------------------------- rewind
 
     def _send_start(self, s: SenderState) -> None:
-        s.reset_for_start()
-        s.window_sent = self._window_high
-        kd = tuple(sorted(self._known_down)) if self._scd_active else ()
-        self._actions.append(SendStart(s.node, self._next, self._until, self._window_high,
-                                       self._scd_active, kd, self._filter_version))
+        kd = tuple(sorted(self._known_down)) if self._scd_active else None
+        self._senders.send_start(s, self._next, self._window_high, kd)
 
     def _rewind(self) -> None:
         self._rewind_pending = False
@@ -63,7 +59,7 @@ class ScdMixin(StreamBase):
             return
         self._window.clear(self._next)
         self._batches.clear()
-        self._filter_version += 1
+        self._senders.new_version()
         self._grace_deadline = None
         if mode == "asa":
             self._scd_active = False
@@ -77,7 +73,7 @@ class ScdMixin(StreamBase):
             # Nobody left to ship: every copy must come from everyone.
             self._scd_active = False
             self._known_down.clear()
-        for s in self._senders.values():
+        for s in self._senders:
             self._send_start(s)
 
     # -------------------------------------------------------------- failover
@@ -88,8 +84,9 @@ class ScdMixin(StreamBase):
         kd = self._known_down
         cannot = set(kd)
         ur_not_kd = []
-        for n, s in self._senders.items():
+        for s in self._senders:
             if s.next_lsn > nxt:
+                n = s.node
                 cannot.add(n)
                 if n not in kd and s.gap_state(nxt)[0] == 2:
                     ur_not_kd.append(n)
@@ -108,7 +105,7 @@ class ScdMixin(StreamBase):
         if self._window.first_filled() != 0:
             return True
         nxt = self._next
-        return any(s.next_lsn > nxt for s in self._senders.values())
+        return self._senders.any_passed(nxt)
 
     def _note_stall(self) -> None:
         if (self._scd_active and self._stall_since is None and self._next <= self._until
@@ -119,8 +116,8 @@ class ScdMixin(StreamBase):
         """Nodes the known-down timer would put on the list: those not yet past the read
         pointer, or none if that would leave nobody to ship."""
         nxt = self._next
-        down = [n for n, s in self._senders.items()
-                if n not in self._known_down and s.next_lsn <= nxt]
+        down = [s.node for s in self._senders
+                if s.node not in self._known_down and s.next_lsn <= nxt]
         if down and len(self._known_down) + len(down) < len(self._senders):
             return down
         return []
@@ -179,10 +176,9 @@ class ScdMixin(StreamBase):
         if self._rewind_pending:
             self._rewind()  # the STARTs carry the new window
             return
-        for s in self._senders.values():
+        for s in self._senders:
             if s.connected:
                 self._send_window(s)
 
     def _send_window(self, s: SenderState) -> None:
-        s.window_sent = self._window_high
-        self._actions.append(SendWindow(s.node, self._window_high, self._filter_version))
+        self._senders.send_window(s, self._window_high)

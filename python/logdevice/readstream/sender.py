@@ -1,6 +1,13 @@
-"""Per storage node state of a client read stream."""
+"""The sender state part of a read stream: what it knows about each node of the read set
+(``SenderState``) and the read set as a whole (``Senders``: filter version, reconnects,
+the START/WINDOW/STOP messages to the nodes).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+
+from logdevice.readstream.actions import SendStart, SendStop, SendWindow
 
 
 class SenderState:
@@ -70,7 +77,140 @@ class SenderState:
                 return 1, lo
         return 1, self.next_lsn
 
+    def advance_to(self, lsn: int) -> None:
+        """The node has nothing below ``lsn`` (a gap ending at ``lsn - 1``)."""
+        if lsn > self.next_lsn:
+            self.next_lsn = lsn
+
+    def note_shipped(self, end: int) -> None:
+        """The node shipped records up to ``end - 1``."""
+        if end > self.next_lsn:
+            self.next_lsn = end
+        self.shipped_record = True
+
+    def checksum_failed(self, lsn: int, next_to_deliver: int) -> None:
+        """The node's copy of ``lsn`` exists but is bad: its silence there proves nothing
+        (it counts as under-replicated) and it stays off the SCD read set until the read
+        pointer passes ``lsn``."""
+        self.mark_under_replicated(lsn, lsn, next_to_deliver)
+        self.bad_until = max(self.bad_until, lsn + 1)
+        self.advance_to(lsn + 1)
+
     def __repr__(self) -> str:
         return (f"SenderState(node={self.node}, next_lsn={self.next_lsn}, "
                 f"ur_regions={self.ur_regions}, connected={self.connected}, "
                 f"acked_version={self.acked_version})")
+
+
+class Senders:
+    """The read set as one part: every node's ``SenderState``, the stream's filter
+    version, reconnect backoff, and the messages to the nodes.
+
+    Messages go out through ``take_actions`` (``SendStart``, ``SendWindow``,
+    ``SendStop``), never through a socket.  The filter version stamps every START and
+    WINDOW; a rewind bumps it (``new_version``) so that replies to an older START are
+    dropped (``accept``).  Iterating yields the ``SenderState`` of each node, in nodeset
+    order: the view the gap detector and the SCD controller read.
+    """
+
+    def __init__(self, nodes: Iterable[int], until_lsn: int, clock: Callable[[], float],
+                 reconnect_delay: float, reconnect_max_delay: float) -> None:
+        self._states = {n: SenderState(n, reconnect_delay) for n in nodes}
+        self._until = until_lsn
+        self._clock = clock
+        self._reconnect_initial = reconnect_delay
+        self._reconnect_max = reconnect_max_delay
+        self._filter_version = 1
+        self._actions: list[SendStart | SendWindow | SendStop] = []
+
+    # ------------------------------------------------------------------ the set
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def __iter__(self) -> Iterator[SenderState]:
+        return iter(self._states.values())
+
+    def __contains__(self, node: object) -> bool:
+        return node in self._states
+
+    def __getitem__(self, node: int) -> SenderState:
+        return self._states[node]
+
+    def get(self, node: int) -> SenderState | None:
+        return self._states.get(node)
+
+    def any_passed(self, lsn: int) -> bool:
+        """Whether some node has said it has nothing more at ``lsn``."""
+        return any(s.next_lsn > lsn for s in self._states.values())
+
+    # ---------------------------------------------------------------- versions
+
+    @property
+    def filter_version(self) -> int:
+        return self._filter_version
+
+    def new_version(self) -> None:
+        """A rewind: replies to STARTs sent before it no longer count."""
+        self._filter_version += 1
+
+    def accept(self, node: int, filter_version: int | None) -> SenderState | None:
+        """The node's state if a message from it carrying ``filter_version`` (None: the
+        message has none, it belongs to the last START the node acknowledged) is
+        current; None if it must be dropped."""
+        s = self._states.get(node)
+        if s is None:
+            return None
+        if filter_version is not None:
+            if filter_version != self._filter_version:
+                return None  # from before the last rewind
+            s.acked_version = filter_version
+        elif s.acked_version != self._filter_version:
+            return None
+        return s
+
+    # ------------------------------------------------------------- connections
+
+    def started(self, s: SenderState) -> None:
+        """The node acknowledged the current START."""
+        s.acked_version = self._filter_version
+        s.connected = True
+        s.backoff = self._reconnect_initial
+        s.reconnect_at = None
+
+    def schedule_reconnect(self, s: SenderState) -> None:
+        """Send START to the node again after its backoff (doubling up to the max)."""
+        if s.reconnect_at is None:
+            s.reconnect_at = self._clock() + s.backoff
+            s.backoff = min(s.backoff * 2, self._reconnect_max)
+
+    def due_reconnects(self, now: float) -> list[SenderState]:
+        return [s for s in self._states.values()
+                if s.reconnect_at is not None and now >= s.reconnect_at]
+
+    def next_reconnect(self) -> float | None:
+        times = [s.reconnect_at for s in self._states.values() if s.reconnect_at is not None]
+        return min(times) if times else None
+
+    # ---------------------------------------------------------------- messages
+
+    def send_start(self, s: SenderState, start_lsn: int, window_high: int,
+                   known_down: tuple[int, ...] | None) -> None:
+        """START to the node: resend from ``start_lsn``; single copy delivery with
+        ``known_down`` unless it is None."""
+        s.reset_for_start()
+        s.window_sent = window_high
+        self._actions.append(SendStart(s.node, start_lsn, self._until, window_high,
+                                       known_down is not None, known_down or (),
+                                       self._filter_version))
+
+    def send_window(self, s: SenderState, window_high: int) -> None:
+        s.window_sent = window_high
+        self._actions.append(SendWindow(s.node, window_high, self._filter_version))
+
+    def send_stop_all(self) -> None:
+        self._actions.extend(SendStop(n) for n in self._states)
+
+    def take_actions(self) -> list[SendStart | SendWindow | SendStop]:
+        out, self._actions = self._actions, []
+        return out

@@ -26,7 +26,7 @@ import numpy as np
 
 from ldcore.window import Window
 from logdevice.errors import E, InvalidParamError
-from logdevice.readstream.actions import FLAG_WRITTEN_BY_RECOVERY, GapReason, SendStop
+from logdevice.readstream.actions import FLAG_WRITTEN_BY_RECOVERY, GapReason
 from logdevice.readstream.batches import BatchStore, as_u8
 from logdevice.readstream.delivery import DeliveryMixin
 from logdevice.readstream.fmajority import (
@@ -35,7 +35,7 @@ from logdevice.readstream.fmajority import (
 )
 from logdevice.readstream.gaps import GapsMixin
 from logdevice.readstream.scd import ScdMixin
-from logdevice.readstream.sender import SenderState
+from logdevice.readstream.sender import Senders, SenderState
 
 _EMPTY_OFFSETS = np.zeros(1, dtype=np.int64)
 
@@ -113,19 +113,15 @@ class ReadStream(GapsMixin, DeliveryMixin, ScdMixin):
         self._next_slide = start_lsn + int(flow_control_threshold * (ws - 1))
         self._consumed = start_lsn
         self._trim = trim_point
-        self._filter_version = 1
         self._clock = clock
         self._grace_period = grace_period
         self._grace_deadline = None
         self._scd_timeout = scd_timeout
         self._asa_timeout = scd_all_send_all_timeout
         self._seq_window = sequencer_window
-        self._reconnect_initial = reconnect_delay
-        self._reconnect_max = reconnect_max_delay
-        self._senders = {n: SenderState(n, reconnect_delay) for n in nodes}
+        self._senders = Senders(nodes, until_lsn, clock, reconnect_delay, reconnect_max_delay)
         self._batches = BatchStore()
         self._queue = deque()
-        self._actions = []
         self._scd_wanted = bool(scd)
         self._scd_active = bool(scd)
         self._known_down = set()
@@ -139,7 +135,7 @@ class ReadStream(GapsMixin, DeliveryMixin, ScdMixin):
             if len(self._known_down) >= len(nodes):
                 self._scd_active = False
                 self._known_down = set()
-        for s in self._senders.values():
+        for s in self._senders:
             self._send_start(s)
         self._after_event()
 
@@ -161,7 +157,7 @@ class ReadStream(GapsMixin, DeliveryMixin, ScdMixin):
 
     @property
     def filter_version(self) -> int:
-        return self._filter_version
+        return self._senders.filter_version
 
     @property
     def scd_active(self) -> bool:
@@ -180,8 +176,7 @@ class ReadStream(GapsMixin, DeliveryMixin, ScdMixin):
 
     def take_actions(self) -> list[Any]:
         """Messages to send, oldest first (``SendStart``/``SendWindow``/``SendStop``)."""
-        out, self._actions = self._actions, []
-        return out
+        return self._senders.take_actions()
 
     def next_deadline(self) -> float | None:
         """Clock time at which ``tick`` has work to do (None: only events matter).
@@ -190,7 +185,10 @@ class ReadStream(GapsMixin, DeliveryMixin, ScdMixin):
         or later than t, so a loop can simply sleep until it."""
         if self._stopped:
             return None
-        times = [s.reconnect_at for s in self._senders.values() if s.reconnect_at is not None]
+        times = []
+        r = self._senders.next_reconnect()
+        if r is not None:
+            times.append(r)
         if self._grace_deadline is not None:
             times.append(self._grace_deadline)
         d = self._scd_deadline()
@@ -201,16 +199,9 @@ class ReadStream(GapsMixin, DeliveryMixin, ScdMixin):
     # ----------------------------------------------------------------- events
 
     def _accept(self, node: int, filter_version: int | None) -> SenderState | None:
-        s = self._senders.get(node)
-        if s is None or self._next > self._until or self._stopped:
+        if self._next > self._until or self._stopped:
             return None
-        if filter_version is not None:
-            if filter_version != self._filter_version:
-                return None  # from before the last rewind
-            s.acked_version = filter_version
-        elif s.acked_version != self._filter_version:
-            return None
-        return s
+        return self._senders.accept(node, filter_version)
 
     def on_record(self, node: int, lsn: int, payload: Any = b"", flags: int = 0, *,
                   timestamp: int = 0, filter_version: int | None = None) -> None:
@@ -293,10 +284,7 @@ class ReadStream(GapsMixin, DeliveryMixin, ScdMixin):
             live += self._prefer_recovery_copies(lsns[:n][better], handles[:n][better])
         self._batches.keep(bid, live)
         if n:
-            last = int(lsns[n - 1]) + 1
-            if last > s.next_lsn:
-                s.next_lsn = last
-            s.shipped_record = True
+            s.note_shipped(int(lsns[n - 1]) + 1)
 
     def _prefer_recovery_copies(self, lsns: np.ndarray, handles: np.ndarray) -> int:
         """Copies written by epoch recovery of LSNs already buffered: they replace a
@@ -324,8 +312,7 @@ class ReadStream(GapsMixin, DeliveryMixin, ScdMixin):
             self._checksum_failed(s, hi)
         elif reason == GapReason.UNDER_REPLICATED:
             s.mark_under_replicated(lo, hi, self._next)
-        if hi + 1 > s.next_lsn:
-            s.next_lsn = hi + 1
+        s.advance_to(hi + 1)
         self._after_event()
 
     def on_checksum_failure(self, node: int, lsn: int,
@@ -337,22 +324,16 @@ class ReadStream(GapsMixin, DeliveryMixin, ScdMixin):
     def _checksum_failed(self, s: SenderState, lsn: int) -> None:
         # The node's copy exists but is bad: its silence at lsn proves nothing, and in
         # SCD someone else has to ship it.
-        s.mark_under_replicated(lsn, lsn, self._next)
-        s.bad_until = max(s.bad_until, lsn + 1)
-        if lsn + 1 > s.next_lsn:
-            s.next_lsn = lsn + 1
+        s.checksum_failed(lsn, self._next)
         self._add_known_down(s.node)
 
     def on_started(self, node: int, status: int, filter_version: int) -> None:
         """``node`` answered START (``status`` an ``E``) for ``filter_version``."""
         s = self._senders.get(node)
-        if s is None or filter_version != self._filter_version or self._stopped:
+        if s is None or filter_version != self._senders.filter_version or self._stopped:
             return
         if status in (E.OK, E.REBUILDING):
-            s.acked_version = filter_version
-            s.connected = True
-            s.backoff = self._reconnect_initial
-            s.reconnect_at = None
+            self._senders.started(s)
             if s.window_sent < self._window_high:
                 self._send_window(s)  # it missed a slide while (re)starting
             if status == E.REBUILDING:
@@ -360,7 +341,7 @@ class ReadStream(GapsMixin, DeliveryMixin, ScdMixin):
         else:
             s.connected = False
             if not self._add_known_down(node):
-                self._schedule_reconnect(s)
+                self._senders.schedule_reconnect(s)
         self._after_event()
 
     def on_connection_closed(self, node: int) -> None:
@@ -370,13 +351,8 @@ class ReadStream(GapsMixin, DeliveryMixin, ScdMixin):
             return
         s.connected = False
         if not self._add_known_down(node):
-            self._schedule_reconnect(s)
+            self._senders.schedule_reconnect(s)
         self._after_event()
-
-    def _schedule_reconnect(self, s: SenderState) -> None:
-        if s.reconnect_at is None:
-            s.reconnect_at = self._clock() + s.backoff
-            s.backoff = min(s.backoff * 2, self._reconnect_max)
 
     def set_trim_point(self, lsn: int) -> None:
         """Everything at or below ``lsn`` is trimmed: delivered as one TRIM gap."""
@@ -404,16 +380,15 @@ class ReadStream(GapsMixin, DeliveryMixin, ScdMixin):
         """Close the stream on every node."""
         if not self._stopped:
             self._stopped = True
-            self._actions.extend(SendStop(n) for n in self._senders)
+            self._senders.send_stop_all()
 
     def tick(self) -> None:
         """Run what is due at ``clock()``: reconnects, the gap grace period, SCD timers."""
         if self._stopped:
             return
         now = self._clock()
-        for s in self._senders.values():
-            if s.reconnect_at is not None and now >= s.reconnect_at:
-                self._send_start(s)
+        for s in self._senders.due_reconnects(now):
+            self._send_start(s)
         if self._grace_deadline is not None and now >= self._grace_deadline:
             self._grace_deadline = None
             self._progress(grace_expired=True)
