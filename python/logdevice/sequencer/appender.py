@@ -15,9 +15,11 @@ when:
   log has many bytes on their way to disk: each node of the nodeset has about
   ``unstored bytes * R / nodeset size`` of this log queued, and a wave waits at least
   ``STORE_SLACK`` times what that takes at the store rate the log's completed waves
-  showed (``store_rate``, never assumed below ``STORE_RATE_FLOOR``).  Without that, a
+  showed (``store_rate``: ``STORE_RATE_PRIOR`` until measured).  Without that, a
   burst of large blobs times out its first waves while the nodes are merely busy writing,
-  and every second wave leaves an extra copy on disk;
+  and every second wave leaves an extra copy on disk.  When the timeout passes it is
+  worked out again with the backlog of that moment (a node writes the stores that came
+  later in the same group commits), and the wave waits on if that is later;
 * a member answers with an error (NOSPC, OVERLOADED, DISABLED, ...): it is blacklisted;
   the next wave starts at once, since the failed node is now excluded;
 * a member the wave still waits for is reported down.
@@ -56,12 +58,16 @@ from logdevice.sequencer.nodestate import NodeHealth
 STORE_TIMEOUT = (0.010, 60.0)
 #: A wave waits at least this many times the time its nodes' backlog takes to write.
 STORE_SLACK = 4.0
-#: Bytes per second a node is assumed to write at least (and before any wave measured it).
-STORE_RATE_FLOOR = 16e6
+#: Bytes per second a node is assumed to write before a wave measured it: low, since a
+#: too-short timeout costs a copy on disk and a too-long one only delays giving up on a
+#: node that hangs (one that fails is reported down and ends its waves at once).
+STORE_RATE_PRIOR = 4e6
+#: The store rate is never taken to be lower than this.
+STORE_RATE_FLOOR = 1e6
 #: Waves with less backlog per node than this say more about latency than about rate.
 RATE_SAMPLE_BYTES = 256 << 10
-#: Weight of each new store-rate sample.
-RATE_ALPHA = 0.2
+#: Weight of a new store-rate sample: a slowdown is believed at once, a speed-up slowly.
+RATE_ALPHA_DOWN, RATE_ALPHA_UP = 0.5, 0.1
 
 
 class AppenderState(IntEnum):
@@ -104,7 +110,7 @@ class AppenderContext:
         self._sticky = isinstance(selector, StickyCopysetSelector)
         self._share = self.replication.r / max(1, len(selector.nodeset))  # per node
         self.unstored_bytes = 0  # payload bytes of the appenders not yet replicated
-        self.store_rate = STORE_RATE_FLOOR  # bytes/s a node drains, from completed waves
+        self.store_rate = STORE_RATE_PRIOR  # bytes/s a node drains, from completed waves
 
     def backlog(self) -> float:
         """Bytes of this log each node of the nodeset has on its way to disk, roughly."""
@@ -119,8 +125,10 @@ class AppenderContext:
     def observe(self, backlog: float, seconds: float) -> None:
         """A wave that started with ``backlog`` bytes per node completed in ``seconds``."""
         if backlog >= RATE_SAMPLE_BYTES and seconds > 0:
-            rate = self.store_rate + RATE_ALPHA * (backlog / seconds - self.store_rate)
-            self.store_rate = max(STORE_RATE_FLOOR, rate)
+            sample = backlog / seconds
+            alpha = RATE_ALPHA_DOWN if sample < self.store_rate else RATE_ALPHA_UP
+            self.store_rate = max(STORE_RATE_FLOOR, self.store_rate + alpha * (
+                sample - self.store_rate))
 
     def pick(self, payload_len: int, now: float) -> tuple[Copyset | None, E]:
         """A copyset for the next wave, or (None, status) saying why there is none."""
@@ -233,6 +241,12 @@ class Appender:
         if self.deadline is None or now < self.deadline:
             return []
         if self.state == AppenderState.REPLICATING:
+            # Stores that arrived since the wave went out are written in the same group
+            # commits as this one: judge the wait by the backlog now, if it grew.
+            later = self.wave_started + self.ctx.store_timeout(self.wave)
+            if later > now:
+                self.deadline = later
+                return []
             health = self.ctx.health
             for node in self.copyset:
                 if node not in self.stored:

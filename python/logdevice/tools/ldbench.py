@@ -33,10 +33,13 @@ from typing import Any
 
 import numpy as np
 
+from logdevice.checker.driver import CheckOptions, run_check
 from logdevice.cli import add_credentials, add_version, credentials, missing_extra
 from logdevice.cli import console as tool_console
 from logdevice.client import Client
+from logdevice.config import Config
 from logdevice.errors import LogDeviceError
+from logdevice.security import ConnectSecurity
 from logdevice.tools import benchutil
 from logdevice.tools.ldbench_read import add_read_arguments, run_read
 from logdevice.tools.loglines import generate
@@ -246,8 +249,26 @@ def run_write(args: argparse.Namespace, console: Console) -> dict[str, Any]:
             results["rate_latency"] = _latency_at_rate(client, args, console, payload)
         if args.inflight_appends:
             results["inflight_latency"] = _latency_in_flight(client, args, console, payload)
+        results["copies"] = _count_copies(cfg, args, console)
     _print_write(results, args, console)
     return results
+
+
+def _count_copies(config_path: str, args: argparse.Namespace,
+                  console: Console) -> dict[str, Any]:
+    """Ask the cluster checker how many copies beyond the copysets the run left (a store
+    wave given up on, then stored anyway): disk and WAL the write path wasted."""
+    config = Config.load(config_path)
+    security = ConnectSecurity.for_client(config, **credentials(args))
+    with console.status("counting copies (cluster checker)"):
+        report = run_check(config, CheckOptions(logs=list(range(1, args.logs + 1)),
+                                                security=security, recheck_delay=0.5))
+    if report.errors:
+        return {"error": "; ".join(report.errors)}
+    summary = report.summary
+    records = max(1, summary["records"])
+    return {"records": summary["records"], "extra_copies": summary["extra_copies"],
+            "extra_pct": 100.0 * summary["extra_copies"] / records}
 
 
 def _ms(d: dict[str, Any]) -> str:
@@ -274,6 +295,13 @@ def _print_write(r: dict[str, Any], args: argparse.Namespace, console: Console) 
         q = r["inflight_latency"]
         rows.append((f"append latency, {q['in_flight']} in flight", f"p99 {q['p99_ms']:.2f} ms",
                      _ms(q) + f", {q['appends_per_s']:,.0f} appends/s; " + q.get("cpu", "")))
+    c = r.get("copies", {})
+    if "error" in c:
+        rows.append(("copies beyond the copysets", "not counted", c["error"]))
+    elif c:
+        rows.append(("copies beyond the copysets", f"{c['extra_pct']:.2f} %",
+                     f"{c['extra_copies']:,} extra copies of {c['records']:,} records "
+                     f"(cluster checker)"))
     console.print(benchutil.results_table(
         f"ldbench write: {args.payload_size}-byte records"
         + ("" if args.config else f", local cluster {args.nodes} nodes R={args.replication}"),
