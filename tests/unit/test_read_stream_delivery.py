@@ -7,6 +7,7 @@ import numpy as np
 from ldcore import codec
 from logdevice.protocol.flags import FLAG_BRIDGE, FLAG_BUFFERED_WRITER_BLOB, FLAG_HOLE
 from logdevice.read_stream import SendWindow
+from logdevice.readstream.window import RecordWindow
 from logdevice.records import DataRecord, GapRecord, GapType
 from tests.unit.test_read_stream import LOG, lsn, make, records, show
 
@@ -168,14 +169,34 @@ def test_on_records_bad_mask_repacks_payloads():
     assert [(r.lsn, r.payload) for r in got] == [(1, b"a"), (2, b"b"), (3, b"c")]
 
 
+def _window_insert(win: RecordWindow, lsns: list[int], payloads: list[bytes]) -> int:
+    arr, ts, fl, buf, offs = _batch(lsns, payloads)
+    return win.insert(np.asarray(arr, dtype=np.uint64), np.asarray(ts, dtype=np.int64),
+                      np.asarray(fl, dtype=np.uint32), np.frombuffer(buf, dtype=np.uint8),
+                      np.asarray(offs, dtype=np.int64))
+
+
 def test_batches_are_released():
+    # The stream's window part keeps a batch while records of it are buffered.
+    win = RecordWindow(1, 100, 8, 0.7)
+    assert _window_insert(win, [2, 3], [b"x", b"y"]) == 2
+    assert _window_insert(win, [2, 3], [b"x", b"y"]) == 2  # all duplicates: not kept
+    assert win.held_batches == 1
+    assert _window_insert(win, [1], [b"w"]) == 1
+    chunk = win.pop_run()
+    assert chunk is not None and chunk.lsns.tolist() == [1, 2, 3]
+    assert [chunk.payload_bytes(i) for i in range(3)] == [b"w", b"x", b"y"]
+    assert win.held_batches == 0 and win.pop_run() is None
+    # Past the buffer (LSN 12 and on for head 4, size 8) and past until: cut off.
+    assert _window_insert(win, [11, 12, 13], [b"a", b"b", b"c"]) == 1
+    assert RecordWindow(1, 5, 8, 0.7).high == 5
+    assert _window_insert(RecordWindow(1, 5, 8, 0.7), [6], [b"z"]) == 0
+    # Through a stream, batches are released as records are delivered.
     rs, _ = make(nodes=(0, 1, 2), r=2)
     rs.on_records(0, *_batch([2, 3], [b"x", b"y"]))
-    rs.on_records(1, *_batch([2, 3], [b"x", b"y"]))  # all duplicates: not kept
-    assert len(rs._batches) == 1
+    rs.on_records(1, *_batch([2, 3], [b"x", b"y"]))
     rs.on_records(2, *_batch([1], [b"w"]))
     assert show(rs.poll()) == [1, 2, 3]
-    assert len(rs._batches) == 0
 
 
 def test_empty_payload_column():

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Any
 
-from logdevice.readstream.batches import BatchStore, Chunk
+from logdevice.readstream.batches import Chunk
 from logdevice.readstream.fmajority import FailureDomainNodeSet
 from logdevice.readstream.sender import Senders, SenderState
+from logdevice.readstream.window import RecordWindow
 from logdevice.records import GapRecord, GapType
 
 
@@ -20,16 +20,11 @@ class StreamBase:
     _until: int
     _seq_window: int
     _next: int  # next LSN to deliver == head of the window buffer while not done
-    _window: Any  # ldcore.window.Window
-    _window_size: int
-    _window_high: int  # what the senders were last told they may send up to
-    _next_slide: int
+    _window: RecordWindow
     _consumed: int  # first LSN not yet handed to the application by poll()
-    _threshold: float
     _trim: int
     _senders: Senders
     _fmaj: FailureDomainNodeSet
-    _batches: BatchStore
     _queue: deque[Chunk | GapRecord]
     _clock: Callable[[], float]
     _grace_period: float
@@ -54,7 +49,7 @@ class StreamBase:
     def _deliver_gap(self, gtype: GapType, lo: int, hi: int) -> None:
         raise NotImplementedError
 
-    def _deliver_run(self, lsns: Any, handles: Any) -> None:
+    def _deliver_run(self, chunk: Chunk) -> None:
         raise NotImplementedError
 
     def _skip_to(self, lsn: int) -> None:

@@ -33,9 +33,9 @@ class DeliveryMixin(StreamBase):
     def _deliver_gap(self, gtype: GapType, lo: int, hi: int) -> None:
         self._queue.append(GapRecord(self.log_id, gtype, lo, hi))
 
-    def _deliver_run(self, lsns: np.ndarray, handles: np.ndarray) -> None:
-        """Records ``lsns`` (contiguous, just popped from the buffer) are next in line."""
-        chunk = self._batches.gather(lsns, handles)
+    def _deliver_run(self, chunk: Chunk) -> None:
+        """Records of ``chunk`` (contiguous, just popped from the buffer) are next in line."""
+        lsns = chunk.lsns
         self._next = int(lsns[-1]) + 1
         flags = chunk.flags
         special = np.flatnonzero(flags & _SPECIAL)

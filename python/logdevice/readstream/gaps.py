@@ -26,9 +26,7 @@ from logdevice.records import GapType
 class GapsMixin(StreamBase):
     def _skip_to(self, lsn: int) -> None:
         """Move the read pointer (and buffer head) forward to ``lsn``."""
-        if self._window.head < lsn <= self._until:
-            _, dropped = self._window.advance(lsn)
-            self._batches.release(dropped)
+        self._window.skip_to(lsn)
         self._next = lsn
 
     def _progress(self, grace_expired: bool = False) -> bool:
@@ -42,11 +40,11 @@ class GapsMixin(StreamBase):
                 self._deliver_gap(GapType.TRIM, nxt, hi)
                 self._skip_to(hi + 1)
             else:
-                lsns, handles = win.pop_ready()
-                if len(lsns):
-                    self._deliver_run(lsns, handles)
-                elif (nxt & ESN_MAX) == 0 and self._window_size > 1 and nxt < self._until \
-                        and win.get(nxt + 1) >= 0:
+                chunk = win.pop_run()
+                if chunk is not None:
+                    self._deliver_run(chunk)
+                elif (nxt & ESN_MAX) == 0 and win.size > 1 and nxt < self._until \
+                        and win.holds(nxt + 1):
                     # ESN 0 never holds a record: an epoch that starts right after it
                     # needs no f-majority.
                     self._deliver_gap(GapType.BRIDGE, nxt, nxt)

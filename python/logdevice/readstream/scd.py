@@ -50,7 +50,7 @@ class ScdMixin(StreamBase):
 
     def _send_start(self, s: SenderState) -> None:
         kd = tuple(sorted(self._known_down)) if self._scd_active else None
-        self._senders.send_start(s, self._next, self._window_high, kd)
+        self._senders.send_start(s, self._next, self._window.high, kd)
 
     def _rewind(self) -> None:
         self._rewind_pending = False
@@ -58,7 +58,6 @@ class ScdMixin(StreamBase):
         if self._next > self._until:
             return
         self._window.clear(self._next)
-        self._batches.clear()
         self._senders.new_version()
         self._grace_deadline = None
         if mode == "asa":
@@ -151,16 +150,12 @@ class ScdMixin(StreamBase):
 
     def _after_consume(self) -> None:
         """The application took records up to ``_consumed``: slide the window if due."""
-        if (self._consumed > self._next_slide and self._until > self._window_high
-                and self._next <= self._until):
+        if self._window.slide_due(self._consumed) and self._next <= self._until:
             self._slide()
         self._after_event()
 
     def _slide(self) -> None:
-        ws = self._window_size
-        base = self._consumed
-        self._window_high = min(self._until, base + ws - 1)
-        self._next_slide = base + int(self._threshold * (ws - 1))
+        self._window.slide(self._consumed)
         if self._scd_active:
             fa = AuthoritativeStatus.FULLY_AUTHORITATIVE
             back = [n for n in self._known_down
@@ -181,4 +176,4 @@ class ScdMixin(StreamBase):
                 self._send_window(s)
 
     def _send_window(self, s: SenderState) -> None:
-        self._senders.send_window(s, self._window_high)
+        self._senders.send_window(s, self._window.high)

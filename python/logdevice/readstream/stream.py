@@ -24,10 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from ldcore.window import Window
 from logdevice.errors import E, InvalidParamError
-from logdevice.readstream.actions import FLAG_WRITTEN_BY_RECOVERY, GapReason
-from logdevice.readstream.batches import BatchStore, as_u8
+from logdevice.readstream.actions import GapReason
+from logdevice.readstream.batches import as_u8
 from logdevice.readstream.delivery import DeliveryMixin
 from logdevice.readstream.fmajority import (
     AuthoritativeStatus,
@@ -36,6 +35,7 @@ from logdevice.readstream.fmajority import (
 from logdevice.readstream.gaps import GapsMixin
 from logdevice.readstream.scd import ScdMixin
 from logdevice.readstream.sender import Senders, SenderState
+from logdevice.readstream.window import RecordWindow
 
 _EMPTY_OFFSETS = np.zeros(1, dtype=np.int64)
 
@@ -106,11 +106,7 @@ class ReadStream(GapsMixin, DeliveryMixin, ScdMixin):
         self._until = until_lsn
         self._next = start_lsn
         ws = max(1, min(buffer_size, until_lsn - start_lsn + 1))
-        self._window_size = ws
-        self._window = Window(start_lsn, ws)
-        self._threshold = flow_control_threshold
-        self._window_high = min(until_lsn, start_lsn + ws - 1)
-        self._next_slide = start_lsn + int(flow_control_threshold * (ws - 1))
+        self._window = RecordWindow(start_lsn, until_lsn, ws, flow_control_threshold)
         self._consumed = start_lsn
         self._trim = trim_point
         self._clock = clock
@@ -120,7 +116,6 @@ class ReadStream(GapsMixin, DeliveryMixin, ScdMixin):
         self._asa_timeout = scd_all_send_all_timeout
         self._seq_window = sequencer_window
         self._senders = Senders(nodes, until_lsn, clock, reconnect_delay, reconnect_max_delay)
-        self._batches = BatchStore()
         self._queue = deque()
         self._scd_wanted = bool(scd)
         self._scd_active = bool(scd)
@@ -153,7 +148,7 @@ class ReadStream(GapsMixin, DeliveryMixin, ScdMixin):
 
     @property
     def window_high(self) -> int:
-        return self._window_high
+        return self._window.high
 
     @property
     def filter_version(self) -> int:
@@ -268,37 +263,9 @@ class ReadStream(GapsMixin, DeliveryMixin, ScdMixin):
             lsns, ts, fl, offs = lsns[k:], ts[k:], fl[k:], offs[k:]
             if len(lsns) == 0:
                 return
-        n = len(lsns)
-        if int(lsns[-1]) > self._until:
-            n = int(np.searchsorted(lsns, np.uint64(self._until), side="right"))
-            if n == 0:
-                return
-            lsns = lsns[:n]
-        bid, handles = self._batches.new_batch(n, ts, fl, buf, offs)
-        codes = self._window.insert_many(lsns, handles)
-        if codes[n - 1] == -2:  # past the buffer: the node ignored flow control
-            n = int(np.argmax(codes == -2))
-        live = int(np.count_nonzero(codes == 1))
-        better = (codes[:n] == 0) & ((fl[:n] & FLAG_WRITTEN_BY_RECOVERY) != 0)
-        if better.any():
-            live += self._prefer_recovery_copies(lsns[:n][better], handles[:n][better])
-        self._batches.keep(bid, live)
+        n = self._window.insert(lsns, ts, fl, buf, offs)
         if n:
             s.note_shipped(int(lsns[n - 1]) + 1)
-
-    def _prefer_recovery_copies(self, lsns: np.ndarray, handles: np.ndarray) -> int:
-        """Copies written by epoch recovery of LSNs already buffered: they replace a
-        sequencer's copy there (recovery's decision is the one every reader must see, as
-        in recovery's own digest).  Returns how many went in."""
-        replaced = []
-        batches, window = self._batches, self._window
-        for lsn, h in zip(lsns.tolist(), handles.tolist(), strict=True):
-            old = window.get(lsn)
-            if old >= 0 and not batches.flags_of(old) & FLAG_WRITTEN_BY_RECOVERY:
-                window.replace(lsn, h)
-                replaced.append(old)
-        batches.release(np.array(replaced, dtype=np.int64))
-        return len(replaced)
 
     def on_gap(self, node: int, lo: int, hi: int, reason: int = GapReason.NO_RECORDS,
                filter_version: int | None = None) -> None:
@@ -334,7 +301,7 @@ class ReadStream(GapsMixin, DeliveryMixin, ScdMixin):
             return
         if status in (E.OK, E.REBUILDING):
             self._senders.started(s)
-            if s.window_sent < self._window_high:
+            if s.window_sent < self._window.high:
                 self._send_window(s)  # it missed a slide while (re)starting
             if status == E.REBUILDING:
                 self._add_known_down(node)

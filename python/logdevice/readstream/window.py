@@ -1,0 +1,134 @@
+"""The window part of a read stream: the records buffered ahead of the read pointer, and
+flow control.
+
+``RecordWindow`` holds ``[head, head + size)`` as an ``ldcore.window.Window`` of int64
+record handles (see ``batches``) and the batches behind them (``BatchStore``), so no
+per-record Python object exists before delivery.  It de-duplicates copies (first copy
+wins, except that a copy written by epoch recovery replaces a sequencer's copy), cuts
+what a node sent past ``until_lsn`` or past the buffer, and hands out the contiguous run
+at its head as one columnar ``Chunk`` (``pop_run``).
+
+Flow control: the nodes may send up to ``high``.  Once the application has consumed past
+``flow_control_threshold`` of the window (``slide_due``), ``slide`` moves ``high`` on and
+the stream tells the nodes (WINDOW, or START when it rewinds at the same time).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ldcore.window import Window
+from logdevice.readstream.actions import FLAG_WRITTEN_BY_RECOVERY
+from logdevice.readstream.batches import BatchStore, Chunk
+
+
+class RecordWindow:
+    """Buffer and flow-control window of one read stream over ``[start, until]``."""
+
+    def __init__(self, start_lsn: int, until_lsn: int, size: int, threshold: float) -> None:
+        self._until = until_lsn
+        self._size = size
+        self._threshold = threshold
+        self._buf = Window(start_lsn, size)
+        self._batches = BatchStore()
+        self._high = min(until_lsn, start_lsn + size - 1)
+        self._next_slide = start_lsn + int(threshold * (size - 1))
+
+    @property
+    def size(self) -> int:
+        """Buffer size in LSNs."""
+        return self._size
+
+    @property
+    def high(self) -> int:
+        """What the nodes were last told they may send up to."""
+        return self._high
+
+    @property
+    def held_batches(self) -> int:
+        """RECORDS batches kept because some of their records sit in the buffer."""
+        return len(self._batches)
+
+    # ------------------------------------------------------------------- input
+
+    def insert(self, lsns: np.ndarray, ts: np.ndarray, fl: np.ndarray, buf: np.ndarray,
+               offs: np.ndarray) -> int:
+        """Buffer a batch of records (LSN order, all at or past the head).
+
+        Returns how many of them, from the first, the buffer took in: records past
+        ``until_lsn`` or past the buffer's end are cut off (a node ignoring flow
+        control), duplicates count as taken."""
+        n = len(lsns)
+        if int(lsns[-1]) > self._until:
+            n = int(np.searchsorted(lsns, np.uint64(self._until), side="right"))
+            if n == 0:
+                return 0
+            lsns = lsns[:n]
+        batches = self._batches
+        bid, handles = batches.new_batch(n, ts, fl, buf, offs)
+        codes = self._buf.insert_many(lsns, handles)
+        if codes[n - 1] == -2:  # past the buffer: the node ignored flow control
+            n = int(np.argmax(codes == -2))
+        live = int(np.count_nonzero(codes == 1))
+        better = (codes[:n] == 0) & ((fl[:n] & FLAG_WRITTEN_BY_RECOVERY) != 0)
+        if better.any():
+            live += self._prefer_recovery_copies(lsns[:n][better], handles[:n][better])
+        batches.keep(bid, live)
+        return n
+
+    def _prefer_recovery_copies(self, lsns: np.ndarray, handles: np.ndarray) -> int:
+        """Copies written by epoch recovery of LSNs already buffered: they replace a
+        sequencer's copy there (recovery's decision is the one every reader must see, as
+        in recovery's own digest).  Returns how many went in."""
+        replaced = []
+        batches, window = self._batches, self._buf
+        for lsn, h in zip(lsns.tolist(), handles.tolist(), strict=True):
+            old = window.get(lsn)
+            if old >= 0 and not batches.flags_of(old) & FLAG_WRITTEN_BY_RECOVERY:
+                window.replace(lsn, h)
+                replaced.append(old)
+        batches.release(np.array(replaced, dtype=np.int64))
+        return len(replaced)
+
+    # ------------------------------------------------------------------ output
+
+    def pop_run(self) -> Chunk | None:
+        """The contiguous records at the head, removed from the buffer as one chunk
+        (None if the head slot is empty)."""
+        lsns, handles = self._buf.pop_ready()
+        if len(lsns) == 0:
+            return None
+        return self._batches.gather(lsns, handles)
+
+    def holds(self, lsn: int) -> bool:
+        """Whether a record at ``lsn`` is buffered."""
+        return self._buf.get(lsn) >= 0
+
+    def first_filled(self) -> int:
+        """The lowest buffered LSN, 0 if the buffer is empty."""
+        return self._buf.first_filled()
+
+    def skip_to(self, lsn: int) -> None:
+        """Move the head forward to ``lsn``, dropping what is buffered below it."""
+        buf = self._buf
+        if buf.head < lsn <= self._until:
+            _, dropped = buf.advance(lsn)
+            self._batches.release(dropped)
+
+    def clear(self, lsn: int) -> None:
+        """Drop everything buffered and restart the buffer at ``lsn`` (a rewind)."""
+        self._buf.clear(lsn)
+        self._batches.clear()
+
+    # ------------------------------------------------------------ flow control
+
+    def slide_due(self, consumed: int) -> bool:
+        """Whether the application, having consumed below ``consumed``, passed the
+        threshold while there is more to allow."""
+        return consumed > self._next_slide and self._until > self._high
+
+    def slide(self, consumed: int) -> None:
+        """Let the nodes send up to ``size`` LSNs past ``consumed``."""
+        size = self._size
+        self._high = min(self._until, consumed + size - 1)
+        self._next_slide = consumed + int(self._threshold * (size - 1))
