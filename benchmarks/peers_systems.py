@@ -99,6 +99,20 @@ def server_process(name: str, cmd: list[str], log: Path, ready: Callable[[], boo
             proc.wait(5)
 
 
+@contextlib.contextmanager
+def redis_server(data: Path) -> Iterator[int]:
+    """redis-server on a free 127.0.0.1 port with its files in ``data`` (AOF on,
+    ``appendfsync everysec``, no RDB snapshots); yields the port."""
+    data.mkdir(parents=True, exist_ok=True)
+    (port,) = free_ports(1)
+    cmd = [_which("redis-server"), "--port", str(port), "--bind", "127.0.0.1",
+           "--dir", str(data), "--appendonly", "yes", "--appendfsync", "everysec",
+           "--save", "", "--daemonize", "no"]
+    with server_process("redis-server", cmd, data / "redis.log",
+                        lambda: _answers(port, b"PING\r\n", b"+PONG")):
+        yield port
+
+
 def _answers(port: int, send: bytes, expect: bytes) -> bool:
     """Does 127.0.0.1:port accept a connection and answer ``send`` with ``expect``?"""
     try:
@@ -423,15 +437,7 @@ class RedisStreams(System):
         import redis  # the bench extra
 
         self._redis = redis
-        data = self.work / "redis"
-        data.mkdir(parents=True, exist_ok=True)
-        (self.port,) = free_ports(1)
-        cmd = [_which("redis-server"), "--port", str(self.port), "--bind", "127.0.0.1",
-               "--dir", str(data), "--appendonly", "yes", "--appendfsync", "everysec",
-               "--save", "", "--daemonize", "no"]
-        self._stack.enter_context(server_process(
-            "redis-server", cmd, data / "redis.log",
-            lambda: _answers(self.port, b"PING\r\n", b"+PONG")))
+        self.port = self._stack.enter_context(redis_server(self.work / "redis"))
         self.r = self.client()
         self._stack.callback(self.r.close)
         self.version = self.r.info("server")["redis_version"]
@@ -510,7 +516,7 @@ class RedisStreams(System):
         from write_path import xadd_raw  # benchmarks/: run as scripts
 
         (key,) = self.new_streams(1)
-        cmds = _xadd_commands(payloads, key.encode())
+        cmds = xadd_commands(payloads, key.encode())
         t0 = time.perf_counter()
         done = 0
         while done < n:
@@ -538,7 +544,7 @@ class RedisStreams(System):
         return {"write": _rate(n, n * size, write_s), "read": _rate(got, nbytes, read_s)}
 
 
-def _xadd_commands(payloads: list[bytes], key: bytes) -> np.ndarray:
+def xadd_commands(payloads: list[bytes], key: bytes) -> np.ndarray:
     """``XADD key * p <payload>`` for each (equal-sized) payload, RESP-encoded, one row
     per command."""
     size = len(payloads[0])

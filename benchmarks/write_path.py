@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from peers_systems import redis_server, xadd_commands  # benchmarks/: run as scripts
 
-from logdevice.local_cluster import free_ports
 from logdevice.storage.logsdb import LogsDB
 from logdevice.tools import benchutil
 from logdevice.tools.loglines import generate
@@ -108,56 +108,17 @@ def run_raw_logsdb(buf: np.ndarray, offsets: np.ndarray, work: Path) -> dict[str
 
 
 @contextlib.contextmanager
-def redis_server(work: Path) -> Iterator[Any]:
+def redis_client(work: Path) -> Iterator[Any]:
     """redis-server on a free 127.0.0.1 port, data in ``work``; a connected client."""
     import redis  # the bench extra
 
-    exe = shutil.which("redis-server")
-    if exe is None:
-        raise SystemExit("redis-server not found: run ci/system-deps.sh (Debian redis-server)"
-                         " or pass --no-redis")
-    data = work / "redis"
-    data.mkdir(parents=True, exist_ok=True)
-    (port,) = free_ports(1)
-    proc = subprocess.Popen(
-        [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data),
-         "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
-         "--daemonize", "no", "--logfile", str(data / "redis.log")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    client = redis.Redis(host="127.0.0.1", port=port)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit(
-                        f"redis-server did not start; see {data / 'redis.log'}") from None
-                time.sleep(0.05)
-        yield client
-    finally:
-        client.close()
-        proc.terminate()
+    with redis_server(work / "redis") as port:
+        client = redis.Redis(host="127.0.0.1", port=port)
         try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        shutil.rmtree(data, ignore_errors=True)
-
-
-def xadd_commands(buf: np.ndarray, n: int, key: bytes) -> np.ndarray:
-    """``XADD key * p <payload>`` for n fixed-size payloads, RESP-encoded back to back
-    (built with numpy: every command has the same length)."""
-    head = (b"*5\r\n$4\r\nXADD\r\n$%d\r\n%s\r\n$1\r\n*\r\n$1\r\np\r\n$%d\r\n"
-            % (len(key), key, PAYLOAD))
-    cmd = np.empty((n, len(head) + PAYLOAD + 2), np.uint8)
-    cmd[:, :len(head)] = np.frombuffer(head, np.uint8)
-    cmd[:, len(head):-2] = buf[:n * PAYLOAD].reshape(n, PAYLOAD)
-    cmd[:, -2:] = np.frombuffer(b"\r\n", np.uint8)
-    return cmd
+            yield client
+        finally:
+            client.close()
+            shutil.rmtree(work / "redis", ignore_errors=True)
 
 
 def xadd_raw(r: Any, cmds: np.ndarray) -> None:
@@ -189,7 +150,7 @@ def run_redis(buf: np.ndarray, offsets: np.ndarray, work: Path,
     n = len(offsets) - 1
     payloads = [buf[i * PAYLOAD:(i + 1) * PAYLOAD].tobytes() for i in range(n)]
     out: dict[str, Any] = {}
-    with redis_server(work) as r:
+    with redis_client(work) as r:
         for i in range(200):  # warm the connection
             r.xadd("warm", {"p": payloads[i]})
         t0 = time.perf_counter()
@@ -204,7 +165,7 @@ def run_redis(buf: np.ndarray, offsets: np.ndarray, work: Path,
                             "mb_per_s": n * PAYLOAD / elapsed / 1e6}
         # Redis's best case from one Python client: the same XADDs pre-encoded with numpy
         # (no per-command client work), so the server is what limits the rate.
-        cmds = xadd_commands(buf, n, b"bench-raw")
+        cmds = xadd_commands(payloads, b"bench-raw")
         t0 = time.perf_counter()
         xadd_raw(r, cmds)
         elapsed = time.perf_counter() - t0
