@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 
-from logdevice.readstream.batches import Chunk
+from logdevice.readstream.delivery import Delivery
 from logdevice.readstream.fmajority import FailureDomainNodeSet
 from logdevice.readstream.sender import Senders, SenderState
 from logdevice.readstream.window import RecordWindow
-from logdevice.records import GapRecord, GapType
 
 
 class StreamBase:
@@ -21,11 +19,10 @@ class StreamBase:
     _seq_window: int
     _next: int  # next LSN to deliver == head of the window buffer while not done
     _window: RecordWindow
-    _consumed: int  # first LSN not yet handed to the application by poll()
     _trim: int
     _senders: Senders
     _fmaj: FailureDomainNodeSet
-    _queue: deque[Chunk | GapRecord]
+    _delivery: Delivery
     _clock: Callable[[], float]
     _grace_period: float
     _grace_deadline: float | None
@@ -44,12 +41,6 @@ class StreamBase:
         raise NotImplementedError
 
     def _after_event(self) -> None:
-        raise NotImplementedError
-
-    def _deliver_gap(self, gtype: GapType, lo: int, hi: int) -> None:
-        raise NotImplementedError
-
-    def _deliver_run(self, chunk: Chunk) -> None:
         raise NotImplementedError
 
     def _skip_to(self, lsn: int) -> None:

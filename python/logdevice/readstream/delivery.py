@@ -13,6 +13,8 @@ window slides once the consumed pointer passes the 0.7 threshold.
 
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 
 from ldcore import codec
@@ -22,26 +24,48 @@ from logdevice.readstream.actions import (
     FLAG_BUFFERED_WRITER_BLOB,
     FLAG_HOLE,
 )
-from logdevice.readstream.base import StreamBase
 from logdevice.readstream.batches import Chunk, ReadBatch, concat_chunks
 from logdevice.records import DataRecord, GapRecord, GapType
 
 _SPECIAL = FLAG_HOLE | FLAG_BRIDGE | FLAG_BUFFERED_WRITER_BLOB
 
 
-class DeliveryMixin(StreamBase):
-    def _deliver_gap(self, gtype: GapType, lo: int, hi: int) -> None:
-        self._queue.append(GapRecord(self.log_id, gtype, lo, hi))
+class Delivery:
+    """The delivery queue of one read stream over ``[start, until]`` and the consumed
+    pointer (the first LSN not yet handed to the application)."""
 
-    def _deliver_run(self, chunk: Chunk) -> None:
-        """Records of ``chunk`` (contiguous, just popped from the buffer) are next in line."""
+    def __init__(self, log_id: int, start_lsn: int, until_lsn: int) -> None:
+        self._log_id = log_id
+        self._until = until_lsn
+        self._queue: deque[Chunk | GapRecord] = deque()
+        self._consumed = start_lsn
+
+    @property
+    def consumed(self) -> int:
+        """First LSN not yet handed out by ``take``/``take_batch``."""
+        return self._consumed
+
+    @property
+    def pending(self) -> bool:
+        """Whether anything waits to be handed out."""
+        return bool(self._queue)
+
+    # ------------------------------------------------------------------- input
+
+    def add_gap(self, gtype: GapType, lo: int, hi: int) -> None:
+        self._queue.append(GapRecord(self._log_id, gtype, lo, hi))
+
+    def add_run(self, chunk: Chunk) -> int | None:
+        """Queue the records of ``chunk`` (contiguous, just popped from the buffer).
+
+        Returns None, or the LSN the read pointer must skip to when a bridge record ended
+        its epoch (the rows after it are covered by the BRIDGE gap queued here)."""
         lsns = chunk.lsns
-        self._next = int(lsns[-1]) + 1
         flags = chunk.flags
         special = np.flatnonzero(flags & _SPECIAL)
         if len(special) == 0:
             self._queue.append(chunk)
-            return
+            return None
         pos = 0
         for i in special.tolist():
             if pos < i:
@@ -53,15 +77,15 @@ class DeliveryMixin(StreamBase):
                 # Nothing but hole plugs can follow a bridge record in its epoch: skip to
                 # the next epoch (anything popped after it is covered by the gap).
                 hi = min(self._until, (lsn & ~ESN_MAX) | ESN_MAX)
-                self._deliver_gap(GapType.BRIDGE, lsn, hi)
-                self._skip_to(hi + 1)
-                return
+                self.add_gap(GapType.BRIDGE, lsn, hi)
+                return hi + 1
             if f & FLAG_HOLE:
-                self._deliver_gap(GapType.HOLE, lsn, lsn)
+                self.add_gap(GapType.HOLE, lsn, lsn)
             else:
                 self._unpack_blob(chunk, i)
         if pos < len(chunk):
             self._queue.append(chunk.slice(pos, len(chunk)))
+        return None
 
     def _unpack_blob(self, chunk: Chunk, i: int) -> None:
         lsn = int(chunk.lsns[i])
@@ -71,7 +95,7 @@ class DeliveryMixin(StreamBase):
         except ValueError:
             # A blob that passed its record checksum but does not decode: its payloads
             # are gone for every reader alike.
-            self._deliver_gap(GapType.DATALOSS, lsn, lsn)
+            self.add_gap(GapType.DATALOSS, lsn, lsn)
             return
         n = len(offs) - 1
         if n <= 0:
@@ -85,16 +109,12 @@ class DeliveryMixin(StreamBase):
 
     # ------------------------------------------------------------------ output
 
-    def poll(self, max_items: int | None = None) -> list[DataRecord | GapRecord]:
-        """Records and gaps deliverable now, in LSN order (at most ``max_items``).
-
-        Runs due timers first.  Afterwards ``take_actions()`` may hold WINDOW or START
-        messages (the window slides as the application consumes).
-        """
-        self.tick()
+    def take(self, max_items: int | None = None) -> list[DataRecord | GapRecord]:
+        """Hand out queued records and gaps, in LSN order (at most ``max_items``), as
+        ``DataRecord``/``GapRecord`` objects."""
         out: list[DataRecord | GapRecord] = []
         queue = self._queue
-        log_id = self.log_id
+        log_id = self._log_id
         while queue and (max_items is None or len(out) < max_items):
             item = queue[0]
             if isinstance(item, GapRecord):
@@ -117,13 +137,11 @@ class DeliveryMixin(StreamBase):
             else:
                 queue.popleft()
             self._consumed = lsns[-1] + 1
-        self._after_consume()
         return out
 
-    def poll_batch(self, max_records: int | None = None) -> ReadBatch:
-        """Deliverable records as columns (at most ``max_records`` rows) plus the gaps
-        among them; see ``ReadBatch`` for how to interleave the two."""
-        self.tick()
+    def take_batch(self, max_records: int | None = None) -> ReadBatch:
+        """Hand out queued records as columns (at most ``max_records`` rows) plus the
+        gaps among them."""
         chunks: list[Chunk] = []
         gaps: list[GapRecord] = []
         rows = 0
@@ -146,5 +164,4 @@ class DeliveryMixin(StreamBase):
             rows += k
             self._consumed = int(item.lsns[k - 1]) + 1
         lsns, ts, fl, bo, buf, offs = concat_chunks(chunks)
-        self._after_consume()
-        return ReadBatch(self.log_id, lsns, ts, fl, bo, buf, offs, gaps)
+        return ReadBatch(self._log_id, lsns, ts, fl, bo, buf, offs, gaps)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from logdevice.readstream.actions import ESN_MAX
 from logdevice.readstream.base import StreamBase
+from logdevice.readstream.batches import Chunk
 from logdevice.readstream.fmajority import FMajorityResult
 from logdevice.records import GapType
 
@@ -29,6 +30,14 @@ class GapsMixin(StreamBase):
         self._window.skip_to(lsn)
         self._next = lsn
 
+    def _deliver_run(self, chunk: Chunk) -> None:
+        """Queue a run popped from the buffer; the read pointer moves past it (and past
+        the rest of an epoch a bridge record in it ends)."""
+        self._next = int(chunk.lsns[-1]) + 1
+        skip = self._delivery.add_run(chunk)
+        if skip is not None:
+            self._skip_to(skip)
+
     def _progress(self, grace_expired: bool = False) -> bool:
         """Deliver whatever the buffer and gap detection allow; True if anything moved."""
         moved = False
@@ -37,7 +46,7 @@ class GapsMixin(StreamBase):
             nxt = self._next
             if self._trim >= nxt:
                 hi = min(self._trim, self._until)
-                self._deliver_gap(GapType.TRIM, nxt, hi)
+                self._delivery.add_gap(GapType.TRIM, nxt, hi)
                 self._skip_to(hi + 1)
             else:
                 chunk = win.pop_run()
@@ -47,7 +56,7 @@ class GapsMixin(StreamBase):
                         and win.holds(nxt + 1):
                     # ESN 0 never holds a record: an epoch that starts right after it
                     # needs no f-majority.
-                    self._deliver_gap(GapType.BRIDGE, nxt, nxt)
+                    self._delivery.add_gap(GapType.BRIDGE, nxt, nxt)
                     self._skip_to(nxt + 1)
                 elif self._scd_active or not self._detect_gap(grace_expired):
                     break
@@ -98,12 +107,12 @@ class GapsMixin(StreamBase):
                 and (end >> 32) != (nxt >> 32) and (end & ESN_MAX) > 1:
             boundary = (end >> 32) << 32  # ESN 0 of the gap's last epoch
             if boundary >= self._until:
-                self._deliver_gap(GapType.BRIDGE, nxt, hi)
+                self._delivery.add_gap(GapType.BRIDGE, nxt, hi)
             else:
-                self._deliver_gap(GapType.BRIDGE, nxt, boundary)
-                self._deliver_gap(GapType.DATALOSS, boundary + 1, hi)
+                self._delivery.add_gap(GapType.BRIDGE, nxt, boundary)
+                self._delivery.add_gap(GapType.DATALOSS, boundary + 1, hi)
         else:
-            self._deliver_gap(gtype, nxt, hi)
+            self._delivery.add_gap(gtype, nxt, hi)
         self._skip_to(hi + 1)
         return True
 

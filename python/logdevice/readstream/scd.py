@@ -149,13 +149,13 @@ class ScdMixin(StreamBase):
     # ---------------------------------------------------------------- window
 
     def _after_consume(self) -> None:
-        """The application took records up to ``_consumed``: slide the window if due."""
-        if self._window.slide_due(self._consumed) and self._next <= self._until:
+        """The application took records: slide the window if due."""
+        if self._window.slide_due(self._delivery.consumed) and self._next <= self._until:
             self._slide()
         self._after_event()
 
     def _slide(self) -> None:
-        self._window.slide(self._consumed)
+        self._window.slide(self._delivery.consumed)
         if self._scd_active:
             fa = AuthoritativeStatus.FULLY_AUTHORITATIVE
             back = [n for n in self._known_down

@@ -18,7 +18,6 @@ Typical I/O loop: feed every message from the nodes to the matching ``on_*`` met
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -26,8 +25,8 @@ import numpy as np
 
 from logdevice.errors import E, InvalidParamError
 from logdevice.readstream.actions import GapReason
-from logdevice.readstream.batches import as_u8
-from logdevice.readstream.delivery import DeliveryMixin
+from logdevice.readstream.batches import ReadBatch, as_u8
+from logdevice.readstream.delivery import Delivery
 from logdevice.readstream.fmajority import (
     AuthoritativeStatus,
     FailureDomainNodeSet,
@@ -36,11 +35,12 @@ from logdevice.readstream.gaps import GapsMixin
 from logdevice.readstream.scd import ScdMixin
 from logdevice.readstream.sender import Senders, SenderState
 from logdevice.readstream.window import RecordWindow
+from logdevice.records import DataRecord, GapRecord
 
 _EMPTY_OFFSETS = np.zeros(1, dtype=np.int64)
 
 
-class ReadStream(GapsMixin, DeliveryMixin, ScdMixin):
+class ReadStream(GapsMixin, ScdMixin):
     """Reads ``[start_lsn, until_lsn]`` of one log from the nodes of its nodeset.
 
     Parameters
@@ -107,7 +107,6 @@ class ReadStream(GapsMixin, DeliveryMixin, ScdMixin):
         self._next = start_lsn
         ws = max(1, min(buffer_size, until_lsn - start_lsn + 1))
         self._window = RecordWindow(start_lsn, until_lsn, ws, flow_control_threshold)
-        self._consumed = start_lsn
         self._trim = trim_point
         self._clock = clock
         self._grace_period = grace_period
@@ -116,7 +115,7 @@ class ReadStream(GapsMixin, DeliveryMixin, ScdMixin):
         self._asa_timeout = scd_all_send_all_timeout
         self._seq_window = sequencer_window
         self._senders = Senders(nodes, until_lsn, clock, reconnect_delay, reconnect_max_delay)
-        self._queue = deque()
+        self._delivery = Delivery(log_id, start_lsn, until_lsn)
         self._scd_wanted = bool(scd)
         self._scd_active = bool(scd)
         self._known_down = set()
@@ -139,7 +138,7 @@ class ReadStream(GapsMixin, DeliveryMixin, ScdMixin):
     @property
     def done(self) -> bool:
         """Everything up to ``until_lsn`` was delivered and handed out by ``poll``."""
-        return self._next > self._until and not self._queue
+        return self._next > self._until and not self._delivery.pending
 
     @property
     def next_lsn(self) -> int:
@@ -168,6 +167,25 @@ class ReadStream(GapsMixin, DeliveryMixin, ScdMixin):
 
     def sender(self, node: int) -> SenderState:
         return self._senders[node]
+
+    def poll(self, max_items: int | None = None) -> list[DataRecord | GapRecord]:
+        """Records and gaps deliverable now, in LSN order (at most ``max_items``).
+
+        Runs due timers first.  Afterwards ``take_actions()`` may hold WINDOW or START
+        messages (the window slides as the application consumes).
+        """
+        self.tick()
+        out = self._delivery.take(max_items)
+        self._after_consume()
+        return out
+
+    def poll_batch(self, max_records: int | None = None) -> ReadBatch:
+        """Deliverable records as columns (at most ``max_records`` rows) plus the gaps
+        among them; see ``ReadBatch`` for how to interleave the two."""
+        self.tick()
+        batch = self._delivery.take_batch(max_records)
+        self._after_consume()
+        return batch
 
     def take_actions(self) -> list[Any]:
         """Messages to send, oldest first (``SendStart``/``SendWindow``/``SendStop``)."""
