@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from logdevice.readstream.delivery import Delivery
 from logdevice.readstream.fmajority import FailureDomainNodeSet
+from logdevice.readstream.gaps import GapDetector
 from logdevice.readstream.sender import Senders, SenderState
 from logdevice.readstream.window import RecordWindow
 
@@ -14,18 +15,14 @@ class StreamBase:
     """Attribute declarations and cross-mixin hooks (implemented in ``ReadStream``)."""
 
     log_id: int
-    _start: int
     _until: int
-    _seq_window: int
     _next: int  # next LSN to deliver == head of the window buffer while not done
     _window: RecordWindow
-    _trim: int
     _senders: Senders
     _fmaj: FailureDomainNodeSet
     _delivery: Delivery
     _clock: Callable[[], float]
-    _grace_period: float
-    _grace_deadline: float | None
+    _gaps: GapDetector
     _scd_timeout: float
     _asa_timeout: float
     _scd_wanted: bool  # the log uses SCD and the user did not force it off
@@ -37,13 +34,7 @@ class StreamBase:
     _last_kd_change: float
     _stopped: bool
 
-    def _progress(self, grace_expired: bool = False) -> bool:
-        raise NotImplementedError
-
     def _after_event(self) -> None:
-        raise NotImplementedError
-
-    def _skip_to(self, lsn: int) -> None:
         raise NotImplementedError
 
     def _after_consume(self) -> None:

@@ -1,86 +1,126 @@
-"""Moving the read pointer: deliver what is buffered, and detect gaps.
+"""The gap detection part of a read stream: may the read pointer move past an empty slot?
 
 The head of the window buffer is the next LSN to deliver.  When its slot is filled the
 contiguous run behind it goes out.  When it is empty, the stream may still move on:
 
-* past the trim point (one TRIM gap);
+* past the trim point (one TRIM gap; ``GapDetector`` keeps the trim point);
 * over ESN 0 of an epoch whose first record is buffered (a BRIDGE, no quorum needed);
-* by gap detection: once the nodes that passed the LSN form an f-majority (a set that
-  meets every possible copyset), no copy can exist.  A complete answer (every counting
-  node) issues the gap at once; an incomplete one waits out the grace period first, in
-  case a slow node has the record.  Never in SCD mode, where a missing LSN more likely
-  means a node that should ship it is stuck: ``scd`` fails over instead.
+* by f-majority gap detection: once the nodes that passed the LSN form an f-majority (a
+  set that meets every possible copyset), no copy can exist.  A complete answer (every
+  counting node) issues the gap at once; an incomplete one waits out the grace period
+  first, in case a slow node has the record.  The stream does not ask for this in SCD
+  mode, where a missing LSN more likely means a node that should ship it is stuck (the
+  SCD controller fails over instead).
 
 The gap runs up to the first LSN some node has (or stops being silent about), and is
-typed by ``_gap_type`` below.
+typed by ``GapDetector._gap_type``.
+
+``GapDetector.gaps_at`` reads a view of the per-node state (an iterable of
+``SenderState``) and of the buffer (``RecordWindow``) and returns its decision, the gaps
+to issue; it queues nothing and does not move the read pointer.  Its only state is the
+trim point and the grace period's deadline.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from logdevice.readstream.actions import ESN_MAX
-from logdevice.readstream.base import StreamBase
-from logdevice.readstream.batches import Chunk
-from logdevice.readstream.fmajority import FMajorityResult
+from logdevice.readstream.fmajority import FailureDomainNodeSet, FMajorityResult
+from logdevice.readstream.sender import SenderState
+from logdevice.readstream.window import RecordWindow
 from logdevice.records import GapType
 
+Gap = tuple[GapType, int, int]  # (type, lo, hi)
+_NO_GAPS: tuple[Gap, ...] = ()
 
-class GapsMixin(StreamBase):
-    def _skip_to(self, lsn: int) -> None:
-        """Move the read pointer (and buffer head) forward to ``lsn``."""
-        self._window.skip_to(lsn)
-        self._next = lsn
 
-    def _deliver_run(self, chunk: Chunk) -> None:
-        """Queue a run popped from the buffer; the read pointer moves past it (and past
-        the rest of an epoch a bridge record in it ends)."""
-        self._next = int(chunk.lsns[-1]) + 1
-        skip = self._delivery.add_run(chunk)
-        if skip is not None:
-            self._skip_to(skip)
+class GapDetector:
+    """Decides the gaps at the read pointer of a stream over ``[start, until]``.
 
-    def _progress(self, grace_expired: bool = False) -> bool:
-        """Deliver whatever the buffer and gap detection allow; True if anything moved."""
-        moved = False
-        win = self._window
-        while self._next <= self._until:
-            nxt = self._next
-            if self._trim >= nxt:
-                hi = min(self._trim, self._until)
-                self._delivery.add_gap(GapType.TRIM, nxt, hi)
-                self._skip_to(hi + 1)
-            else:
-                chunk = win.pop_run()
-                if chunk is not None:
-                    self._deliver_run(chunk)
-                elif (nxt & ESN_MAX) == 0 and win.size > 1 and nxt < self._until \
-                        and win.holds(nxt + 1):
-                    # ESN 0 never holds a record: an epoch that starts right after it
-                    # needs no f-majority.
-                    self._delivery.add_gap(GapType.BRIDGE, nxt, nxt)
-                    self._skip_to(nxt + 1)
-                elif self._scd_active or not self._detect_gap(grace_expired):
-                    break
-            moved = True
+    ``nodeset`` answers f-majority questions (it follows authoritative status changes);
+    ``grace_period`` 0 issues incomplete f-majority gaps at once; ``sequencer_window``
+    types gaps near the start of an epoch (see ``ReadStream``).
+    """
+
+    def __init__(self, start_lsn: int, until_lsn: int, nodeset: FailureDomainNodeSet,
+                 clock: Callable[[], float], grace_period: float, sequencer_window: int,
+                 trim_point: int) -> None:
+        self._start = start_lsn
+        self._until = until_lsn
+        self._fmaj = nodeset
+        self._clock = clock
+        self._grace_period = grace_period
+        self._grace_deadline: float | None = None
+        self._seq_window = sequencer_window
+        self._trim = trim_point
+
+    # --------------------------------------------------------------- trim point
+
+    @property
+    def trim_point(self) -> int:
+        return self._trim
+
+    def raise_trim(self, lsn: int) -> bool:
+        """Everything at or below ``lsn`` is trimmed; False if that was known."""
+        if lsn > self._trim:
+            self._trim = lsn
+            return True
+        return False
+
+    # ------------------------------------------------------------- grace period
+
+    @property
+    def grace_deadline(self) -> float | None:
+        """When an f-majority gap waiting out the grace period may be issued."""
+        return self._grace_deadline
+
+    def cancel_grace(self) -> None:
+        """The read pointer moved (or the stream rewound): nothing waits any more."""
+        self._grace_deadline = None
+
+    def grace_due(self, now: float) -> bool:
+        """Whether the grace period ran out by ``now`` (it is then over)."""
+        if self._grace_deadline is not None and now >= self._grace_deadline:
             self._grace_deadline = None
-            self._stall_since = None
-        return moved
+            return True
+        return False
 
-    def _detect_gap(self, grace_expired: bool) -> bool:
-        """Issue a gap at the read pointer if enough nodes say nothing is there."""
-        nxt = self._next
+    # ---------------------------------------------------------------- decisions
+
+    def gaps_at(self, nxt: int, senders: Iterable[SenderState], window: RecordWindow,
+                fmajority: bool, grace_expired: bool) -> tuple[Gap, ...]:
+        """The gaps to issue at ``nxt``, the read pointer, whose slot is empty.
+
+        Contiguous from ``nxt`` and in LSN order; the read pointer then moves past the
+        last one.  Empty when the stream must wait.  ``fmajority`` False allows only the
+        ESN 0 bridge; ``grace_expired`` says the grace period ran out."""
+        if (nxt & ESN_MAX) == 0 and window.size > 1 and nxt < self._until \
+                and window.holds(nxt + 1):
+            # ESN 0 never holds a record: an epoch that starts right after it needs no
+            # f-majority.
+            return ((GapType.BRIDGE, nxt, nxt),)
+        if not fmajority:
+            return _NO_GAPS
+        return self._detect(nxt, senders, window, grace_expired)
+
+    def _detect(self, nxt: int, senders: Iterable[SenderState], window: RecordWindow,
+                grace_expired: bool) -> tuple[Gap, ...]:
+        """A gap at ``nxt`` if enough nodes say nothing is there."""
         gap: set[int] = set()
         ur: set[int] = set()
         end = 0
-        for s in self._senders:
+        for s in senders:
             if s.next_lsn > nxt:
                 state, m = s.gap_state(nxt)
                 (ur if state == 2 else gap).add(s.node)
                 if end == 0 or m < end:
                     end = m
-        res = self._fmaj.check(gap)
+        fmaj = self._fmaj
+        res = fmaj.check(gap)
         if ur and res in (FMajorityResult.NONE, FMajorityResult.AUTHORITATIVE_INCOMPLETE):
             # Nodes in under-replicated regions answered too: nobody else can.
-            res2 = self._fmaj.check(gap | ur)
+            res2 = fmaj.check(gap | ur)
             if res2 in (FMajorityResult.AUTHORITATIVE_COMPLETE,
                         FMajorityResult.NON_AUTHORITATIVE):
                 res = (FMajorityResult.AUTHORITATIVE_COMPLETE
@@ -88,39 +128,33 @@ class GapsMixin(StreamBase):
                        else FMajorityResult.NON_AUTHORITATIVE)
         if res == FMajorityResult.NONE:
             self._grace_deadline = None
-            return False
-        first = self._window.first_filled()
+            return _NO_GAPS
+        first = window.first_filled()
         if first and (end == 0 or first < end):
             end = first
         if end == 0:
-            return False  # nobody sent anything yet
-        gtype = self._gap_type(min(end, self._until + 1))
+            return _NO_GAPS  # nobody sent anything yet
+        gtype = self._gap_type(nxt, min(end, self._until + 1))
         if (res == FMajorityResult.AUTHORITATIVE_INCOMPLETE and not grace_expired
                 and self._grace_period > 0
                 and (nxt == self._start or gtype != GapType.BRIDGE)):
             if self._grace_deadline is None:
                 self._grace_deadline = self._clock() + self._grace_period
-            return False
+            return _NO_GAPS
         self._grace_deadline = None
         hi = min(end - 1, self._until)
         if self._seq_window == 0 and gtype == GapType.BRIDGE \
                 and (end >> 32) != (nxt >> 32) and (end & ESN_MAX) > 1:
             boundary = (end >> 32) << 32  # ESN 0 of the gap's last epoch
             if boundary >= self._until:
-                self._delivery.add_gap(GapType.BRIDGE, nxt, hi)
-            else:
-                self._delivery.add_gap(GapType.BRIDGE, nxt, boundary)
-                self._delivery.add_gap(GapType.DATALOSS, boundary + 1, hi)
-        else:
-            self._delivery.add_gap(gtype, nxt, hi)
-        self._skip_to(hi + 1)
-        return True
+                return ((GapType.BRIDGE, nxt, hi),)
+            return ((GapType.BRIDGE, nxt, boundary), (GapType.DATALOSS, boundary + 1, hi))
+        return ((gtype, nxt, hi),)
 
-    def _gap_type(self, end: int) -> GapType:
-        """Type of the gap ``[next, end - 1]``."""
+    def _gap_type(self, nxt: int, end: int) -> GapType:
+        """Type of the gap ``[nxt, end - 1]``."""
         if self._fmaj.all_not_fully_authoritative():
             return GapType.DATALOSS
-        nxt = self._next
         e_end = end >> 32
         if (end & ESN_MAX) <= self._seq_window and (nxt == self._start
                                                     or ((nxt - 1) >> 32) < e_end):

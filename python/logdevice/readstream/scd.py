@@ -59,7 +59,7 @@ class ScdMixin(StreamBase):
             return
         self._window.clear(self._next)
         self._senders.new_version()
-        self._grace_deadline = None
+        self._gaps.cancel_grace()
         if mode == "asa":
             self._scd_active = False
             self._known_down.clear()

@@ -25,22 +25,22 @@ import numpy as np
 
 from logdevice.errors import E, InvalidParamError
 from logdevice.readstream.actions import GapReason
-from logdevice.readstream.batches import ReadBatch, as_u8
+from logdevice.readstream.batches import Chunk, ReadBatch, as_u8
 from logdevice.readstream.delivery import Delivery
 from logdevice.readstream.fmajority import (
     AuthoritativeStatus,
     FailureDomainNodeSet,
 )
-from logdevice.readstream.gaps import GapsMixin
+from logdevice.readstream.gaps import GapDetector
 from logdevice.readstream.scd import ScdMixin
 from logdevice.readstream.sender import Senders, SenderState
 from logdevice.readstream.window import RecordWindow
-from logdevice.records import DataRecord, GapRecord
+from logdevice.records import DataRecord, GapRecord, GapType
 
 _EMPTY_OFFSETS = np.zeros(1, dtype=np.int64)
 
 
-class ReadStream(GapsMixin, ScdMixin):
+class ReadStream(ScdMixin):
     """Reads ``[start_lsn, until_lsn]`` of one log from the nodes of its nodeset.
 
     Parameters
@@ -102,20 +102,17 @@ class ReadStream(GapsMixin, ScdMixin):
         except ValueError as e:
             raise InvalidParamError(E.INVALID_PARAM, str(e)) from None
         self.log_id = log_id
-        self._start = start_lsn
         self._until = until_lsn
         self._next = start_lsn
         ws = max(1, min(buffer_size, until_lsn - start_lsn + 1))
         self._window = RecordWindow(start_lsn, until_lsn, ws, flow_control_threshold)
-        self._trim = trim_point
         self._clock = clock
-        self._grace_period = grace_period
-        self._grace_deadline = None
         self._scd_timeout = scd_timeout
         self._asa_timeout = scd_all_send_all_timeout
-        self._seq_window = sequencer_window
         self._senders = Senders(nodes, until_lsn, clock, reconnect_delay, reconnect_max_delay)
         self._delivery = Delivery(log_id, start_lsn, until_lsn)
+        self._gaps = GapDetector(start_lsn, until_lsn, self._fmaj, clock, grace_period,
+                                 sequencer_window, trim_point)
         self._scd_wanted = bool(scd)
         self._scd_active = bool(scd)
         self._known_down = set()
@@ -163,7 +160,7 @@ class ReadStream(GapsMixin, ScdMixin):
 
     @property
     def trim_point(self) -> int:
-        return self._trim
+        return self._gaps.trim_point
 
     def sender(self, node: int) -> SenderState:
         return self._senders[node]
@@ -202,8 +199,9 @@ class ReadStream(GapsMixin, ScdMixin):
         r = self._senders.next_reconnect()
         if r is not None:
             times.append(r)
-        if self._grace_deadline is not None:
-            times.append(self._grace_deadline)
+        g = self._gaps.grace_deadline
+        if g is not None:
+            times.append(g)
         d = self._scd_deadline()
         if d is not None:
             times.append(d)
@@ -292,7 +290,7 @@ class ReadStream(GapsMixin, ScdMixin):
         if s is None or lo > hi:
             return
         if reason == GapReason.TRIM:
-            self._trim = max(self._trim, hi)
+            self._gaps.raise_trim(hi)
         elif reason == GapReason.CHECKSUM_FAIL:
             self._checksum_failed(s, hi)
         elif reason == GapReason.UNDER_REPLICATED:
@@ -341,8 +339,7 @@ class ReadStream(GapsMixin, ScdMixin):
 
     def set_trim_point(self, lsn: int) -> None:
         """Everything at or below ``lsn`` is trimmed: delivered as one TRIM gap."""
-        if lsn > self._trim:
-            self._trim = lsn
+        if self._gaps.raise_trim(lsn):
             self._after_event()
 
     def set_authoritative(self, node: int, status: int) -> None:
@@ -374,13 +371,51 @@ class ReadStream(GapsMixin, ScdMixin):
         now = self._clock()
         for s in self._senders.due_reconnects(now):
             self._send_start(s)
-        if self._grace_deadline is not None and now >= self._grace_deadline:
-            self._grace_deadline = None
+        if self._gaps.grace_due(now):
             self._progress(grace_expired=True)
         self._scd_timers(now)
         self._after_event()
 
     # ------------------------------------------------------- progress and gaps
+
+    def _skip_to(self, lsn: int) -> None:
+        """Move the read pointer (and buffer head) forward to ``lsn``."""
+        self._window.skip_to(lsn)
+        self._next = lsn
+
+    def _deliver_run(self, chunk: Chunk) -> None:
+        """Queue a run popped from the buffer; the read pointer moves past it (and past
+        the rest of an epoch a bridge record in it ends)."""
+        self._next = int(chunk.lsns[-1]) + 1
+        skip = self._delivery.add_run(chunk)
+        if skip is not None:
+            self._skip_to(skip)
+
+    def _progress(self, grace_expired: bool = False) -> None:
+        """Deliver whatever the buffer and gap detection allow."""
+        win, gaps, delivery = self._window, self._gaps, self._delivery
+        until = self._until
+        while self._next <= until:
+            nxt = self._next
+            trim = gaps.trim_point
+            if trim >= nxt:
+                hi = min(trim, until)
+                delivery.add_gap(GapType.TRIM, nxt, hi)
+                self._skip_to(hi + 1)
+            else:
+                chunk = win.pop_run()
+                if chunk is not None:
+                    self._deliver_run(chunk)
+                else:
+                    found = gaps.gaps_at(nxt, self._senders, win, not self._scd_active,
+                                         grace_expired)
+                    if not found:
+                        break
+                    for gtype, lo, hi in found:
+                        delivery.add_gap(gtype, lo, hi)
+                    self._skip_to(found[-1][2] + 1)
+            gaps.cancel_grace()
+            self._stall_since = None
 
     def _after_event(self) -> None:
         if self._next <= self._until and not self._stopped:
