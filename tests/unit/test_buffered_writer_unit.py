@@ -290,6 +290,23 @@ def test_payload_future_delegates_to_the_blob():
     assert asyncio.run(via_asyncio()) == 42
 
 
+def test_payload_futures_of_a_blob_share_one_waiter_entry():
+    # wait/as_completed over n payload futures of a blob install one forwarding entry on
+    # the blob, not n of them to search through for each payload future's removal.
+    blob: concurrent.futures.Future[int] = concurrent.futures.Future()
+    futs = [PayloadFuture(blob, i) for i in range(1000)]
+    waiter = object()
+    for f in futs:
+        f._waiters.append(waiter)
+    assert len(blob._waiters) == 1
+    for f in reversed(futs):
+        f._waiters.remove(waiter)
+    assert blob._waiters == []
+    blob.set_result(7)
+    assert sorted(f.batch_offset for f in concurrent.futures.as_completed(futs, timeout=5)) \
+        == list(range(1000))
+
+
 def test_payload_future_exception():
     blob: concurrent.futures.Future[int] = concurrent.futures.Future()
     f = PayloadFuture(blob, 3)
