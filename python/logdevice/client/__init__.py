@@ -2,6 +2,8 @@
 
 - ``client``: ``Client``, the synchronous thread-safe facade users call;
   ``async_client``: ``AsyncClient``, its awaitable flavour for asyncio services.
+- ``context``: ``ClientContext``, what a client's readers and writers work with (its
+  loop, core, settings, log groups, shared reader state), handed to them by the client.
 - ``checkpointed_reader``, ``group_reader``: consumers that resume from checkpoints, and
   consumer groups sharing logs.
 - ``core``: the coroutines on the client loop (routing, retries, storage fan-out).
@@ -23,6 +25,7 @@ from logdevice.client.buffered_writer import MODES, BufferedWriter
 from logdevice.client.checkpointed_reader import CheckpointedReader
 from logdevice.client.client import Client
 from logdevice.client.combine import HeadAttributes, TailAttributes
+from logdevice.client.context import ClientContext
 from logdevice.client.futures import BatchFuture, PayloadFuture
 from logdevice.client.group_reader import GroupReader
 from logdevice.client.reader import AsyncReader, Reader
@@ -32,6 +35,7 @@ from logdevice.client.settings import ClientSettings
 __all__ = [
     "Client",
     "AsyncClient",
+    "ClientContext",
     "CheckpointedReader",
     "GroupReader",
     "ClientSettings",

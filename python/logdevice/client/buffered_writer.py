@@ -50,6 +50,7 @@ from logdevice.client.batching import (
     encode_batch,
     payload_offsets,
 )
+from logdevice.client.context import ClientContext
 from logdevice.client.futures import BatchFuture, PayloadFuture
 from logdevice.client.payloads import as_byte_view, as_payload
 from logdevice.client.retry import WRITER_RETRYABLE, Backoff
@@ -102,7 +103,10 @@ class BufferedWriter:
 
     Parameters
     ----------
-    client : Client
+    client : Client or ClientContext
+        The client to append through (``client.create_buffered_writer`` hands its
+        context).  When the client closes, what the writer did not get acknowledged fails
+        with E.SHUTDOWN.
     size_trigger : int or None
         Send a log's batch once it holds this many payload bytes (default 1 MB).
     time_trigger : float or None
@@ -125,7 +129,7 @@ class BufferedWriter:
         Over the memory limit, ``append`` waits (True) or raises ``NoBufsError``.
     """
 
-    def __init__(self, client: Client, *, size_trigger: int | None = 1_000_000,
+    def __init__(self, client: Client | ClientContext, *, size_trigger: int | None = 1_000_000,
                  time_trigger: float | None = 0.05, count_trigger: int | None = None,
                  compression: str | None = "zstd", compression_level: int = 1,
                  mode: Literal["independent", "one_at_a_time"] | str = "independent",
@@ -154,21 +158,23 @@ class BufferedWriter:
         if not 0 <= lo <= hi:
             raise InvalidParamError(message=f"backoff must satisfy 0 <= initial <= max, "
                                             f"got {backoff!r}")
-        self.client = client
+        ctx = client if isinstance(client, ClientContext) else client.context
+        ctx.check_open()
+        self._ctx = ctx
         self.mode = mode
         self.compression = compression
         self.compression_level = compression_level
         self.retries = retries
         self.backoff = (float(lo), float(hi))
         self.block = block
-        self.max_blob_size = client.settings.max_payload_size
+        self.max_blob_size = ctx.settings.max_payload_size
         self._batcher = Batcher(size_trigger=size_trigger, count_trigger=count_trigger,
                                 time_trigger=time_trigger, max_blob_size=self.max_blob_size)
         self._budget = MemoryBudget(memory_limit_bytes)
         self._lock = threading.Lock()
         self._closed: LogDeviceError | None = None  # no more appends
         self._aborted: LogDeviceError | None = None  # client closing: fail what is left
-        self._loop = client._loop
+        self._loop = ctx.loop
         # encoder thread: batches in cut order
         self._encode_q: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._encoder = threading.Thread(target=self._encode_main, daemon=True,
@@ -185,6 +191,13 @@ class BufferedWriter:
         self._producer_id = secrets.randbits(64) | 1
         self.stats = {"blobs": 0, "payloads": 0, "retries": 0, "failed_blobs": 0,
                       "blob_bytes": 0, "payload_bytes": 0}
+        ctx.on_close(self._abort)
+
+    @property
+    def client(self) -> Client | None:
+        """The ``Client`` this writer appends through (None once it was collected; the
+        writer keeps working with the client's context)."""
+        return self._ctx.client  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         return (f"<BufferedWriter {self.mode} {self._budget.used} B buffered/in flight, "
@@ -195,7 +208,7 @@ class BufferedWriter:
     def _check(self, log_id: int) -> None:
         if self._closed is not None:
             raise self._closed
-        self.client._log_group(log_id)
+        self._ctx.log_group(log_id)
 
     def append(self, log_id: int, payload: Any) -> PayloadFuture:
         """Buffer one payload for ``log_id``.
@@ -382,12 +395,12 @@ class BufferedWriter:
         task.add_done_callback(self._tasks.discard)
 
     async def _send(self, b: Batch) -> None:
-        client = self.client
+        ctx = self._ctx
         blob = b.blob
         assert blob is not None
         flags = int(AppendFlag.BUFFERED_WRITER_BLOB)
         checksum = 0
-        if client.settings.append_checksum:
+        if ctx.settings.append_checksum:
             flags |= int(AppendFlag.CHECKSUM)
             checksum = crc32c(blob)
         backoff = Backoff(*self.backoff)
@@ -395,8 +408,8 @@ class BufferedWriter:
             while True:
                 b.attempts += 1
                 try:
-                    reply = await client._core.append(b.log_id, blob, flags, checksum,
-                                                      client.timeout)
+                    reply = await ctx.core.append(b.log_id, blob, flags, checksum,
+                                                  ctx.timeout)
                 except LogDeviceError as exc:
                     if exc.status in WRITER_RETRYABLE and b.attempts <= self.retries \
                             and self._aborted is None:

@@ -5,6 +5,10 @@ every method hands a coroutine of ``ClientCore`` to that loop and waits for it, 
 by the client's timeout.  Any number of threads may call it at once, and many appends
 in flight share one connection per node (pipelined, matched by request id).
 
+The loop thread, the core, the settings and what readers share are held by the client's
+``ClientContext`` (``client.context``), which the client hands to the readers and writers
+it creates; they use nothing else of the client.
+
 Bad input is refused before anything is sent: a log that is not in the config gives
 ``NotFoundError`` (E.NOTFOUND), a payload over the limit ``TooBigError`` (E.TOOBIG),
 a wrong type ``InvalidParamError``.  Every failure is a ``LogDeviceError`` with
@@ -15,8 +19,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
-import threading
-import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar, Unpack, cast
 
@@ -31,18 +33,15 @@ from logdevice.client.buffered_writer import (
 )
 from logdevice.client.checkpointed_reader import CheckpointedReader
 from logdevice.client.combine import HeadAttributes, TailAttributes
-from logdevice.client.core import ClientCore
+from logdevice.client.context import ClientContext
 from logdevice.client.group_reader import GroupReader
-from logdevice.client.log_groups import ClientLogGroups
-from logdevice.client.loop import LoopThread
 from logdevice.client.payloads import as_payload
 from logdevice.client.reader import AsyncReader, Reader
-from logdevice.client.reader_core import ReaderOptionKwargs, StreamRouter
-from logdevice.client.reader_placement import PlacementSource
+from logdevice.client.reader_core import ReaderOptionKwargs
 from logdevice.client.settings import ClientSettingKwargs, ClientSettings
 from logdevice.config import Config, LogGroup
 from logdevice.epochstore.checkpoints import validate_name
-from logdevice.errors import E, InvalidParamError, LogDeviceError, error_for
+from logdevice.errors import E, InvalidParamError, error_for
 from logdevice.protocol import (
     AppendFlag,
     DataSize,
@@ -101,54 +100,55 @@ class Client:
 
     def __init__(self, config: str | os.PathLike[str] | Config, timeout: float = 10.0,
                  **settings: Unpack[ClientSettingKwargs]) -> None:
-        self.config = config if isinstance(config, Config) else Config.load(config)
+        loaded = config if isinstance(config, Config) else Config.load(config)
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
             raise InvalidParamError(message=f"timeout must be a positive number, got {timeout!r}")
-        self.timeout = float(timeout)
-        self.settings = ClientSettings.from_config(self.config, settings)
-        self._core = ClientCore(self.config, self.settings)
-        self._loop = LoopThread(name=f"logdevice-client-{self.config.cluster}")
-        self._writers: weakref.WeakSet[BufferedWriter] = weakref.WeakSet()
-        self._readers: weakref.WeakSet[Reader | AsyncReader] = weakref.WeakSet()
-        self._router: StreamRouter | None = None
-        self._placement_source: PlacementSource | None = None
+        # The loop, core, runtime log groups and what readers share live in the context;
+        # readers and writers get the context, not the client.
+        self._ctx = ClientContext(loaded, ClientSettings.from_config(loaded, settings),
+                                  float(timeout), owner=self)
+        self._core = self._ctx.core
+        self._loop = self._ctx.loop
         self._tails_seen: dict[int, TailAttributes] = {}  # written on the client loop
-        self._close_lock = threading.Lock()
-        self._closed = False
-        # A client dropped without close() still stops its thread and connections.
-        self._finalizer = weakref.finalize(self, _stop_loop, self._loop, self._core)
-        # Runtime log groups: polled, and refreshed for a log not known yet.  The poller
-        # holds the client weakly, so a dropped client is still collected.
-        me = weakref.ref(self)
-
-        def adopt(config: Config) -> None:
-            client = me()
-            if client is not None:
-                client._adopt_config(config)
-
-        self._log_groups = ClientLogGroups(self.config, self._loop, adopt,
-                                           timeout=min(self.timeout, 2.0))
-        weakref.finalize(self, self._log_groups.close)
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "open"
+        state = "closed" if self._ctx.closed else "open"
         return f"<Client cluster={self.config.cluster!r} {state}>"
+
+    @property
+    def context(self) -> ClientContext:
+        """What this client's readers and writers work with: its loop, core, settings,
+        log groups and shared reader state (see ``ClientContext``)."""
+        return self._ctx
+
+    @property
+    def config(self) -> Config:
+        """The effective config: the config file's, with the log groups created at
+        runtime (kept current)."""
+        return self._ctx.config
+
+    @config.setter
+    def config(self, config: Config) -> None:
+        self._ctx.adopt_config(config)
+
+    @property
+    def settings(self) -> ClientSettings:
+        """The client settings (``ClientSettings``)."""
+        return self._ctx.settings
+
+    @property
+    def timeout(self) -> float:
+        """Seconds any call may take (the default of every call's ``timeout``)."""
+        return self._ctx.timeout
+
+    @timeout.setter
+    def timeout(self, timeout: float) -> None:
+        self._ctx.timeout = timeout
 
     # ------------------------------------------------------------------ checks
 
     def _log_group(self, log_id: int) -> LogGroup:
-        if isinstance(log_id, bool) or not isinstance(log_id, int):
-            raise InvalidParamError(message=f"log id must be an int, not {type(log_id).__name__}")
-        if not self.config.has_log(log_id):
-            self._log_groups.refresh()  # created at runtime a moment ago?
-        return self.config.log_group(log_id)  # NotFoundError names the log and cluster
-
-    def _adopt_config(self, config: Config) -> None:
-        """Use ``config`` from now on (runtime log groups changed)."""
-        self.config = config
-        self._core.set_config(config)
-        if self._placement_source is not None:
-            self._placement_source.config = config
+        return self._ctx.log_group(log_id)
 
     # ------------------------------------------------------------------ log groups
 
@@ -190,12 +190,12 @@ class Client:
         LogDeviceError
             EXISTS: the name is taken or the range overlaps a group (both are named).
         """
-        self._check_open()
+        self._ctx.check_open()
         attrs = {"replication": replication, "nodeset_size": nodeset_size, "scd": scd,
                  "sticky_copysets": sticky_copysets,
                  "backlog_retention_ms": backlog_retention_ms,
                  "max_writes_in_flight": max_writes_in_flight, **attributes}
-        return self._log_groups.create(name, lo, hi, {k: v for k, v in attrs.items()
+        return self._ctx.log_groups.create(name, lo, hi, {k: v for k, v in attrs.items()
                                                       if v is not None})
 
     def update_log_group(self, name: str, **changes: Any) -> LogGroup:
@@ -214,8 +214,8 @@ class Client:
         InvalidParamError
             An unknown attribute or a bad value, or a group of the config file.
         """
-        self._check_open()
-        return self._log_groups.update(name, changes)
+        self._ctx.check_open()
+        return self._ctx.log_groups.update(name, changes)
 
     def remove_log_group(self, name: str) -> None:
         """Remove a group created at runtime: appends to its logs get NOTFOUND and
@@ -227,23 +227,19 @@ class Client:
         NotFoundError
             No runtime group has this name.
         """
-        self._check_open()
-        self._log_groups.remove(name)
+        self._ctx.check_open()
+        self._ctx.log_groups.remove(name)
 
     def log_groups(self) -> list[LogGroup]:
         """Every log group, the config file's first, then those created at runtime (as
         of a read of the epoch store now)."""
-        self._check_open()
-        self._log_groups.refresh()
+        self._ctx.check_open()
+        self._ctx.log_groups.refresh()
         return list(self.config.logs)
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise LogDeviceError(E.SHUTDOWN, "the client is closed")
 
     def _call(self, fn: Callable[..., Coroutine[Any, Any, T]], *args: Any,
               timeout: float | None) -> T:
-        self._check_open()
+        self._ctx.check_open()
         t = self._timeout(timeout)
         return cast(T, self._loop.run(fn, *args, timeout=t + _WAIT_SLACK))
 
@@ -293,7 +289,7 @@ class Client:
 
         Bad input raises here, at once.  The payload is copied unless it is ``bytes``.
         """
-        self._check_open()
+        self._ctx.check_open()
         data, flags, checksum = self._prepare_append(log_id, payload)
         return self._loop.submit(self._append_lsn, log_id, data, flags, checksum,
                                  self._timeout(timeout))
@@ -487,10 +483,8 @@ class Client:
             An unknown option (the message lists the known ones) or a bad value.
         """
         check_option_names(options)
-        self._check_open()
-        w = BufferedWriter(self, **options)
-        self._writers.add(w)
-        return w
+        self._ctx.check_open()
+        return BufferedWriter(self._ctx, **options)
 
     # ------------------------------------------------------------------ readers
 
@@ -513,9 +507,7 @@ class Client:
         InvalidParamError
             An unknown option (the message lists the known ones) or a bad value.
         """
-        r = Reader(self, max_logs, **options)
-        self._readers.add(r)
-        return r
+        return Reader(self._ctx, max_logs, **options)
 
     def create_checkpointed_reader(self, name: str, max_logs: int = 1,
                                    **options: Unpack[ReaderOptionKwargs]
@@ -540,21 +532,7 @@ class Client:
                             ) -> AsyncReader:
         """An ``AsyncReader`` (the asyncio flavour of ``Reader``); ``max_logs`` and
         ``**options`` as for ``create_reader``."""
-        r = AsyncReader(self, max_logs, **options)
-        self._readers.add(r)
-        return r
-
-    def _read_router(self) -> StreamRouter:
-        with self._close_lock:
-            if self._router is None:
-                self._router = StreamRouter(self._core)
-            return self._router
-
-    def _placements(self) -> PlacementSource:
-        with self._close_lock:
-            if self._placement_source is None:
-                self._placement_source = PlacementSource(self.config)
-            return self._placement_source
+        return AsyncReader(self._ctx, max_logs, **options)
 
     @property
     def bytes_received(self) -> int:
@@ -566,32 +544,13 @@ class Client:
     def close(self) -> None:
         """Close writers (their unsent payloads fail with E.SHUTDOWN), connections and
         the loop thread.  Idempotent."""
-        with self._close_lock:
-            if self._closed:
-                return
-            self._closed = True
-        for w in list(self._writers):
-            w._abort(LogDeviceError(E.SHUTDOWN, "the client was closed"))
-        for r in list(self._readers):
-            r._closed = True
-            r._queue.close()
-            r._finalizer.detach()
-        self._finalizer.detach()
-        self._log_groups.close()
-        self._loop.stop(self._core.close)
-        if self._placement_source is not None:
-            self._placement_source.close()
+        self._ctx.close()
 
     def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _stop_loop(loop: LoopThread, core: ClientCore) -> None:
-    if not loop.in_loop_thread():
-        loop.stop(core.close, timeout=2.0)
 
 
 def _as_ms(value: Any, name: str) -> int:

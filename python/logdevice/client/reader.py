@@ -31,6 +31,7 @@ import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Unpack
 
+from logdevice.client.context import ClientContext
 from logdevice.client.reader_batch import ReaderBatch, concat_batches, empty_batch
 from logdevice.client.reader_core import (
     ReaderCore,
@@ -51,9 +52,11 @@ _ITER_CHUNK = 4096
 _OPTION_NAMES = frozenset(ReaderOptionKwargs.__annotations__)
 
 
-def reader_options(client: Client, options: Mapping[str, Any]) -> ReaderOptions:
-    """Reader tunables: the config's read settings, then ``options`` by name (unknown
-    names and bad values: ``InvalidParamError``, naming the known ones)."""
+def reader_options(client: ClientContext | Client, options: Mapping[str, Any]
+                   ) -> ReaderOptions:
+    """Reader tunables: the config's read settings (of ``client``, a client or its
+    context), then ``options`` by name (unknown names and bad values:
+    ``InvalidParamError``, naming the known ones)."""
     s = client.config.settings
     base: dict[str, Any] = {
         "buffer_size": s.read_window_size,
@@ -83,20 +86,21 @@ async def _call(fn: Any, *args: Any) -> Any:
 class _ReaderBase:
     """What the sync and async readers share: configuration and the loop side."""
 
-    def __init__(self, client: Client, max_logs: int = 1,
+    def __init__(self, client: Client | ClientContext, max_logs: int = 1,
                  **options: Unpack[ReaderOptionKwargs]) -> None:
         if isinstance(max_logs, bool) or not isinstance(max_logs, int) or max_logs < 1:
             raise InvalidParamError(message=f"max_logs must be an int >= 1, got {max_logs!r}")
-        client._check_open()
-        self._client = client
+        ctx = client if isinstance(client, ClientContext) else client.context
+        ctx.check_open()
+        self._ctx = ctx
         self.max_logs = max_logs
-        self.options = reader_options(client, options)
-        self._lt = client._loop
-        placements = client._placements()
+        self.options = reader_options(ctx, options)
+        self._lt = ctx.loop
+        placements = ctx.placements()
         self._placements = placements
         self._queue = ReaderQueue(self.options.max_buffered_records,
                                   self.options.max_buffered_bytes)
-        self._core = ReaderCore(client._read_router(), self._queue, self.options,
+        self._core = ReaderCore(ctx.read_router(), self._queue, self.options,
                                 self._lt.loop, placements.statuses)
         # Not a method of the reader: nothing the loop holds may keep the reader alive,
         # so a reader dropped without close() is collected and its finalizer runs.
@@ -107,6 +111,13 @@ class _ReaderBase:
         self._closed = False
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _close_core, self._lt, self._core)
+        ctx.on_close(self._on_client_close)
+
+    def _on_client_close(self, exc: LogDeviceError) -> None:
+        """The client is closing (its loop stops next): the streams go with it."""
+        self._closed = True
+        self._queue.close()
+        self._finalizer.detach()
 
     # ------------------------------------------------------------------ options
 
@@ -138,16 +149,16 @@ class _ReaderBase:
         """The state of this reader's streams (text, for debugging and error reports)."""
         if self._closed:
             return "closed"
-        return str(self._lt.run(_call, self._core.describe, timeout=self._client.timeout))
+        return str(self._lt.run(_call, self._core.describe, timeout=self._ctx.timeout))
 
     def _check_open(self) -> None:
         if self._closed:
             raise LogDeviceError(E.SHUTDOWN, "the reader is closed")
-        self._client._check_open()
+        self._ctx.check_open()
 
     def _prepare_start(self, log_id: int, from_lsn: int, until_lsn: int) -> tuple[int, int]:
         self._check_open()
-        self._client._log_group(log_id)
+        self._ctx.log_group(log_id)
         for name, v in (("from_lsn", from_lsn), ("until_lsn", until_lsn)):
             if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= LSN_MAX:
                 raise InvalidParamError(message=f"{name} must be an LSN, got {v!r}")
@@ -161,7 +172,7 @@ class _ReaderBase:
         return from_lsn, until_lsn
 
     def _scd_for(self, log_id: int) -> bool:
-        return not self._no_scd and self._client.config.log_group(log_id).scd
+        return not self._no_scd and self._ctx.config.log_group(log_id).scd
 
     def _forget_done(self) -> None:
         with self._lock:
@@ -191,7 +202,8 @@ class Reader(_ReaderBase):
 
     Parameters
     ----------
-    client : Client
+    client : Client or ClientContext
+        The client to read through (``client.create_reader`` hands its context).
     max_logs : int
         How many logs may be read at once (``start_reading`` beyond that: E.TOOMANY).
     **options : ReaderOptionKwargs
@@ -223,12 +235,12 @@ class Reader(_ReaderBase):
         with self._lock:
             if log_id in self._logs:
                 self._queue.discard_log(log_id)
-                self._lt.run(_call, self._core.stop, log_id, timeout=self._client.timeout)
+                self._lt.run(_call, self._core.stop, log_id, timeout=self._ctx.timeout)
             self._logs.add(log_id)
             self._queue.add_log(log_id)
         try:
             self._lt.run(_call, self._core.start, log_id, from_lsn, until_lsn, placement, scd,
-                         timeout=self._client.timeout)
+                         timeout=self._ctx.timeout)
         except BaseException:
             with self._lock:
                 self._logs.discard(log_id)
@@ -245,7 +257,7 @@ class Reader(_ReaderBase):
                 raise NotFoundError(message=f"log {log_id} is not being read")
             self._logs.discard(log_id)
             self._queue.discard_log(log_id)
-        self._lt.run(_call, self._core.stop, log_id, timeout=self._client.timeout)
+        self._lt.run(_call, self._core.stop, log_id, timeout=self._ctx.timeout)
 
     def is_reading(self, log_id: int) -> bool:
         """Whether ``log_id`` is being read: started, not stopped, and ``read`` has not yet
@@ -257,7 +269,7 @@ class Reader(_ReaderBase):
         to make progress (an f-majority).  Useful when ``read`` times out: no data, or a
         service problem?  ``NotFoundError`` if the log is not being read."""
         self._check_open()
-        ok = self._lt.run(_call, self._core.healthy, log_id, timeout=self._client.timeout)
+        ok = self._lt.run(_call, self._core.healthy, log_id, timeout=self._ctx.timeout)
         if ok is None:
             raise NotFoundError(message=f"log {log_id} is not being read")
         return bool(ok)
@@ -326,9 +338,9 @@ class Reader(_ReaderBase):
             self._logs.clear()
         self._queue.close()
         self._finalizer.detach()
-        if not self._client._closed and not self._lt.in_loop_thread():
+        if not self._ctx.closed and not self._lt.in_loop_thread():
             with contextlib.suppress(LogDeviceError):
-                self._lt.run(_call, self._core.close, timeout=self._client.timeout)
+                self._lt.run(_call, self._core.close, timeout=self._ctx.timeout)
 
     def __enter__(self) -> Reader:
         return self
@@ -343,7 +355,7 @@ class AsyncReader(_ReaderBase):
 
     async def _run(self, fn: Any, *args: Any) -> Any:
         return await asyncio.wait_for(asyncio.wrap_future(self._lt.submit(_call, fn, *args)),
-                                      self._client.timeout)
+                                      self._ctx.timeout)
 
     async def start_reading(self, log_id: int, from_lsn: int = LSN_OLDEST,
                             until_lsn: int = LSN_MAX) -> None:
@@ -433,7 +445,7 @@ class AsyncReader(_ReaderBase):
         self._logs.clear()
         self._queue.close()
         self._finalizer.detach()
-        return not self._client._closed
+        return not self._ctx.closed
 
     async def aclose(self) -> None:
         """Stop every stream.  Idempotent."""
