@@ -1,9 +1,11 @@
 """``ReaderQueue``: the hand-off between a reader's loop side and its readers (no sockets):
 records and gaps come out in order, as objects or as columns, split anywhere; the bounds
-hold the loop side back and a reader that makes room calls it back."""
+hold the loop side back and a reader that makes room calls it back.  Threads and asyncio
+tasks wait through the same logic (``gather``/``gather_async``, ``wait``/``wait_async``)."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -37,6 +39,13 @@ def make(max_records=1000, max_bytes=1 << 20):
     calls = []
     q = ReaderQueue(max_records, max_bytes, lambda: calls.append(1))
     return q, calls
+
+
+def gather(flavour, q, *args):
+    """``q.gather(*args)`` from a thread, or ``q.gather_async(*args)`` from a task."""
+    if flavour == "thread":
+        return q.gather(*args)
+    return asyncio.run(q.gather_async(*args))
 
 
 def test_items_interleave_gaps_and_split_anywhere():
@@ -110,7 +119,8 @@ def test_discard_and_done():
     assert time.monotonic() - t0 < 1
 
 
-def test_gather_takes_more_than_the_queue_holds():
+@pytest.mark.parametrize("flavour", ["thread", "task"])
+def test_gather_takes_more_than_the_queue_holds(flavour):
     q, _ = make(max_records=4)
     q.add_log(1)
 
@@ -123,20 +133,50 @@ def test_gather_takes_more_than_the_queue_holds():
 
     t = threading.Thread(target=producer)
     t.start()
-    parts = q.gather(40, False, 10, q.take_items_part)
+    parts = gather(flavour, q, 40, False, 10, q.take_items_part)
     t.join()
     assert [d.lsn for p in parts for d in p] == list(range(1, 41))
 
 
-def test_gather_timeout_and_any_data():
+@pytest.mark.parametrize("flavour", ["thread", "task"])
+def test_gather_timeout_and_any_data(flavour):
     q, _ = make()
     q.add_log(1)
     t0 = time.monotonic()
-    assert [x for p in q.gather(5, False, 0.1, q.take_items_part) for x in p] == []
+    assert [x for p in gather(flavour, q, 5, False, 0.1, q.take_items_part) for x in p] == []
     assert 0.08 < time.monotonic() - t0 < 2
     q.put(1, batch(1, [1]))
-    parts = q.gather(5, True, None, q.take_items_part)  # returns with what is there
+    parts = gather(flavour, q, 5, True, None, q.take_items_part)  # what is there
     assert [d.lsn for p in parts for d in p] == [1]
+
+
+def test_threads_and_tasks_wait_alike():
+    """One put wakes a waiting thread and a waiting task; waits that time out leave no
+    waiter behind."""
+    q, _ = make()
+    q.add_log(1)
+    woke: list[tuple[str, float]] = []
+    t0 = time.monotonic()
+
+    def thread_waits():
+        q.wait(1, False, 10)
+        woke.append(("thread", time.monotonic() - t0))
+
+    async def task_waits():
+        await q.wait_async(1, False, 10)
+        woke.append(("task", time.monotonic() - t0))
+
+    t = threading.Thread(target=thread_waits)
+    t.start()
+    threading.Timer(0.2, q.put, (1, batch(1, [1]))).start()
+    asyncio.run(task_waits())
+    t.join(10)
+    assert sorted(w for w, _ in woke) == ["task", "thread"]
+    assert all(0.15 < dt < 5 for _, dt in woke), woke
+    q.take_items(1)
+    q.wait(1, False, 0.02)
+    asyncio.run(q.wait_async(1, False, 0.02))
+    assert q._waiters == []
 
 
 def test_a_finished_log_has_more_until_its_records_are_taken():

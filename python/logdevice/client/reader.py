@@ -19,7 +19,15 @@ read returns as soon as at least one item is there.  Nothing is waited for once 
 is being read.
 
 ``AsyncReader`` offers the same calls as coroutines (``await r.read(...)``,
-``async for item in r``) for asyncio services; both share the loop side.
+``async for item in r``) for asyncio services.  Every call is written once, in
+``_ReaderBase``; the two flavours differ only in how they wait:
+
+- reads: the queue's ``gather``/``gather_async`` (one gathering logic, ``reader_queue``)
+  between the shared checks (``_begin_read``) and bookkeeping (``_forget_done``);
+- the other calls are generators of steps (``_start_steps``, ``_stop_steps``...): each
+  step (``_ON_LOOP``: a function to run on the client's loop, ``_BLOCKING``: one that may
+  block, ``_QUEUE``: a wait on the queue) is done by the flavour's ``_drive`` (blocking
+  the caller's thread) or ``_drive`` coroutine (awaiting), which sends each result back.
 """
 
 from __future__ import annotations
@@ -28,11 +36,11 @@ import asyncio
 import contextlib
 import threading
 import weakref
-from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Unpack
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from logdevice.client.context import ClientContext
-from logdevice.client.reader_batch import ReaderBatch, concat_batches, empty_batch
+from logdevice.client.reader_batch import ReaderBatch, concat_batches
 from logdevice.client.reader_core import (
     ReaderCore,
     ReaderOptionKwargs,
@@ -83,8 +91,25 @@ async def _call(fn: Any, *args: Any) -> Any:
     return fn(*args)
 
 
+# What a reader call needs done, as yielded by its step generator: (kind, fn, args).
+_ON_LOOP = "on_loop"  # fn(*args) on the client's loop (bounded by the client's timeout)
+_BLOCKING = "blocking"  # fn(*args) may block (the epoch store): a thread for asyncio code
+_QUEUE = "queue"  # a wait on the queue: wait(*args), fn unused
+T = TypeVar("T")
+Step = tuple[str, Callable[..., Any] | None, tuple[Any, ...]]
+Steps = Generator[Step, Any, T]  # a call: its steps, then its result
+
+
+def _items(parts: list[list[Item]]) -> list[Item]:
+    """The items of ``read``'s parts, in order."""
+    if len(parts) == 1:
+        return parts[0]
+    return [item for part in parts for item in part]
+
+
 class _ReaderBase:
-    """What the sync and async readers share: configuration and the loop side."""
+    """What the sync and async readers share: configuration, the loop side, and every
+    call as checks and bookkeeping around what the flavour waits for."""
 
     def __init__(self, client: Client | ClientContext, max_logs: int = 1,
                  **options: Unpack[ReaderOptionKwargs]) -> None:
@@ -166,10 +191,15 @@ class _ReaderBase:
         if from_lsn > until_lsn:
             raise InvalidParamError(message=f"from_lsn {from_lsn} is past until_lsn {until_lsn}")
         with self._lock:
-            if log_id not in self._logs and len(self._logs) >= self.max_logs:
-                raise error_for(E.TOOMANY, f"the reader already reads {len(self._logs)} "
-                                           f"log(s), its max_logs")
+            if log_id not in self._logs:
+                self._check_room_locked()
         return from_lsn, until_lsn
+
+    def _check_room_locked(self) -> None:
+        """E.TOOMANY if ``max_logs`` logs are being read (called holding the lock)."""
+        if len(self._logs) >= self.max_logs:
+            raise error_for(E.TOOMANY, f"the reader already reads {len(self._logs)} "
+                                       f"log(s), its max_logs")
 
     def _scd_for(self, log_id: int) -> bool:
         return not self._no_scd and self._ctx.config.log_group(log_id).scd
@@ -195,6 +225,93 @@ class _ReaderBase:
         q = self._queue
         return bool(q.active) or q.rows + q.gaps > 0
 
+    def _begin_read(self, count: int, what: str, timeout: float | None) -> bool:
+        """Checks of ``read``/``read_batch``; False when there is nothing to wait for
+        (``count`` 0)."""
+        self._check_count(count, what)
+        self._check_timeout(timeout)
+        self._check_open()
+        return count > 0
+
+    def _mark_closed(self) -> bool:
+        """Close the user side; True when the streams on the client's loop need stopping."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._closed = True
+            self._logs.clear()
+        self._queue.close()
+        self._finalizer.detach()
+        return not self._ctx.closed
+
+    def _close_soon(self) -> None:
+        """Close without waiting: the streams stop on the loop soon."""
+        if self._mark_closed():
+            self._lt.call_soon(self._core.close)
+
+    # ------------------------------------------------------------------ the calls, as steps
+
+    def _start_steps(self, log_id: int, from_lsn: int, until_lsn: int) -> Steps[None]:
+        from_lsn, until_lsn = self._prepare_start(log_id, from_lsn, until_lsn)
+        placement = yield _BLOCKING, self._placements.placement, (log_id, from_lsn,
+                                                                  until_lsn)
+        scd = self._scd_for(log_id)
+        with self._lock:
+            restart = log_id in self._logs
+            if not restart:
+                self._check_room_locked()  # another call may have taken the room
+            self._logs.add(log_id)
+        if restart:  # what was queued for it is dropped; its stream stops first
+            self._queue.discard_log(log_id)
+            yield _ON_LOOP, self._core.stop, (log_id,)
+        self._queue.add_log(log_id)
+        try:
+            yield _ON_LOOP, self._core.start, (log_id, from_lsn, until_lsn, placement, scd)
+        except BaseException:
+            with self._lock:
+                self._logs.discard(log_id)
+            self._queue.discard_log(log_id)
+            raise
+
+    def _stop_steps(self, log_id: int) -> Steps[None]:
+        self._check_open()
+        with self._lock:
+            if log_id not in self._logs:
+                raise NotFoundError(message=f"log {log_id} is not being read")
+            self._logs.discard(log_id)
+            self._queue.discard_log(log_id)
+        yield _ON_LOOP, self._core.stop, (log_id,)
+
+    def _healthy_steps(self, log_id: int) -> Steps[bool]:
+        self._check_open()
+        ok = yield _ON_LOOP, self._core.healthy, (log_id,)
+        if ok is None:
+            raise NotFoundError(message=f"log {log_id} is not being read")
+        return bool(ok)
+
+    def _chunk_steps(self) -> Steps[list[Item] | None]:
+        """The next items of an iteration (at least one), or None once every log is
+        done."""
+        while True:
+            self._check_open()
+            yield _QUEUE, None, (1, True, None)
+            items = self._queue.take_items(_ITER_CHUNK)
+            if items:
+                return items
+            if not self._reading():
+                self._forget_done()
+                return None
+
+    def _close_steps(self) -> Steps[None]:
+        if self._mark_closed():
+            with contextlib.suppress(LogDeviceError):
+                yield _ON_LOOP, self._core.close, ()
+
+    def is_reading(self, log_id: int) -> bool:
+        """Whether ``log_id`` is being read: started, not stopped, and ``read`` has not yet
+        returned everything up to its until_lsn."""
+        return self._queue.has_more(log_id)
+
 
 class Reader(_ReaderBase):
     """Reads records and gaps of up to ``max_logs`` logs at once (create it with
@@ -213,6 +330,34 @@ class Reader(_ReaderBase):
         queue's bounds).  Another name: ``InvalidParamError`` listing these.
     """
 
+    def _drive(self, steps: Steps[T]) -> T:
+        """Run a call's steps, blocking this thread for each."""
+        try:
+            kind, fn, args = next(steps)
+            while True:
+                try:
+                    if kind is _ON_LOOP:
+                        result = self._lt.run(_call, fn, *args, timeout=self._ctx.timeout)
+                    elif kind is _BLOCKING:
+                        result = fn(*args)  # type: ignore[misc]
+                    else:
+                        self._queue.wait(*args)
+                        result = None
+                except BaseException as exc:
+                    kind, fn, args = steps.throw(exc)
+                else:
+                    kind, fn, args = steps.send(result)
+        except StopIteration as done:
+            return done.value
+
+    def _gather(self, count: int, what: str, timeout: float | None,
+                take: Callable[[int], tuple[Any, int, bool]]) -> list[Any]:
+        if not self._begin_read(count, what, timeout):
+            return []
+        parts = self._queue.gather(count, self._wait_any, timeout, take)
+        self._forget_done()
+        return parts
+
     def start_reading(self, log_id: int, from_lsn: int = LSN_OLDEST,
                       until_lsn: int = LSN_MAX) -> None:
         """Read ``log_id`` from ``from_lsn`` to ``until_lsn`` (inclusive).
@@ -229,50 +374,19 @@ class Reader(_ReaderBase):
         LogDeviceError
             E.TOOMANY when ``max_logs`` logs are already being read.
         """
-        from_lsn, until_lsn = self._prepare_start(log_id, from_lsn, until_lsn)
-        placement = self._placements.placement(log_id, from_lsn, until_lsn)
-        scd = self._scd_for(log_id)
-        with self._lock:
-            if log_id in self._logs:
-                self._queue.discard_log(log_id)
-                self._lt.run(_call, self._core.stop, log_id, timeout=self._ctx.timeout)
-            self._logs.add(log_id)
-            self._queue.add_log(log_id)
-        try:
-            self._lt.run(_call, self._core.start, log_id, from_lsn, until_lsn, placement, scd,
-                         timeout=self._ctx.timeout)
-        except BaseException:
-            with self._lock:
-                self._logs.discard(log_id)
-            self._queue.discard_log(log_id)
-            raise
+        self._drive(self._start_steps(log_id, from_lsn, until_lsn))
 
     def stop_reading(self, log_id: int) -> None:
         """Stop reading ``log_id``; records and gaps queued for it are dropped.
 
         Raises ``NotFoundError`` if the log is not being read."""
-        self._check_open()
-        with self._lock:
-            if log_id not in self._logs:
-                raise NotFoundError(message=f"log {log_id} is not being read")
-            self._logs.discard(log_id)
-            self._queue.discard_log(log_id)
-        self._lt.run(_call, self._core.stop, log_id, timeout=self._ctx.timeout)
-
-    def is_reading(self, log_id: int) -> bool:
-        """Whether ``log_id`` is being read: started, not stopped, and ``read`` has not yet
-        returned everything up to its until_lsn."""
-        return self._queue.has_more(log_id)
+        self._drive(self._stop_steps(log_id))
 
     def is_connection_healthy(self, log_id: int) -> bool:
         """Whether the reader has working streams on enough nodes of ``log_id``'s nodeset
         to make progress (an f-majority).  Useful when ``read`` times out: no data, or a
         service problem?  ``NotFoundError`` if the log is not being read."""
-        self._check_open()
-        ok = self._lt.run(_call, self._core.healthy, log_id, timeout=self._ctx.timeout)
-        if ok is None:
-            raise NotFoundError(message=f"log {log_id} is not being read")
-        return bool(ok)
+        return self._drive(self._healthy_steps(log_id))
 
     def read(self, count: int, timeout: float | None = None) -> list[Item]:
         """Up to ``count`` records and gaps (``DataRecord`` / ``GapRecord``), oldest
@@ -293,54 +407,25 @@ class Reader(_ReaderBase):
             client's ``unreachable_timeout``: that log is no longer read (raised once; the
             other logs read on).
         """
-        self._check_count(count, "count")
-        self._check_timeout(timeout)
-        self._check_open()
-        if count == 0:
-            return []
-        parts = self._queue.gather(count, self._wait_any, timeout,
-                                   self._queue.take_items_part)
-        self._forget_done()
-        return [item for part in parts for item in part]
+        return _items(self._gather(count, "count", timeout, self._queue.take_items_part))
 
     def read_batch(self, max_records: int, timeout: float | None = None) -> ReaderBatch:
         """Up to ``max_records`` records as one ``ReaderBatch`` (columns; gaps listed in
         ``.gaps``).  Waiting as for ``read``."""
-        self._check_count(max_records, "max_records")
-        self._check_timeout(timeout)
-        self._check_open()
-        if max_records == 0:
-            return empty_batch()
-        parts = self._queue.gather(max_records, self._wait_any, timeout,
-                                   self._queue.take_batch_part)
-        self._forget_done()
-        return concat_batches(parts)
+        return concat_batches(self._gather(max_records, "max_records", timeout,
+                                           self._queue.take_batch_part))
 
     def __iter__(self) -> Iterator[Item]:
         """Every record and gap until all logs reached their ``until_lsn``."""
-        while True:
-            self._check_open()
-            self._queue.wait(1, True, None)
-            items = self._queue.take_items(_ITER_CHUNK)
-            if not items:
-                if not self._reading():
-                    self._forget_done()
-                    return
-                continue
+        while (items := self._drive(self._chunk_steps())) is not None:
             yield from items
 
     def close(self) -> None:
         """Stop every stream.  Idempotent."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            self._logs.clear()
-        self._queue.close()
-        self._finalizer.detach()
-        if not self._ctx.closed and not self._lt.in_loop_thread():
-            with contextlib.suppress(LogDeviceError):
-                self._lt.run(_call, self._core.close, timeout=self._ctx.timeout)
+        if self._lt.in_loop_thread():  # a blocking wait there would deadlock
+            self._close_soon()
+        else:
+            self._drive(self._close_steps())
 
     def __enter__(self) -> Reader:
         return self
@@ -353,110 +438,70 @@ class AsyncReader(_ReaderBase):
     """``Reader`` for asyncio code: the same calls, as coroutines (create it with
     ``client.create_async_reader``).  Use it from one event loop."""
 
-    async def _run(self, fn: Any, *args: Any) -> Any:
-        return await asyncio.wait_for(asyncio.wrap_future(self._lt.submit(_call, fn, *args)),
-                                      self._ctx.timeout)
+    async def _drive(self, steps: Steps[T]) -> T:
+        """Run a call's steps, awaiting each."""
+        try:
+            kind, fn, args = next(steps)
+            while True:
+                try:
+                    if kind is _ON_LOOP:
+                        result = await asyncio.wait_for(asyncio.wrap_future(
+                            self._lt.submit(_call, fn, *args)), self._ctx.timeout)
+                    elif kind is _BLOCKING:
+                        result = await asyncio.to_thread(fn, *args)  # type: ignore[arg-type]
+                    else:
+                        await self._queue.wait_async(*args)
+                        result = None
+                except BaseException as exc:
+                    kind, fn, args = steps.throw(exc)
+                else:
+                    kind, fn, args = steps.send(result)
+        except StopIteration as done:
+            return done.value
+
+    async def _gather(self, count: int, what: str, timeout: float | None,
+                      take: Callable[[int], tuple[Any, int, bool]]) -> list[Any]:
+        if not self._begin_read(count, what, timeout):
+            return []
+        parts = await self._queue.gather_async(count, self._wait_any, timeout, take)
+        self._forget_done()
+        return parts
 
     async def start_reading(self, log_id: int, from_lsn: int = LSN_OLDEST,
                             until_lsn: int = LSN_MAX) -> None:
         """See ``Reader.start_reading``."""
-        from_lsn, until_lsn = self._prepare_start(log_id, from_lsn, until_lsn)
-        placement = await asyncio.to_thread(self._placements.placement, log_id, from_lsn,
-                                            until_lsn)
-        scd = self._scd_for(log_id)
-        if log_id in self._logs:
-            self._queue.discard_log(log_id)
-            await self._run(self._core.stop, log_id)
-        with self._lock:
-            self._logs.add(log_id)
-        self._queue.add_log(log_id)
-        try:
-            await self._run(self._core.start, log_id, from_lsn, until_lsn, placement, scd)
-        except BaseException:
-            with self._lock:
-                self._logs.discard(log_id)
-            self._queue.discard_log(log_id)
-            raise
+        await self._drive(self._start_steps(log_id, from_lsn, until_lsn))
 
     async def stop_reading(self, log_id: int) -> None:
         """See ``Reader.stop_reading``."""
-        self._check_open()
-        with self._lock:
-            if log_id not in self._logs:
-                raise NotFoundError(message=f"log {log_id} is not being read")
-            self._logs.discard(log_id)
-            self._queue.discard_log(log_id)
-        await self._run(self._core.stop, log_id)
-
-    def is_reading(self, log_id: int) -> bool:
-        """See ``Reader.is_reading``."""
-        return self._queue.has_more(log_id)
+        await self._drive(self._stop_steps(log_id))
 
     async def is_connection_healthy(self, log_id: int) -> bool:
         """See ``Reader.is_connection_healthy``."""
-        self._check_open()
-        ok = await self._run(self._core.healthy, log_id)
-        if ok is None:
-            raise NotFoundError(message=f"log {log_id} is not being read")
-        return bool(ok)
+        return await self._drive(self._healthy_steps(log_id))
 
     async def read(self, count: int, timeout: float | None = None) -> list[Item]:
         """See ``Reader.read``."""
-        self._check_count(count, "count")
-        self._check_timeout(timeout)
-        self._check_open()
-        if count == 0:
-            return []
-        parts = await self._queue.gather_async(count, self._wait_any, timeout,
-                                               self._queue.take_items_part)
-        self._forget_done()
-        return [item for part in parts for item in part]
+        return _items(await self._gather(count, "count", timeout,
+                                         self._queue.take_items_part))
 
     async def read_batch(self, max_records: int, timeout: float | None = None) -> ReaderBatch:
         """See ``Reader.read_batch``."""
-        self._check_count(max_records, "max_records")
-        self._check_timeout(timeout)
-        self._check_open()
-        if max_records == 0:
-            return empty_batch()
-        parts = await self._queue.gather_async(max_records, self._wait_any, timeout,
-                                               self._queue.take_batch_part)
-        self._forget_done()
-        return concat_batches(parts)
+        return concat_batches(await self._gather(max_records, "max_records", timeout,
+                                                 self._queue.take_batch_part))
 
     async def __aiter__(self) -> AsyncIterator[Item]:
-        while True:
-            self._check_open()
-            await self._queue.wait_async(1, True, None)
-            items = self._queue.take_items(_ITER_CHUNK)
-            if not items:
-                if not self._reading():
-                    self._forget_done()
-                    return
-                continue
+        while (items := await self._drive(self._chunk_steps())) is not None:
             for item in items:
                 yield item
 
-    def _mark_closed(self) -> bool:
-        """Close the user side; True when the streams on the client's loop need stopping."""
-        if self._closed:
-            return False
-        self._closed = True
-        self._logs.clear()
-        self._queue.close()
-        self._finalizer.detach()
-        return not self._ctx.closed
-
     async def aclose(self) -> None:
         """Stop every stream.  Idempotent."""
-        if self._mark_closed():
-            with contextlib.suppress(LogDeviceError):
-                await self._run(self._core.close)
+        await self._drive(self._close_steps())
 
     def close(self) -> None:
         """Stop every stream without awaiting (from synchronous code)."""
-        if self._mark_closed():
-            self._lt.call_soon(self._core.close)
+        self._close_soon()
 
     async def __aenter__(self) -> AsyncReader:
         return self

@@ -11,8 +11,12 @@ polled does not slide its window, so the storage nodes stop sending.  Once a rea
 taken the queue below half of both limits, ``on_room`` is called (from the reader's
 thread) so the loop side polls again.
 
-Waiting: a thread waits on a condition variable; an asyncio task on a future of its own
-loop, resolved through ``call_soon_threadsafe``.  Every wait is bounded by the caller.
+Waiting: the logic of ``wait`` and ``gather`` exists once, as generators that say when
+and how long to wait (``_waits``, ``gathering``); the thread flavour (``wait``,
+``gather``) and the asyncio flavour (``wait_async``, ``gather_async``) only do the
+waiting.  A waiting thread blocks on a lock of its own, an asyncio task on a future of
+its loop (resolved through ``call_soon_threadsafe``); ``_wake`` releases every registered
+waiter.  Every wait is bounded by the caller.
 """
 
 from __future__ import annotations
@@ -22,8 +26,8 @@ import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -33,6 +37,43 @@ from logdevice.records import DataRecord, GapRecord
 __all__ = ["ReaderQueue"]
 
 Item = DataRecord | GapRecord
+
+
+class _ThreadWaiter:
+    """A thread's wait: a lock taken at birth, released by ``wake``."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def wake(self) -> None:
+        self._lock.release()
+
+    def wait(self, timeout: float | None) -> None:
+        self._lock.acquire(True, -1 if timeout is None else timeout)
+
+
+class _TaskWaiter:
+    """An asyncio task's wait: a future of its loop, resolved from any thread."""
+
+    __slots__ = ("_loop", "_fut")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._fut: asyncio.Future[None] = loop.create_future()
+
+    def wake(self) -> None:
+        with contextlib.suppress(RuntimeError):  # that loop is closed
+            self._loop.call_soon_threadsafe(_resolve, self._fut)
+
+    async def wait(self, timeout: float | None) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._fut, timeout)
+
+
+W = TypeVar("W", _ThreadWaiter, _TaskWaiter)
 
 
 class _Segment:
@@ -77,9 +118,8 @@ class ReaderQueue:
         self.max_bytes = max(1, int(max_bytes))
         self.on_room = on_room
         self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
         self._segs: deque[_Segment] = deque()
-        self._async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._waiters: list[_ThreadWaiter | _TaskWaiter] = []  # woken by _wake
         self.rows = 0
         self.gaps = 0
         self.nbytes = 0
@@ -153,11 +193,10 @@ class ReaderQueue:
             self._wake()
 
     def _wake(self) -> None:
-        self._cond.notify_all()
-        waiters, self._async_waiters = self._async_waiters, []
-        for loop, fut in waiters:
-            with contextlib.suppress(RuntimeError):  # that loop is closed
-                loop.call_soon_threadsafe(_resolve, fut)
+        """Release every waiter (called holding the lock)."""
+        waiters, self._waiters = self._waiters, []
+        for w in waiters:
+            w.wake()
 
     # ------------------------------------------------------------------ bookkeeping
 
@@ -201,83 +240,79 @@ class ReaderQueue:
         return (not self.active or self.error is not None or bool(self.log_errors)
                 or self.closed)
 
+    def _waits(self, count: int, any_data: bool, timeout: float | None,
+               new_waiter: Callable[[], W]) -> Iterator[tuple[W, float | None]]:
+        """The wait both flavours share: until ``count`` items are queued (one, with
+        ``any_data``), every log is done, or ``timeout`` passed, yields ``(waiter, left)``:
+        the caller blocks on ``waiter`` (registered, so ``_wake`` releases it) for at most
+        ``left`` seconds (None: no limit), then resumes this to look again."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            with self._lock:
+                if self._ready(count, any_data) or (left is not None and left <= 0):
+                    return
+                waiter = new_waiter()
+                self._waiters.append(waiter)
+            yield waiter, left
+            with self._lock:  # timed out: not woken, still registered
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+
     def wait(self, count: int, any_data: bool, timeout: float | None) -> None:
         """Block until ``count`` items are queued (one, with ``any_data``), every log is
         done, or ``timeout`` seconds passed (None: no limit; 0: do not wait)."""
-        with self._lock:
-            if timeout is None:
-                while not self._ready(count, any_data):
-                    self._cond.wait()
-                return
-            deadline = time.monotonic() + timeout
-            while not self._ready(count, any_data):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return
-                self._cond.wait(left)
+        for waiter, left in self._waits(count, any_data, timeout, _ThreadWaiter):
+            waiter.wait(left)
 
     async def wait_async(self, count: int, any_data: bool, timeout: float | None) -> None:
         """``wait`` for an asyncio task (on the caller's loop)."""
         loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        while True:
-            left = None if deadline is None else deadline - loop.time()
-            with self._lock:
-                if self._ready(count, any_data) or (left is not None and left <= 0):
-                    return
-                fut: asyncio.Future[None] = loop.create_future()
-                entry = (loop, fut)
-                self._async_waiters.append(entry)
-            try:
-                await asyncio.wait_for(fut, left)
-            except TimeoutError:
-                with self._lock:
-                    if entry in self._async_waiters:
-                        self._async_waiters.remove(entry)
-                return
+        for waiter, left in self._waits(count, any_data, timeout, lambda: _TaskWaiter(loop)):
+            await waiter.wait(left)
 
     def _finished(self) -> bool:
         with self._lock:
             done = not self.active or self.error is not None or self.closed
             return done and self.rows + self.gaps == 0
 
-    def gather(self, count: int, any_data: bool, timeout: float | None,
-               take: Callable[[int], tuple[Any, int, bool]]) -> list[Any]:
-        """Take parts until ``count`` units arrived (``any_data``: once anything did),
-        every log is done, or ``timeout`` passed.  ``take(n)`` takes at most ``n`` units
-        and returns ``(part, units, anything)``.  Parts are taken as they come, so
-        ``count`` may exceed what the queue can hold."""
-        parts: list[Any] = []
+    def gathering(self, parts: list[Any], count: int, any_data: bool, timeout: float | None,
+                  take: Callable[[int], tuple[Any, int, bool]]) -> Iterator[float | None]:
+        """The gathering both flavours share: takes parts into ``parts`` until ``count``
+        units arrived (``any_data``: once anything did), every log is done, or
+        ``timeout`` passed.  ``take(n)`` takes at most ``n`` units and returns ``(part,
+        units, anything)``.  Parts are taken as they come, so ``count`` may exceed what
+        the queue can hold.  Whenever the queue is empty it yields ``left``: the caller
+        waits for anything (``wait(1, True, left)``) and resumes it."""
         got = 0
         anything = False
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            self.wait(1, True, left)
+            if self.rows + self.gaps == 0:  # else there is something to take now
+                yield left
             part, k, some = take(count - got)
             parts.append(part)
             got += k
             anything = anything or some
             if got >= count or (any_data and anything) or left == 0.0 or self._finished():
-                return parts
+                return
+
+    def gather(self, count: int, any_data: bool, timeout: float | None,
+               take: Callable[[int], tuple[Any, int, bool]]) -> list[Any]:
+        """The parts ``gathering`` takes, waiting in this thread."""
+        parts: list[Any] = []
+        for left in self.gathering(parts, count, any_data, timeout, take):
+            self.wait(1, True, left)
+        return parts
 
     async def gather_async(self, count: int, any_data: bool, timeout: float | None,
                            take: Callable[[int], tuple[Any, int, bool]]) -> list[Any]:
         """``gather`` for an asyncio task."""
         parts: list[Any] = []
-        got = 0
-        anything = False
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        while True:
-            left = None if deadline is None else max(0.0, deadline - loop.time())
+        for left in self.gathering(parts, count, any_data, timeout, take):
             await self.wait_async(1, True, left)
-            part, k, some = take(count - got)
-            parts.append(part)
-            got += k
-            anything = anything or some
-            if got >= count or (any_data and anything) or left == 0.0 or self._finished():
-                return parts
+        return parts
 
     def take_items_part(self, count: int) -> tuple[list[Item], int, bool]:
         items = self.take_items(count)
