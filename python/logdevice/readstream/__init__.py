@@ -1,11 +1,13 @@
 """The client read stream (sans-I/O): see ``logdevice.readstream.stream.ReadStream``.
 
-Modules: ``stream`` (events, buffering, connections, timers), ``gaps`` (moving the read
-pointer, gap detection and typing), ``delivery`` (output, pseudo-records, blobs), ``scd``
-(single copy delivery failover, rewinds, window slides),
+Modules: ``stream`` (``ReadStream``: events in, the read pointer, wiring the parts),
+and its parts: ``sender`` (``Senders``: per-node state, filter version, reconnects,
+outbound messages), ``window`` (``RecordWindow``: buffered records, de-duplication, flow
+control), ``gaps`` (``GapDetector``: f-majority gap detection and typing, grace period),
+``scd`` (``ScdController``: single copy delivery failover, known-down list, rewind
+decisions), ``delivery`` (``Delivery``: output queue, pseudo-records, blobs).  Helpers:
 ``fmajority`` (f-majority with failure domains and authoritative status), ``batches``
-(record storage by handle, columnar chunks), ``sender`` (per-node state), ``actions``
-(outbound commands).
+(record storage by handle, columnar chunks), ``actions`` (outbound commands).
 """
 
 from logdevice.readstream.actions import SendStart, SendStop, SendWindow

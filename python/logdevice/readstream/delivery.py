@@ -1,14 +1,17 @@
-"""The output side of a read stream: what leaves the window buffer, and how it is handed
-to the application.
+"""The delivery part of a read stream: what leaves the window buffer, and how it is
+handed to the application.
 
-Contiguous records popped from the buffer become columnar ``Chunk``s in a delivery queue,
-gaps become ``GapRecord``s in the same queue.  Pseudo-records are turned into gaps on the
-way: a hole plug is a HOLE gap, a bridge record ends its epoch with a BRIDGE gap.
-BufferedWriter blobs are unpacked here, one row per payload with its batch offset.
+``Delivery`` owns the delivery queue.  Contiguous records popped from the buffer
+(``add_run``) become columnar ``Chunk``s in it, gaps (``add_gap``) ``GapRecord``s.
+Pseudo-records are turned into gaps on the way: a hole plug is a HOLE gap, a bridge
+record ends its epoch with a BRIDGE gap (``add_run`` then tells the stream where its read
+pointer skips to).  BufferedWriter blobs are unpacked here, one row per payload with its
+batch offset; work is per run, on columns, never per record until ``take``.
 
-``poll`` hands the queue out as ``DataRecord``/``GapRecord`` objects, ``poll_batch`` as
-one ``ReadBatch`` of columns.  What the application has taken drives flow control: the
-window slides once the consumed pointer passes the 0.7 threshold.
+``take`` (behind ``ReadStream.poll``) hands the queue out as ``DataRecord``/``GapRecord``
+objects, ``take_batch`` (behind ``poll_batch``) as one ``ReadBatch`` of columns.  The
+consumed pointer (the first LSN not yet handed out) drives flow control: the stream
+slides its window once it passes the threshold.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 The head of the window buffer is the next LSN to deliver.  When its slot is filled the
 contiguous run behind it goes out.  When it is empty, the stream may still move on:
 
-* past the trim point (one TRIM gap; ``GapDetector`` keeps the trim point);
+* past the trim point (one TRIM gap; the stream keeps the trim point with its read
+  pointer);
 * over ESN 0 of an epoch whose first record is buffered (a BRIDGE, no quorum needed);
 * by f-majority gap detection: once the nodes that passed the LSN form an f-majority (a
   set that meets every possible copyset), no copy can exist.  A complete answer (every
@@ -12,18 +13,21 @@ contiguous run behind it goes out.  When it is empty, the stream may still move 
   mode, where a missing LSN more likely means a node that should ship it is stuck (the
   SCD controller fails over instead).
 
-The gap runs up to the first LSN some node has (or stops being silent about), and is
-typed by ``GapDetector._gap_type``.
+The gap runs up to the first LSN some node has (or stops being silent about).  It is a
+BRIDGE when it reaches into a later epoch or ends within the first ``sequencer_window``
+ESNs of one in which nothing was delivered yet, DATALOSS otherwise (or whenever no node
+is fully authoritative).  With ``sequencer_window`` 0, a BRIDGE reaching into a later
+epoch is split at that epoch's ESN 0: BRIDGE up to it, DATALOSS after it.
 
-``GapDetector.gaps_at`` reads a view of the per-node state (an iterable of
-``SenderState``) and of the buffer (``RecordWindow``) and returns its decision, the gaps
-to issue; it queues nothing and does not move the read pointer.  Its only state is the
-trim point and the grace period's deadline.
+``GapDetector`` is given two read-only views when it is built, the per-node state (the
+``SenderState`` of every node) and the buffer (``RecordWindow``); ``gaps_at`` returns its
+decision, the gaps to issue at the read pointer.  It queues nothing and does not move the
+read pointer.  Its own state is the grace period's deadline.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection
 
 from logdevice.readstream.actions import ESN_MAX
 from logdevice.readstream.fmajority import FailureDomainNodeSet, FMajorityResult
@@ -38,35 +42,25 @@ _NO_GAPS: tuple[Gap, ...] = ()
 class GapDetector:
     """Decides the gaps at the read pointer of a stream over ``[start, until]``.
 
-    ``nodeset`` answers f-majority questions (it follows authoritative status changes);
-    ``grace_period`` 0 issues incomplete f-majority gaps at once; ``sequencer_window``
-    types gaps near the start of an epoch (see ``ReadStream``).
+    ``senders`` and ``window`` are read, never changed.  ``nodeset`` answers f-majority
+    questions (it follows authoritative status changes); ``grace_period`` 0 issues
+    incomplete f-majority gaps at once; ``sequencer_window`` types gaps near the start of
+    an epoch (see ``ReadStream``).
     """
 
-    def __init__(self, start_lsn: int, until_lsn: int, nodeset: FailureDomainNodeSet,
-                 clock: Callable[[], float], grace_period: float, sequencer_window: int,
-                 trim_point: int) -> None:
+    def __init__(self, start_lsn: int, until_lsn: int, senders: Collection[SenderState],
+                 window: RecordWindow, nodeset: FailureDomainNodeSet,
+                 clock: Callable[[], float], grace_period: float,
+                 sequencer_window: int) -> None:
         self._start = start_lsn
         self._until = until_lsn
+        self._senders = senders
+        self._window = window
         self._fmaj = nodeset
         self._clock = clock
         self._grace_period = grace_period
         self._grace_deadline: float | None = None
         self._seq_window = sequencer_window
-        self._trim = trim_point
-
-    # --------------------------------------------------------------- trim point
-
-    @property
-    def trim_point(self) -> int:
-        return self._trim
-
-    def raise_trim(self, lsn: int) -> bool:
-        """Everything at or below ``lsn`` is trimmed; False if that was known."""
-        if lsn > self._trim:
-            self._trim = lsn
-            return True
-        return False
 
     # ------------------------------------------------------------- grace period
 
@@ -88,13 +82,13 @@ class GapDetector:
 
     # ---------------------------------------------------------------- decisions
 
-    def gaps_at(self, nxt: int, senders: Iterable[SenderState], window: RecordWindow,
-                fmajority: bool, grace_expired: bool) -> tuple[Gap, ...]:
+    def gaps_at(self, nxt: int, fmajority: bool, grace_expired: bool) -> tuple[Gap, ...]:
         """The gaps to issue at ``nxt``, the read pointer, whose slot is empty.
 
         Contiguous from ``nxt`` and in LSN order; the read pointer then moves past the
         last one.  Empty when the stream must wait.  ``fmajority`` False allows only the
         ESN 0 bridge; ``grace_expired`` says the grace period ran out."""
+        window = self._window
         if (nxt & ESN_MAX) == 0 and window.size > 1 and nxt < self._until \
                 and window.holds(nxt + 1):
             # ESN 0 never holds a record: an epoch that starts right after it needs no
@@ -102,15 +96,11 @@ class GapDetector:
             return ((GapType.BRIDGE, nxt, nxt),)
         if not fmajority:
             return _NO_GAPS
-        return self._detect(nxt, senders, window, grace_expired)
-
-    def _detect(self, nxt: int, senders: Iterable[SenderState], window: RecordWindow,
-                grace_expired: bool) -> tuple[Gap, ...]:
-        """A gap at ``nxt`` if enough nodes say nothing is there."""
+        # F-majority detection: a gap at nxt if enough nodes say nothing is there.
         gap: set[int] = set()
         ur: set[int] = set()
         end = 0
-        for s in senders:
+        for s in self._senders:
             if s.next_lsn > nxt:
                 state, m = s.gap_state(nxt)
                 (ur if state == 2 else gap).add(s.node)

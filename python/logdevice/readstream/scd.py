@@ -1,4 +1,4 @@
-"""Single copy delivery failover, rewinds and window slides of a read stream.
+"""The SCD controller of a read stream: single copy delivery failover and mode changes.
 
 In SCD mode each record is shipped by one node of its copyset (the first one not in the
 known-down list).  The client keeps the known-down list and changes it by *rewinding*:
@@ -9,81 +9,150 @@ again.  When the known-down nodes plus the nodes that have already passed the ne
 cover the whole read set, or nothing moved for ``scd_all_send_all_timeout``, the stream
 falls back to all-send-all; it returns to SCD at the next window slide.
 
-A rewind requested while handling an event is coalesced and done once, at the end of it.
+``ScdController`` owns the mode, the known-down list and the stall timers, and decides:
+it reads the per-node state (``Senders``), the nodes' authoritative status
+(``FailureDomainNodeSet``) and the read pointer the stream passes in, and answers with a
+pending rewind (``rewind_pending``).  A rewind requested while handling an event is
+coalesced: the stream carries it out once, at the end of the event, by calling
+``begin_rewind`` (which switches the mode) and then clearing its buffer and sending the
+STARTs, which carry ``start_known_down``.
 """
 
 from __future__ import annotations
 
-from logdevice.readstream.base import StreamBase
-from logdevice.readstream.fmajority import AuthoritativeStatus
-from logdevice.readstream.sender import SenderState
+from collections.abc import Callable
+
+from logdevice.readstream.fmajority import AuthoritativeStatus, FailureDomainNodeSet
+from logdevice.readstream.sender import Senders
+from logdevice.readstream.window import RecordWindow
+
+_FA = AuthoritativeStatus.FULLY_AUTHORITATIVE
 
 
-class ScdMixin(StreamBase):
-    # ------------------------------------------------------------ known-down list
+class ScdController:
+    """Single copy delivery state of a stream over ``[start, until]`` (``scd`` False:
+    all-send-all for good)."""
 
-    def _add_known_down(self, node: int) -> bool:
+    def __init__(self, scd: bool, start_lsn: int, until_lsn: int, senders: Senders,
+                 window: RecordWindow, nodeset: FailureDomainNodeSet,
+                 clock: Callable[[], float], scd_timeout: float,
+                 all_send_all_timeout: float) -> None:
+        self._until = until_lsn
+        self._senders = senders
+        self._states = senders.states
+        self._window = window
+        self._fmaj = nodeset
+        self._clock = clock
+        self._scd_timeout = scd_timeout
+        self._asa_timeout = all_send_all_timeout
+        self._wanted = bool(scd)  # the log uses SCD and the user did not force it off
+        self._active = bool(scd)
+        self._known_down: set[int] = set()
+        self._rewind_pending = False
+        self._mode_pending: str | None = None  # "scd" / "asa": the pending rewind's mode
+        self._stall_since: float | None = None
+        self._last_kd_change = clock()
+        if self._active:
+            self._known_down = self._kd_candidates(start_lsn)
+            if len(self._known_down) >= len(senders):
+                self._active = False
+                self._known_down = set()
+
+    # ------------------------------------------------------------------- state
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    @property
+    def known_down(self) -> frozenset[int]:
+        return frozenset(self._known_down) if self._active else frozenset()
+
+    def start_known_down(self) -> tuple[int, ...] | None:
+        """The known-down list a START carries (sorted), None in all-send-all mode."""
+        return tuple(sorted(self._known_down)) if self._active else None
+
+    @property
+    def rewind_pending(self) -> bool:
+        return self._rewind_pending
+
+    # ---------------------------------------------------------- known-down list
+
+    def mark_down(self, node: int, nxt: int) -> bool:
         """Put ``node`` on the known-down list (rewind pending); False if it was there,
-        or SCD is not active."""
-        if not self._scd_active or node in self._known_down:
+        or SCD is not active.  ``nxt`` is the read pointer."""
+        if not self._active or node in self._known_down:
             return False
         self._known_down.add(node)
         self._last_kd_change = self._clock()
-        self._request_rewind()
+        self._request_rewind(nxt)
         return True
 
-    def _kd_candidates(self) -> set[int]:
+    def _kd_candidates(self, nxt: int) -> set[int]:
         """Nodes that belong on the known-down list when (re)entering SCD mode."""
-        fa = AuthoritativeStatus.FULLY_AUTHORITATIVE
         status = self._fmaj.status
-        return {s.node for s in self._senders
-                if not s.connected or status[s.node] != fa or s.bad_until > self._next}
+        return {s.node for s in self._states
+                if not s.connected or status[s.node] != _FA or s.bad_until > nxt}
 
-    def _request_rewind(self, mode: str | None = None) -> None:
-        if self._next > self._until:
+    def _request_rewind(self, nxt: int, mode: str | None = None) -> None:
+        if nxt > self._until:
             return
         self._rewind_pending = True
         if mode is not None:
             self._mode_pending = mode
 
+    def force_no_scd(self, nxt: int) -> None:
+        """Read in all-send-all mode from now on."""
+        self._wanted = False
+        if self._active:
+            self._request_rewind(nxt, "asa")
+
     # ------------------------------------------------------------------- rewind
 
-    def _send_start(self, s: SenderState) -> None:
-        kd = tuple(sorted(self._known_down)) if self._scd_active else None
-        self._senders.send_start(s, self._next, self._window.high, kd)
-
-    def _rewind(self) -> None:
+    def begin_rewind(self, nxt: int) -> bool:
+        """The stream carries out the pending rewind from ``nxt``: switch to the mode
+        it asked for.  False if there is nothing to rewind (the stream is done)."""
         self._rewind_pending = False
         mode, self._mode_pending = self._mode_pending, None
-        if self._next > self._until:
-            return
-        self._window.clear(self._next)
-        self._senders.new_version()
-        self._gaps.cancel_grace()
+        if nxt > self._until:
+            return False
         if mode == "asa":
-            self._scd_active = False
+            self._active = False
             self._known_down.clear()
         elif mode == "scd":
-            self._scd_active = True
-            self._known_down = self._kd_candidates()
+            self._active = True
+            self._known_down = self._kd_candidates(nxt)
             self._stall_since = None
             self._last_kd_change = self._clock()
-        if self._scd_active and len(self._known_down) >= len(self._senders):
+        if self._active and len(self._known_down) >= len(self._senders):
             # Nobody left to ship: every copy must come from everyone.
-            self._scd_active = False
+            self._active = False
             self._known_down.clear()
-        for s in self._senders:
-            self._send_start(s)
+        return True
 
     # -------------------------------------------------------------- failover
 
-    def _check_scd_failover(self) -> None:
-        """After progress stalled in SCD mode: fail over if nobody can send next."""
-        nxt = self._next
+    def after_progress(self, nxt: int) -> bool:
+        """The stream moved as far as it could, to ``nxt``: fail over if nobody can send
+        it (SCD mode).  True if a rewind is pending: the stream carries it out now.
+        Otherwise start the stall timers if the stream looks stuck (after a rewind there
+        is nothing to note: nothing is buffered and no node has passed ``nxt``)."""
+        if self._active and not self._rewind_pending and nxt <= self._until:
+            self._check_failover(nxt)
+        if self._rewind_pending:
+            return True
+        if (self._active and self._stall_since is None and nxt <= self._until
+                and (self._window.first_filled() != 0 or self._senders.any_passed(nxt))):
+            # Something shows that LSNs past nxt exist (a buffered record, or a node
+            # that has passed it): only then is a stall suspicious.
+            self._stall_since = self._clock()
+        return False
+
+    def _check_failover(self, nxt: int) -> None:
         kd = self._known_down
         cannot = set(kd)
         ur_not_kd = []
-        for s in self._senders:
+        for s in self._states:
             if s.next_lsn > nxt:
                 n = s.node
                 cannot.add(n)
@@ -94,86 +163,65 @@ class ScdMixin(StreamBase):
         if ur_not_kd:
             # Nodes that reported missing data: read their share from the other copies.
             for n in ur_not_kd:
-                self._add_known_down(n)
+                self.mark_down(n, nxt)
         else:
-            self._request_rewind("asa")
+            self._request_rewind(nxt, "asa")
 
-    def _has_evidence(self) -> bool:
-        """Whether anything shows that LSNs past the read pointer exist (a buffered
-        record, or a node that has passed it): only then is a stall suspicious."""
-        if self._window.first_filled() != 0:
-            return True
-        nxt = self._next
-        return self._senders.any_passed(nxt)
+    def progressed(self) -> None:
+        """The read pointer moved: no stall."""
+        self._stall_since = None
 
-    def _note_stall(self) -> None:
-        if (self._scd_active and self._stall_since is None and self._next <= self._until
-                and self._has_evidence()):
-            self._stall_since = self._clock()
-
-    def _scd_to_mark(self) -> list[int]:
+    def _to_mark(self, nxt: int) -> list[int]:
         """Nodes the known-down timer would put on the list: those not yet past the read
         pointer, or none if that would leave nobody to ship."""
-        nxt = self._next
-        down = [s.node for s in self._senders
-                if s.node not in self._known_down and s.next_lsn <= nxt]
-        if down and len(self._known_down) + len(down) < len(self._senders):
+        kd = self._known_down
+        down = [s.node for s in self._states if s.node not in kd and s.next_lsn <= nxt]
+        if down and len(kd) + len(down) < len(self._senders):
             return down
         return []
 
-    def _scd_timer_deadlines(self) -> tuple[float | None, float | None]:
-        """``(known_down, all_send_all)``: the times at which ``_scd_timers`` acts, None
+    def _timer_deadlines(self, nxt: int) -> tuple[float | None, float | None]:
+        """``(known_down, all_send_all)``: the times at which ``run_timers`` acts, None
         for a timer it cannot act on.  While a rewind is pending neither runs (it goes
         out with the event); a passed known-down timer with nobody to mark stays off until
         an event changes who could be marked."""
-        if not self._scd_active or self._stall_since is None or self._rewind_pending:
+        if not self._active or self._stall_since is None or self._rewind_pending:
             return None, None
         asa = self._stall_since + self._asa_timeout
         kd = max(self._stall_since, self._last_kd_change) + self._scd_timeout
-        return (kd if self._scd_to_mark() else None), asa
+        return (kd if self._to_mark(nxt) else None), asa
 
-    def _scd_timers(self, now: float) -> None:
-        kd, asa = self._scd_timer_deadlines()
+    def run_timers(self, now: float, nxt: int) -> None:
+        """Run the stall timers due at ``now``."""
+        kd, asa = self._timer_deadlines(nxt)
         if kd is not None and now >= kd:
-            for n in self._scd_to_mark():
-                self._add_known_down(n)
+            for n in self._to_mark(nxt):
+                self.mark_down(n, nxt)
         elif asa is not None and now >= asa:
-            self._request_rewind("asa")
+            self._request_rewind(nxt, "asa")
 
-    def _scd_deadline(self) -> float | None:
-        kd, asa = self._scd_timer_deadlines()
+    def deadline(self, nxt: int) -> float | None:
+        """When ``run_timers`` next has work to do (None: only events matter)."""
+        kd, asa = self._timer_deadlines(nxt)
         if kd is None:
             return asa
         return kd if asa is None else min(kd, asa)
 
     # ---------------------------------------------------------------- window
 
-    def _after_consume(self) -> None:
-        """The application took records: slide the window if due."""
-        if self._window.slide_due(self._delivery.consumed) and self._next <= self._until:
-            self._slide()
-        self._after_event()
-
-    def _slide(self) -> None:
-        self._window.slide(self._delivery.consumed)
-        if self._scd_active:
-            fa = AuthoritativeStatus.FULLY_AUTHORITATIVE
+    def on_slide(self, nxt: int) -> None:
+        """The window slides: known-down nodes that ship again come off the list; a
+        stream that fell back to all-send-all returns to SCD (both by a rewind)."""
+        if self._active:
+            status = self._fmaj.status
+            senders = self._senders
             back = [n for n in self._known_down
-                    if (s := self._senders[n]).shipped_record and s.connected
-                    and self._fmaj.status[n] == fa and s.bad_until <= self._next]
+                    if (s := senders[n]).shipped_record and s.connected
+                    and status[n] == _FA and s.bad_until <= nxt]
             if back:
                 self._known_down.difference_update(back)
                 self._last_kd_change = self._clock()
-                self._request_rewind()
-        elif (self._scd_wanted and not self._rewind_pending
-              and len(self._kd_candidates()) < len(self._senders)):
-            self._request_rewind("scd")
-        if self._rewind_pending:
-            self._rewind()  # the STARTs carry the new window
-            return
-        for s in self._senders:
-            if s.connected:
-                self._send_window(s)
-
-    def _send_window(self, s: SenderState) -> None:
-        self._senders.send_window(s, self._window.high)
+                self._request_rewind(nxt)
+        elif (self._wanted and not self._rewind_pending
+              and len(self._kd_candidates(nxt)) < len(self._senders)):
+            self._request_rewind(nxt, "scd")

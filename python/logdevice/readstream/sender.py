@@ -5,7 +5,7 @@ the START/WINDOW/STOP messages to the nodes).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, ValuesView
 
 from logdevice.readstream.actions import SendStart, SendStop, SendWindow
 
@@ -116,6 +116,7 @@ class Senders:
     def __init__(self, nodes: Iterable[int], until_lsn: int, clock: Callable[[], float],
                  reconnect_delay: float, reconnect_max_delay: float) -> None:
         self._states = {n: SenderState(n, reconnect_delay) for n in nodes}
+        self._view = self._states.values()  # the nodeset is fixed: a live, read-only view
         self._until = until_lsn
         self._clock = clock
         self._reconnect_initial = reconnect_delay
@@ -124,6 +125,12 @@ class Senders:
         self._actions: list[SendStart | SendWindow | SendStop] = []
 
     # ------------------------------------------------------------------ the set
+
+    @property
+    def states(self) -> ValuesView[SenderState]:
+        """Every node's state, in nodeset order (what iterating yields, without a Python
+        call per iteration: the view the gap detector and the SCD controller read)."""
+        return self._view
 
     def __len__(self) -> int:
         return len(self._states)

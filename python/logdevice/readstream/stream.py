@@ -5,10 +5,30 @@ Events in (``on_record``, ``on_records``, ``on_gap``, ``on_started``,
 ``set_authoritative``, ``tick``), deliverables out (``poll``, ``poll_batch``) and
 messages to send out (``take_actions``).  Time only comes from the injected ``clock``.
 
-This module owns construction and the input side: per-node bookkeeping, buffering
-records in the window (``ldcore.window``) by handle, de-duplication, connections and
-timers.  Moving the read pointer and gap detection live in ``gaps``, output and blobs in
-``delivery``, single copy delivery, rewinds and window slides in ``scd``.
+``ReadStream`` owns the read pointer (the next LSN to deliver) and the trim point, and is
+composed of five parts, each owning its state behind a small interface:
+
+* ``Senders`` (``sender``): per-node state (``SenderState``), the filter version,
+  reconnect backoff, and the START/WINDOW/STOP messages ``take_actions`` drains;
+* ``RecordWindow`` (``window``): the records buffered ahead of the read pointer (by
+  handle, de-duplicated) and flow control (how far the nodes may send, when it slides);
+* ``GapDetector`` (``gaps``): f-majority gap detection and its grace period; given views
+  of the senders and the buffer, decides which gaps to issue at the read pointer;
+* ``ScdController`` (``scd``): single copy delivery mode, the known-down list and the
+  stall timers; decides failovers, mode changes and when to rewind;
+* ``Delivery`` (``delivery``): the output queue (pseudo-records turned into gaps, blobs
+  unpacked) and the consumed pointer.
+
+The parts never change one another: the gap detector and the SCD controller only read
+the senders and the window, through their public interfaces; what one part's decision
+means for another is ``ReadStream``'s to carry out.  An input event updates
+``Senders`` and ``RecordWindow``; then, at the end of every event, the stream moves the
+read pointer as far as it can (trim gap, a run popped from the window into ``Delivery``,
+or the gaps ``GapDetector`` allows), lets ``ScdController`` check for a failover, carries
+out a pending rewind once (the controller switches mode; the window is cleared, the
+filter version bumped and every node sent START again) and stops past ``until_lsn``.
+``poll``/``poll_batch`` run due timers, take from ``Delivery`` and slide the window as
+the application consumes (the controller may turn the slide into a rewind).
 
 Typical I/O loop: feed every message from the nodes to the matching ``on_*`` method, then
 ``poll()`` (or ``poll_batch()``) and send what ``take_actions()`` returns; call ``tick()``
@@ -32,7 +52,7 @@ from logdevice.readstream.fmajority import (
     FailureDomainNodeSet,
 )
 from logdevice.readstream.gaps import GapDetector
-from logdevice.readstream.scd import ScdMixin
+from logdevice.readstream.scd import ScdController
 from logdevice.readstream.sender import Senders, SenderState
 from logdevice.readstream.window import RecordWindow
 from logdevice.records import DataRecord, GapRecord, GapType
@@ -40,7 +60,7 @@ from logdevice.records import DataRecord, GapRecord, GapType
 _EMPTY_OFFSETS = np.zeros(1, dtype=np.int64)
 
 
-class ReadStream(ScdMixin):
+class ReadStream:
     """Reads ``[start_lsn, until_lsn]`` of one log from the nodes of its nodeset.
 
     Parameters
@@ -104,28 +124,17 @@ class ReadStream(ScdMixin):
         self.log_id = log_id
         self._until = until_lsn
         self._next = start_lsn
+        self._trim = trim_point
         ws = max(1, min(buffer_size, until_lsn - start_lsn + 1))
         self._window = RecordWindow(start_lsn, until_lsn, ws, flow_control_threshold)
         self._clock = clock
-        self._scd_timeout = scd_timeout
-        self._asa_timeout = scd_all_send_all_timeout
         self._senders = Senders(nodes, until_lsn, clock, reconnect_delay, reconnect_max_delay)
         self._delivery = Delivery(log_id, start_lsn, until_lsn)
-        self._gaps = GapDetector(start_lsn, until_lsn, self._fmaj, clock, grace_period,
-                                 sequencer_window, trim_point)
-        self._scd_wanted = bool(scd)
-        self._scd_active = bool(scd)
-        self._known_down = set()
-        self._rewind_pending = False
-        self._mode_pending = None
-        self._stall_since = None
-        self._last_kd_change = clock()
+        self._gaps = GapDetector(start_lsn, until_lsn, self._senders.states, self._window,
+                                 self._fmaj, clock, grace_period, sequencer_window)
+        self._scd = ScdController(scd, start_lsn, until_lsn, self._senders, self._window,
+                                  self._fmaj, clock, scd_timeout, scd_all_send_all_timeout)
         self._stopped = False
-        if self._scd_active:
-            self._known_down = self._kd_candidates()
-            if len(self._known_down) >= len(nodes):
-                self._scd_active = False
-                self._known_down = set()
         for s in self._senders:
             self._send_start(s)
         self._after_event()
@@ -152,15 +161,15 @@ class ReadStream(ScdMixin):
 
     @property
     def scd_active(self) -> bool:
-        return self._scd_active
+        return self._scd.active
 
     @property
     def known_down(self) -> frozenset[int]:
-        return frozenset(self._known_down) if self._scd_active else frozenset()
+        return self._scd.known_down
 
     @property
     def trim_point(self) -> int:
-        return self._gaps.trim_point
+        return self._trim
 
     def sender(self, node: int) -> SenderState:
         return self._senders[node]
@@ -202,22 +211,19 @@ class ReadStream(ScdMixin):
         g = self._gaps.grace_deadline
         if g is not None:
             times.append(g)
-        d = self._scd_deadline()
+        d = self._scd.deadline(self._next)
         if d is not None:
             times.append(d)
         return min(times) if times else None
 
     # ----------------------------------------------------------------- events
 
-    def _accept(self, node: int, filter_version: int | None) -> SenderState | None:
-        if self._next > self._until or self._stopped:
-            return None
-        return self._senders.accept(node, filter_version)
-
     def on_record(self, node: int, lsn: int, payload: Any = b"", flags: int = 0, *,
                   timestamp: int = 0, filter_version: int | None = None) -> None:
         """``node`` sent the record at ``lsn`` (it has nothing else below ``lsn``)."""
-        s = self._accept(node, filter_version)
+        if self._next > self._until or self._stopped:
+            return
+        s = self._senders.accept(node, filter_version)
         if s is None:
             return
         buf = as_u8(payload)
@@ -234,7 +240,9 @@ class ReadStream(ScdMixin):
         ``payload_buffer[offsets[i]:offsets[i + 1]]``.  ``bad`` (bool mask or indices)
         names records whose checksum failed: they are treated as ``on_checksum_failure``
         and never delivered."""
-        s = self._accept(node, filter_version)
+        if self._next > self._until or self._stopped:
+            return
+        s = self._senders.accept(node, filter_version)
         if s is None:
             return
         lsns = np.asarray(lsns, dtype=np.uint64)
@@ -286,11 +294,13 @@ class ReadStream(ScdMixin):
     def on_gap(self, node: int, lo: int, hi: int, reason: int = GapReason.NO_RECORDS,
                filter_version: int | None = None) -> None:
         """``node`` has nothing (for ``reason``) in ``[lo, hi]``."""
-        s = self._accept(node, filter_version)
+        if self._next > self._until or self._stopped:
+            return
+        s = self._senders.accept(node, filter_version)
         if s is None or lo > hi:
             return
         if reason == GapReason.TRIM:
-            self._gaps.raise_trim(hi)
+            self._trim = max(self._trim, hi)
         elif reason == GapReason.CHECKSUM_FAIL:
             self._checksum_failed(s, hi)
         elif reason == GapReason.UNDER_REPLICATED:
@@ -308,7 +318,7 @@ class ReadStream(ScdMixin):
         # The node's copy exists but is bad: its silence at lsn proves nothing, and in
         # SCD someone else has to ship it.
         s.checksum_failed(lsn, self._next)
-        self._add_known_down(s.node)
+        self._scd.mark_down(s.node, self._next)
 
     def on_started(self, node: int, status: int, filter_version: int) -> None:
         """``node`` answered START (``status`` an ``E``) for ``filter_version``."""
@@ -318,12 +328,13 @@ class ReadStream(ScdMixin):
         if status in (E.OK, E.REBUILDING):
             self._senders.started(s)
             if s.window_sent < self._window.high:
-                self._send_window(s)  # it missed a slide while (re)starting
+                # It missed a slide while (re)starting.
+                self._senders.send_window(s, self._window.high)
             if status == E.REBUILDING:
-                self._add_known_down(node)
+                self._scd.mark_down(node, self._next)
         else:
             s.connected = False
-            if not self._add_known_down(node):
+            if not self._scd.mark_down(node, self._next):
                 self._senders.schedule_reconnect(s)
         self._after_event()
 
@@ -333,13 +344,14 @@ class ReadStream(ScdMixin):
         if s is None or self._stopped:
             return
         s.connected = False
-        if not self._add_known_down(node):
+        if not self._scd.mark_down(node, self._next):
             self._senders.schedule_reconnect(s)
         self._after_event()
 
     def set_trim_point(self, lsn: int) -> None:
         """Everything at or below ``lsn`` is trimmed: delivered as one TRIM gap."""
-        if self._gaps.raise_trim(lsn):
+        if lsn > self._trim:
+            self._trim = lsn
             self._after_event()
 
     def set_authoritative(self, node: int, status: int) -> None:
@@ -348,14 +360,12 @@ class ReadStream(ScdMixin):
             return
         self._fmaj.set_status(node, status)
         if status != AuthoritativeStatus.FULLY_AUTHORITATIVE:
-            self._add_known_down(node)
+            self._scd.mark_down(node, self._next)
         self._after_event()
 
     def force_no_scd(self) -> None:
         """Read in all-send-all mode from now on."""
-        self._scd_wanted = False
-        if self._scd_active:
-            self._request_rewind("asa")
+        self._scd.force_no_scd(self._next)
         self._after_event()
 
     def stop(self) -> None:
@@ -373,7 +383,7 @@ class ReadStream(ScdMixin):
             self._send_start(s)
         if self._gaps.grace_due(now):
             self._progress(grace_expired=True)
-        self._scd_timers(now)
+        self._scd.run_timers(now, self._next)
         self._after_event()
 
     # ------------------------------------------------------- progress and gaps
@@ -395,9 +405,11 @@ class ReadStream(ScdMixin):
         """Deliver whatever the buffer and gap detection allow."""
         win, gaps, delivery = self._window, self._gaps, self._delivery
         until = self._until
+        fmajority = not self._scd.active  # SCD fails over instead of detecting gaps
+        trim = self._trim
+        moved = False
         while self._next <= until:
             nxt = self._next
-            trim = gaps.trim_point
             if trim >= nxt:
                 hi = min(trim, until)
                 delivery.add_gap(GapType.TRIM, nxt, hi)
@@ -407,23 +419,58 @@ class ReadStream(ScdMixin):
                 if chunk is not None:
                     self._deliver_run(chunk)
                 else:
-                    found = gaps.gaps_at(nxt, self._senders, win, not self._scd_active,
-                                         grace_expired)
+                    found = gaps.gaps_at(nxt, fmajority, grace_expired)
                     if not found:
                         break
                     for gtype, lo, hi in found:
                         delivery.add_gap(gtype, lo, hi)
                     self._skip_to(found[-1][2] + 1)
             gaps.cancel_grace()
-            self._stall_since = None
+            moved = True
+        if moved:
+            self._scd.progressed()
 
     def _after_event(self) -> None:
+        """End of every event: move on, let SCD fail over, carry out a pending rewind
+        (once per event), start the stall timers; stop once past ``until_lsn``."""
         if self._next <= self._until and not self._stopped:
             self._progress()
-            if self._scd_active and not self._rewind_pending and self._next <= self._until:
-                self._check_scd_failover()
-            if self._rewind_pending:
+            if self._scd.after_progress(self._next):
                 self._rewind()
-            self._note_stall()
         if self._next > self._until and not self._stopped:
             self.stop()
+
+    # ------------------------------------------------- rewinds and window slides
+
+    def _send_start(self, s: SenderState) -> None:
+        self._senders.send_start(s, self._next, self._window.high,
+                                 self._scd.start_known_down())
+
+    def _rewind(self) -> None:
+        """Start over from the read pointer: clear the buffer, bump the filter version
+        (replies to older STARTs are dropped), START every node again, in the mode the
+        SCD controller switched to."""
+        if not self._scd.begin_rewind(self._next):
+            return
+        self._window.clear(self._next)
+        self._senders.new_version()
+        self._gaps.cancel_grace()
+        for s in self._senders:
+            self._send_start(s)
+
+    def _after_consume(self) -> None:
+        """The application took records: slide the window if due."""
+        if self._window.slide_due(self._delivery.consumed) and self._next <= self._until:
+            self._slide()
+        self._after_event()
+
+    def _slide(self) -> None:
+        self._window.slide(self._delivery.consumed)
+        self._scd.on_slide(self._next)
+        if self._scd.rewind_pending:
+            self._rewind()  # the STARTs carry the new window
+            return
+        high = self._window.high
+        for s in self._senders:
+            if s.connected:
+                self._senders.send_window(s, high)
