@@ -59,6 +59,11 @@ def test_tools_without_their_extra_say_what_to_install():
         assert r.stderr.strip() == f"{tool}: needs rich: pip install 'logdevice[cli]'"
     r = _without(["rich"], "from logdevice.tools.ldshell.main import main\nmain(['--help'])")
     assert r.stderr.strip() == "ldshell: needs rich: pip install 'logdevice[cli]'"
+    # ldshell's tables are Arrow: status, logs and info need pyarrow as much as query does.
+    r = _without(["pyarrow"], "from logdevice.tools.ldshell.main import main\nmain(['--help'])")
+    assert r.stderr.strip() == "ldshell: needs pyarrow: pip install 'logdevice[cli]'"
+    assert any(d.startswith("pyarrow") for d in
+               _project()["project"]["optional-dependencies"]["cli"])
 
 
 def _project() -> dict:

@@ -76,7 +76,7 @@ def status(ctx: ShellContext, as_json: bool = False, out: IO[str] = sys.stdout) 
     per_node: dict[Any, list[int]] = {}
     for row in seqs.to_pylist():
         per_node.setdefault(row["node"], []).append(row["epoch"])
-    import pyarrow as pa  # optional ("admin" extra)
+    import pyarrow as pa  # optional ("cli" extra)
 
     summary = pa.Table.from_pylist(
         [{"node": n, "logs": len(e), "max_epoch": max(e)} for n, e in sorted(
@@ -128,7 +128,7 @@ def info(ctx: ShellContext, node: int, as_json: bool = False,
     if as_json:
         _dump(row, out)
         return EXIT_OK
-    import pyarrow as pa  # optional ("admin" extra)
+    import pyarrow as pa  # optional ("cli" extra)
 
     flat = [{"key": k, "value": json.dumps(v, default=str) if isinstance(v, dict | list)
              else str(v)} for k, v in row.items() if k != "metrics"]
@@ -155,7 +155,7 @@ def check(ctx: ShellContext, logs_: list[int] | None, as_json: bool = False,
     if as_json:
         _dump(data, out)
         return report.exit_code
-    import pyarrow as pa  # optional ("admin" extra)
+    import pyarrow as pa  # optional ("cli" extra)
 
     for e in report.errors:
         err.write(f"ldshell check: could not run: {e}\n")
@@ -211,7 +211,7 @@ def rebuilding(ctx: ShellContext, as_json: bool = False, out: IO[str] = sys.stdo
 
 
 def tables(out: IO[str] = sys.stdout) -> int:
-    import pyarrow as pa  # optional ("admin" extra)
+    import pyarrow as pa  # optional ("cli" extra)
 
     _print_table(pa.Table.from_pylist([{"table": k, "holds": v[0]}
                                        for k, v in TABLES.items()]), "tables", out)
@@ -235,7 +235,7 @@ def run_sql(ctx: ShellContext, sql: str, opts: TableOptions,
             con.register(name, builder(name, ctx, opts))
         rel = con.sql(sql)
         if rel is None:  # a statement without rows
-            import pyarrow as pa  # optional ("admin" extra)
+            import pyarrow as pa  # optional ("cli" extra)
 
             return pa.table({})
         # The name of "the relation as an Arrow table" moved between DuckDB releases.

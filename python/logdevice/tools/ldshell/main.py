@@ -240,8 +240,9 @@ def _interactive(ctx: ShellContext) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:  # tables print through rich; metrics are parsed with prometheus-client
+    try:  # tables are Arrow, printed through rich; metrics are parsed with prometheus-client
         import prometheus_client  # noqa: F401
+        import pyarrow  # noqa: F401
         import rich  # noqa: F401
     except ImportError as exc:
         raise missing_extra("ldshell", "cli", exc) from None

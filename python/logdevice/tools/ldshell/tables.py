@@ -48,7 +48,7 @@ class TableOptions:
 
 
 def _pa() -> Any:
-    import pyarrow as pa  # optional ("admin" extra): the tables are Arrow
+    import pyarrow as pa  # optional ("cli" extra): the tables are Arrow
 
     return pa
 
