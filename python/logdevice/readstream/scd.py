@@ -149,6 +149,7 @@ class ScdController:
         return False
 
     def _check_failover(self, nxt: int) -> None:
+        """Progress stalled at ``nxt`` in SCD mode: fail over if nobody can send it."""
         kd = self._known_down
         cannot = set(kd)
         ur_not_kd = []

@@ -109,14 +109,15 @@ class Senders:
     Messages go out through ``take_actions`` (``SendStart``, ``SendWindow``,
     ``SendStop``), never through a socket.  The filter version stamps every START and
     WINDOW; a rewind bumps it (``new_version``) so that replies to an older START are
-    dropped (``accept``).  Iterating yields the ``SenderState`` of each node, in nodeset
-    order: the view the gap detector and the SCD controller read.
+    dropped (``accept``).  ``states`` (like iterating) yields the ``SenderState`` of each
+    node, in nodeset order: the view the gap detector and the SCD controller read (and
+    never change).
     """
 
     def __init__(self, nodes: Iterable[int], until_lsn: int, clock: Callable[[], float],
                  reconnect_delay: float, reconnect_max_delay: float) -> None:
         self._states = {n: SenderState(n, reconnect_delay) for n in nodes}
-        self._view = self._states.values()  # the nodeset is fixed: a live, read-only view
+        self._view = self._states.values()  # the nodeset is fixed: a live view of it
         self._until = until_lsn
         self._clock = clock
         self._reconnect_initial = reconnect_delay
@@ -128,8 +129,8 @@ class Senders:
 
     @property
     def states(self) -> ValuesView[SenderState]:
-        """Every node's state, in nodeset order (what iterating yields, without a Python
-        call per iteration: the view the gap detector and the SCD controller read)."""
+        """Every node's state, in nodeset order: what iterating yields, as a live view
+        (iterating it costs no Python call per step)."""
         return self._view
 
     def __len__(self) -> int:

@@ -204,7 +204,7 @@ class ReadStream:
         or later than t, so a loop can simply sleep until it."""
         if self._stopped:
             return None
-        times = []
+        times: list[float] = []
         r = self._senders.next_reconnect()
         if r is not None:
             times.append(r)
