@@ -193,8 +193,11 @@ class Senders:
             s.backoff = min(s.backoff * 2, self._reconnect_max)
 
     def due_reconnects(self, now: float) -> list[SenderState]:
-        return [s for s in self._states.values()
-                if s.reconnect_at is not None and now >= s.reconnect_at]
+        due = []
+        for s in self._view:  # a loop, not a comprehension: this runs at every poll
+            if s.reconnect_at is not None and now >= s.reconnect_at:
+                due.append(s)
+        return due
 
     def next_reconnect(self) -> float | None:
         times = [s.reconnect_at for s in self._states.values() if s.reconnect_at is not None]

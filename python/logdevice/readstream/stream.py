@@ -45,7 +45,7 @@ import numpy as np
 
 from logdevice.errors import E, InvalidParamError
 from logdevice.readstream.actions import GapReason
-from logdevice.readstream.batches import Chunk, ReadBatch, as_u8
+from logdevice.readstream.batches import ReadBatch, as_u8
 from logdevice.readstream.delivery import Delivery
 from logdevice.readstream.fmajority import (
     AuthoritativeStatus,
@@ -393,14 +393,6 @@ class ReadStream:
         self._window.skip_to(lsn)
         self._next = lsn
 
-    def _deliver_run(self, chunk: Chunk) -> None:
-        """Queue a run popped from the buffer; the read pointer moves past it (and past
-        the rest of an epoch a bridge record in it ends)."""
-        self._next = int(chunk.lsns[-1]) + 1
-        skip = self._delivery.add_run(chunk)
-        if skip is not None:
-            self._skip_to(skip)
-
     def _progress(self, grace_expired: bool = False) -> None:
         """Deliver whatever the buffer and gap detection allow."""
         win, gaps, delivery = self._window, self._gaps, self._delivery
@@ -417,7 +409,12 @@ class ReadStream:
             else:
                 chunk = win.pop_run()
                 if chunk is not None:
-                    self._deliver_run(chunk)
+                    # The read pointer moves past the run (and past the rest of an epoch
+                    # a bridge record in it ends).
+                    self._next = int(chunk.lsns[-1]) + 1
+                    skip = delivery.add_run(chunk)
+                    if skip is not None:
+                        self._skip_to(skip)
                 else:
                     found = gaps.gaps_at(nxt, fmajority, grace_expired)
                     if not found:
