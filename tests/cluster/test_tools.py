@@ -1,13 +1,18 @@
-"""``ldcat`` and ``ldtail`` as subprocesses against a small cluster."""
+"""``ldcat``, ``ldtail`` and ``ldwrite`` as subprocesses against a small cluster."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -40,6 +45,98 @@ def log1(client):
 def run(tool: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([os.path.join(BIN, tool), *args], capture_output=True,
                           timeout=timeout, check=False)
+
+
+class Lines:
+    """The lines of a child's pipe, read by a thread as they come; ``next`` and ``until``
+    wait for them with a bound (and say what came instead)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.lines: list[str] = []
+        self.eof = False
+        self._at = 0
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._run, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _run(self, stream: Any) -> None:
+        for raw in iter(stream.readline, b""):
+            with self._cond:
+                self.lines.append(raw.decode(errors="replace").rstrip("\n"))
+                self._cond.notify_all()
+        with self._cond:
+            self.eof = True
+            self._cond.notify_all()
+
+    def next(self, timeout: float = 30.0) -> str:
+        """The next line."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._at >= len(self.lines):
+                left = deadline - time.monotonic()
+                assert not self.eof and left > 0, f"no line within {timeout:g} s; got " \
+                                                  f"{self.lines}"
+                self._cond.wait(left)
+            self._at += 1
+            return self.lines[self._at - 1]
+
+    def until(self, pattern: str, timeout: float = 30.0) -> str:
+        """The next line matching the regular expression ``pattern`` (the lines before
+        it are passed over)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                line = self.next(max(left, 0.001))
+            except AssertionError:
+                raise AssertionError(f"no line matching {pattern!r} within {timeout:g} s; "
+                                     f"got {self.lines}") from None
+            if re.search(pattern, line):
+                return line
+
+    def join(self) -> None:
+        self._thread.join(10)
+
+
+@contextlib.contextmanager
+def spawn(tool: str, *args: str, stdin: bool = False
+          ) -> Iterator[tuple[subprocess.Popen[bytes], Lines, Lines]]:
+    """``tool ARGS`` running, with its stdout and stderr as ``Lines``; killed (if the test
+    left it running) and reaped at the end."""
+    proc = subprocess.Popen([os.path.join(BIN, tool), *args],
+                            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = Lines(proc.stdout), Lines(proc.stderr)
+    try:
+        yield proc, out, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(20)
+        out.join()
+        err.join()
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            if f is not None:
+                with contextlib.suppress(OSError):
+                    f.close()
+
+
+def interrupt(proc: subprocess.Popen[bytes], timeout: float = 20.0) -> int:
+    """Ctrl-C ``proc``; its exit status."""
+    proc.send_signal(signal.SIGINT)
+    return proc.wait(timeout)
+
+
+def start_all(cluster: ld.LocalCluster) -> None:
+    for i in range(cluster.n):
+        cluster.start(i)
+
+
+#: The waiting line of a reader whose streams broke (after the tool's name).
+AWAY_LOG1 = r": log 1: no working stream on enough of its nodes \(N0: .*\); waiting$"
+#: The waiting line when no node answers a tool's request.
+AWAY_CLUSTER = (r": waiting for the cluster 'local': no node reachable \(N0: connection refused, "
+                r"N1: connection refused, N2: connection refused\)")
 
 
 def test_ldcat_text_and_range(cluster, log1):
@@ -170,3 +267,67 @@ def test_every_tool_has_a_version(tool):
     p = run(tool, "--version", timeout=30)
     assert p.returncode == 0
     assert p.stdout.decode().strip() == f"{tool} (logdevice) {ld.__version__}"
+
+
+# -- while the cluster is away (issue 12) ---------------------------------------------------
+
+def test_ldtail_says_what_it_waits_for_and_reads_on(local_cluster):
+    """Unreachable at start: the cluster's waiting line, then (nodes started) its back
+    line and the records appended after.  All nodes stopped mid-stream: the log's waiting
+    line, once, then "reading again" and the records appended after that."""
+    cluster = local_cluster(nodes=3, replication=2, logs=[1])
+    cfg = str(cluster.config_path)
+    cluster.stop_all()
+    with spawn("ldtail", "--config", cfg, "--log", "1") as (proc, out, err):
+        assert re.search(AWAY_CLUSTER + "$", err.until("waiting"))
+        start_all(cluster)
+        assert err.until("reachable") == "ldtail: cluster 'local' reachable again"
+        with ld.Client(cfg, timeout=20.0) as client:
+            for i in range(3):
+                client.append(1, b"first %d" % i)
+                assert out.next() == f"first {i}"
+            cluster.stop_all()
+            assert re.search(AWAY_LOG1, err.until("waiting"))
+            start_all(cluster)
+            assert err.until("again") == "ldtail: log 1: reading again"
+            for i in range(3):
+                client.append(1, b"then %d" % i)
+                assert out.next() == f"then {i}"
+        assert interrupt(proc) == 130
+    waits = [x for x in err.lines if "waiting" in x]
+    assert len(waits) == 2, err.lines  # one line for each wait, never repeated
+    assert not any("Traceback" in x for x in err.lines), err.lines
+
+
+def test_ldcat_waits_at_most_its_timeout_and_fails_fast_at_start(local_cluster):
+    """The cluster going away while ldcat follows: its waiting line, then "reading
+    again" and the records.  Away for longer than --timeout: exit 1 naming the LSN it
+    stopped before.  Unreachable at start: one CONNFAILED line, exit 1."""
+    cluster = local_cluster(nodes=3, replication=2, logs=[1])
+    cfg = str(cluster.config_path)
+    with ld.Client(cfg, timeout=20.0) as client:
+        for i in range(3):
+            client.append(1, b"line %d" % i)
+        with spawn("ldcat", "--config", cfg, "--log", "1", "--until", "max") as (proc, out, err):
+            assert [out.next() for _ in range(3)] == ["line 0", "line 1", "line 2"]
+            cluster.stop_all()
+            assert re.search(AWAY_LOG1, err.until("waiting"))
+            start_all(cluster)
+            assert err.until("again") == "ldcat: log 1: reading again"
+            client.append(1, b"after")
+            assert out.next() == "after"
+            assert interrupt(proc) == 130
+        with spawn("ldcat", "--config", cfg, "--log", "1", "--until", "max",
+                   "--timeout", "3") as (proc, out, err):
+            assert [out.next() for _ in range(4)] == ["line 0", "line 1", "line 2", "after"]
+            cluster.stop_all()
+            assert re.search(AWAY_LOG1, err.until("waiting"))
+            assert proc.wait(30) == 1
+            err.join()
+            assert re.fullmatch(r"ldcat: TIMEDOUT: log 1: waited 3 s for the cluster; "
+                                r"stopped before e\d+n\d+ \(\d+\)", err.lines[-1]), err.lines
+    p = run("ldcat", "--config", cfg, "--log", "1", timeout=60)  # every node still stopped
+    assert p.returncode == 1
+    assert p.stdout == b""
+    lines = p.stderr.decode().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ldcat: CONNFAILED: "), lines

@@ -10,6 +10,21 @@ is flushed as it arrives.  Ctrl-C (or SIGTERM) stops it cleanly.
 ``-n N`` shows the last N records before the tail: they are looked for in the last N
 LSNs before the tail, then in 4x, 16x, ... as many (up to 4 tries), so a log whose
 tail follows an epoch change or many gaps may show fewer.
+
+ldtail rides out the cluster going away, and says so on stderr: one line when it starts
+waiting and one when it is back, never the waiting line twice in one wait::
+
+    ldtail: waiting for the cluster 'prod': no node reachable (N0: connection refused, ...)
+    ldtail: cluster 'prod' reachable again
+    ldtail: log 1: no working stream on enough of its nodes (N0: connection refused, ...); waiting
+    ldtail: log 1: reading again
+
+The first pair when no node could be reached to find the tail (CONNFAILED after the
+client's ``unreachable_timeout``, or TIMEDOUT after ``--timeout``), the second when the
+reader, checked about once a second, has no working stream on an f-majority of the log's
+nodes.  It retries every 0.5 s, doubling up to 5 s, from where it stands: the LSN after
+the last record or gap it wrote, or the tail it started from.  It waits for ever: Ctrl-C
+stops it (status 130).
 """
 
 from __future__ import annotations
@@ -18,6 +33,7 @@ import argparse
 import signal
 import sys
 from types import FrameType
+from typing import IO
 
 import numpy as np
 
@@ -26,7 +42,8 @@ from logdevice.client import Client
 from logdevice.client.reader_batch import ReaderBatch
 from logdevice.errors import LogDeviceError
 from logdevice.records import LSN_MAX, LSN_OLDEST
-from logdevice.tools.ldcat import _quiet_stdout, add_output_arguments, write_batch, write_gap
+from logdevice.tools.health import RetryDelay, Waiting, is_away
+from logdevice.tools.ldcat import _quiet_stdout, add_output_arguments, copy_log, write_batch
 
 __all__ = ["main"]
 
@@ -86,8 +103,37 @@ def _stop(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+def _start(client: Client, args: argparse.Namespace, out: IO[bytes],
+           waiting: Waiting) -> int:
+    """The tail to follow from, after the last ``-n`` records; while the cluster is
+    away, the waiting line and tries again (see the module docstring)."""
+    delay = RetryDelay()
+    while True:
+        try:
+            tail = client.get_tail_lsn(args.log)
+            first = last_records(client, args.log, tail, args.lines) \
+                if args.lines and tail else None
+        except LogDeviceError as exc:
+            if not is_away(exc):
+                raise
+            waiting.cluster_away(client.config, exc)
+            delay.sleep()
+            continue
+        waiting.back(f"cluster {client.config.cluster!r} reachable again")
+        if first is not None:
+            write_batch(out, first, args.format)
+            out.flush()
+        return tail
+
+
+_EPILOG = ("While the cluster is away ldtail prints one line on stderr saying what it waits "
+           "for, retries (every 0.5 s, doubling up to 5 s) from where it stands, and prints "
+           "one more line when it reads again.  It waits until Ctrl-C (exit status 130).")
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="ldtail", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="ldtail", description=__doc__.split("\n\n")[0],
+                                epilog=_EPILOG)
     add_version(p)
     add_credentials(p)
     add_output_arguments(p)
@@ -101,26 +147,14 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _stop)
     interruptible()
     out = sys.stdout.buffer
+    waiting = Waiting("ldtail")
     try:
         with Client(args.config, timeout=args.timeout, **credentials(args)) as client:
-            tail = client.get_tail_lsn(args.log)
-            if args.lines and tail:
-                first = last_records(client, args.log, tail, args.lines)
-                if first is not None:
-                    write_batch(out, first, args.format)
-                    out.flush()
-            with client.create_reader() as r:
-                if args.no_scd:
-                    r.force_no_single_copy_delivery()
-                r.wait_only_when_no_data()
-                r.start_reading(args.log, tail + 1, LSN_MAX)
-                while True:
-                    batch = r.read_batch(65536, timeout=1.0)
-                    for gap in batch.gaps:
-                        write_gap(sys.stderr, gap, args.show_gaps)
-                    if len(batch):
-                        write_batch(out, batch, args.format)
-                        out.flush()
+            tail = _start(client, args, out, waiting)
+            copy_log(client, args.log, tail + 1, LSN_MAX, out, waiting=waiting,
+                     fmt=args.format, show_gaps=args.show_gaps, no_scd=args.no_scd,
+                     flush=True)
+        return 0  # the log ended (a gap up to LSN_MAX)
     except KeyboardInterrupt:
         out.flush()
         return 130
