@@ -20,6 +20,7 @@ more when it is back::
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import selectors
@@ -30,6 +31,7 @@ import time
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
+from logdevice.cli import console as tool_console
 from logdevice.errors import E, LogDeviceError
 
 if TYPE_CHECKING:
@@ -161,11 +163,8 @@ class Waiting:
         if console is None and not quiet:
             stream = file if file is not None else sys.stderr
             if stream.isatty():
-                try:
-                    from logdevice.cli import console as tool_console
+                with contextlib.suppress(ImportError):  # rich: optional for ldcat, ldtail
                     self._console = tool_console(file=stream)
-                except ImportError:  # rich is optional for ldcat and ldtail
-                    pass
         self._lock = threading.Lock()
         self._since: float | None = None
 
