@@ -331,3 +331,41 @@ def test_ldcat_waits_at_most_its_timeout_and_fails_fast_at_start(local_cluster):
     assert p.stdout == b""
     lines = p.stderr.decode().splitlines()
     assert len(lines) == 1 and lines[0].startswith("ldcat: CONNFAILED: "), lines
+
+
+def test_ldwrite_holds_lines_while_the_cluster_is_away(local_cluster):
+    """Lines piped in while every node is stopped: the waiting line (once), the back line
+    once the nodes are started and the held lines written, then the lines after.  Every
+    line is in the log, in the order written.  (ldwrite writes at least once; here no
+    append reached a node while the cluster was away, so each line is there exactly
+    once.)  Ctrl-C while lines are held: they count as not written, exit status 1."""
+    cluster = local_cluster(nodes=3, replication=2, logs=[1])
+    cfg = str(cluster.config_path)
+    cluster.stop_all()
+    with spawn("ldwrite", "--config", cfg, "--log", "1", stdin=True) as (proc, out, err):
+        proc.stdin.write(b"held 0\nheld 1\nheld 2\n")
+        proc.stdin.flush()
+        assert re.search(AWAY_CLUSTER + r"; [1-3] lines held$", err.until("waiting"))
+        start_all(cluster)
+        assert err.until("reachable") == \
+            "ldwrite: cluster 'local' reachable again; 3 held lines written"
+        proc.stdin.write(b"then 0\nthen 1\n")
+        proc.stdin.close()
+        assert proc.wait(60) == 0
+        err.join()
+        assert sum("waiting" in x for x in err.lines) == 1, err.lines
+        assert re.match(r"5 records in ", err.lines[-1]), err.lines
+    with ld.Client(cfg, timeout=20.0) as client:
+        with client.create_reader() as r:
+            r.start_reading(1, ld.LSN_OLDEST, client.get_tail_lsn(1))
+            got = [bytes(x.payload) for x in r if isinstance(x, ld.DataRecord)]
+        assert got == [b"held 0", b"held 1", b"held 2", b"then 0", b"then 1"]
+    cluster.stop_all()
+    with spawn("ldwrite", "--config", cfg, "--log", "1", stdin=True) as (proc, out, err):
+        proc.stdin.write(b"lost 0\nlost 1\n")
+        proc.stdin.flush()
+        assert re.search(AWAY_CLUSTER, err.until("waiting"))
+        assert interrupt(proc) == 1
+        err.join()
+        assert re.match(r"ldwrite: 2 records failed: CONNFAILED: ", err.lines[-1]), err.lines
+        assert not any("Traceback" in x for x in err.lines), err.lines

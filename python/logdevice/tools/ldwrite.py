@@ -8,18 +8,40 @@ Each line (without its newline) becomes one record.  Input is read as it arrives
 vectorised pass and the lines go to ``append_many`` as ``(buffer, offsets)``, so no Python
 object is made per line, and a line piped in is written within the time trigger.
 A progress bar shows lines acknowledged; at the end it prints records/s, MB/s and the
-last LSN written (``--quiet``: nothing but errors).  Ctrl-C writes what was read and exits
-with status 130.  Exit status 1 if any record could not be written.
+last LSN written (``--quiet``: nothing but errors).
+
+While the cluster is away (appends fail with CONNFAILED or TIMEDOUT once the
+BufferedWriter's retries are spent), ldwrite keeps the lines that failed, stops reading
+its input, and says so once on stderr::
+
+    ldwrite: waiting for the cluster 'prod': no node reachable (N0: ...); 1,000 lines held
+    ldwrite: cluster 'prod' reachable again; 1,000 held lines written
+
+It appends them again in the order they were read (every 0.5 s, doubling up to 5 s) until
+the cluster takes them, then reads on.  It waits for ever; lines still held when it is
+interrupted count as not written.  Lines are written at least once: a line may be stored
+twice when an append was stored but not acknowledged and then retried (by the
+BufferedWriter, or after the wait), or when part of the lines appended in one call were
+stored and the others failed (the call is appended again whole).
+
+Exit status: 0 when every line was written; 130 after Ctrl-C (it writes what was read
+first) when every line read was written; 1 if any line could not be written (an error
+other than the cluster being away, or lines still held at Ctrl-C) or on a client or
+input error.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import itertools
 import os
+import select
+import stat
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 import numpy as np
@@ -35,6 +57,7 @@ from logdevice.cli import (
 from logdevice.cli import console as tool_console
 from logdevice.client import Client
 from logdevice.errors import LogDeviceError
+from logdevice.tools.health import RetryDelay, Waiting, cluster_line, is_away
 
 try:
     from rich.progress import (
@@ -50,6 +73,8 @@ except ImportError as exc:  # the "cli" extra
 __all__ = ["main", "split_lines"]
 
 CHUNK = 4 * 1024 * 1024
+#: Seconds between looks at the appends while no input arrives.
+TICK = 0.25
 _NL = np.uint8(ord("\n"))
 
 
@@ -75,25 +100,170 @@ def split_lines(data: bytes, *, final: bool) -> tuple[np.ndarray, np.ndarray, in
     return body, offsets, consumed
 
 
-def _chunks(f: IO[bytes]) -> Iterator[tuple[np.ndarray, np.ndarray, int]]:
-    carry = b""
-    read1 = getattr(f, "read1", f.read)  # what is there now, not a full CHUNK
+def _blocks(f: IO[bytes], tick: float) -> Iterator[bytes | None]:
+    """What ``f`` holds, as it arrives (up to ``CHUNK`` bytes at a time, not a full
+    ``CHUNK``); ``None`` when nothing came for ``tick`` seconds (so the caller can look
+    after its appends meanwhile), ``b""`` at the end."""
+    fd = f.fileno()
+    regular = stat.S_ISREG(os.fstat(fd).st_mode)  # always readable (and epoll refuses it)
     while True:
-        block = read1(CHUNK)
+        if not regular and not select.select([fd], [], [], tick)[0]:
+            yield None
+            continue
+        block = os.read(fd, CHUNK)
+        yield block
+        if not block:
+            return
+
+
+def _chunks(blocks: Iterable[bytes | None]) -> Iterator[tuple[np.ndarray, np.ndarray, int]
+                                                         | None]:
+    """The lines of ``blocks`` as ``split_lines`` gives them; ``None`` for a block that
+    completed no line (or was ``None``)."""
+    carry = b""
+    for block in blocks:
+        if block is None:
+            yield None
+            continue
         final = not block
         data = carry + block if carry else block
         if not data:
             return
         body, offsets, used = split_lines(data, final=final)
         carry = data[used:]
-        if len(offsets) > 1:
-            yield body, offsets, used
-        elif final:
+        yield (body, offsets, used) if len(offsets) > 1 else None
+        if final:
             return
 
 
+class _Chunk:
+    """Lines appended with one ``append_many``, kept until they are acknowledged."""
+
+    __slots__ = ("seq", "body", "offsets", "n", "again")
+
+    def __init__(self, seq: int, body: np.ndarray, offsets: np.ndarray) -> None:
+        self.seq = seq  # order of reading
+        self.body = body
+        self.offsets = offsets
+        self.n = len(offsets) - 1
+        self.again = False  # appended again after the cluster was away
+
+
+class _Appender:
+    """Appends chunks of lines through the BufferedWriter ``w`` and keeps the chunks that
+    failed because the cluster is away (``is_away``: CONNFAILED, TIMEDOUT), to append
+    them again, in the order they were read, once it answers (``recover``)."""
+
+    def __init__(self, w: Any, log_id: int, config: Any, waiting: Waiting) -> None:
+        self.w = w
+        self.log_id = log_id
+        self.config = config
+        self.waiting = waiting
+        self.lock = threading.Lock()
+        self.acked = 0
+        self.failed = 0
+        self.last = 0
+        self.first_error: BaseException | None = None
+        self.held: dict[int, _Chunk] = {}
+        self.away_error: BaseException | None = None
+        self.written_again = 0  # lines held, then written, in the current wait
+        self._seq = itertools.count()
+        self._delay = RetryDelay()
+
+    def append(self, body: np.ndarray, offsets: np.ndarray) -> None:
+        self._send(_Chunk(next(self._seq), body, offsets))
+
+    def _send(self, chunk: _Chunk) -> None:
+        fut = self.w.append_many(self.log_id, (chunk.body, chunk.offsets))
+        fut.add_done_callback(functools.partial(self._done, chunk))
+
+    def _done(self, chunk: _Chunk, fut: Any) -> None:  # on the client's loop thread
+        exc = fut.exception()
+        with self.lock:
+            if exc is None:
+                lsns = fut.result()
+                self.acked += chunk.n
+                if chunk.again:
+                    self.written_again += chunk.n
+                if len(lsns):
+                    self.last = max(self.last, int(lsns.max()))
+            elif is_away(exc):
+                self.held[chunk.seq] = chunk
+                self.away_error = exc
+            else:
+                self.failed += chunk.n
+                if self.first_error is None:
+                    self.first_error = exc
+
+    def holding(self) -> int:
+        """Lines held for the cluster to come back."""
+        with self.lock:
+            return sum(c.n for c in self.held.values())
+
+    def settle(self) -> None:
+        """Send what is buffered and wait until every chunk sent is acknowledged, failed
+        or held (in short waits, so Ctrl-C is taken at once)."""
+        while not self.w.flush(wait=True, timeout=0.25):
+            pass
+
+    def recover(self) -> None:
+        """If chunks are held: print the waiting line, and append them again, in the
+        order they were read, until they are written (the oldest alone first, then the
+        others; a ``RetryDelay`` between tries); then the back line.  Nothing else is
+        appended meanwhile: the input waits."""
+        if not self.holding():
+            return
+        self.waiting.away(lambda: f"{cluster_line(self.config, self.away_error)}; "
+                                  f"{self.holding():,} lines held")
+        while True:
+            self.settle()  # every chunk in flight is written, failed or held
+            with self.lock:
+                chunks = [self.held.pop(seq) for seq in sorted(self.held)]
+            if not chunks:
+                break
+            chunks[0].again = True
+            self._send(chunks[0])
+            self.settle()
+            with self.lock:
+                if chunks[0].seq in self.held:  # still away: the others stay held too
+                    self.held.update((c.seq, c) for c in chunks[1:])
+                    retry = True
+                else:
+                    retry = False
+            if retry:
+                self._delay.sleep()
+                continue
+            self._delay.reset()
+            for c in chunks[1:]:
+                c.again = True
+                self._send(c)
+        with self.lock:
+            n, self.written_again = self.written_again, 0
+        self.waiting.back(f"cluster {self.config.cluster!r} reachable again; "
+                          f"{n:,} held lines written")
+
+    def give_up(self) -> None:
+        """Count what is still held as failed (interrupted while the cluster is away)."""
+        with self.lock:
+            n = sum(c.n for c in self.held.values())
+            self.held.clear()
+            if n:
+                self.failed += n
+                if self.first_error is None:
+                    self.first_error = self.away_error
+
+
+_EPILOG = ("While the cluster is away ldwrite keeps the lines that failed, stops reading, "
+           "prints one line on stderr saying what it waits for, appends them again in order "
+           "(every 0.5 s, doubling up to 5 s), and prints one more line once they are "
+           "written.  Lines are written at least once: a retried append that had been "
+           "stored without an acknowledgement writes its lines twice.  Exit status: 0 all "
+           "lines written; 130 Ctrl-C, every line read written; 1 some line not written.")
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="ldwrite", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="ldwrite", description=__doc__.split("\n\n")[0],
+                                epilog=_EPILOG)
     add_version(p)
     add_credentials(p)
     p.add_argument("file", nargs="?", default="-", help="input file (default: stdin)")
@@ -105,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--time-trigger", type=float, default=0.05, help="seconds")
     p.add_argument("--compression", default="zstd", choices=["zstd", "none"])
     p.add_argument("--mode", default="independent", choices=["independent", "one_at_a_time"])
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar, no summary, no waiting lines: only errors")
     args = p.parse_args(argv)
     interruptible()
     console = tool_console(stderr=True)
@@ -118,22 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"ldwrite: cannot read {args.file}: {exc.strerror}", markup=False)
         return 1
     total = None if args.file == "-" else os.path.getsize(args.file)
-    stats = {"acked": 0, "failed": 0, "last": 0}
-    first_error: list[BaseException] = []
-    lock = threading.Lock()
-
-    def on_done(fut: Any) -> None:
-        exc = fut.exception()
-        with lock:
-            if exc is None:
-                lsns = fut.result()
-                stats["acked"] += len(lsns)
-                if len(lsns):
-                    stats["last"] = max(stats["last"], int(lsns.max()))
-            else:
-                stats["failed"] += len(fut.batch_offsets)
-                if not first_error:
-                    first_error.append(exc)
+    waiting = Waiting("ldwrite", quiet=args.quiet, console=console)
 
     t0 = time.perf_counter()
     interrupted = False
@@ -143,36 +299,45 @@ def main(argv: list[str] | None = None) -> int:
             w = client.create_buffered_writer(size_trigger=args.size_trigger,
                                               time_trigger=args.time_trigger,
                                               compression=args.compression, mode=args.mode)
+            job = _Appender(w, args.log, client.config, waiting)
             with Progress(TextColumn("[bold]ldwrite"), BarColumn(), DownloadColumn(),
                           TextColumn("{task.fields[lines]}"), TimeElapsedColumn(),
                           console=console, disable=args.quiet) as prog:
                 task = prog.add_task("write", total=total, lines="")
-                read = 0
                 try:
-                    for body, offsets, used in _chunks(src):
-                        w.append_many(args.log, (body, offsets)).add_done_callback(on_done)
-                        read += used
+                    for chunk in _chunks(_blocks(src, TICK)):
+                        job.recover()  # the cluster was away: write what it missed first
+                        if chunk is not None:
+                            body, offsets, used = chunk
+                            job.append(body, offsets)
+                            read += used
                         prog.update(task, completed=read,
-                                    lines=f"{stats['acked']:,} lines acknowledged")
+                                    lines=f"{job.acked:,} lines acknowledged")
+                    while True:  # the end of input: until every line is written
+                        job.settle()
+                        if not job.holding():
+                            break
+                        job.recover()
                 except KeyboardInterrupt:
                     interrupted = True  # write what was read, then stop
                 w.flush()
                 w.close()
+                job.give_up()  # held lines were not written
                 prog.update(task, completed=read, total=read,
-                            lines=f"{stats['acked']:,} lines acknowledged")
+                            lines=f"{job.acked:,} lines acknowledged")
     except (LogDeviceError, OSError) as exc:
         console.print(f"ldwrite: {exc}", markup=False)
         return 1
     except KeyboardInterrupt:  # a second Ctrl-C while writing out what was read
         return 130
     elapsed = time.perf_counter() - t0
-    n = stats["acked"]
+    n = job.acked
     if not args.quiet:
         console.print(f"{n:,} records in {elapsed:.2f} s: {n / elapsed:,.0f} records/s, "
-                      f"{read / elapsed / 1e6:.1f} MB/s; last LSN {lsn_str(stats['last'])} "
-                      f"({stats['last']})", markup=False)
-    if stats["failed"]:
-        console.print(f"ldwrite: {stats['failed']:,} records failed: {first_error[0]}",
+                      f"{read / elapsed / 1e6:.1f} MB/s; last LSN {lsn_str(job.last)} "
+                      f"({job.last})", markup=False)
+    if job.failed:
+        console.print(f"ldwrite: {job.failed:,} records failed: {job.first_error}",
                       markup=False)
         return 1
     return 130 if interrupted else 0
