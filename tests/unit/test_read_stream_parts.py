@@ -74,8 +74,8 @@ def test_senders_messages_versions_and_reconnects():
 def test_sender_state_updates():
     ss = _senders()
     s = ss[1]
-    s.note_shipped(10)
-    assert s.next_lsn == 10 and s.shipped_record
+    s.advance_to(10)
+    assert s.next_lsn == 10
     s.advance_to(5)
     assert s.next_lsn == 10 and not ss.any_passed(10) and ss.any_passed(9)
     s.checksum_failed(12, 10)
@@ -95,28 +95,30 @@ def _detector(nodes=(1, 2, 3), r=2, grace=0.5, start=S, until=S + 100, seq_windo
     ss = _senders(nodes, until, clock)
     win = RecordWindow(start, until, buffer, 0.7)
     fmaj = FailureDomainNodeSet(nodes, r)
-    return GapDetector(start, until, ss.states, win, fmaj, clock, grace, seq_window), \
+    return GapDetector(start, until, ss.states, win, fmaj, clock, grace, seq_window, True), \
         ss, win, fmaj, clock
 
 
 def test_gap_detector_fmajority_complete_and_incomplete():
     gd, ss, _, _, clock = _detector()
-    assert gd.gaps_at(S, True, False) == ()  # nobody answered
+    assert gd.gaps_at(S, False) == ()  # nobody answered
     ss[1].advance_to(S + 4)
-    assert gd.gaps_at(S, True, False) == ()  # 1 of 3, R=2: no f-majority
+    assert gd.gaps_at(S, False) == ()  # 1 of 3, R=2: no f-majority
     ss[2].advance_to(S + 6)
     # An f-majority, but node 3 is silent: wait out the grace period.
-    assert gd.gaps_at(S, True, False) == () and gd.grace_deadline == 0.5
+    assert gd.gaps_at(S, False) == () and gd.grace_deadline == 0.5
     clock.t = 0.4
-    assert not gd.grace_due(0.4) and gd.gaps_at(S, True, False) == ()
+    assert not gd.grace_due(0.4) and gd.gaps_at(S, False) == ()
     assert gd.grace_deadline == 0.5  # not restarted
     assert gd.grace_due(0.5) and gd.grace_deadline is None
     # Up to the first LSN some node may have: S + 4.
-    assert gd.gaps_at(S, True, True) == ((GapType.DATALOSS, S, S + 3),)
+    assert gd.gaps_at(S, True) == ((GapType.DATALOSS, S, S + 3),)
     # Everyone answered: at once.  Not at all when the stream says no f-majority (SCD).
     ss[3].advance_to(S + 8)
-    assert gd.gaps_at(S, False, False) == ()
-    assert gd.gaps_at(S, True, False) == ((GapType.DATALOSS, S, S + 3),)
+    gd.set_fmajority(False)
+    assert gd.gaps_at(S, False) == ()
+    gd.set_fmajority(True)
+    assert gd.gaps_at(S, False) == ((GapType.DATALOSS, S, S + 3),)
     gd.cancel_grace()
     assert gd.grace_deadline is None
 
@@ -128,7 +130,8 @@ def test_gap_detector_bridges():
                np.zeros(1, dtype=np.uint32), np.zeros(0, dtype=np.uint8),
                np.zeros(2, dtype=np.int64))
     assert win.holds(2 * E + 1) and win.first_filled() == 2 * E + 1
-    assert gd.gaps_at(2 * E, False, False) == ((GapType.BRIDGE, 2 * E, 2 * E),)
+    gd.set_fmajority(False)
+    assert gd.gaps_at(2 * E, False) == ((GapType.BRIDGE, 2 * E, 2 * E),)
     # A gap reaching into a later epoch is a bridge; with sequencer_window 0 it is split
     # at the later epoch's ESN 0.
     for seq_window, expect in ((1000, ((GapType.BRIDGE, E + 5, 2 * E + 2),)),
@@ -137,7 +140,7 @@ def test_gap_detector_bridges():
         gd, ss, _, _, _ = _detector(start=E + 1, until=3 * E, seq_window=seq_window)
         for s in ss:
             s.advance_to(2 * E + 3)
-        assert gd.gaps_at(E + 5, True, False) == expect
+        assert gd.gaps_at(E + 5, False) == expect
 
 
 def test_gap_detector_follows_authoritative_status():
@@ -146,12 +149,12 @@ def test_gap_detector_follows_authoritative_status():
     ss[2].advance_to(S + 4)
     fmaj.set_status(3, AuthoritativeStatus.AUTHORITATIVE_EMPTY)
     # Node 3 left the nodeset: 1 and 2 are every counting node, no grace period.
-    assert gd.gaps_at(S, True, False) == ((GapType.DATALOSS, S, S + 3),)
+    assert gd.gaps_at(S, False) == ((GapType.DATALOSS, S, S + 3),)
     # Near the start of an epoch, at the stream's start: a bridge.
     gd, ss, _, _, _ = _detector(start=E + 1, until=E + 100)
     for s in ss:
         s.advance_to(E + 5)
-    assert gd.gaps_at(E + 1, True, False) == ((GapType.BRIDGE, E + 1, E + 4),)
+    assert gd.gaps_at(E + 1, False) == ((GapType.BRIDGE, E + 1, E + 4),)
 
 
 # ------------------------------------------------------------------ SCD controller
@@ -173,7 +176,7 @@ def test_scd_controller_known_down_and_rewinds():
     assert sc.after_progress(1)  # the rewind goes out at the end of the event
     assert sc.begin_rewind(1) and not sc.rewind_pending and sc.active
     # Node 2 ships again: it comes off the list at the next window slide.
-    ss[2].note_shipped(3)
+    ss[2].shipped_record = True
     sc.on_slide(1)
     assert sc.rewind_pending and sc.known_down == frozenset()
     assert sc.begin_rewind(1)
@@ -185,7 +188,7 @@ def test_scd_controller_known_down_and_rewinds():
     sc.force_no_scd(1)
     assert sc.after_progress(1) and sc.begin_rewind(1)
     assert not sc.active and sc.start_known_down() is None and not sc.mark_down(1, 1)
-    ss[1].note_shipped(3)
+    ss[1].shipped_record = True
     sc.on_slide(1)
     assert not sc.rewind_pending  # not wanted any more
 

@@ -9,9 +9,9 @@ contiguous run behind it goes out.  When it is empty, the stream may still move 
 * by f-majority gap detection: once the nodes that passed the LSN form an f-majority (a
   set that meets every possible copyset), no copy can exist.  A complete answer (every
   counting node) issues the gap at once; an incomplete one waits out the grace period
-  first, in case a slow node has the record.  The stream does not ask for this in SCD
-  mode, where a missing LSN more likely means a node that should ship it is stuck (the
-  SCD controller fails over instead).
+  first, in case a slow node has the record.  Not in SCD mode (the stream switches it
+  off and on with the mode, ``set_fmajority``), where a missing LSN more likely means a
+  node that should ship it is stuck: the SCD controller fails over instead.
 
 The gap runs up to the first LSN some node has (or stops being silent about).  It is a
 BRIDGE when it reaches into a later epoch or ends within the first ``sequencer_window``
@@ -45,13 +45,14 @@ class GapDetector:
     ``senders`` and ``window`` are read, never changed.  ``nodeset`` answers f-majority
     questions (it follows authoritative status changes); ``grace_period`` 0 issues
     incomplete f-majority gaps at once; ``sequencer_window`` types gaps near the start of
-    an epoch (see ``ReadStream``).
+    an epoch (see ``ReadStream``).  ``fmajority`` False (the stream reads in SCD mode,
+    see ``set_fmajority``) leaves only the ESN 0 bridge.
     """
 
     def __init__(self, start_lsn: int, until_lsn: int, senders: Collection[SenderState],
                  window: RecordWindow, nodeset: FailureDomainNodeSet,
-                 clock: Callable[[], float], grace_period: float,
-                 sequencer_window: int) -> None:
+                 clock: Callable[[], float], grace_period: float, sequencer_window: int,
+                 fmajority: bool) -> None:
         self._start = start_lsn
         self._until = until_lsn
         self._senders = senders
@@ -61,6 +62,12 @@ class GapDetector:
         self._grace_period = grace_period
         self._grace_deadline: float | None = None
         self._seq_window = sequencer_window
+        self._fmajority = fmajority
+
+    def set_fmajority(self, enabled: bool) -> None:
+        """Whether f-majority gap detection applies: not in SCD mode, where a missing
+        LSN more likely means a node that should ship it is stuck."""
+        self._fmajority = enabled
 
     # ------------------------------------------------------------- grace period
 
@@ -82,19 +89,19 @@ class GapDetector:
 
     # ---------------------------------------------------------------- decisions
 
-    def gaps_at(self, nxt: int, fmajority: bool, grace_expired: bool) -> tuple[Gap, ...]:
+    def gaps_at(self, nxt: int, grace_expired: bool) -> tuple[Gap, ...]:
         """The gaps to issue at ``nxt``, the read pointer, whose slot is empty.
 
         Contiguous from ``nxt`` and in LSN order; the read pointer then moves past the
-        last one.  Empty when the stream must wait.  ``fmajority`` False allows only the
-        ESN 0 bridge; ``grace_expired`` says the grace period ran out."""
+        last one.  Empty when the stream must wait.  ``grace_expired`` says the grace
+        period ran out."""
         window = self._window
         if (nxt & ESN_MAX) == 0 and window.size > 1 and nxt < self._until \
                 and window.holds(nxt + 1):
             # ESN 0 never holds a record: an epoch that starts right after it needs no
             # f-majority.
             return ((GapType.BRIDGE, nxt, nxt),)
-        if not fmajority:
+        if not self._fmajority:
             return _NO_GAPS
         # F-majority detection: a gap at nxt if enough nodes say nothing is there.
         gap: set[int] = set()

@@ -82,12 +82,6 @@ class SenderState:
         if lsn > self.next_lsn:
             self.next_lsn = lsn
 
-    def note_shipped(self, end: int) -> None:
-        """The node shipped records up to ``end - 1``."""
-        if end > self.next_lsn:
-            self.next_lsn = end
-        self.shipped_record = True
-
     def checksum_failed(self, lsn: int, next_to_deliver: int) -> None:
         """The node's copy of ``lsn`` exists but is bad: its silence there proves nothing
         (it counts as under-replicated) and it stays off the SCD read set until the read

@@ -130,10 +130,12 @@ class ReadStream:
         self._clock = clock
         self._senders = Senders(nodes, until_lsn, clock, reconnect_delay, reconnect_max_delay)
         self._delivery = Delivery(log_id, start_lsn, until_lsn)
-        self._gaps = GapDetector(start_lsn, until_lsn, self._senders.states, self._window,
-                                 self._fmaj, clock, grace_period, sequencer_window)
         self._scd = ScdController(scd, start_lsn, until_lsn, self._senders, self._window,
                                   self._fmaj, clock, scd_timeout, scd_all_send_all_timeout)
+        # F-majority gap detection only in all-send-all mode (_rewind keeps it so).
+        self._gaps = GapDetector(start_lsn, until_lsn, self._senders.states, self._window,
+                                 self._fmaj, clock, grace_period, sequencer_window,
+                                 not self._scd.active)
         self._stopped = False
         for s in self._senders:
             self._send_start(s)
@@ -288,8 +290,11 @@ class ReadStream:
             if len(lsns) == 0:
                 return
         n = self._window.insert(lsns, ts, fl, buf, offs)
-        if n:
-            s.note_shipped(int(lsns[n - 1]) + 1)
+        if n:  # the node shipped records up to lsns[n - 1]
+            end = int(lsns[n - 1]) + 1
+            if end > s.next_lsn:
+                s.next_lsn = end
+            s.shipped_record = True
 
     def on_gap(self, node: int, lo: int, hi: int, reason: int = GapReason.NO_RECORDS,
                filter_version: int | None = None) -> None:
@@ -397,7 +402,6 @@ class ReadStream:
         """Deliver whatever the buffer and gap detection allow."""
         win, gaps, delivery = self._window, self._gaps, self._delivery
         until = self._until
-        fmajority = not self._scd.active  # SCD fails over instead of detecting gaps
         trim = self._trim
         moved = False
         while self._next <= until:
@@ -416,7 +420,7 @@ class ReadStream:
                     if skip is not None:
                         self._skip_to(skip)
                 else:
-                    found = gaps.gaps_at(nxt, fmajority, grace_expired)
+                    found = gaps.gaps_at(nxt, grace_expired)
                     if not found:
                         break
                     for gtype, lo, hi in found:
@@ -452,6 +456,7 @@ class ReadStream:
         self._window.clear(self._next)
         self._senders.new_version()
         self._gaps.cancel_grace()
+        self._gaps.set_fmajority(not self._scd.active)
         for s in self._senders:
             self._send_start(s)
 
