@@ -256,9 +256,10 @@ class _Appender:
 _EPILOG = ("While the cluster is away ldwrite keeps the lines that failed, stops reading, "
            "prints one line on stderr saying what it waits for, appends them again in order "
            "(every 0.5 s, doubling up to 5 s), and prints one more line once they are "
-           "written.  Lines are written at least once: a retried append that had been "
-           "stored without an acknowledgement writes its lines twice.  Exit status: 0 all "
-           "lines written; 130 Ctrl-C, every line read written; 1 some line not written.")
+           "written.  Lines are written at least once: a line may be written twice when an "
+           "append is retried (by the BufferedWriter, or after the wait) after part or all "
+           "of it was stored without an acknowledgement.  Exit status: 0 all lines "
+           "written; 130 Ctrl-C, every line read written; 1 some line not written.")
 
 
 def main(argv: list[str] | None = None) -> int:
