@@ -22,7 +22,8 @@ epoch is split at that epoch's ESN 0: BRIDGE up to it, DATALOSS after it.
 ``GapDetector`` is given two read-only views when it is built, the per-node state (the
 ``SenderState`` of every node) and the buffer (``RecordWindow``); ``gaps_at`` returns its
 decision, the gaps to issue at the read pointer.  It queues nothing and does not move the
-read pointer.  Its own state is the grace period's deadline.
+read pointer.  Its own state: the grace period's deadline, and whether f-majority
+detection applies.
 """
 
 from __future__ import annotations
