@@ -274,7 +274,8 @@ def test_every_tool_has_a_version(tool):
 def test_ldtail_says_what_it_waits_for_and_reads_on(local_cluster):
     """Unreachable at start: the cluster's waiting line, then (nodes started) its back
     line and the records appended after.  All nodes stopped mid-stream: the log's waiting
-    line, once, then "reading again" and the records appended after that."""
+    line, once, then "reading again" and the records appended after that.  Ctrl-C while
+    it waits: exit status 130."""
     cluster = local_cluster(nodes=3, replication=2, logs=[1])
     cfg = str(cluster.config_path)
     cluster.stop_all()
@@ -293,9 +294,12 @@ def test_ldtail_says_what_it_waits_for_and_reads_on(local_cluster):
             for i in range(3):
                 client.append(1, b"then %d" % i)
                 assert out.next() == f"then {i}"
-        assert interrupt(proc) == 130
+        cluster.stop_all()
+        assert re.search(AWAY_LOG1, err.until("waiting"))
+        assert interrupt(proc) == 130  # Ctrl-C while waiting
+        err.join()
     waits = [x for x in err.lines if "waiting" in x]
-    assert len(waits) == 2, err.lines  # one line for each wait, never repeated
+    assert len(waits) == 3, err.lines  # one line for each wait, never repeated
     assert not any("Traceback" in x for x in err.lines), err.lines
 
 

@@ -56,7 +56,7 @@ from logdevice.cli import (
 )
 from logdevice.cli import console as tool_console
 from logdevice.client import Client
-from logdevice.errors import LogDeviceError
+from logdevice.errors import E, LogDeviceError
 from logdevice.tools.health import RetryDelay, Waiting, cluster_line, is_away
 
 try:
@@ -164,7 +164,8 @@ class _Appender:
         self.failed = 0
         self.last = 0
         self.first_error: BaseException | None = None
-        self.held: dict[int, _Chunk] = {}
+        self.held: dict[int, _Chunk] = {}  # failed while the cluster was away
+        self.sent: dict[int, _Chunk] = {}  # appended, not yet acknowledged nor failed
         self.away_error: BaseException | None = None
         self.written_again = 0  # lines held, then written, in the current wait
         self._seq = itertools.count()
@@ -174,13 +175,17 @@ class _Appender:
         self._send(_Chunk(next(self._seq), body, offsets))
 
     def _send(self, chunk: _Chunk) -> None:
+        with self.lock:
+            self.sent[chunk.seq] = chunk
         fut = self.w.append_many(self.log_id, (chunk.body, chunk.offsets))
         fut.add_done_callback(functools.partial(self._done, chunk))
 
     def _done(self, chunk: _Chunk, fut: Any) -> None:  # on the client's loop thread
         exc = fut.exception()
         with self.lock:
+            self.sent.pop(chunk.seq, None)
             if exc is None:
+                self.held.pop(chunk.seq, None)
                 lsns = fut.result()
                 self.acked += chunk.n
                 if chunk.again:
@@ -191,6 +196,7 @@ class _Appender:
                 self.held[chunk.seq] = chunk
                 self.away_error = exc
             else:
+                self.held.pop(chunk.seq, None)
                 self.failed += chunk.n
                 if self.first_error is None:
                     self.first_error = exc
@@ -210,7 +216,9 @@ class _Appender:
         """If chunks are held: print the waiting line, and append them again, in the
         order they were read, until they are written (the oldest alone first, then the
         others; a ``RetryDelay`` between tries); then the back line.  Nothing else is
-        appended meanwhile: the input waits."""
+        appended meanwhile: the input waits.  A chunk stays in ``held`` until it is
+        acknowledged (or fails otherwise), also while it is appended again, so what an
+        interruption leaves is counted by ``give_up``."""
         if not self.holding():
             return
         self.waiting.away(lambda: f"{cluster_line(self.config, self.away_error)}; "
@@ -218,23 +226,20 @@ class _Appender:
         while True:
             self.settle()  # every chunk in flight is written, failed or held
             with self.lock:
-                chunks = [self.held.pop(seq) for seq in sorted(self.held)]
-            if not chunks:
-                break
-            chunks[0].again = True
-            self._send(chunks[0])
+                if not self.held:
+                    break
+                first = self.held[min(self.held)]
+            first.again = True
+            self._send(first)
             self.settle()
             with self.lock:
-                if chunks[0].seq in self.held:  # still away: the others stay held too
-                    self.held.update((c.seq, c) for c in chunks[1:])
-                    retry = True
-                else:
-                    retry = False
-            if retry:
+                away = first.seq in self.held
+                rest = [self.held[seq] for seq in sorted(self.held)] if not away else []
+            if away:  # the others stay held too
                 self._delay.sleep()
                 continue
             self._delay.reset()
-            for c in chunks[1:]:
+            for c in rest:
                 c.again = True
                 self._send(c)
         with self.lock:
@@ -243,14 +248,19 @@ class _Appender:
                           f"{n:,} held lines written")
 
     def give_up(self) -> None:
-        """Count what is still held as failed (interrupted while the cluster is away)."""
+        """Once the writer is closed: count the lines still held (interrupted while the
+        cluster was away), and any whose append was interrupted before its outcome could
+        be seen, as not written."""
         with self.lock:
-            n = sum(c.n for c in self.held.values())
+            lost = {**self.held, **self.sent}
             self.held.clear()
+            self.sent.clear()
+            n = sum(c.n for c in lost.values())
             if n:
                 self.failed += n
                 if self.first_error is None:
-                    self.first_error = self.away_error
+                    self.first_error = self.away_error or LogDeviceError(
+                        E.CANCELLED, "interrupted before the append was acknowledged")
 
 
 _EPILOG = ("While the cluster is away ldwrite keeps the lines that failed, stops reading, "
