@@ -247,17 +247,17 @@ class ReaderQueue:
         the caller blocks on ``waiter`` (registered, so ``_wake`` releases it) for at most
         ``left`` seconds (None: no limit), then resumes this to look again."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        waiter: W | None = None
         while True:
             left = None if deadline is None else deadline - time.monotonic()
             with self._lock:
+                if waiter is not None and waiter in self._waiters:
+                    self._waiters.remove(waiter)  # it timed out: _wake did not take it
                 if self._ready(count, any_data) or (left is not None and left <= 0):
                     return
                 waiter = new_waiter()
                 self._waiters.append(waiter)
             yield waiter, left
-            with self._lock:  # timed out: not woken, still registered
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
 
     def wait(self, count: int, any_data: bool, timeout: float | None) -> None:
         """Block until ``count`` items are queued (one, with ``any_data``), every log is
