@@ -70,7 +70,7 @@ def data_size(client: Client, log_id: int, start_ms: int, end_ms: int,
     total = 0
     with client.create_reader() as r:
         r.start_reading(log_id, lo, hi)
-        while r.is_reading(log_id) or r._reading():
+        while r.is_reading(log_id):  # read on, or rows of it still queued
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimedOutError(message=f"data_size({log_id}): the range was not read "
