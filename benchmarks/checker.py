@@ -120,6 +120,8 @@ def main() -> None:
                    default=int(os.environ.get("LD_CHECKER_RECORDS", 10_000_000)))
     p.add_argument("--payload", type=int, default=100)
     p.add_argument("--sticky", action="store_true", help="one copyset per 4,096 records")
+    p.add_argument("--window-records", type=int, default=CheckOptions.window_records,
+                   help="records per node judged at a time (the check's memory bound)")
     args = p.parse_args()
     root = Path(tempfile.mkdtemp(prefix="ld-checker-bench-"))
     console = Console()
@@ -134,8 +136,8 @@ def main() -> None:
             for i in range(NODES):
                 cluster.start(i)
             t0 = time.perf_counter()
-            report = asyncio.run(check_cluster(cluster.config,
-                                               CheckOptions(logs=[LOG], timeout=120)))
+            report = asyncio.run(check_cluster(cluster.config, CheckOptions(
+                logs=[LOG], timeout=120, window_records=args.window_records)))
             seconds = time.perf_counter() - t0
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -159,7 +161,8 @@ def main() -> None:
          f"{rate / (rows / anchor_s):.2f}x", ""),
     ]
     t = Table(title=f"checker: {args.records:,} records x {args.payload} B, 3 nodes, R=2, "
-                    f"{'sticky' if args.sticky else 'per-record'} copysets")
+                    f"{'sticky' if args.sticky else 'per-record'} copysets, windows of "
+                    f"{args.window_records:,} records per node")
     for col in ("measure", "value", "goal"):
         t.add_column(col)
     for row in rows_out:
