@@ -13,19 +13,7 @@ import weakref
 import pytest
 
 from logdevice.client import AsyncReader, BufferedWriter, Client, ClientContext, Reader
-from logdevice.config import make_local_config
 from logdevice.errors import E, InvalidParamError, LogDeviceError, NotFoundError
-
-
-@pytest.fixture
-def config(tmp_path):
-    return make_local_config(3, 2, range(1, 5), root=tmp_path, ports=[1, 2, 3])
-
-
-@pytest.fixture
-def client(config):
-    with Client(config, timeout=1.0) as c:
-        yield c
 
 
 def test_the_client_hands_its_context_to_what_it_creates(client):

@@ -18,23 +18,11 @@ from logdevice.client import Client
 from logdevice.client.buffered_writer import BufferedWriter, BufferedWriterKwargs
 from logdevice.client.reader_core import ReaderOptionKwargs, ReaderOptions
 from logdevice.client.settings import ClientSettingKwargs, ClientSettings
-from logdevice.config import make_local_config
 from logdevice.errors import InvalidParamError
 
 READER_NAMES = sorted(ReaderOptionKwargs.__annotations__)
 WRITER_NAMES = sorted(BufferedWriterKwargs.__annotations__)
 SETTING_NAMES = sorted(ClientSettingKwargs.__annotations__)
-
-
-@pytest.fixture
-def config(tmp_path):
-    return make_local_config(3, 2, range(1, 5), root=tmp_path, ports=[1, 2, 3])
-
-
-@pytest.fixture
-def client(config):
-    with Client(config, timeout=1.0) as c:
-        yield c
 
 
 def _lists(exc: pytest.ExceptionInfo[InvalidParamError], names: list[str]) -> None:
