@@ -383,12 +383,8 @@ def plots(results: dict[str, Any], args: argparse.Namespace, subtitle: str) -> l
     ax2.set_yscale("log")
     ax2.set_ylim(top=ax2.get_ylim()[1] * 3)
     ax2.set_title(f"Backfill read, {args.records:,} x {BACKFILL_SIZE} B", fontsize=10)
-    fig.suptitle(f"Throughput per workload\n{subtitle}", fontsize=10)
-    fig.tight_layout()
-    path = PLOTS / f"{prefix}-throughput.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    written.append(path)
+    written.append(_save(plt, fig, f"Throughput per workload\n{subtitle}",
+                         PLOTS / f"{prefix}-throughput.png"))
 
     lat_rows = rows_of(results, "latency")
     fig, axes = plt.subplots(1, len(args.rate_list), figsize=(6 * len(args.rate_list), 5),
@@ -409,12 +405,8 @@ def plots(results: dict[str, Any], args: argparse.Namespace, subtitle: str) -> l
         ax.set_ylabel("ms, scheduled send -> delivered (log scale)")
         ax.set_title(f"{rate:,.0f} records/s, open loop, {LATENCY_SIZE} B", fontsize=10)
         ax.legend(fontsize=8)
-    fig.suptitle(f"End-to-end latency percentiles\n{subtitle}", fontsize=10)
-    fig.tight_layout()
-    path = PLOTS / f"{prefix}-latency.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    written.append(path)
+    written.append(_save(plt, fig, f"End-to-end latency percentiles\n{subtitle}",
+                         PLOTS / f"{prefix}-latency.png"))
     return written
 
 
@@ -477,5 +469,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _save(plt: Any, fig: Any, title: str, path: Path) -> Path:
+    """Title, lay out, write and close one figure; its path."""
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 if __name__ == "__main__":
     sys.exit(main())
+
