@@ -82,7 +82,8 @@ class PeerLink:
                                            self.host, self.port, ssl=tls,
                                            server_hostname=self.host if tls else None),
                     timeout)
-                self.conn = conn
+                if not conn.closed and self.conn is None:
+                    self.conn = conn  # on_ready may have come first and set it already
                 await self._closed_event.wait()
             except (TimeoutError, OSError) as exc:
                 log.debug("link to N%d: connect failed: %s", self.index, exc)
@@ -96,6 +97,9 @@ class PeerLink:
 
     # -- called by the Connection -----------------------------------------------------------
     def on_ready(self, conn: Connection) -> None:
+        # The peer's HELLO_REPLY can be read before ``_run`` resumes from the connect: the
+        # link must be usable now, for what the roles send from ``on_link_change``.
+        self.conn = conn
         self.connected = True
         self._had_session = True
         self.connects += 1

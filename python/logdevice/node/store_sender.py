@@ -10,9 +10,13 @@ statuses; ``take_reply`` turns a STORED back into ``(node, lsn, wave, status)`` 
 its link dropped them) are forgotten when the link goes down or after ``FORGET_AFTER``.
 
 ``Release`` actions are merged per node (the highest LSN per log wins) and leave once per
-turn as a RELEASE (one log) or a RELEASE_BATCH (several).  (Holding them back a couple of
-milliseconds to ride with the next STORE frame saved no measurable append latency or CPU
-at 1,000 appends/s, and cost tailing readers as much: they are not held.)
+turn as a RELEASE (one log) or a RELEASE_BATCH (several).  An idle log gets no later
+release to make up for a lost one, so none is given up: a RELEASE the link refused while
+up (its write buffer was full) is tried again ``RELEASE_RETRY`` later, and one refused
+because the link was down is re-sent by the sequencer role when the link comes back.
+(Holding RELEASEs back a couple of milliseconds to ride with the next STORE frame saved no
+measurable append latency or CPU at 1,000 appends/s, and cost tailing readers as much:
+they are not held.)
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ log = logging.getLogger("logdevice.node.store_sender")
 
 #: Seconds after which an unanswered STORE is forgotten (its wave timed out long ago).
 FORGET_AFTER = 120.0
+#: Seconds before re-sending the RELEASEs a backlogged (but connected) link dropped.
+RELEASE_RETRY = 0.5
 _CHECKSUM = int(RecordFlag.CHECKSUM)
 _NO_CHECKSUMS = np.empty(0, np.uint32)
 _NO_CHECKSUMS.flags.writeable = False
@@ -69,6 +75,7 @@ class StoreSender:
         self._stores: list[SendStore] = []
         self._releases: dict[int, dict[int, tuple[int, int]]] = {}  # node -> log -> (lsn, epoch)
         self._scheduled = False
+        self._retry: Any = None  # the timer re-sending dropped RELEASEs
         self._next_id = 1
         self.outstanding: OrderedDict[tuple[int, int], Outstanding] = OrderedDict()
         # Figures.
@@ -83,11 +90,14 @@ class StoreSender:
     def release(self, log_id: int, lsn: int, nodes: Iterable[int], epoch: int) -> None:
         """RELEASE up to ``lsn`` from the sequencer of ``epoch`` to ``nodes``."""
         for n in nodes:
-            per_node = self._releases.setdefault(n, {})
-            old = per_node.get(log_id)
-            if old is None or old[0] < lsn:
-                per_node[log_id] = (lsn, max(epoch, old[1] if old else 0))
+            self._merge_release(n, log_id, lsn, epoch)
         self._schedule()
+
+    def _merge_release(self, node: int, log_id: int, lsn: int, epoch: int) -> None:
+        per_node = self._releases.setdefault(node, {})
+        old = per_node.get(log_id)
+        if old is None or old[0] < lsn:
+            per_node[log_id] = (lsn, max(epoch, old[1] if old else 0))
 
     def _schedule(self) -> None:
         if not self._scheduled:
@@ -126,7 +136,21 @@ class StoreSender:
                                    lsns=np.fromiter((v[0] for v in logs.values()), np.uint64, n),
                                    epochs=np.fromiter((v[1] for v in logs.values()),
                                                       np.uint64, n))
-            self.node.send_to_node(node, msg)
+            if not self.node.send_to_node(node, msg):
+                self._retry_later(node, logs)
+
+    def _retry_later(self, node: int, logs: dict[int, tuple[int, int]]) -> None:
+        link = self.node.link(node)
+        if link is None or not link.connected:
+            return  # down: the sequencer role re-sends its releases when it comes back
+        for log_id, (lsn, epoch) in logs.items():
+            self._merge_release(node, log_id, lsn, epoch)
+        if self._retry is None:
+            self._retry = self.node.loop.call_later(RELEASE_RETRY, self._retry_now)
+
+    def _retry_now(self) -> None:
+        self._retry = None
+        self.flush()
 
     def _send_store(self, node: int, log_id: int, epoch: int, actions: list[SendStore],
                     now: float) -> None:
