@@ -162,3 +162,31 @@ def test_windows_absorbed_equal_one_verdict(layout, cuts, max_details):
         assert sum(d["records"] for d in mine) == whole.counts[c]
         for kind in {d["kind"] for d in mine} - {"truncated"}:
             assert sum(d["kind"] == kind for d in mine) <= max_details
+
+
+@settings(max_examples=150, deadline=None)
+@given(layouts(), st.lists(st.integers(0, 10**6), max_size=6))
+def test_pages_judged_as_they_came_equal_one_holding(layout, cuts):
+    """The driver hands ``judge`` each node's pages as they came off the wire: the
+    verdict is the one of each node's holdings joined into one."""
+    n_nodes, r, base = layout[0], layout[1], layout[2]
+    records, holders, holdings = _build(*layout)
+    lo, hi = 1, max(records)
+    kw = dict(replication=1, nodeset=range(base + n_nodes), max_details=10**6,
+              epochs=sorted(r.items()))
+    whole = judge(7, lo, hi, holdings, **kw)
+    paged = {}
+    for x, h in holdings.items():
+        lsns = h.lsns.tolist()
+        ends = sorted({lsns[c % len(lsns)] for c in cuts if lsns}) + [hi]
+        pages, start = [], lo
+        for end in ends:
+            if end >= start:
+                pages.append(h.within(start, end))
+                start = end + 1
+        paged[x] = pages
+    split = judge(7, lo, hi, paged, **kw)
+    assert split.counts == whole.counts
+    assert split.summary == whole.summary
+    assert split.details == whole.details
+    assert split.suspects == whole.suspects

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ldcore import availability
-from logdevice.checker.runs import check_runs
 from logdevice.checker.verdict import NodeHoldings
 from logdevice.checker.wire import unpack_availability, unpack_runs
 from logdevice.client.connection import Connection
@@ -91,7 +90,8 @@ class AvailabilityClient:
         stream = self.stream(node, log_id)
         try:
             await stream.fill(LSN_MAX)
-            return Fetched(stream.take(LSN_MAX - 1), stream.trim_point, stream.last_released)
+            return Fetched(_concat(node, stream.take(LSN_MAX - 1)), stream.trim_point,
+                           stream.last_released)
         finally:
             stream.close()
 
@@ -112,9 +112,9 @@ class AvailabilityClient:
             held = availability.decode(reply.availability)
             lengths, index = reply.run_lengths, reply.run_copysets
         lsns = held.to_array().view(np.uint64)  # ids are >= 0
-        lengths, index = check_runs(lengths, index, len(reply.copysets), len(lsns))
         # A node holding nothing of the log sends a (0, 0) table: no width to infer.
         table = np.asarray(reply.copysets, np.int16)
+        # NodeHoldings checks that the runs fit the LSNs and the table (ValueError if not).
         return NodeHoldings(node, lsns, lengths, index,
                             table.reshape(len(table), -1 if table.size else 0))
 
@@ -202,9 +202,9 @@ class NodeStream:
                 return int(page.lsns[i - 1])
         return None
 
-    def take(self, upto: int) -> NodeHoldings:
-        """The buffered records at or below ``upto``, removed from the buffer (each page
-        kept keeps its own small copyset table)."""
+    def take(self, upto: int) -> list[NodeHoldings]:
+        """The buffered pages' records at or below ``upto``, removed from the buffer, as
+        the pages they came in (``verdict.judge`` takes them so: no copy joins them)."""
         taken, kept = [], []
         for page in self._pages:
             if not len(page.lsns) or int(page.lsns[-1]) <= upto:
@@ -216,7 +216,7 @@ class NodeStream:
                 kept.append(page.within(upto + 1, LSN_MAX))
         self._pages = kept
         self._buffered = sum(len(p.lsns) for p in kept)
-        return _concat(self.node, taken)
+        return taken
 
     def close(self) -> None:
         """Stop the page on its way, if any."""

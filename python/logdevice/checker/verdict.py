@@ -299,7 +299,8 @@ def _rep_per_slot(grid: Grid, epochs: Sequence[tuple[int, Any]],
     return reps, np.repeat(seg_rep, grid.length)
 
 
-def judge(log_id: int, lo: int, hi: int, holdings: Mapping[int, NodeHoldings], *,
+def judge(log_id: int, lo: int, hi: int,
+          holdings: Mapping[int, NodeHoldings | Sequence[NodeHoldings]], *,
           replication: Any, nodeset: Collection[int], silent: Collection[int] = (),
           locations: Mapping[int, Any] | None = None,
           statuses: Mapping[int, AuthoritativeStatus] | None = None,
@@ -310,8 +311,10 @@ def judge(log_id: int, lo: int, hi: int, holdings: Mapping[int, NodeHoldings], *
 
     Parameters
     ----------
-    holdings : {node: NodeHoldings}
-        Every node that answered (records outside ``[lo, hi]`` are ignored).
+    holdings : {node: NodeHoldings or list of NodeHoldings}
+        Every node that answered (records outside ``[lo, hi]`` are ignored); a list holds
+        a node's pages as they came, LSN ranges apart (judged as they are: no copy of
+        the log's share is made to join them).
     replication : int, dict, ReplicationProperty or Replication
         The log's replication property, for epochs ``epochs`` does not cover.
     nodeset : collection of int
@@ -339,7 +342,11 @@ def judge(log_id: int, lo: int, hi: int, holdings: Mapping[int, NodeHoldings], *
     since_ms = since_ms or {}
     full = AuthoritativeStatus.FULLY_AUTHORITATIVE
     v = LogVerdict(log_id, lo, hi, silent=set(silent))
-    held = {x: h.within(lo, hi) for x, h in holdings.items()}
+    # (node, page) pairs: a node's pages hold disjoint LSN ranges, so the merge below
+    # takes each as a holder of its own at the node's bit.
+    pages = [(x, page.within(lo, hi)) for x, h in holdings.items()
+             for page in ([h] if isinstance(h, NodeHoldings) else h)]
+    held = set(holdings)
 
     def status(x: int) -> AuthoritativeStatus:
         return AuthoritativeStatus(statuses.get(x, full))
@@ -353,19 +360,19 @@ def judge(log_id: int, lo: int, hi: int, holdings: Mapping[int, NodeHoldings], *
                               "log_id": log_id, "lsn_lo": lo, "lsn_hi": hi, "records": 0,
                               "nodes_missing": [x], "copysets": []})
 
-    grid = Grid.build(lo, [h.lsns for h in held.values()])
+    grid = Grid.build(lo, [h.lsns for _, h in pages])
     G = grid.size
     if G == 0:
         return v
 
-    # One table of the distinct copysets of every node, and each node's rows in it.
-    width = max(h.table.shape[1] for h in held.values())
-    stacked = np.concatenate([_pad(h.table, width) for h in held.values()])
+    # One table of the distinct copysets of every page, and each page's rows in it.
+    width = max(h.table.shape[1] for _, h in pages)
+    stacked = np.concatenate([_pad(h.table, width) for _, h in pages])
     lengths, runs, table = to_runs(stacked)
     global_row = np.repeat(runs, lengths).astype(np.intp)
-    to_table, at = {}, 0
-    for x, h in held.items():
-        to_table[x] = global_row[at:at + len(h.table)]
+    to_table, at = [], 0
+    for _, h in pages:
+        to_table.append(global_row[at:at + len(h.table)])
         at += len(h.table)
     D = len(table)
 
@@ -377,8 +384,8 @@ def judge(log_id: int, lo: int, hi: int, holdings: Mapping[int, NodeHoldings], *
     # Per slot: which nodes hold it (bit rows), and the copyset it is judged by.
     hold_rows, copies, cs_slot = merge_holders(
         grid.start, grid.base, grid.length,
-        [(h.lsns, h.run_lengths, h.run_rows, to_table[x], bits.pos[x])
-         for x, h in held.items()], member_of)
+        [(h.lsns, h.run_lengths, h.run_rows, rows, bits.pos[x])
+         for (x, h), rows in zip(pages, to_table, strict=True)], member_of)
     present = cs_slot < D
     v.summary["records"] = int(np.count_nonzero(present))
 
