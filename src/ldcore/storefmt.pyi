@@ -30,3 +30,6 @@ def encode_csi(
     flags: npt.NDArray[np.uint32],
     copysets: npt.NDArray[np.int16],
 ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8], npt.NDArray[np.uint64]]: ...
+def decode_csi_runs(
+    values: list[bytes],
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint32], npt.NDArray[np.int16]]: ...

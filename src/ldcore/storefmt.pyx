@@ -9,6 +9,8 @@
 #              | wave u32 | crc32c(payload) u32 | copyset u16 x k |         H = 24 + 2k
 #   CSI key    | 'C' | log id u64 BE | lsn u64 BE | type u8 (0: single) |   18 bytes
 #   CSI value  | flags u32 | k u8 | copyset u16 x k |                         5 + 2k
+#   CSI run    | last lsn u64 | n u32 | w u8 | n rows of:                   13 + n (13 + 2w)
+#              |   lsn u64 | flags u32 | k u8 | copyset u16 x w (first k used) |
 #
 # A data record's value is its head followed by its payload (the caller joins them, see
 # WriteBatch.put_many's heads).  Copysets come in as int16 rows padded with -1 (anywhere
@@ -281,3 +283,81 @@ def encode_csi(uint64_t log_id, const uint64_t[::1] lsns, const uint32_t[::1] fl
             k = _copyset(v + _CSI_FIXED, copysets, i)
             v[4] = <uint8_t>k
     return keys_arr, values_arr, voffs_arr
+
+
+cdef inline uint64_t _get_le64(const uint8_t *p) noexcept nogil:
+    cdef uint64_t v = 0
+    cdef int i
+    for i in range(8):
+        v |= (<uint64_t>p[i]) << (8 * i)
+    return v
+
+
+cdef inline uint32_t _get_le32(const uint8_t *p) noexcept nogil:
+    return p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
+
+
+def decode_csi_runs(list values):
+    """The rows of copyset-index run entries (whole values, head included), in order.
+
+    A page of a log written in batches is thousands of run entries; decoding them in one
+    pass costs a few nanoseconds a row where a numpy pass per entry and field costs
+    microseconds an entry.
+
+    Returns
+    -------
+    lsns : uint64[n]
+    flags : uint32[n]
+    copysets : int16[n, w], w the widest entry's, padded with -1
+
+    Raises ``RecordFormatError`` for an entry shorter than its head says, or with a copyset
+    count above its width.
+    """
+    cdef Py_ssize_t m = len(values), e, i, j, rows_total = 0, width = 0
+    cdef const uint8_t[::1] v
+    cdef uint32_t n
+    cdef int w
+    heads = []
+    for e in range(m):
+        v = values[e]
+        if v.shape[0] < 13:
+            raise RecordFormatError(f"CSI run entry of {v.shape[0]} bytes: no head")
+        n = _get_le32(&v[8])
+        w = v[12]
+        if v.shape[0] < 13 + <Py_ssize_t>n * (13 + 2 * w):
+            raise RecordFormatError(f"CSI run entry of {n} rows of width {w} is "
+                                    f"{v.shape[0]} bytes")
+        heads.append((n, w))
+        rows_total += n
+        width = max(width, w)
+    lsns_arr = np.empty(rows_total, np.uint64)
+    flags_arr = np.empty(rows_total, np.uint32)
+    cs_arr = np.full((rows_total, width), -1, np.int16)
+    if rows_total == 0:
+        return lsns_arr, flags_arr, cs_arr
+    cdef uint64_t[::1] lsns = lsns_arr
+    cdef uint32_t[::1] flags = flags_arr
+    cdef int16_t[:, ::1] cs = cs_arr
+    cdef Py_ssize_t at = 0
+    cdef const uint8_t *row
+    cdef int k
+    cdef bint bad = False
+    for e in range(m):
+        v = values[e]
+        n, w = heads[e]
+        with nogil:
+            for i in range(n):
+                row = &v[13 + i * (13 + 2 * w)]
+                lsns[at] = _get_le64(row)
+                flags[at] = _get_le32(row + 8)
+                k = row[12]
+                if k > w:
+                    bad = True
+                    break
+                for j in range(k):
+                    cs[at, j] = <int16_t>(row[13 + 2 * j] | (<uint16_t>row[14 + 2 * j] << 8))
+                at += 1
+        if bad:
+            raise RecordFormatError(f"CSI run entry row with {k} copyset entries in a width "
+                                    f"of {w}")
+    return lsns_arr, flags_arr, cs_arr

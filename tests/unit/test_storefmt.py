@@ -113,3 +113,46 @@ def test_read_only_inputs():
     a["payloads"] = memoryview(b"hello").toreadonly()
     keys, heads, _ = storefmt.encode_data(**a)
     assert len(keys) == 17 and len(heads) == 28
+
+
+def _run(lsns, counts, width):
+    """A CSI run entry as LogsDB writes it (``keys.encode_run``); copyset i of row r is
+    ``10 * r + i``."""
+    n = len(lsns)
+    cs = np.full((n, width), -1, np.int16)
+    for r, k in enumerate(counts):
+        cs[r, :k] = [10 * r + i for i in range(k)]
+    return K.encode_run(np.array(lsns, np.uint64), np.arange(n, dtype=np.uint32) + 100, cs,
+                        np.array(counts, np.uint8)), cs
+
+
+def test_golden_csi_run_decodes_in_one_pass():
+    a, cs_a = _run([LSN, LSN + 1, LSN + 5], [2, 1, 3], 3)
+    b, cs_b = _run([LSN + 6, LSN + 7], [1, 2], 2)
+    # last lsn | n | width, then rows: lsn | flags | k | copyset u16 x width
+    assert a[:13].hex() == "0c00000005000000" "03000000" "03"
+    assert a[13:26 + 6].hex() == "0700000005000000" "64000000" "02" "0000" "0100" "0000"
+    lsns, flags, cs = storefmt.decode_csi_runs([a, b])
+    assert lsns.tolist() == [LSN, LSN + 1, LSN + 5, LSN + 6, LSN + 7]
+    assert flags.tolist() == [100, 101, 102, 100, 101]
+    want = np.full((5, 3), -1, np.int16)
+    want[:3], want[3:, :2] = cs_a, cs_b  # the narrower entry padded to the widest
+    assert np.array_equal(cs, want)
+    # The same rows as the entries decoded one by one.
+    one_by_one = [K.decode_range(LSN, K.CSI_RUN, x) for x in (a, b)]
+    assert np.concatenate([p[0] for p in one_by_one]).tolist() == lsns.tolist()
+    assert storefmt.decode_csi_runs([])[2].shape == (0, 0)
+
+
+def test_bad_csi_runs_are_refused():
+    a, _ = _run([LSN, LSN + 1], [2, 1], 2)
+    with pytest.raises(storefmt.RecordFormatError, match="bytes"):
+        storefmt.decode_csi_runs([a[:-1]])  # a row cut short
+    with pytest.raises(storefmt.RecordFormatError, match="no head"):
+        storefmt.decode_csi_runs([a[:5]])
+    bad = bytearray(a)
+    bad[13 + 12] = 3  # k = 3 in a width of 2
+    with pytest.raises(storefmt.RecordFormatError, match="width of 2"):
+        storefmt.decode_csi_runs([bytes(bad)])
+    with pytest.raises(Exception, match="CHECKSUM_MISMATCH"):
+        K.decode_range(LSN, K.CSI_RUN, a[:-1])  # LogsDB reports it as a damaged entry

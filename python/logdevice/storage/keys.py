@@ -44,9 +44,11 @@ Metadata column family (``meta``), values little-endian::
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
 import numpy as np
 
+from ldcore import storefmt
 from logdevice.errors import E, error_for
 
 DATA = b"d"
@@ -365,16 +367,47 @@ def range_count(first: int, kind: int, value: bytes) -> int:
 
 def decode_range(first: int, kind: int, value: bytes):
     """A block or run entry -> (lsns u64, flags u32, copysets int16 2-D), all its LSNs."""
-    if kind == CSI_BLOCK:
-        last, flag, count = struct.unpack_from("<QIB", value, 0)
-        cs = np.frombuffer(value, "<u2", count, 13).astype(np.int16)
-        n = last - first + 1
-        lsns = np.arange(n, dtype=np.uint64) + np.uint64(first)
-        return lsns, np.full(n, flag, np.uint32), np.tile(cs, (n, 1))
-    if kind != CSI_RUN:
-        raise error_for(E.CHECKSUM_MISMATCH, f"logsdb: unknown CSI entry type {kind}")
-    _, n, width = _RUN_HEAD.unpack_from(value, 0)
-    rows = np.frombuffer(value, _run_dtype(width), n, _RUN_HEAD.size)
-    cs = rows["cs"].astype(np.int16).reshape(n, width)
-    cs[np.arange(width) >= rows["k"][:, None]] = -1
-    return rows["lsn"].astype(np.uint64), rows["flags"].astype(np.uint32), cs
+    return decode_ranges([(first, kind, value)])
+
+
+def _decode_block(first: int, value: bytes):
+    last, flag, count = struct.unpack_from("<QIB", value, 0)
+    cs = np.frombuffer(value, "<u2", count, 13).astype(np.int16)
+    n = last - first + 1
+    lsns = np.arange(n, dtype=np.uint64) + np.uint64(first)
+    return lsns, np.full(n, flag, np.uint32), np.tile(cs, (n, 1))
+
+
+def decode_ranges(entries: Sequence[tuple[int, int, bytes]]):
+    """Block and run entries ``(first, kind, value)`` in LSN order -> (lsns u64, flags
+    u32, copysets int16 2-D, -1 padded) of all their LSNs.  Runs that follow each other
+    are decoded in one kernel call: a page of a log written in batches is thousands of
+    run entries."""
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    runs: list[bytes] = []
+
+    def decode_runs() -> None:
+        if runs:
+            try:
+                parts.append(storefmt.decode_csi_runs(runs))
+            except storefmt.RecordFormatError as exc:
+                raise error_for(E.CHECKSUM_MISMATCH, f"logsdb: {exc}") from None
+            runs.clear()
+
+    for first, kind, value in entries:
+        if kind == CSI_RUN:
+            runs.append(value)
+            continue
+        if kind != CSI_BLOCK:
+            raise error_for(E.CHECKSUM_MISMATCH, f"logsdb: unknown CSI entry type {kind}")
+        decode_runs()
+        parts.append(_decode_block(first, value))
+    decode_runs()
+    if not parts:
+        return np.empty(0, np.uint64), np.empty(0, np.uint32), np.empty((0, 0), np.int16)
+    if len(parts) == 1:
+        return parts[0]
+    width = max(p[2].shape[1] for p in parts)
+    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+            np.concatenate([np.pad(p[2], ((0, 0), (0, width - p[2].shape[1])),
+                                   constant_values=-1) for p in parts]))

@@ -162,11 +162,14 @@ def _csi_partition(store: LogsDB, pid: int, log_id: int, lo: int, hi: int, budge
             done = min(done, K.range_last(entries[-1][1]))
         else:
             it.check()
-    for key, value in entries:
-        r_lsns, r_flags, r_cs = K.decode_range(K.read_be(key, 9), key[17], value)
-        keep = (r_lsns >= np.uint64(lo)) & (r_lsns <= np.uint64(done))
-        if not bool(keep.all()):
-            r_lsns, r_flags, r_cs = r_lsns[keep], r_flags[keep], r_cs[keep]
+    if entries:
+        r_lsns, r_flags, r_cs = K.decode_ranges(
+            [(K.read_be(key, 9), key[17], value) for key, value in entries])
+        # In LSN order: what lies outside [lo, done] is at the two ends.
+        a = int(np.searchsorted(r_lsns, np.uint64(lo), "left"))
+        b = int(np.searchsorted(r_lsns, np.uint64(done), "right"))
+        if a or b < len(r_lsns):
+            r_lsns, r_flags, r_cs = r_lsns[a:b], r_flags[a:b], r_cs[a:b]
         rows.append((r_lsns, np.ones(len(r_lsns), np.uint8), r_flags, r_cs))
     return rows, done
 
