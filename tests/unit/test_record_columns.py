@@ -1,0 +1,111 @@
+"""RecordColumns: slicing, gathering, concatenation and compaction keep every row's
+columns and payload together, whether offsets start at 0 or index a larger buffer, and
+Arrow gets the same rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from logdevice.record_columns import RecordColumns
+from logdevice.records import DataRecord
+
+
+def make(payloads, first_lsn=1, lead=b"", batch_offsets=None):
+    """Rows with the given payloads; ``lead`` bytes before them make the offsets absolute
+    into a larger buffer."""
+    n = len(payloads)
+    buf = np.frombuffer(lead + b"".join(payloads) + b"tail", dtype=np.uint8)
+    offs = np.zeros(n + 1, np.uint64)
+    np.cumsum([len(p) for p in payloads], out=offs[1:])
+    offs += np.uint64(len(lead))
+    bo = None if batch_offsets is None else np.asarray(batch_offsets, np.uint32)
+    return RecordColumns(np.arange(first_lsn, first_lsn + n, dtype=np.uint64),
+                         np.arange(100, 100 + n, dtype=np.int64),
+                         np.arange(n, dtype=np.uint32) * np.uint32(2), buf, offs, bo)
+
+
+def rows(c: RecordColumns):
+    return [(int(c.lsns[i]), int(c.timestamps[i]), int(c.flags[i]),
+             int(c.batch_offsets_or_zeros()[i]), bytes(c.payload(i))) for i in range(len(c))]
+
+
+PAYLOADS = [b"a", b"", b"ccc", b"dd", b"", b"ffff"]
+
+
+@pytest.mark.parametrize("lead", [b"", b"xyz"])
+def test_slice_is_a_view_with_the_same_rows(lead):
+    c = make(PAYLOADS, lead=lead)
+    assert len(c) == 6 and c.nbytes == 10
+    s = c.slice(2, 5)
+    assert rows(s) == rows(c)[2:5]
+    assert s.payloads is c.payloads and s.nbytes == 5
+    assert len(c.slice(3, 3)) == 0 and c.slice(3, 3).nbytes == 0
+    assert rows(c.take(slice(1, 4))) == rows(c)[1:4]
+
+
+@pytest.mark.parametrize("lead", [b"", b"xyz"])
+def test_take_gathers_only_the_rows_payloads(lead):
+    c = make(PAYLOADS, lead=lead, batch_offsets=[0, 1, 2, 0, 1, 0])
+    idx = np.array([5, 0, 2, 2])
+    t = c.take(idx)
+    assert rows(t) == [rows(c)[i] for i in idx]
+    assert t.offsets[0] == 0 and bytes(t.payloads) == b"ffffacccccc"
+    assert rows(c.take(slice(0, 6, 2))) == rows(c)[0:6:2]
+    assert len(c.take(np.array([], np.int64))) == 0
+
+
+def test_compact_rebases_offsets_without_copying():
+    c = make(PAYLOADS, lead=b"xyz")
+    k = c.compact()
+    assert rows(k) == rows(c)
+    assert k.offsets[0] == 0 and len(k.payloads) == k.nbytes == 10
+    assert np.shares_memory(k.payloads, c.payloads)
+    assert k.compact() is k
+
+
+def test_concat_keeps_order_and_batch_offsets():
+    a = make(PAYLOADS[:3], lead=b"zz")
+    b = make(PAYLOADS[3:], first_lsn=4, batch_offsets=[1, 2, 3])
+    both = RecordColumns.concat([a, RecordColumns.empty(), b])
+    assert rows(both) == rows(a) + rows(b)
+    assert both.offsets[0] == 0 and bytes(both.payloads) == b"acccddffff"
+    assert both.batch_offsets is not None
+    assert both.batch_offsets.tolist() == [0, 0, 0, 1, 2, 3]
+    # Plain parts stay plain (batch_offsets None), one part is not copied.
+    plain = RecordColumns.concat([a, a.slice(1, 3)])
+    assert plain.batch_offsets is None and len(plain) == 5
+    one = RecordColumns.concat([a])
+    assert np.shares_memory(one.payloads, a.payloads) and rows(one) == rows(a)
+    assert len(RecordColumns.concat([])) == 0
+
+
+def test_concat_of_slices_is_the_original():
+    c = make(PAYLOADS, lead=b"q", batch_offsets=[0, 1, 0, 1, 0, 1])
+    parts = [c.slice(0, 2), c.slice(2, 2), c.slice(2, 5), c.slice(5, 6)]
+    assert rows(RecordColumns.concat(parts)) == rows(c)
+
+
+def test_data_records():
+    c = make(PAYLOADS[:3], lead=b"q", batch_offsets=[0, 1, 2])
+    assert c.data_records(9, 1, 3) == [DataRecord(9, 2, 101, b"", 1),
+                                       DataRecord(9, 3, 102, b"ccc", 2)]
+    ids = np.array([4, 5, 6], np.uint64)
+    assert [r.log_id for r in c.data_records(ids)] == [4, 5, 6]
+
+
+@pytest.mark.parametrize("large", [None, True])
+def test_to_arrow_round_trip(large):
+    pa = pytest.importorskip("pyarrow")
+    c = make(PAYLOADS, lead=b"xyz", batch_offsets=[0, 1, 2, 0, 1, 0])
+    t = c.to_arrow(large_binary=large)
+    assert t.schema.names == ["lsn", "timestamp", "batch_offset", "payload"]
+    assert t.column("lsn").to_pylist() == c.lsns.tolist()
+    assert t.column("batch_offset").to_pylist() == [0, 1, 2, 0, 1, 0]
+    assert t.column("payload").to_pylist() == PAYLOADS
+    assert t.column("payload").type == (pa.large_binary() if large else pa.binary())
+    with_ids = make(PAYLOADS[:2]).to_arrow(log_id=7)
+    assert with_ids.schema.names[0] == "log_id"
+    assert with_ids.column("log_id").to_pylist() == [7, 7]
+    assert with_ids.column("batch_offset").to_pylist() == [0, 0]
+    assert RecordColumns.empty().to_arrow().num_rows == 0
