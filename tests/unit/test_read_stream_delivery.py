@@ -137,7 +137,7 @@ def test_on_records_and_poll_batch_columns():
     assert b.lsns.dtype == np.uint64 and b.lsns.tolist() == [1, 2, 3, 6, 7]
     assert b.timestamps.tolist() == [100, 101, 102, 103, 103]
     assert [bytes(b.payload(i)) for i in range(len(b))] == [b"a", b"bb", b"", b"dddd", b"E"]
-    assert bytes(b.buffer) == b"abbddddE"
+    assert bytes(b.payloads) == b"abbddddE"
     assert b.offsets.tolist() == [0, 1, 3, 3, 7, 8]
     assert b.gaps == [GapRecord(LOG, GapType.DATALOSS, 4, 5)]
 
@@ -147,7 +147,7 @@ def test_single_batch_poll_batch_is_zero_copy():
     buf = np.frombuffer(b"aabbcc", dtype=np.uint8)
     rs.on_records(0, [1, 2, 3], [0, 0, 0], [0, 0, 0], buf, [0, 2, 4, 6])
     b = rs.poll_batch()
-    assert np.shares_memory(b.buffer, buf)
+    assert np.shares_memory(b.payloads, buf)
     assert b.offsets.tolist() == [0, 2, 4, 6]
 
 
@@ -185,7 +185,7 @@ def test_batches_are_released():
     assert _window_insert(win, [1], [b"w"]) == 1
     chunk = win.pop_run()
     assert chunk is not None and chunk.lsns.tolist() == [1, 2, 3]
-    assert [chunk.payload_bytes(i) for i in range(3)] == [b"w", b"x", b"y"]
+    assert [bytes(chunk.payload(i)) for i in range(3)] == [b"w", b"x", b"y"]
     assert win.held_batches == 0 and win.pop_run() is None
     # Past the buffer (LSN 12 and on for head 4, size 8) and past until: cut off.
     assert _window_insert(win, [11, 12, 13], [b"a", b"b", b"c"]) == 1

@@ -8,13 +8,13 @@ import numpy as np
 from ldcore import codec
 from logdevice.protocol.flags import FLAG_BRIDGE, FLAG_BUFFERED_WRITER_BLOB, FLAG_HOLE
 from logdevice.readstream.actions import SendStart, SendStop, SendWindow
-from logdevice.readstream.batches import Chunk
 from logdevice.readstream.delivery import Delivery
 from logdevice.readstream.fmajority import AuthoritativeStatus, FailureDomainNodeSet
 from logdevice.readstream.gaps import GapDetector
 from logdevice.readstream.scd import ScdController
 from logdevice.readstream.sender import Senders
 from logdevice.readstream.window import RecordWindow
+from logdevice.record_columns import RecordColumns
 from logdevice.records import DataRecord, GapRecord, GapType
 
 E = 1 << 32
@@ -237,8 +237,8 @@ def _chunk(lsns, flags, payloads):
     buf = np.frombuffer(b"".join(payloads), dtype=np.uint8) if any(payloads) \
         else np.zeros(0, dtype=np.uint8)
     n = len(lsns)
-    return Chunk(np.asarray(lsns, dtype=np.uint64), np.arange(n, dtype=np.int64),
-                 np.asarray(flags, dtype=np.uint32), buf, offs)
+    return RecordColumns(np.asarray(lsns, dtype=np.uint64), np.arange(n, dtype=np.int64),
+                         np.asarray(flags, dtype=np.uint32), buf, offs)
 
 
 def test_delivery_runs_pseudo_records_and_blobs():

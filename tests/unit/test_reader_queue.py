@@ -12,9 +12,10 @@ import time
 import numpy as np
 import pytest
 
-from logdevice.client.reader_batch import concat_batches
+from logdevice.client.reader_batch import ReaderBatch
 from logdevice.client.reader_queue import ReaderQueue
 from logdevice.readstream import ReadBatch
+from logdevice.record_columns import RecordColumns
 from logdevice.records import DataRecord, GapRecord, GapType
 
 
@@ -23,10 +24,11 @@ def batch(log_id, lsns, gaps=(), bo=None):
     offs = np.zeros(len(lsns) + 1, dtype=np.uint64)
     np.cumsum([len(p) for p in payloads], out=offs[1:])
     n = len(lsns)
-    return ReadBatch(log_id, np.array(lsns, dtype=np.uint64), np.arange(n, dtype=np.int64),
-                     np.zeros(n, dtype=np.uint32),
-                     np.zeros(n, dtype=np.uint32) if bo is None else np.array(bo, np.uint32),
-                     np.frombuffer(b"".join(payloads), dtype=np.uint8), offs,
+    rows = RecordColumns(np.array(lsns, dtype=np.uint64), np.arange(n, dtype=np.int64),
+                         np.zeros(n, dtype=np.uint32),
+                         np.frombuffer(b"".join(payloads), dtype=np.uint8), offs,
+                         None if bo is None else np.array(bo, np.uint32))
+    return ReadBatch(log_id, rows,
                      [GapRecord(log_id, GapType.DATALOSS, lo, hi) for lo, hi in gaps])
 
 
@@ -74,7 +76,7 @@ def test_batches_equal_items(sizes):
         q.put(1, batch(1, [10, 11], gaps=[(12, 20)]))
     items = q1.take_items(100)
     parts = [q2.take_batch(k) for k in sizes] + [q2.take_batch(100)]
-    b = concat_batches(parts)
+    b = ReaderBatch.concat(parts)
     assert [(d.log_id, d.lsn, d.payload, d.batch_offset) for d in b.records()] == [
         (d.log_id, d.lsn, bytes(d.payload), d.batch_offset) for d in items
         if isinstance(d, DataRecord)]

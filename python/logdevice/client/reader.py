@@ -40,7 +40,7 @@ from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mappin
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from logdevice.client.context import ClientContext
-from logdevice.client.reader_batch import ReaderBatch, concat_batches
+from logdevice.client.reader_batch import ReaderBatch
 from logdevice.client.reader_core import (
     ReaderCore,
     ReaderOptionKwargs,
@@ -412,8 +412,8 @@ class Reader(_ReaderBase):
     def read_batch(self, max_records: int, timeout: float | None = None) -> ReaderBatch:
         """Up to ``max_records`` records as one ``ReaderBatch`` (columns; gaps listed in
         ``.gaps``).  Waiting as for ``read``."""
-        return concat_batches(self._gather(max_records, "max_records", timeout,
-                                           self._queue.take_batch_part))
+        return ReaderBatch.concat(self._gather(max_records, "max_records", timeout,
+                                               self._queue.take_batch_part))
 
     def __iter__(self) -> Iterator[Item]:
         """Every record and gap until all logs reached their ``until_lsn``."""
@@ -487,8 +487,8 @@ class AsyncReader(_ReaderBase):
 
     async def read_batch(self, max_records: int, timeout: float | None = None) -> ReaderBatch:
         """See ``Reader.read_batch``."""
-        return concat_batches(await self._gather(max_records, "max_records", timeout,
-                                                 self._queue.take_batch_part))
+        return ReaderBatch.concat(await self._gather(max_records, "max_records", timeout,
+                                                     self._queue.take_batch_part))
 
     async def __aiter__(self) -> AsyncIterator[Item]:
         while (items := await self._drive(self._chunk_steps())) is not None:

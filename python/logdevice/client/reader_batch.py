@@ -10,26 +10,18 @@ before those with ``lsn > hi``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, Self
 
 import numpy as np
 
+from logdevice.record_columns import ARROW_SCHEMA_FIELDS, RecordColumns
 from logdevice.records import DataRecord, GapRecord
 
-__all__ = ["ReaderBatch", "ARROW_SCHEMA_FIELDS", "empty_batch", "concat_batches"]
-
-#: Column names and Arrow types of ``ReaderBatch.to_arrow`` (payload: binary, or
-#: large_binary past 2 GiB).
-ARROW_SCHEMA_FIELDS = (("log_id", "uint64"), ("lsn", "uint64"),
-                       ("timestamp", "timestamp[ms, tz=UTC]"), ("batch_offset", "uint32"),
-                       ("payload", "binary"))
-_INT32_MAX = 2**31 - 1
+__all__ = ["ReaderBatch", "ARROW_SCHEMA_FIELDS"]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class ReaderBatch:
+class ReaderBatch(RecordColumns):
     """Records as columns, plus the gaps delivered with them.
 
     Attributes
@@ -43,48 +35,62 @@ class ReaderBatch:
     payloads : numpy.ndarray of uint8
         Every payload, back to back.
     offsets : numpy.ndarray of uint64, ``len + 1`` entries, starting at 0
+    flags : numpy.ndarray of uint32
+        The records' flags as stored.
     gaps : list of GapRecord
     """
 
-    log_ids: np.ndarray
-    lsns: np.ndarray
-    timestamps: np.ndarray
-    batch_offsets: np.ndarray
-    payloads: np.ndarray
-    offsets: np.ndarray
-    gaps: list[GapRecord] = field(default_factory=list)
+    __slots__ = ("log_ids", "gaps")
+    batch_offsets: np.ndarray  # never None here: plain records have 0
+    ROW_COLUMNS = ("log_ids",)
 
-    def __len__(self) -> int:
-        return len(self.lsns)
+    def __init__(self, log_ids: np.ndarray, lsns: np.ndarray, timestamps: np.ndarray,
+                 batch_offsets: np.ndarray, payloads: np.ndarray, offsets: np.ndarray,
+                 gaps: list[GapRecord] | None = None, flags: np.ndarray | None = None
+                 ) -> None:
+        super().__init__(lsns, timestamps,
+                         np.zeros(len(lsns), np.uint32) if flags is None else flags,
+                         payloads, offsets, batch_offsets)
+        self.log_ids = log_ids
+        self.gaps = [] if gaps is None else gaps
+
+    @classmethod
+    def of(cls, log_ids: np.ndarray, columns: RecordColumns,
+           gaps: list[GapRecord] | None = None) -> ReaderBatch:
+        """``columns`` (compacted: offsets from 0) as rows of ``log_ids``."""
+        c = columns.compact()
+        return cls(log_ids, c.lsns, c.timestamps, c.batch_offsets_or_zeros(), c.payloads,
+                   c.offsets, gaps, c.flags)
+
+    @classmethod
+    def empty(cls, gaps: list[GapRecord] | None = None) -> Self:
+        z = np.zeros(0, np.uint64)
+        return cls(z, z, np.zeros(0, np.int64), np.zeros(0, np.uint32),
+                   np.zeros(0, np.uint8), np.zeros(1, np.uint64), gaps)
+
+    @classmethod
+    def concat(cls, parts: Sequence[Self]) -> Self:
+        """One batch of the rows and gaps of ``parts``, in order."""
+        out = super().concat(parts)
+        gaps = [g for b in parts for g in b.gaps]
+        return out if gaps == out.gaps else out.replace(gaps=gaps)
 
     def __repr__(self) -> str:
         logs = sorted(set(self.log_ids.tolist())) if len(self) < 100_000 else "..."
-        return (f"<ReaderBatch {len(self)} records, {self.payloads.nbytes} payload bytes, "
+        return (f"<ReaderBatch {len(self)} records, {self.nbytes} payload bytes, "
                 f"{len(self.gaps)} gaps, logs {logs}>")
-
-    @property
-    def nbytes(self) -> int:
-        """Payload bytes."""
-        return int(self.payloads.nbytes)
-
-    def payload(self, i: int) -> memoryview:
-        """Row ``i``'s payload (a view into the batch's buffer)."""
-        return self.payloads[int(self.offsets[i]):int(self.offsets[i + 1])].data
 
     def records(self) -> list[DataRecord]:
         """The rows as ``DataRecord`` objects (convenience; one Python object per row)."""
-        buf = self.payloads.tobytes()
-        offs = self.offsets.tolist()
-        return [DataRecord(log, lsn, ts, buf[offs[i]:offs[i + 1]], bo)
-                for i, (log, lsn, ts, bo) in enumerate(zip(
-                    self.log_ids.tolist(), self.lsns.tolist(), self.timestamps.tolist(),
-                    self.batch_offsets.tolist(), strict=True))]
+        return self.data_records(self.log_ids)
 
     def __iter__(self) -> Iterator[DataRecord]:
         return iter(self.records())
 
-    def to_arrow(self, *, large_binary: bool | None = None) -> Any:
-        """The rows as a ``pyarrow.RecordBatch`` (columns ``ARROW_SCHEMA_FIELDS``).
+    def to_arrow(self, *, log_id: int | np.ndarray | None = None,
+                 large_binary: bool | None = None) -> Any:
+        """The rows as a ``pyarrow.RecordBatch`` with columns ``ARROW_SCHEMA_FIELDS``
+        (``log_id``: this batch's ``log_ids`` unless given).
 
         Payload bytes and the numeric columns are shared with this batch, not copied
         (only the payload offsets are narrowed to int32 for ``binary``).
@@ -100,61 +106,5 @@ class ReaderBatch:
         ImportError
             pyarrow is not installed.
         """
-        try:
-            import pyarrow as pa  # optional ("arrow" extra): only to_arrow needs it
-        except ImportError:
-            raise ImportError("ReaderBatch.to_arrow needs pyarrow (pip install pyarrow)"
-                              ) from None
-        n = len(self)
-
-        def col(arr: np.ndarray, typ: Any) -> Any:
-            a = np.ascontiguousarray(arr)
-            return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(a)])
-
-        data = pa.py_buffer(np.ascontiguousarray(self.payloads))
-        total = int(self.offsets[-1]) if n else 0
-        large = total > _INT32_MAX if large_binary is None else large_binary
-        if large:
-            offs = pa.py_buffer(np.ascontiguousarray(self.offsets).view(np.int64))
-            payload = pa.Array.from_buffers(pa.large_binary(), n, [None, offs, data])
-        else:
-            if total > _INT32_MAX:
-                raise ValueError(f"{total} payload bytes do not fit a binary column; "
-                                 "use large_binary=True")
-            offs = pa.py_buffer(self.offsets.astype(np.int32))
-            payload = pa.Array.from_buffers(pa.binary(), n, [None, offs, data])
-        return pa.RecordBatch.from_arrays(
-            [col(self.log_ids, pa.uint64()), col(self.lsns, pa.uint64()),
-             col(self.timestamps.view(np.int64), pa.timestamp("ms", tz="UTC")),
-             col(self.batch_offsets, pa.uint32()), payload],
-            names=[name for name, _ in ARROW_SCHEMA_FIELDS])
-
-
-def empty_batch(gaps: list[GapRecord] | None = None) -> ReaderBatch:
-    z = np.zeros(0, dtype=np.uint64)
-    return ReaderBatch(z, z, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint32),
-                       np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.uint64),
-                       gaps if gaps is not None else [])
-
-
-def concat_batches(parts: list[ReaderBatch]) -> ReaderBatch:
-    """One batch of the rows and gaps of ``parts``, in order (one part: itself)."""
-    parts = [b for b in parts if len(b) or b.gaps] or parts[:1]
-    if not parts:
-        return empty_batch()
-    if len(parts) == 1:
-        return parts[0]
-    offsets = np.zeros(sum(len(b) for b in parts) + 1, dtype=np.uint64)
-    pos = 0
-    base = 0
-    for b in parts:
-        n = len(b)
-        offsets[pos + 1:pos + n + 1] = b.offsets[1:] + np.uint64(base)
-        base += int(b.offsets[-1])
-        pos += n
-    return ReaderBatch(np.concatenate([b.log_ids for b in parts]),
-                       np.concatenate([b.lsns for b in parts]),
-                       np.concatenate([b.timestamps for b in parts]),
-                       np.concatenate([b.batch_offsets for b in parts]),
-                       np.concatenate([b.payloads for b in parts]), offsets,
-                       [g for b in parts for g in b.gaps])
+        return super().to_arrow(log_id=self.log_ids if log_id is None else log_id,
+                                large_binary=large_binary)

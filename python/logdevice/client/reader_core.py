@@ -387,10 +387,8 @@ class ReaderCore:
         self._drop(st)
         self.streams.pop(st.log_id, None)
         if lo <= hi:
-            self.queue.put(st.log_id, ReadBatch(
-                st.log_id, np.zeros(0, np.uint64), np.zeros(0, np.int64),
-                np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.uint8),
-                np.zeros(1, np.uint64), [GapRecord(st.log_id, gap, lo, hi)]))
+            self.queue.put(st.log_id, ReadBatch.empty(st.log_id,
+                                                      [GapRecord(st.log_id, gap, lo, hi)]))
         self.queue.log_done(st.log_id)
 
     def _on_records(self, st: _LogStream, node: int, msg: Records) -> None:

@@ -31,7 +31,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from logdevice.client.reader_batch import ReaderBatch, empty_batch
+from logdevice.client.reader_batch import ReaderBatch
+from logdevice.readstream import ReadBatch
+from logdevice.record_columns import RecordColumns
 from logdevice.records import DataRecord, GapRecord
 
 __all__ = ["ReaderQueue"]
@@ -79,15 +81,12 @@ W = TypeVar("W", _ThreadWaiter, _TaskWaiter)
 class _Segment:
     """Part of one log's stream: rows ``[row, n)`` and gaps ``[gpos, len(gaps))``."""
 
-    __slots__ = ("log_id", "lsns", "timestamps", "batch_offsets", "buffer", "offsets",
-                 "gaps", "row", "gpos")
+    __slots__ = ("log_id", "rows", "lsns", "offsets", "gaps", "row", "gpos")
 
-    def __init__(self, log_id: int, batch: Any) -> None:
+    def __init__(self, log_id: int, batch: ReadBatch) -> None:
         self.log_id = log_id
+        self.rows: RecordColumns = batch
         self.lsns = batch.lsns
-        self.timestamps = batch.timestamps
-        self.batch_offsets = batch.batch_offsets
-        self.buffer = batch.buffer
         self.offsets = batch.offsets
         self.gaps: list[GapRecord] = batch.gaps
         self.row = 0
@@ -140,7 +139,7 @@ class ReaderQueue:
                 return 0
             return max(0, self.max_records - self.rows)
 
-    def put(self, log_id: int, batch: Any) -> None:
+    def put(self, log_id: int, batch: ReadBatch) -> None:
         """Add one log's ``ReadBatch`` (rows and gaps) if it holds anything."""
         n, g = len(batch.lsns), len(batch.gaps)
         if n == 0 and g == 0:
@@ -359,16 +358,10 @@ class ReaderQueue:
                 end = int(np.searchsorted(lsns, np.uint64(gaps[seg.gpos].lo)))
             a = seg.row
             b = a + min(end - a, want)
-            offs = seg.offsets[a:b + 1].tolist()
-            mv = seg.buffer.data
-            log_id = seg.log_id
-            out.extend(DataRecord(log_id, lsn, ts, bytes(mv[offs[j]:offs[j + 1]]), bo)
-                       for j, (lsn, ts, bo) in enumerate(zip(
-                           lsns[a:b].tolist(), seg.timestamps[a:b].tolist(),
-                           seg.batch_offsets[a:b].tolist(), strict=True)))
+            out.extend(seg.rows.data_records(seg.log_id, a, b))
             seg.row = b
             self.rows -= b - a
-            self.nbytes -= offs[-1] - offs[0]
+            self.nbytes -= seg.bytes_between(a, b)
             want -= b - a
 
     def take_batch(self, max_records: int) -> ReaderBatch:
@@ -423,36 +416,7 @@ def _resolve(fut: asyncio.Future[None]) -> None:
 
 
 def _concat(pieces: list[tuple[_Segment, int, int]], gaps: list[GapRecord]) -> ReaderBatch:
-    if not pieces:
-        return empty_batch(gaps)
-    if len(pieces) == 1:
-        seg, a, b = pieces[0]
-        o0, o1 = int(seg.offsets[a]), int(seg.offsets[b])
-        offs = seg.offsets[a:b + 1]
-        if o0:
-            offs = offs - np.uint64(o0)
-        return ReaderBatch(np.full(b - a, seg.log_id, dtype=np.uint64), seg.lsns[a:b],
-                           seg.timestamps[a:b], seg.batch_offsets[a:b], seg.buffer[o0:o1],
-                           offs, gaps)
-    total = sum(b - a for _, a, b in pieces)
-    log_ids = np.empty(total, dtype=np.uint64)
-    offsets = np.empty(total + 1, dtype=np.uint64)
-    offsets[0] = 0
-    pos = 0
-    base = 0
-    bufs = []
-    for seg, a, b in pieces:
-        k = b - a
-        log_ids[pos:pos + k] = seg.log_id
-        o = seg.offsets[a:b + 1]
-        o0 = int(o[0])
-        offsets[pos + 1:pos + k + 1] = o[1:] - np.uint64(o0) + np.uint64(base)
-        bufs.append(seg.buffer[o0:int(o[-1])])
-        base += int(o[-1]) - o0
-        pos += k
-    return ReaderBatch(
-        log_ids,
-        np.concatenate([seg.lsns[a:b] for seg, a, b in pieces]),
-        np.concatenate([seg.timestamps[a:b] for seg, a, b in pieces]),
-        np.concatenate([seg.batch_offsets[a:b] for seg, a, b in pieces]),
-        np.concatenate(bufs), offsets, gaps)
+    log_ids = np.repeat(np.array([seg.log_id for seg, _, _ in pieces], np.uint64),
+                        [b - a for _, a, b in pieces])
+    rows = RecordColumns.concat([seg.rows.slice(a, b) for seg, a, b in pieces])
+    return ReaderBatch.of(log_ids, rows, gaps)

@@ -2,7 +2,7 @@
 handed to the application.
 
 ``Delivery`` owns the delivery queue.  Contiguous records popped from the buffer
-(``add_run``) become columnar ``Chunk``s in it, gaps (``add_gap``) ``GapRecord``s.
+(``add_run``) sit in it as ``RecordColumns``, gaps (``add_gap``) ``GapRecord``s.
 Pseudo-records are turned into gaps on the way: a hole plug is a HOLE gap, a bridge
 record ends its epoch with a BRIDGE gap (``add_run`` then tells the stream where its read
 pointer skips to).  BufferedWriter blobs are unpacked here, one row per payload with its
@@ -27,7 +27,8 @@ from logdevice.readstream.actions import (
     FLAG_BUFFERED_WRITER_BLOB,
     FLAG_HOLE,
 )
-from logdevice.readstream.batches import Chunk, ReadBatch, concat_chunks
+from logdevice.readstream.batches import ReadBatch
+from logdevice.record_columns import RecordColumns
 from logdevice.records import DataRecord, GapRecord, GapType
 
 _SPECIAL = FLAG_HOLE | FLAG_BRIDGE | FLAG_BUFFERED_WRITER_BLOB
@@ -40,7 +41,7 @@ class Delivery:
     def __init__(self, log_id: int, start_lsn: int, until_lsn: int) -> None:
         self._log_id = log_id
         self._until = until_lsn
-        self._queue: deque[Chunk | GapRecord] = deque()
+        self._queue: deque[RecordColumns | GapRecord] = deque()
         self._consumed = start_lsn
 
     @property
@@ -58,7 +59,7 @@ class Delivery:
     def add_gap(self, gtype: GapType, lo: int, hi: int) -> None:
         self._queue.append(GapRecord(self._log_id, gtype, lo, hi))
 
-    def add_run(self, chunk: Chunk) -> int | None:
+    def add_run(self, chunk: RecordColumns) -> int | None:
         """Queue the records of ``chunk`` (contiguous, just popped from the buffer).
 
         Returns None, or the LSN the read pointer must skip to when a bridge record ended
@@ -90,9 +91,9 @@ class Delivery:
             self._queue.append(chunk.slice(pos, len(chunk)))
         return None
 
-    def _unpack_blob(self, chunk: Chunk, i: int) -> None:
+    def _unpack_blob(self, chunk: RecordColumns, i: int) -> None:
         lsn = int(chunk.lsns[i])
-        blob = chunk.buffer[int(chunk.offsets[i]):int(chunk.offsets[i + 1])]
+        blob = chunk.payloads[int(chunk.offsets[i]):int(chunk.offsets[i + 1])]
         try:
             buf, offs = codec.decode(blob)
         except ValueError:
@@ -103,7 +104,7 @@ class Delivery:
         n = len(offs) - 1
         if n <= 0:
             return
-        self._queue.append(Chunk(
+        self._queue.append(RecordColumns(
             np.full(n, lsn, dtype=np.uint64),
             np.full(n, chunk.timestamps[i], dtype=np.int64),
             np.full(n, int(chunk.flags[i]) & ~FLAG_BUFFERED_WRITER_BLOB, dtype=np.uint32),
@@ -127,25 +128,18 @@ class Delivery:
                 continue
             n = len(item)
             k = n if max_items is None else min(n, max_items - len(out))
-            lsns = item.lsns[:k].tolist()
-            ts = item.timestamps[:k].tolist()
-            offs = item.offsets[:k + 1].tolist()
-            bo = item.batch_offsets[:k].tolist() if item.batch_offsets is not None \
-                else [0] * k
-            mv = item.buffer.data
-            out.extend(DataRecord(log_id, lsns[j], ts[j], bytes(mv[offs[j]:offs[j + 1]]),
-                                  bo[j]) for j in range(k))
+            out.extend(item.data_records(log_id, 0, k))
             if k < n:
                 queue[0] = item.slice(k, n)
             else:
                 queue.popleft()
-            self._consumed = lsns[-1] + 1
+            self._consumed = int(item.lsns[k - 1]) + 1
         return out
 
     def take_batch(self, max_records: int | None = None) -> ReadBatch:
         """Hand out queued records as columns (at most ``max_records`` rows) plus the
         gaps among them."""
-        chunks: list[Chunk] = []
+        chunks: list[RecordColumns] = []
         gaps: list[GapRecord] = []
         rows = 0
         queue = self._queue
@@ -166,5 +160,4 @@ class Delivery:
                 queue.popleft()
             rows += k
             self._consumed = int(item.lsns[k - 1]) + 1
-        lsns, ts, fl, bo, buf, offs = concat_chunks(chunks)
-        return ReadBatch(self._log_id, lsns, ts, fl, bo, buf, offs, gaps)
+        return ReadBatch(self._log_id, RecordColumns.concat(chunks), gaps)

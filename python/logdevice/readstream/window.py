@@ -6,7 +6,7 @@ record handles (see ``batches``) and the batches behind them (``BatchStore``), s
 per-record Python object exists before delivery.  It de-duplicates copies (first copy
 wins, except that a copy written by epoch recovery replaces a sequencer's copy), cuts
 what a node sent past ``until_lsn`` or past the buffer, and hands out the contiguous run
-at its head as one columnar ``Chunk`` (``pop_run``).
+at its head as one ``RecordColumns`` (``pop_run``).
 
 Flow control: the nodes may send up to ``high``.  Once the application has consumed past
 ``flow_control_threshold`` of the window (``slide_due``), ``slide`` moves ``high`` on and
@@ -19,7 +19,8 @@ import numpy as np
 
 from ldcore.window import Window
 from logdevice.readstream.actions import FLAG_WRITTEN_BY_RECOVERY
-from logdevice.readstream.batches import BatchStore, Chunk
+from logdevice.readstream.batches import BatchStore
+from logdevice.record_columns import RecordColumns
 
 
 class RecordWindow:
@@ -65,7 +66,7 @@ class RecordWindow:
                 return 0
             lsns = lsns[:n]
         batches = self._batches
-        bid, handles = batches.new_batch(n, ts, fl, buf, offs)
+        bid, handles = batches.new_batch(RecordColumns(lsns, ts, fl, buf, offs))
         codes = self._buf.insert_many(lsns, handles)
         if codes[n - 1] == -2:  # past the buffer: the node ignored flow control
             n = int(np.argmax(codes == -2))
@@ -92,13 +93,13 @@ class RecordWindow:
 
     # ------------------------------------------------------------------ output
 
-    def pop_run(self) -> Chunk | None:
-        """The contiguous records at the head, removed from the buffer as one chunk
-        (None if the head slot is empty)."""
+    def pop_run(self) -> RecordColumns | None:
+        """The contiguous records at the head, removed from the buffer as one run of
+        columns (None if the head slot is empty)."""
         lsns, handles = self._buf.pop_ready()
         if len(lsns) == 0:
             return None
-        return self._batches.gather(lsns, handles)
+        return self._batches.gather(handles)
 
     def holds(self, lsn: int) -> bool:
         """Whether a record at ``lsn`` is buffered."""

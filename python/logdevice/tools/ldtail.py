@@ -35,8 +35,6 @@ import sys
 from types import FrameType
 from typing import IO
 
-import numpy as np
-
 from logdevice.cli import add_credentials, add_version, credentials, interruptible
 from logdevice.client import Client
 from logdevice.client.reader_batch import ReaderBatch
@@ -86,17 +84,10 @@ def _last(parts: list[ReaderBatch], n: int) -> ReaderBatch | None:
         if rows >= n:
             break
     keep.reverse()
-    skip = rows - n if rows > n else 0
-    log_ids = np.concatenate([b.log_ids for b in keep])[skip:]
-    lsns = np.concatenate([b.lsns for b in keep])[skip:]
-    ts = np.concatenate([b.timestamps for b in keep])[skip:]
-    bo = np.concatenate([b.batch_offsets for b in keep])[skip:]
-    sizes = np.concatenate([np.diff(b.offsets) for b in keep])[skip:]
-    payload = np.concatenate([b.payloads for b in keep])
-    start = int(payload.nbytes - sizes.sum())
-    offsets = np.zeros(len(sizes) + 1, dtype=np.uint64)
-    np.cumsum(sizes, out=offsets[1:])
-    return ReaderBatch(log_ids, lsns, ts, bo, payload[start:], offsets, [])
+    both = ReaderBatch.concat(keep)
+    skip = max(0, rows - n)
+    # The rows only: the gaps among them say nothing about the lines printed.
+    return ReaderBatch.of(both.log_ids[skip:], both.slice(skip, len(both)))
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:

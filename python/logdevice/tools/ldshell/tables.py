@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from logdevice.client.reader_batch import empty_batch
+from logdevice.client.reader_batch import ReaderBatch
 from logdevice.epochstore import ShardStatusFold
 from logdevice.placement import sequencer_for
 from logdevice.protocol import GetReadStreams, GetRecoveries
@@ -214,7 +214,7 @@ def records(ctx: ShellContext, opts: TableOptions) -> Any:
                         batches.append(b.to_arrow())
                         got += len(b)
     if not batches:
-        return pa.Table.from_batches([empty_batch().to_arrow()])
+        return pa.Table.from_batches([ReaderBatch.empty().to_arrow()])
     return pa.Table.from_batches(batches)
 
 
