@@ -299,7 +299,7 @@ class ServerReadStream:
     def _flush(self, out: list[Records | Gap], frame: _Frame) -> None:
         if not frame.records:
             return
-        rb = RecordBatch.concat(self.log_id, frame.parts, 0)
+        rb = RecordBatch.concat_reads(self.log_id, frame.parts, 0)
         frame.clear()
         n = len(rb)
         if self.no_payload:
@@ -307,10 +307,9 @@ class ServerReadStream:
             offsets = np.zeros(n + 1, np.uint64)
             checksums = _EMPTY_U32
             flags = rb.flags & np.uint32(~FLAG_CHECKSUM & 0xFFFFFFFF)
-        else:
-            o0, o1 = int(rb.offsets[0]), int(rb.offsets[-1])
-            payloads = rb.payloads[o0:o1].data
-            offsets = rb.offsets - np.uint64(o0) if o0 else rb.offsets
+        else:  # concat_reads rebased the offsets to 0: what RECORDS carries
+            payloads = rb.payloads.data
+            offsets = rb.offsets
             checksums = rb.checksums
             flags = rb.flags | np.uint32(FLAG_CHECKSUM)
         records = Records(

@@ -44,7 +44,7 @@ def _records(log_id: int, ch: Chunk, payloads: bool = True) -> RecordBatch:
 
 def _merge(log_id: int, parts: list[RecordBatch]) -> RecordBatch:
     """Records of several partitions in LSN order (an LSN found twice: the first kept)."""
-    rb = RecordBatch.concat(log_id, parts, 0)
+    rb = RecordBatch.concat_reads(log_id, parts, 0)
     if len(rb) > 1 and bool(np.any(rb.lsns[1:] <= rb.lsns[:-1])):
         order = np.argsort(rb.lsns, kind="stable")
         keep = np.ones(len(order), bool)
@@ -74,7 +74,7 @@ def read_records(store: LogsDB, log_id: int, lo: int, hi: int, max_records: int,
     n_left, b_left = max_records, max_bytes
     for group in store.parts.directory.groups(log_id, lo, hi):
         if n_left <= 0 or (max_bytes and b_left <= 0):
-            return RecordBatch.concat(log_id, parts, int(parts[-1].lsns[-1]) + 1)
+            return RecordBatch.concat_reads(log_id, parts, int(parts[-1].lsns[-1]) + 1)
         got, horizon = [], hi
         for pid, _ in group:
             lower, upper = K.data_key(log_id, lo), _upper(K.DATA, log_id, hi)
@@ -95,10 +95,10 @@ def read_records(store: LogsDB, log_id: int, lo: int, hi: int, max_records: int,
             parts.append(rb)
         if len(rb) < full or horizon < hi:
             nxt = int(rb.lsns[-1]) + 1 if len(rb) else horizon + 1
-            return RecordBatch.concat(log_id, parts, nxt)
+            return RecordBatch.concat_reads(log_id, parts, nxt)
         n_left -= len(rb)
         b_left -= rb.nbytes
-    return RecordBatch.concat(log_id, parts, hi + 1)
+    return RecordBatch.concat_reads(log_id, parts, hi + 1)
 
 
 def read_records_at(store: LogsDB, log_id: int, lsns, payloads: bool = True) -> RecordBatch:
@@ -129,7 +129,7 @@ def read_records_at(store: LogsDB, log_id: int, lsns, payloads: bool = True) -> 
             got.append(_records(log_id, ch, payloads))
         if got:
             parts.append(got[0] if len(got) == 1 else _merge(log_id, got))
-    return RecordBatch.concat(log_id, parts, nxt)
+    return RecordBatch.concat_reads(log_id, parts, nxt)
 
 
 def _csi_partition(store: LogsDB, pid: int, log_id: int, lo: int, hi: int, budget: int):
