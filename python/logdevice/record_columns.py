@@ -173,6 +173,7 @@ class RecordColumns:
             offs.append(p.offsets[1:].astype(np.uint64) - np.uint64(o0) + np.uint64(base))
             base += o1 - o0
         plain = all(p.batch_offsets is None for p in parts)
+        kind = type(parts[0])
         return parts[0].replace(
             lsns=np.concatenate([p.lsns for p in parts]),
             timestamps=np.concatenate([p.timestamps for p in parts]),
@@ -180,8 +181,9 @@ class RecordColumns:
             payloads=np.concatenate(bufs), offsets=np.concatenate(offs),
             batch_offsets=None if plain else np.concatenate(
                 [p.batch_offsets_or_zeros() for p in parts]),
-            **{name: cls._concat_row_column(name, [getattr(p, name) for p in parts])
-               for name in cls.ROW_COLUMNS})
+            # The parts' own per-row columns (``cls`` may be a base class of theirs).
+            **{name: kind._concat_row_column(name, [getattr(p, name) for p in parts])
+               for name in kind.ROW_COLUMNS})
 
     @classmethod
     def empty(cls) -> Self:

@@ -109,3 +109,29 @@ def test_to_arrow_round_trip(large):
     assert with_ids.column("log_id").to_pylist() == [7, 7]
     assert with_ids.column("batch_offset").to_pylist() == [0, 0]
     assert RecordColumns.empty().to_arrow().num_rows == 0
+
+
+def test_a_subclass_keeps_its_row_columns_together():
+    from logdevice.storage.batch import RecordBatch
+
+    def batch(first, payloads, width):
+        c = make(payloads, first_lsn=first, lead=b"#")
+        n = len(c)
+        return RecordBatch(3, c.lsns, c.timestamps, c.flags, c.lsns.astype(np.uint32),
+                           np.full((n, width), first, np.int16), c.flags + np.uint32(7),
+                           c.payloads, c.offsets, 0)
+
+    a, b = batch(1, PAYLOADS[:2], 2), batch(10, PAYLOADS[2:5], 3)
+    both = RecordBatch.concat_reads(3, [a, b], 99)
+    assert both.log_id == 3 and both.next_lsn == 99 and rows(both) == rows(a) + rows(b)
+    assert both.waves.tolist() == [1, 2, 10, 11, 12]
+    # The narrower copysets padded with -1.
+    assert both.copysets.tolist()[1] == [1, 1, -1] and both.copysets.tolist()[2] == [10] * 3
+    picked = both.take(np.array([4, 0]))
+    assert picked.waves.tolist() == [12, 1] and picked.copysets.shape == (2, 3)
+    assert picked.checksums.tolist() == [both.checksums[4], both.checksums[0]]
+    assert both.slice(1, 3).waves.tolist() == [2, 10]
+    # Through the base class too: the parts' own columns are concatenated.
+    assert RecordColumns.concat([a, b]).waves.tolist() == [1, 2, 10, 11, 12]
+    empty = RecordBatch.concat_reads(3, [a.slice(0, 0)], 5)
+    assert len(empty) == 0 and (empty.log_id, empty.next_lsn) == (3, 5)
