@@ -55,6 +55,7 @@ from logdevice.readstream.gaps import GapDetector
 from logdevice.readstream.scd import ScdController
 from logdevice.readstream.sender import Senders, SenderState
 from logdevice.readstream.window import RecordWindow
+from logdevice.record_columns import RecordColumns
 from logdevice.records import DataRecord, GapRecord, GapType
 
 _EMPTY_OFFSETS = np.zeros(1, dtype=np.int64)
@@ -262,17 +263,10 @@ class ReadStream:
             mask[np.asarray(bad)] = True
             if mask.any():
                 failed = lsns[mask].tolist()
-                keep = np.flatnonzero(~mask)
-                lsns, ts, fl = lsns[keep], ts[keep], fl[keep]
-                # Re-point payloads of the kept records; the buffer stays as it is.
-                starts, ends = offs[:-1][keep], offs[1:][keep]
-                if len(keep) and not np.array_equal(starts[1:], ends[:-1]):
-                    parts = [as_u8(payload_buffer)[a:b] for a, b in
-                             zip(starts.tolist(), ends.tolist(), strict=True)]
-                    payload_buffer = np.concatenate(parts)
-                    offs = np.concatenate([[0], np.cumsum(ends - starts)])
-                else:
-                    offs = np.concatenate([starts[:1], ends]) if len(keep) else offs[:1]
+                kept = RecordColumns(lsns, ts, fl, as_u8(payload_buffer), offs).take(
+                    np.flatnonzero(~mask))
+                lsns, ts, fl = kept.lsns, kept.timestamps, kept.flags
+                payload_buffer, offs = kept.payloads, kept.offsets
         if len(lsns):
             self._ingest(s, lsns, ts, fl, as_u8(payload_buffer), offs)
         for lsn in failed:
