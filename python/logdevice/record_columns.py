@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Self
 
 import numpy as np
 
+from ldcore.columns import gather_payloads
 from logdevice.records import DataRecord
 
 __all__ = ["RecordColumns", "ARROW_SCHEMA_FIELDS"]
@@ -36,15 +37,25 @@ _INT32_MAX = 2**31 - 1
 def _gather(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray
             ) -> tuple[np.ndarray, np.ndarray]:
     """``buf[starts[i]:ends[i]]`` for all i, back to back: (bytes, n + 1 offsets from 0)."""
-    lengths = (ends - starts).astype(np.int64)
-    offsets = np.zeros(len(lengths) + 1, np.uint64)
-    np.cumsum(lengths, out=offsets[1:])
-    total = int(offsets[-1])
-    if total == 0:
-        return np.empty(0, np.uint8), offsets
-    src = np.repeat(starts.astype(np.int64) - offsets[:-1].astype(np.int64), lengths)
-    src += np.arange(total, dtype=np.int64)
-    return buf[src], offsets
+    starts = np.ascontiguousarray(starts, np.uint64)
+    ends = np.ascontiguousarray(ends, np.uint64)
+    offsets = np.zeros(len(starts) + 1, np.uint64)
+    np.cumsum(ends - starts, out=offsets[1:])
+    out = np.empty(int(offsets[-1]), np.uint8)
+    gather_payloads(np.ascontiguousarray(buf, np.uint8), starts, ends, out, offsets[:-1])
+    return out, offsets
+
+
+#: Slot names per class, all of its MRO's (``replace`` copies them).
+_SLOT_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _slot_names(cls: type) -> tuple[str, ...]:
+    names = _SLOT_NAMES.get(cls)
+    if names is None:
+        names = _SLOT_NAMES[cls] = tuple(
+            name for k in cls.__mro__ for name in k.__dict__.get("__slots__", ()))
+    return names
 
 
 class RecordColumns:
@@ -111,7 +122,13 @@ class RecordColumns:
 
     def replace(self, **columns: Any) -> Self:
         """A shallow copy with the attributes named in ``columns`` replaced."""
-        out = copy.copy(self)
+        if hasattr(self, "__dict__"):  # a subclass without __slots__
+            out = copy.copy(self)
+        else:  # copy.copy goes through __reduce_ex__: several times slower
+            out = object.__new__(type(self))
+            for name in _slot_names(type(self)):
+                if name not in columns and hasattr(self, name):
+                    setattr(out, name, getattr(self, name))
         for name, value in columns.items():
             setattr(out, name, value)
         return out
@@ -184,6 +201,42 @@ class RecordColumns:
             # The parts' own per-row columns (``cls`` may be a base class of theirs).
             **{name: kind._concat_row_column(name, [getattr(p, name) for p in parts])
                for name in kind.ROW_COLUMNS})
+
+    @staticmethod
+    def interleave(parts: Sequence[RecordColumns], part: np.ndarray,
+                   row: np.ndarray) -> RecordColumns:
+        """Row ``row[i]`` of ``parts[part[i]]`` for every i, as one ``RecordColumns``
+        (offsets from 0; the parts' own per-row columns are not carried).  The work is a
+        few array operations per part, whatever the order: a run a read stream delivers
+        may alternate between the batches of several nodes record by record, where
+        ``concat`` of slices would cost an object per switch."""
+        n = len(part)
+        lsns = np.empty(n, np.uint64)
+        timestamps = np.empty(n, np.int64)
+        flags = np.empty(n, np.uint32)
+        plain = all(p.batch_offsets is None for p in parts)
+        batch_offsets = None if plain else np.zeros(n, np.uint32)
+        starts = np.empty(n, np.uint64)
+        lengths = np.empty(n, np.uint64)
+        picked = []
+        for k, p in enumerate(parts):
+            sel = np.flatnonzero(part == k)
+            if not len(sel):
+                continue
+            r = row[sel]
+            lsns[sel], timestamps[sel], flags[sel] = p.lsns[r], p.timestamps[r], p.flags[r]
+            if batch_offsets is not None and p.batch_offsets is not None:
+                batch_offsets[sel] = p.batch_offsets[r]
+            starts[sel] = p.offsets[r]
+            lengths[sel] = p.offsets[r + 1] - starts[sel]
+            picked.append((p, sel))
+        offsets = np.zeros(n + 1, np.uint64)
+        np.cumsum(lengths, out=offsets[1:])
+        payloads = np.empty(int(offsets[-1]), np.uint8)
+        for p, sel in picked:
+            gather_payloads(np.ascontiguousarray(p.payloads, np.uint8), starts[sel],
+                            starts[sel] + lengths[sel], payloads, offsets[sel])
+        return RecordColumns(lsns, timestamps, flags, payloads, offsets, batch_offsets)
 
     @classmethod
     def empty(cls) -> Self:

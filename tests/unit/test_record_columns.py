@@ -135,3 +135,33 @@ def test_a_subclass_keeps_its_row_columns_together():
     assert RecordColumns.concat([a, b]).waves.tolist() == [1, 2, 10, 11, 12]
     empty = RecordBatch.concat_reads(3, [a.slice(0, 0)], 5)
     assert len(empty) == 0 and (empty.log_id, empty.next_lsn) == (3, 5)
+
+
+def test_interleave_takes_rows_from_several_parts_in_any_order():
+    a = make([b"a0", b"", b"a2"], lead=b"xx", batch_offsets=[0, 1, 2])
+    b = make([b"b0", b"b1"], first_lsn=10)
+    part = np.array([1, 0, 0, 1, 0])
+    row = np.array([1, 2, 0, 0, 1])
+    got = RecordColumns.interleave([a, b], part, row)
+    want = [rows(p)[r] for p, r in zip([[a, b][k] for k in part], row.tolist(), strict=True)]
+    assert rows(got) == want
+    assert int(got.offsets[0]) == 0 and len(got.payloads) == int(got.offsets[-1])
+    plain = RecordColumns.interleave([b], np.array([0, 0]), np.array([1, 0]))
+    assert plain.batch_offsets is None and rows(plain) == [rows(b)[1], rows(b)[0]]
+    assert len(RecordColumns.interleave([a], np.zeros(0, np.int64), np.zeros(0, np.int64))) == 0
+
+
+def test_payload_gather_refuses_ranges_outside_the_buffers():
+    from ldcore.columns import gather_payloads
+    src = np.frombuffer(b"hello", np.uint8)
+    dst = np.zeros(4, np.uint8)
+    u = np.uint64
+    with pytest.raises(ValueError, match="do not fit"):
+        gather_payloads(src, np.array([0], u), np.array([6], u), dst, np.array([0], u))
+    with pytest.raises(ValueError, match="do not fit"):
+        gather_payloads(src, np.array([0], u), np.array([3], u), dst, np.array([2], u))
+    with pytest.raises(ValueError, match="do not fit"):
+        gather_payloads(src, np.array([3], u), np.array([2], u), dst, np.array([0], u))
+    assert not dst.any()  # nothing copied
+    gather_payloads(src, np.array([1], u), np.array([5], u), dst, np.array([0], u))
+    assert dst.tobytes() == b"ello"

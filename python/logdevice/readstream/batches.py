@@ -9,7 +9,10 @@ before delivery.
 
 When a contiguous run of LSNs becomes deliverable, ``BatchStore.gather`` turns the
 handles into one ``RecordColumns`` in LSN order.  A run taken from one batch is
-zero-copy (views into the batch); runs spanning several batches are concatenated.
+zero-copy (views into the batch); a run spanning a few batches is concatenated from
+slices, and one that alternates between batches record by record (single copy delivery
+of records appended one at a time: consecutive LSNs come from different nodes) is
+gathered per batch.
 ``ReadBatch`` is what ``ReadStream.poll_batch`` returns to a columnar consumer.
 """
 
@@ -23,6 +26,9 @@ from logdevice.record_columns import RecordColumns
 from logdevice.records import GapRecord
 
 _INDEX_MASK = 0xFFFFFFFF
+#: Past this many stretches of consecutive rows, a run is gathered per batch
+#: (``RecordColumns.interleave``) instead of concatenated from slices.
+_MAX_SLICES = 8
 _EMPTY_U8 = np.zeros(0, dtype=np.uint8)
 
 
@@ -95,7 +101,8 @@ class BatchStore:
         return int(self._batches[handle >> 32].rows.flags[handle & _INDEX_MASK])
 
     def release(self, handles: np.ndarray) -> None:
-        """Records dropped from the buffer without delivery."""
+        """Records that left the buffer (dropped, or gathered for delivery): a batch is
+        let go once none of its records is left."""
         if len(handles) == 0:
             return
         bids, counts = np.unique(handles >> 32, return_counts=True)
@@ -121,6 +128,11 @@ class BatchStore:
         else:
             bounds = [0, n]
         batches = self._batches
+        if len(bounds) - 1 > _MAX_SLICES:  # records alternate between batches
+            ids, part = np.unique(bids, return_inverse=True)
+            parts = [batches[bid].rows for bid in ids.tolist()]
+            self.release(handles)
+            return RecordColumns.interleave(parts, part.reshape(-1), idx)
         runs = []
         for k in range(len(bounds) - 1):
             s, e = bounds[k], bounds[k + 1]
