@@ -145,6 +145,18 @@ def test_reader_options_reach_the_reader(client, config):
         client.create_reader(buffer_size=-1)
 
 
+def test_a_window_asked_for_is_kept_unless_growth_is_asked_for_too(client, config):
+    s = config.settings
+    with client.create_reader() as r:  # the default window grows for small records
+        assert (r.options.buffer_size, r.options.window_bytes) == (
+            s.read_window_size, s.read_window_bytes)
+        assert s.read_window_bytes > 0
+    with client.create_reader(buffer_size=64) as r:
+        assert (r.options.buffer_size, r.options.window_bytes) == (64, 0)
+    with client.create_reader(buffer_size=64, window_bytes=1 << 20) as r:
+        assert (r.options.buffer_size, r.options.window_bytes) == (64, 1 << 20)
+
+
 def test_writer_options_reach_the_writer(client):
     w = client.create_buffered_writer(mode="one_at_a_time", retries=5, backoff=0.1,
                                       compression=None, block=False)

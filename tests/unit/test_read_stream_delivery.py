@@ -203,3 +203,43 @@ def test_empty_payload_column():
     rs, _ = make(nodes=(0,), r=1)
     rs.on_records(0, [1, 2], [0, 0], [0, 0], b"", [])
     assert [r.payload for r in rs.poll()] == [b"", b""]
+
+
+def _deliver(win: RecordWindow, first: int, n: int, size: int, node_batches: int = 1) -> int:
+    """Insert LSNs ``first .. first + n - 1`` with ``size``-byte payloads, spread record
+    by record over ``node_batches`` batches (as single copy delivery from that many
+    nodes sends them), pop them, and slide the window past them; the new high."""
+    lsns = list(range(first, first + n))
+    for k in range(node_batches):
+        mine = lsns[k::node_batches]
+        assert _window_insert(win, mine, [bytes([k]) * size] * len(mine)) == len(mine)
+    run = win.pop_run()
+    assert run is not None and run.lsns.tolist() == lsns
+    assert [bytes(run.payload(i)) for i in range(n)] == \
+        [bytes([i % node_batches]) * size for i in range(n)]
+    assert win.held_batches == 0
+    win.slide(first + n)
+    return win.high
+
+
+def test_window_grows_for_small_records_and_not_past_its_bytes():
+    until = 10**9
+    small = RecordWindow(1, until, 16, 0.7, window_bytes=16 * 1024)
+    # 100-byte records (132 bytes with their cost): 16 KiB hold 124 LSNs, within 16..512.
+    assert _deliver(small, 1, 16, 100, node_batches=3) == 17 + 124 - 1
+    assert small.size == 124
+    # Tiny records: the window stops at 32 times its size.
+    tiny = RecordWindow(1, until, 16, 0.7, window_bytes=1 << 30)
+    _deliver(tiny, 1, 16, 1)
+    assert tiny.size == 16 * 32
+    # Large records: never below the size asked for.
+    large = RecordWindow(1, until, 16, 0.7, window_bytes=16 * 1024)
+    _deliver(large, 1, 4, 8192)
+    assert large.size == 16
+    # Without window_bytes the window keeps its size, whatever the records.
+    fixed = RecordWindow(1, until, 16, 0.7)
+    _deliver(fixed, 1, 16, 1)
+    assert fixed.size == 16 and fixed.high == 17 + 16 - 1
+    # A grown window takes what the nodes send up to its new high.
+    lsns = list(range(17, 17 + 124))
+    assert _window_insert(small, lsns, [b"x"] * len(lsns)) == len(lsns)

@@ -68,6 +68,9 @@ def reader_options(client: ClientContext | Client, options: Mapping[str, Any]
     s = client.config.settings
     base: dict[str, Any] = {
         "buffer_size": s.read_window_size,
+        # A window asked for is kept: it grows only by the settings' default, or when
+        # window_bytes is asked for too.
+        "window_bytes": 0 if "buffer_size" in options else s.read_window_bytes,
         "flow_control_threshold": s.read_flow_control_threshold,
         "grace_period": s.gap_grace_period_ms / 1000.0,
         "scd_timeout": s.scd_timeout_ms / 1000.0,

@@ -59,6 +59,7 @@ class ReaderOptions:
     """Tunables of one reader (defaults from the cluster config's settings)."""
 
     buffer_size: int = 512
+    window_bytes: int = 4 << 20
     flow_control_threshold: float = 0.7
     grace_period: float = 0.1
     scd_timeout: float = 5.0
@@ -75,6 +76,12 @@ class ReaderOptionKwargs(TypedDict, total=False):
 
     buffer_size : int
         The read window, in LSNs (default: the config's ``read_window_size``).
+    window_bytes : int
+        Lets the window grow past ``buffer_size``, up to 32 times, while that many LSNs
+        of the records read so far carry at most this many payload bytes: small records
+        are read in fewer round trips (default: the config's ``read_window_bytes``,
+        4 MiB; 0 if ``buffer_size`` is given and this is not: a window asked for is
+        kept).
     flow_control_threshold : float
         Fraction of the window consumed before it slides (default: the config's
         ``read_flow_control_threshold``).
@@ -90,6 +97,7 @@ class ReaderOptionKwargs(TypedDict, total=False):
     """
 
     buffer_size: int
+    window_bytes: int
     flow_control_threshold: float
     grace_period: float
     scd_timeout: float
@@ -219,6 +227,7 @@ class ReaderCore:
         rs = ReadStream(log_id, from_lsn, until_lsn, placement.nodeset, placement.replication,
                         scd=scd, authoritative=placement.authoritative, clock=self.loop.time,
                         locations=placement.locations, buffer_size=o.buffer_size,
+                        window_bytes=o.window_bytes,
                         grace_period=o.grace_period, scd_timeout=o.scd_timeout,
                         scd_all_send_all_timeout=o.scd_all_send_all_timeout,
                         flow_control_threshold=o.flow_control_threshold)

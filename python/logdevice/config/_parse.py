@@ -60,6 +60,7 @@ MAX_WRITES_IN_FLIGHT = 1_000_000
 SETTING_BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "max_payload_size": (1, MAX_PAYLOAD_SIZE),
     "read_flow_control_threshold": (0.01, 1.0),
+    "read_window_bytes": (0, None),
     "checker_interval_ms": (0, None),
     "checker_grace_period_ms": (0, None),
     "rebuilding_rate_bytes_per_s": (0, None),

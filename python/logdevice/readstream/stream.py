@@ -83,6 +83,9 @@ class ReadStream:
         f-majority across failure domains.
     buffer_size : int
         Window size in records (LogDevice's default 512).
+    window_bytes : int
+        Let the window grow past ``buffer_size`` while small records keep this many
+        payload bytes in it (see ``RecordWindow``); 0 keeps it at ``buffer_size``.
     grace_period : float
         Wait this long before issuing a gap that has an f-majority but not every node's
         answer (0 disables).
@@ -103,6 +106,7 @@ class ReadStream:
                  authoritative: Mapping[int, int] | None = None,
                  clock: Callable[[], float] = time.monotonic, *,
                  locations: Mapping[int, Any] | None = None, buffer_size: int = 512,
+                 window_bytes: int = 0,
                  grace_period: float = 0.1, scd_timeout: float = 2.0,
                  scd_all_send_all_timeout: float = 10.0, sequencer_window: int = 1000,
                  flow_control_threshold: float = 0.7, reconnect_delay: float = 0.1,
@@ -127,7 +131,8 @@ class ReadStream:
         self._next = start_lsn
         self._trim = trim_point
         ws = max(1, min(buffer_size, until_lsn - start_lsn + 1))
-        self._window = RecordWindow(start_lsn, until_lsn, ws, flow_control_threshold)
+        self._window = RecordWindow(start_lsn, until_lsn, ws, flow_control_threshold,
+                                    window_bytes=window_bytes)
         self._clock = clock
         self._senders = Senders(nodes, until_lsn, clock, reconnect_delay, reconnect_max_delay)
         self._delivery = Delivery(log_id, start_lsn, until_lsn)

@@ -11,6 +11,12 @@ at its head as one ``RecordColumns`` (``pop_run``).
 Flow control: the nodes may send up to ``high``.  Once the application has consumed past
 ``flow_control_threshold`` of the window (``slide_due``), ``slide`` moves ``high`` on and
 the stream tells the nodes (WINDOW, or START when it rewinds at the same time).
+
+The window is counted in LSNs, so the same size that keeps large records to a few
+megabytes leaves small ones a round trip to the nodes every few hundred records (512
+LSNs of 100-byte records read at about 0.2 M records/s, 8,192 at 1 M/s).  With
+``window_bytes``, each slide sizes the window to hold about that many payload bytes at
+the bytes per LSN delivered so far, between ``size`` and ``WINDOW_GROWTH`` times it.
 """
 
 from __future__ import annotations
@@ -22,22 +28,32 @@ from logdevice.readstream.actions import FLAG_WRITTEN_BY_RECOVERY
 from logdevice.readstream.batches import BatchStore
 from logdevice.record_columns import RecordColumns
 
+#: How far past its size a window may grow for small records.
+WINDOW_GROWTH = 32
+#: Bytes counted per record on top of its payload (its columns, its share of a frame), so
+#: that empty payloads do not make a window of any length look free.
+_RECORD_COST = 32
 
 class RecordWindow:
     """Buffer and flow-control window of one read stream over ``[start, until]``."""
 
-    def __init__(self, start_lsn: int, until_lsn: int, size: int, threshold: float) -> None:
+    def __init__(self, start_lsn: int, until_lsn: int, size: int, threshold: float, *,
+                 window_bytes: int = 0) -> None:
         self._until = until_lsn
-        self._size = size
+        self._size = self._min_size = size
         self._threshold = threshold
-        self._buf = Window(start_lsn, size)
+        self._window_bytes = window_bytes
+        grown = min(size * WINDOW_GROWTH, until_lsn - start_lsn + 1) if window_bytes else size
+        self._max_size = max(size, grown)
+        self._bytes_per_lsn = 0.0  # of what was delivered, a moving average (0: nothing yet)
+        self._buf = Window(start_lsn, self._max_size)
         self._batches = BatchStore()
         self._high = min(until_lsn, start_lsn + size - 1)
         self._next_slide = start_lsn + int(threshold * (size - 1))
 
     @property
     def size(self) -> int:
-        """Buffer size in LSNs."""
+        """Window size in LSNs (as of the last slide)."""
         return self._size
 
     @property
@@ -99,7 +115,12 @@ class RecordWindow:
         lsns, handles = self._buf.pop_ready()
         if len(lsns) == 0:
             return None
-        return self._batches.gather(handles)
+        run = self._batches.gather(handles)
+        if self._window_bytes:
+            per_lsn = (run.nbytes + _RECORD_COST * len(run)) / (int(lsns[-1]) - int(lsns[0]) + 1)
+            avg = self._bytes_per_lsn
+            self._bytes_per_lsn = per_lsn if avg == 0 else 0.75 * avg + 0.25 * per_lsn
+        return run
 
     def holds(self, lsn: int) -> bool:
         """Whether a record at ``lsn`` is buffered."""
@@ -129,7 +150,11 @@ class RecordWindow:
         return consumed > self._next_slide and self._until > self._high
 
     def slide(self, consumed: int) -> None:
-        """Let the nodes send up to ``size`` LSNs past ``consumed``."""
+        """Let the nodes send up to ``size`` LSNs past ``consumed`` (``size`` first
+        adapted to the records' bytes per LSN, when the window may grow)."""
+        if self._bytes_per_lsn:
+            fits = int(self._window_bytes / self._bytes_per_lsn)
+            self._size = max(self._min_size, min(self._max_size, fits))
         size = self._size
         self._high = min(self._until, consumed + size - 1)
         self._next_slide = consumed + int(self._threshold * (size - 1))
