@@ -256,9 +256,7 @@ class Settings:
     connect_timeout_ms: int = 2_000
     max_payload_size: int = MAX_PAYLOAD_SIZE  # bytes; larger appends get TOOBIG
     read_window_size: int = 512  # client read buffer / window, in records (LSNs)
-    # The read window grows past read_window_size (up to WINDOW_GROWTH times) while that
-    # many LSNs of the records read so far carry at most this many payload bytes; 0: no.
-    read_window_bytes: int = 4 << 20
+    read_window_bytes: int = 4 << 20  # the window grows (<= 32x) to hold this; 0: fixed
     read_flow_control_threshold: float = 0.7  # slide the window past this fraction
     gap_grace_period_ms: int = 100  # before an incomplete authoritative gap
     scd_timeout_ms: int = 5_000  # a silent node goes on the known-down list
