@@ -2,7 +2,8 @@
 # Benchmarks: the pytest-benchmark suites (each prints a ratio table against references
 # measured in the same run, also written to benchmarks/last-run.md), then the end-to-end
 # write path with its anchors (benchmarks/last-write-path.md) and the read path
-# (ldbench read: a 10 M-record backfill, SCD vs all-send-all in the same run), then the
+# (ldbench read: a 10 M-record backfill, SCD vs all-send-all in the same run; and records
+# appended one at a time, benchmarks/last-plain-read.md), then the
 # cost of each append_store_durability level (benchmarks/last-durability.md), the
 # cluster checker on a 10 M-record log (benchmarks/last-checker.md), rebuilding a lost node
 # of a 3- and a 5-node cluster holding 10 M records (benchmarks/last-rebuilding.md), the
@@ -28,6 +29,7 @@ if [ "${LD_BENCH_E2E:-1}" = 1 ]; then
   .venv/bin/python benchmarks/write_path.py "${peers[@]}"
   .venv/bin/python -m logdevice.tools.ldbench read --records "${LD_BENCH_READ_RECORDS:-10000000}" \
     --json benchmarks/last-read-path.json
+  .venv/bin/python benchmarks/plain_read.py  # records appended one at a time
   .venv/bin/python benchmarks/durability.py
   .venv/bin/python benchmarks/checker.py  # LD_CHECKER_RECORDS (default 10 M)
   .venv/bin/python benchmarks/epoch_activation.py  # ZooKeeper vs SQLite epoch store
