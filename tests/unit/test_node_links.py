@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from logdevice.config import make_local_config
@@ -70,22 +70,29 @@ class Listener(Role):
         self.arrived.set()
 
 
-def test_message_sent_as_the_link_comes_up_arrives(tmp_path):
+@contextlib.asynccontextmanager
+async def two_nodes(tmp_path: Any) -> AsyncIterator[tuple[Node, Announcer, Listener]]:
+    """N0 (sender, with an Announcer) and N1 (receiver, with a Listener), started; both
+    stopped on the way out."""
     cfg = make_local_config(2, 2, logs=[1], root=tmp_path, ports=free_ports(2))
+    receiver = Node(cfg, 1)
+    listener = receiver.add_role(Listener(receiver))
+    sender = Node(cfg, 0)
+    announcer = sender.add_role(Announcer(sender))
+    await receiver.start()
+    await sender.start()
+    try:
+        yield sender, announcer, listener
+    finally:
+        await sender.stop()
+        await receiver.stop()
 
+
+def test_message_sent_as_the_link_comes_up_arrives(tmp_path):
     async def main() -> None:
-        receiver = Node(cfg, 1)
-        listener = receiver.add_role(Listener(receiver))
-        sender = Node(cfg, 0)
-        announcer = sender.add_role(Announcer(sender))
-        await receiver.start()
-        await sender.start()
-        try:
+        async with two_nodes(tmp_path) as (_, announcer, listener):
             with contextlib.suppress(TimeoutError):  # the asserts below say what is missing
                 await asyncio.wait_for(listener.arrived.wait(), WAIT)
-        finally:
-            await sender.stop()
-            await receiver.stop()
         assert announcer.sent == [(1, True)]
         assert [(m.log_id, m.lsn, m.epoch) for m in listener.received] == [(1, 42, 1)]
 
@@ -99,17 +106,9 @@ def test_message_sent_as_the_link_comes_up_arrives(tmp_path):
 def test_release_a_backlogged_link_dropped_is_sent_again(tmp_path, monkeypatch):
     """A link whose write buffer is full drops frames; a dropped RELEASE of an idle log
     would never be made up for by a later one, so the sender tries it again."""
-    cfg = make_local_config(2, 2, logs=[1], root=tmp_path, ports=free_ports(2))
-
     async def main() -> None:
-        receiver = Node(cfg, 1)
-        listener = receiver.add_role(Listener(receiver))
-        sender = Node(cfg, 0)
-        announcer = sender.add_role(Announcer(sender))
-        await receiver.start()
-        await sender.start()
-        releases = StoreSender(sender, lambda rid: None, lambda log_id, epoch: None)
-        try:
+        async with two_nodes(tmp_path) as (sender, announcer, listener):
+            releases = StoreSender(sender, lambda rid: None, lambda log_id, epoch: None)
             await asyncio.wait_for(listener.arrived.wait(), WAIT)  # the link is up
             listener.arrived.clear()
             with monkeypatch.context() as m:
@@ -118,9 +117,6 @@ def test_release_a_backlogged_link_dropped_is_sent_again(tmp_path, monkeypatch):
                 releases.flush()
                 assert not sender.links[1].send(Release(log_id=1, lsn=1, epoch=1))
             await asyncio.wait_for(listener.arrived.wait(), WAIT)
-        finally:
-            await sender.stop()
-            await receiver.stop()
         assert announcer.sent == [(1, True)]
         assert [m.lsn for m in listener.received] == [42, 77]
 
