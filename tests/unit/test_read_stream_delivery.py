@@ -243,3 +243,13 @@ def test_window_grows_for_small_records_and_not_past_its_bytes():
     # A grown window takes what the nodes send up to its new high.
     lsns = list(range(17, 17 + 124))
     assert _window_insert(small, lsns, [b"x"] * len(lsns)) == len(lsns)
+
+
+def test_window_shrinks_at_once_when_records_get_larger():
+    win = RecordWindow(1, 10**9, 16, 0.7, window_bytes=64 * 1024)
+    _deliver(win, 1, 16, 1)
+    assert win.size == 16 * 32
+    _deliver(win, 17, 4, 4096)  # large records: the next slide is back at the minimum
+    assert win.size == 16
+    _deliver(win, 21, 16, 1)  # small again: it grows back a quarter at a time
+    assert 16 < win.size < 16 * 32

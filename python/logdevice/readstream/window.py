@@ -45,7 +45,7 @@ class RecordWindow:
         self._window_bytes = window_bytes
         grown = min(size * WINDOW_GROWTH, until_lsn - start_lsn + 1) if window_bytes else size
         self._max_size = max(size, grown)
-        self._bytes_per_lsn = 0.0  # of what was delivered, a moving average (0: nothing yet)
+        self._bytes_per_lsn = 0.0  # of what was delivered lately (0: nothing yet)
         self._buf = Window(start_lsn, self._max_size)
         self._batches = BatchStore()
         self._high = min(until_lsn, start_lsn + size - 1)
@@ -118,8 +118,9 @@ class RecordWindow:
         run = self._batches.gather(handles)
         if self._window_bytes:
             per_lsn = (run.nbytes + _RECORD_COST * len(run)) / (int(lsns[-1]) - int(lsns[0]) + 1)
-            avg = self._bytes_per_lsn
-            self._bytes_per_lsn = per_lsn if avg == 0 else 0.75 * avg + 0.25 * per_lsn
+            # Larger records count at once (the window shrinks at the next slide), smaller
+            # ones a quarter at a time (it grows back over a few slides).
+            self._bytes_per_lsn = max(per_lsn, 0.75 * self._bytes_per_lsn + 0.25 * per_lsn)
         return run
 
     def holds(self, lsn: int) -> bool:
