@@ -645,3 +645,31 @@ def test_role_big_reads_in_thread_and_round_robin(tmp_path):
                 role.close()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("known_down", [(), (0,), (0, 3)])
+def test_tailing_scd_decides_on_the_records_as_on_the_csi(db, known_down):
+    """A tailing stream sees a few LSNs per release: it reads them whole and decides on
+    their own copysets.  Every node ships exactly what it ships when the same records
+    are read in one backfill (decided on the copyset index), so each record still goes
+    out from exactly one node."""
+    rng = np.random.default_rng(7)
+    n, nodes = 300, 5
+    lsns = np.arange(1, n + 1, dtype=np.uint64)
+    copysets = np.array([rng.choice(nodes, 3, replace=False) for _ in range(n)], np.int16)
+    write(db, lsns, copysets)
+    everyone = []
+    for me in (x for x in range(nodes) if x not in known_down):  # the readers' nodes
+        backfill = ServerReadStream(start(flags=SCD, known_down=list(known_down)), me=me)
+        at_once = shipped(run(backfill, db, n))
+        assert backfill.stats.range_reads == 0  # decided on the CSI
+        tail = ServerReadStream(start(flags=SCD, known_down=list(known_down)), me=me)
+        tailing, released = [], 0
+        while released < n:
+            released = min(n, released + int(rng.integers(1, 6)))
+            tailing += shipped(run(tail, db, released))
+        assert tail.stats.range_reads > 0  # decided on the records read
+        assert tailing == at_once
+        assert tail.stats.records_read == len(tailing)  # only shipped records are counted
+        everyone += at_once
+    assert sorted(everyone) == lsns.tolist()  # each record from exactly one node

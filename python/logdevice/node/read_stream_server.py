@@ -8,7 +8,10 @@ decides, for one such stream, what the node sends next:
 - with single copy delivery (SCD) only the records this node is the shipper of: the
   decision is made on the copyset index (CSI) arrays by ``ldcore.scd.ship_mask`` for a
   whole chunk at once, and only the chosen records are then read from disk, so skipped
-  payloads are never read;
+  payloads are never read.  A short stretch (a tailing reader's few new records, up to
+  ``TAIL_SPAN`` LSNs) is instead read whole in one pass and decided on the records'
+  own copysets (stored with the same values as their CSI entries): one read where
+  the CSI and then the chosen records took two, for every record appended;
 - explicit gaps: TRIM ``[start, trim point]``; NO_RECORDS "I have nothing to send you in
   ``[x, y]``" after the last thing sent, up to where the node has looked (the tail, the
   window's end, the end of a budget-limited turn), so the client's gap detection moves
@@ -61,6 +64,7 @@ MAX_FRAME_BYTES = 1 << 20  # payload bytes per RECORDS frame (one larger record 
 MAX_FRAME_RECORDS = 4096
 DEFAULT_BUDGET_BYTES = 1 << 20  # what one step() sends at most (about; >= one record)
 CSI_CHUNK = 16384  # CSI rows read per SCD decision
+TAIL_SPAN = 16  # SCD over at most this many LSNs: one read of the records, no CSI read
 _RECORD_OVERHEAD = 32  # bytes charged per record besides its payload (lsn, ts, flags, crc)
 _CSI_ROW_COST = 4  # bytes charged per CSI row looked at, so scans that ship nothing end
 _EMPTY_U32 = np.empty(0, np.uint32)
@@ -208,7 +212,9 @@ class ServerReadStream:
         while self.next_lsn <= hi and budget > 0:
             room_n = self.max_frame_records - frame.records
             room_b = max(min(budget, self.max_frame_bytes - frame.bytes), 1)
-            if self.scd:
+            if self.scd and hi - self.next_lsn < TAIL_SPAN:
+                rb, scanned_to, cost = self._read_scd_tail(db, hi, room_n, room_b)
+            elif self.scd:
                 rb, scanned_to, cost = self._read_scd(db, hi, room_n, room_b)
             else:
                 rb, scanned_to, cost = self._read_all(db, hi, room_n, room_b)
@@ -253,6 +259,21 @@ class ServerReadStream:
         self.stats.point_reads += 1
         self._count_read(rb)
         return rb, scanned_to, cost
+
+    def _read_scd_tail(self, db: LogsDB, hi: int, room_n: int,
+                       room_b: int) -> tuple[RecordBatch, int, int]:
+        """SCD over a short stretch: read it whole, decide on the records' copysets."""
+        rb = db.read_records(self.log_id, self.next_lsn, hi, max_records=room_n,
+                             max_bytes=room_b, payloads=not self.no_payload)
+        self.stats.range_reads += 1
+        scanned_to = min(int(rb.next_lsn) - 1, hi)
+        if len(rb):
+            mask = ship_mask(rb.copysets, self.me, self.known_down, seed=self.reorder_seed,
+                             local_nodes=self.local_nodes, flags=rb.flags)
+            if not bool(mask.all()):
+                rb = rb.take(np.flatnonzero(mask))
+        self._count_read(rb)
+        return rb, scanned_to, 0
 
     def _read_all(self, db: LogsDB, hi: int, room_n: int,
                   room_b: int) -> tuple[RecordBatch, int, int]:
