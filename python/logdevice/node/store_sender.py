@@ -21,6 +21,7 @@ they are not held.)
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -75,7 +76,7 @@ class StoreSender:
         self._stores: list[SendStore] = []
         self._releases: dict[int, dict[int, tuple[int, int]]] = {}  # node -> log -> (lsn, epoch)
         self._scheduled = False
-        self._retry: Any = None  # the timer re-sending dropped RELEASEs
+        self._retry: asyncio.TimerHandle | None = None  # re-sends dropped RELEASEs
         self._next_id = 1
         self.outstanding: OrderedDict[tuple[int, int], Outstanding] = OrderedDict()
         # Figures.
