@@ -34,6 +34,7 @@ WINDOW_GROWTH = 32
 #: that empty payloads do not make a window of any length look free.
 _RECORD_COST = 32
 
+
 class RecordWindow:
     """Buffer and flow-control window of one read stream over ``[start, until]``."""
 
