@@ -45,6 +45,7 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, memmove
 
+from ldcore.byteorder cimport get_le64, put_le64
 from ldcore.checksum cimport ld_crc32c, ld_crc32c_init
 
 cnp.import_array()
@@ -304,20 +305,6 @@ cdef object _error(Err *e):
 
 # ---------------------------------------------------------------- decode
 
-cdef inline uint64_t _read_u64le(const uint8_t *p) noexcept nogil:
-    cdef uint64_t v = 0
-    cdef int i
-    for i in range(8):
-        v |= (<uint64_t>p[i]) << (8 * i)
-    return v
-
-
-cdef inline void _write_u64le(uint8_t *p, uint64_t v) noexcept nogil:
-    cdef int i
-    for i in range(8):
-        p[i] = <uint8_t>(v >> (8 * i))
-
-
 cdef int _parse_header(const uint8_t *p, size_t size, Header *h, Err *err,
                        bint verify) noexcept nogil:
     cdef uint8_t flags
@@ -367,8 +354,8 @@ cdef int _parse_header(const uint8_t *p, size_t size, Header *h, Err *err,
             err.a = size
             err.b = pos + 17
             return -1
-        h.producer_id = _read_u64le(p + pos)
-        h.producer_seq = _read_u64le(p + pos + 8)
+        h.producer_id = get_le64(p + pos)
+        h.producer_seq = get_le64(p + pos + 8)
         pos += 16
     if _read_varint(p, size, &pos, &h.count, err, W_COUNT) < 0:
         return -1
@@ -609,8 +596,8 @@ cdef size_t _fill_header(uint8_t *out, int compression, bint checksum, uint64_t 
                        | (_FLAG_PRODUCER if prod.present else 0))
     cdef size_t pos = 6 if checksum else 2
     if prod.present:
-        _write_u64le(out + pos, prod.id)
-        _write_u64le(out + pos + 8, prod.seq)
+        put_le64(out + pos, prod.id)
+        put_le64(out + pos + 8, prod.seq)
         pos += 16
     return pos + _write_varint(out + pos, count)
 

@@ -21,6 +21,7 @@ cimport numpy as cnp
 from libc.stdint cimport int16_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
+from ldcore.byteorder cimport get_le32, get_le64, put_be64, put_le16, put_le32, put_le64
 from ldcore.checksum cimport ld_crc32c, ld_crc32c_init
 
 cnp.import_array()
@@ -46,29 +47,6 @@ class RecordTooBigError(RecordFormatError):
     """A payload is above the limit given to ``encode_data``."""
 
 
-cdef inline void _put_be64(uint8_t *p, uint64_t v) noexcept nogil:
-    cdef int i
-    for i in range(8):
-        p[7 - i] = <uint8_t>(v >> (8 * i))
-
-
-cdef inline void _put_le16(uint8_t *p, uint16_t v) noexcept nogil:
-    p[0] = <uint8_t>v
-    p[1] = <uint8_t>(v >> 8)
-
-
-cdef inline void _put_le32(uint8_t *p, uint32_t v) noexcept nogil:
-    cdef int i
-    for i in range(4):
-        p[i] = <uint8_t>(v >> (8 * i))
-
-
-cdef inline void _put_le64(uint8_t *p, uint64_t v) noexcept nogil:
-    cdef int i
-    for i in range(8):
-        p[i] = <uint8_t>(v >> (8 * i))
-
-
 cdef inline int _copyset(uint8_t *p, const int16_t[:, ::1] cs, Py_ssize_t row) noexcept nogil:
     """Write row ``row``'s node indices (padding dropped) as u16 LE; return how many."""
     cdef Py_ssize_t j
@@ -77,7 +55,7 @@ cdef inline int _copyset(uint8_t *p, const int16_t[:, ::1] cs, Py_ssize_t row) n
     for j in range(cs.shape[1]):
         v = cs[row, j]
         if v >= 0:
-            _put_le16(p + 2 * k, <uint16_t>v)
+            put_le16(p + 2 * k, <uint16_t>v)
             k += 1
     return k
 
@@ -214,23 +192,23 @@ def encode_data(uint64_t log_id, const uint64_t[::1] lsns, const int64_t[::1] ti
     cdef uint8_t *key
     cdef const unsigned char *pay = &payloads[0] if size else NULL
     cdef uint8_t log_be[8]
-    _put_be64(log_be, log_id)
+    put_be64(log_be, log_id)
     with nogil:
         for i in range(n):
             key = &keys[17 * i]
             key[0] = 100  # 'd'
             memcpy(key + 1, log_be, 8)
-            _put_be64(key + 9, lsns[i])
+            put_be64(key + 9, lsns[i])
             h = &heads[hoffs[i]]
             k = _copyset(h + _HEAD_FIXED, copysets, i)
-            _put_le16(h, <uint16_t>(_HEAD_FIXED + 2 * k))
+            put_le16(h, <uint16_t>(_HEAD_FIXED + 2 * k))
             h[2] = 1
             h[3] = <uint8_t>k
-            _put_le64(h + 4, <uint64_t>timestamps[i])
-            _put_le32(h + 12, flags[i])
-            _put_le32(h + 16, waves[i])
+            put_le64(h + 4, <uint64_t>timestamps[i])
+            put_le32(h + 12, flags[i])
+            put_le32(h + 16, waves[i])
             length = offsets[i + 1] - offsets[i]
-            _put_le32(h + 20, ld_crc32c(0, pay + offsets[i], length) if length else 0)
+            put_le32(h + 20, ld_crc32c(0, pay + offsets[i], length) if length else 0)
     return keys_arr, heads_arr, hoffs_arr
 
 
@@ -270,31 +248,19 @@ def encode_csi(uint64_t log_id, const uint64_t[::1] lsns, const uint32_t[::1] fl
     cdef uint8_t *v
     cdef uint8_t *key
     cdef uint8_t log_be[8]
-    _put_be64(log_be, log_id)
+    put_be64(log_be, log_id)
     with nogil:
         for i in range(n):
             key = &keys[18 * i]
             key[0] = 67  # 'C'
             memcpy(key + 1, log_be, 8)
-            _put_be64(key + 9, lsns[i])
+            put_be64(key + 9, lsns[i])
             key[17] = 0
             v = &values[voffs[i]]
-            _put_le32(v, flags[i])
+            put_le32(v, flags[i])
             k = _copyset(v + _CSI_FIXED, copysets, i)
             v[4] = <uint8_t>k
     return keys_arr, values_arr, voffs_arr
-
-
-cdef inline uint64_t _get_le64(const uint8_t *p) noexcept nogil:
-    cdef uint64_t v = 0
-    cdef int i
-    for i in range(8):
-        v |= (<uint64_t>p[i]) << (8 * i)
-    return v
-
-
-cdef inline uint32_t _get_le32(const uint8_t *p) noexcept nogil:
-    return p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
 
 
 def decode_csi_runs(list values):
@@ -322,7 +288,7 @@ def decode_csi_runs(list values):
         v = values[e]
         if v.shape[0] < 13:
             raise RecordFormatError(f"CSI run entry of {v.shape[0]} bytes: no head")
-        n = _get_le32(&v[8])
+        n = get_le32(&v[8])
         w = v[12]
         if v.shape[0] < 13 + <Py_ssize_t>n * (13 + 2 * w):
             raise RecordFormatError(f"CSI run entry of {n} rows of width {w} is "
@@ -348,8 +314,8 @@ def decode_csi_runs(list values):
         with nogil:
             for i in range(n):
                 row = &v[13 + i * (13 + 2 * w)]
-                lsns[at] = _get_le64(row)
-                flags[at] = _get_le32(row + 8)
+                lsns[at] = get_le64(row)
+                flags[at] = get_le32(row + 8)
                 k = row[12]
                 if k > w:
                     bad = True
