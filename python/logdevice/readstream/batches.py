@@ -101,8 +101,8 @@ class BatchStore:
         return int(self._batches[handle >> 32].rows.flags[handle & _INDEX_MASK])
 
     def release(self, handles: np.ndarray) -> None:
-        """Records that left the buffer (dropped, or gathered for delivery): a batch is
-        let go once none of its records is left."""
+        """Records dropped from the buffer without delivery: a batch is let go once none
+        of its records is left."""
         if len(handles) == 0:
             return
         bids, counts = np.unique(handles >> 32, return_counts=True)
@@ -129,9 +129,14 @@ class BatchStore:
             bounds = [0, n]
         batches = self._batches
         if len(bounds) - 1 > _MAX_SLICES:  # records alternate between batches
-            ids, part = np.unique(bids, return_inverse=True)
-            parts = [batches[bid].rows for bid in ids.tolist()]
-            self.release(handles)
+            ids, part, counts = np.unique(bids, return_inverse=True, return_counts=True)
+            parts = []
+            for bid, cnt in zip(ids.tolist(), counts.tolist(), strict=True):
+                b = batches[bid]
+                parts.append(b.rows)
+                b.live -= cnt
+                if b.live <= 0:
+                    del batches[bid]
             return RecordColumns.interleave(parts, part.reshape(-1), idx)
         runs = []
         for k in range(len(bounds) - 1):
