@@ -46,6 +46,14 @@ def sample_messages():
         p.Append(request_id=1, log_id=77, payload=b"hello world", flags=int(p.AppendFlag.CHECKSUM),
                  timeout_ms=500, checksum=0xDEADBEEF),
         p.Appended(request_id=1, status=E.NOSEQUENCER, redirect_to=4, message="go to N4"),
+        p.AppendBatch(request_id=3, log_id=77, flags=int(p.AppendFlag.CHECKSUM), timeout_ms=900,
+                      payload_offsets=np.array([0, 2, 2, 7], np.uint64), payloads=b"abcdefg",
+                      checksums=np.array([5, 6, 7], np.uint32)),
+        p.AppendedBatch(request_id=3, status=E.OK,
+                        statuses=np.array([E.OK, E.CHECKSUM_MISMATCH, E.OK], np.uint16),
+                        lsns=np.array([(5 << 32) | 1, 0, (5 << 32) | 2], np.uint64),
+                        timestamps=np.array([10, 0, 11], np.int64), redirect_to=None,
+                        message="record 1: payload does not match its checksum"),
         p.Store(request_id=2, log_id=77, epoch=5, last_known_good=(5 << 32) | 9,
                 recovery_epoch=0,
                 lsns=np.array([(5 << 32) | 10, (5 << 32) | 11], np.uint64),
@@ -546,3 +554,29 @@ def test_records_flagged_checksum_need_their_checksums():
         read_stream_id=1, filter_version=1, checksums=np.array([7], np.uint32),
         **one(checked))))
     assert len(ok) == 1 and ok[0].checksums.tolist() == [7]
+
+
+def test_append_batch_columns_must_agree():
+    def batch(**kw):
+        fields = dict(request_id=1, log_id=1, payload_offsets=np.array([0, 2, 5], np.uint64),
+                      payloads=b"abcde")
+        fields.update(kw)
+        return p.AppendBatch(**fields)
+
+    (ok,) = p.FrameDecoder().feed(p.encode_frame(batch()))
+    assert ok.payload_offsets.tolist() == [0, 2, 5] and bytes(ok.payloads) == b"abcde"
+    bad = [
+        batch(payload_offsets=np.array([0], np.uint64), payloads=b""),  # no records
+        batch(payload_offsets=np.array([0, 2, 4], np.uint64)),  # ends before the payloads
+        batch(payload_offsets=np.array([0, 4, 2, 5], np.uint64)),  # decreasing
+        batch(flags=int(p.AppendFlag.CHECKSUM)),  # flagged, no checksums
+        batch(flags=int(p.AppendFlag.CHECKSUM), checksums=np.array([1], np.uint32)),
+    ]
+    for msg in bad:
+        assert msg.consistency_problem() is not None
+        with pytest.raises(LogDeviceError):
+            p.encode_frame(msg)
+    reply = p.AppendedBatch(request_id=1, status=E.OK,
+                            statuses=np.array([0, 0], np.uint16),
+                            lsns=np.array([1], np.uint64), timestamps=np.array([1, 2], np.int64))
+    assert "lsns" in reply.consistency_problem()

@@ -26,6 +26,7 @@ import numpy as np
 
 from ldcore.checksum import crc32c
 from logdevice.client import combine, reader_queries
+from logdevice.client.append_batcher import AppendBatcher
 from logdevice.client.buffered_writer import (
     BufferedWriter,
     BufferedWriterKwargs,
@@ -41,9 +42,8 @@ from logdevice.client.reader_core import ReaderOptionKwargs
 from logdevice.client.settings import ClientSettingKwargs, ClientSettings
 from logdevice.config import Config, LogGroup
 from logdevice.epochstore.checkpoints import validate_name
-from logdevice.errors import E, InvalidParamError, error_for
+from logdevice.errors import E, InvalidParamError, TimedOutError, error_for
 from logdevice.protocol import (
-    AppendFlag,
     DataSize,
     FindTime,
     GetCheckpoints,
@@ -109,6 +109,8 @@ class Client:
                                   float(timeout), owner=self)
         self._core = self._ctx.core
         self._loop = self._ctx.loop
+        self._appends = AppendBatcher(self._loop, self._core)
+        self._ctx.on_close(self._appends.close)
         self._tails_seen: dict[int, TailAttributes] = {}  # written on the client loop
 
     def __repr__(self) -> str:
@@ -247,16 +249,15 @@ class Client:
         t = check_timeout(timeout)
         return self.timeout if t is None else t
 
-    def _prepare_append(self, log_id: int, payload: Any) -> tuple[Any, int, int]:
+    def _prepare_append(self, log_id: int, payload: Any) -> tuple[Any, int]:
+        """The checked payload and its crc32c (0 unless the client sends checksums)."""
         self._log_group(log_id)
         data = as_payload(payload)
         size = len(data)
         if size > self.settings.max_payload_size:
             raise error_for(E.TOOBIG, f"payload of {size} bytes exceeds the limit of "
                                       f"{self.settings.max_payload_size} bytes")
-        if self.settings.append_checksum:
-            return data, int(AppendFlag.CHECKSUM), crc32c(data)
-        return data, 0, 0
+        return data, crc32c(data) if self.settings.append_checksum else 0
 
     # ------------------------------------------------------------------ appends
 
@@ -279,33 +280,39 @@ class Client:
             The sequencer refused it (SEQNOBUFS, OVERLOADED, NOSPC, ...) or the
             connection dropped after it was sent (PEER_CLOSED).
         """
-        data, flags, checksum = self._prepare_append(log_id, payload)
-        return self._call(self._append_lsn, log_id, data, flags, checksum,
-                          self._timeout(timeout), timeout=timeout)
+        if self._loop.in_loop_thread():
+            raise InvalidParamError(
+                message="a blocking append from the client's own loop thread (a future "
+                        "callback) would deadlock; use append_async there")
+        fut = self.append_async(log_id, payload, timeout=timeout)
+        wait = self._timeout(timeout) + _WAIT_SLACK
+        try:
+            return fut.result(wait)
+        except concurrent.futures.TimeoutError:
+            raise TimedOutError(message=f"append to log {log_id}: no answer within "
+                                        f"{wait:g} s") from None
 
     def append_async(self, log_id: int, payload: Any, *,
                      timeout: float | None = None) -> concurrent.futures.Future[int]:
         """Start an append; a Future of its LSN (failures as for ``append``).
 
         Bad input raises here, at once.  The payload is copied unless it is ``bytes``.
+        Appends to one log that queue while the client is busy travel to the sequencer
+        together (``append_batch_bytes``, ``append_linger``).
         """
         self._ctx.check_open()
-        data, flags, checksum = self._prepare_append(log_id, payload)
-        return self._loop.submit(self._append_lsn, log_id, data, flags, checksum,
-                                 self._timeout(timeout))
-
-    async def _append_lsn(self, log_id: int, data: Any, flags: int, checksum: int,
-                          timeout: float) -> int:
-        reply = await self._core.append(log_id, data, flags, checksum, timeout)
-        return int(reply.lsn)
+        data, checksum = self._prepare_append(log_id, payload)
+        return self._appends.submit(log_id, data, checksum, self._timeout(timeout))
 
     # ------------------------------------------------------------------ tail and head
 
     @property
     def stats(self) -> dict[str, int]:
-        """Back-pressure figures: ``appends_waited`` (appends that queued in this client
-        because the log had as many in flight as allowed) and ``refusals_retried``
-        (appends a sequencer refused before taking an LSN, tried again)."""
+        """Back-pressure and batching figures: ``appends_waited`` (appends that queued in
+        this client because the log had as many in flight as allowed),
+        ``refusals_retried`` (appends a sequencer refused before taking an LSN, tried
+        again) and ``append_batches`` (APPEND_BATCH frames the single-record appends
+        travelled in, retries included)."""
         return dict(self._core.stats)
 
     def get_tail_lsn(self, log_id: int, *, timeout: float | None = None) -> int:

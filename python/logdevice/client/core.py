@@ -20,9 +20,13 @@ demand) and the ``Routing`` state.  Two kinds of request:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import msgspec
+import numpy as np
+
+from logdevice.client.append_slots import AppendSlots
 from logdevice.client.combine import f_majority
 from logdevice.client.connection import Connection
 from logdevice.client.retry import REFUSAL_RETRYABLE, Backoff
@@ -30,7 +34,18 @@ from logdevice.client.routing import Routing
 from logdevice.client.settings import ClientSettings
 from logdevice.config import Config
 from logdevice.errors import E, LogDeviceError, TimedOutError, error_for
-from logdevice.protocol import Append, Appended, GetClusterView, GetTail, Tail
+from logdevice.protocol import (
+    Append,
+    AppendBatch,
+    Appended,
+    AppendedBatch,
+    AppendFlag,
+    GetClusterView,
+    GetTail,
+    Tail,
+    pack_payloads,
+)
+from logdevice.protocol.sections import EMPTY_U32
 from logdevice.security import ConnectSecurity
 
 __all__ = ["ClientCore"]
@@ -53,10 +68,10 @@ class ClientCore:
         self.security = ConnectSecurity.for_client(config, tls_cert=settings.tls_cert,
                                                    tls_key=settings.tls_key,
                                                    token=settings.token)
-        self._append_slots: dict[int, asyncio.Semaphore] = {}  # log -> appends in flight
+        self._append_slots: dict[int, AppendSlots] = {}  # log -> records in flight
         # Back-pressure figures: appends that waited for room among those in flight, and
-        # refusals (window full, overloaded, ...) retried.
-        self.stats = {"appends_waited": 0, "refusals_retried": 0}
+        # refusals (window full, overloaded, ...) retried; APPEND_BATCH frames sent.
+        self.stats = {"appends_waited": 0, "refusals_retried": 0, "append_batches": 0}
         # Since when no node could be reached (None: some node answered since).
         self._unreachable_since: float | None = None
         self._refused: set[int] = set()  # nodes whose connection failed since
@@ -155,28 +170,81 @@ class ClientCore:
             return Append(request_id=0, log_id=log_id, payload=payload, flags=flags,
                           timeout_ms=remaining_ms, checksum=checksum)
 
-        slots = self._append_slots.get(log_id)
-        if slots is None:
-            limit = min(self.settings.max_appends_in_flight,
-                        self.config.log_group(log_id).max_writes_in_flight)
-            slots = self._append_slots[log_id] = asyncio.Semaphore(max(1, limit))
+        slots = self.append_slots(log_id)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        if not slots.locked():
-            await slots.acquire()  # free: returns at once (no timer, no task)
-        else:
-            self.stats["appends_waited"] += 1
-            try:
-                await asyncio.wait_for(slots.acquire(), timeout)
-            except TimeoutError:
-                raise TimedOutError(message=f"append to log {log_id}: no room among the "
-                                            f"appends in flight within {timeout:g} s") from None
+        try:
+            if await slots.acquire(timeout):
+                self.stats["appends_waited"] += 1
+        except TimedOutError:
+            raise TimedOutError(message=f"append to log {log_id}: no room among the "
+                                        f"appends in flight within {timeout:g} s") from None
         try:
             reply: Appended = await self._sequencer_request(
                 log_id, make, max(0.0, deadline - loop.time()), "append")
         finally:
-            slots.release()
+            slots.release(1)
         return reply
+
+    def append_slots(self, log_id: int) -> AppendSlots:
+        """The in-flight limit of ``log_id``'s appends: ``max_appends_in_flight``, capped
+        by the log group's ``max_writes_in_flight`` (a new one after either changed)."""
+        slots = self._append_slots.get(log_id)
+        if slots is None:
+            slots = self._append_slots[log_id] = AppendSlots(min(
+                self.settings.max_appends_in_flight,
+                self.config.log_group(log_id).max_writes_in_flight))
+        return slots
+
+    async def append_batch(self, log_id: int, payloads: Sequence[Any],
+                           checksums: Sequence[int] | None,
+                           timeout: float) -> list[int | LogDeviceError]:
+        """APPEND_BATCH ``payloads`` (in order; ``checksums``: their crc32c, or None to
+        send none) to ``log_id``'s sequencer; per record, its LSN or the error it failed
+        with.  Records the sequencer refused before giving them an LSN (window full, no
+        copyset now, ...) are sent again, together, after a backoff, until the deadline.
+        Nothing is raised: a failure of the whole request is every open record's."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        outcomes: list[Any] = [None] * len(payloads)  # every path fills in each
+        todo = list(range(len(payloads)))
+        flags = int(AppendFlag.CHECKSUM) if checksums is not None else 0
+        backoff = Backoff(self.settings.initial_backoff, self.settings.max_backoff)
+        while True:
+            offsets, buffer = pack_payloads([payloads[i] for i in todo])
+            batch = AppendBatch(
+                request_id=0, log_id=log_id, flags=flags, payload_offsets=offsets,
+                payloads=buffer, checksums=np.array([checksums[i] for i in todo], np.uint32)
+                if checksums is not None else EMPTY_U32)
+
+            def make(remaining_ms: int, batch: AppendBatch = batch) -> AppendBatch:
+                return msgspec.structs.replace(batch, timeout_ms=remaining_ms)
+
+            self.stats["append_batches"] += 1
+            try:
+                reply: AppendedBatch = await self._sequencer_request(
+                    log_id, make, max(0.0, deadline - loop.time()), "append")
+            except LogDeviceError as exc:
+                for i in todo:
+                    outcomes[i] = exc
+                return outcomes
+            retry = []
+            for i, status, lsn in zip(todo, reply.statuses.tolist(), reply.lsns.tolist(),
+                                      strict=True):
+                if status == E.OK:
+                    outcomes[i] = lsn
+                elif status in REFUSAL_RETRYABLE and not lsn:
+                    retry.append(i)
+                else:
+                    outcomes[i] = error_for(E(status), f"append to log {log_id}: "
+                                                       f"{reply.message or E(status).name}")
+            if reply.redirect_to is not None:
+                self.routing.redirect(log_id, reply.redirect_to)  # a newer sequencer
+            if not retry:
+                return outcomes
+            self.stats["refusals_retried"] += len(retry)
+            await self._back_off(backoff, deadline, refresh=False)
+            todo = retry
 
     async def get_tail(self, log_id: int, timeout: float) -> Tail:
         reply: Tail = await self._sequencer_request(

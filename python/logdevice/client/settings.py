@@ -50,6 +50,14 @@ class ClientSettings:
         Appends one client has outstanding per log; more wait in the client (back-pressure)
         instead of overflowing the sequencer's window.  Also capped by the log group's
         ``max_writes_in_flight``.
+    append_batch_bytes : int
+        Single-record appends to one log that queue in the client while the loop is busy
+        leave together in one APPEND_BATCH of at most this many payload bytes (one
+        record always fits).  Records of a batch that the sequencer accepts together get
+        consecutive LSNs.
+    append_linger : float
+        How long an append waits for others to join its batch.  0 (the default): none;
+        batches form only from appends that arrived while earlier ones were being sent.
     tls_cert, tls_key : str or None
         The client certificate (and its key, unless in the same file) presented to nodes
         of a cluster with ``security.tls``: the client is the principal named by its CN.
@@ -68,6 +76,8 @@ class ClientSettings:
     max_redirects: int = 3
     max_appends_in_flight: int = 1000
     unreachable_timeout: float = 2.0
+    append_batch_bytes: int = 1024 * 1024
+    append_linger: float = 0.0
     tls_cert: str | None = None  # client certificate (PEM) for mutual TLS
     tls_key: str | None = None  # its private key (PEM), unless in tls_cert's file
     token: str | None = None  # a principal's token, sent in HELLO
@@ -128,6 +138,8 @@ class ClientSettingKwargs(TypedDict, total=False):
     max_redirects: int
     max_appends_in_flight: int
     unreachable_timeout: float
+    append_batch_bytes: int
+    append_linger: float
     tls_cert: str | os.PathLike[str] | None
     tls_key: str | os.PathLike[str] | None
     token: str | None

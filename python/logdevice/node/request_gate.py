@@ -6,10 +6,11 @@ ACCESS).  The rules, by message type:
 
 - node requests (STORE, SEAL, RELEASE, heartbeats, rebuilding copies, the replies nodes
   send each other: every type not listed below) come only from nodes;
-- APPEND needs ``append`` on its log; START, GET_TAIL, GET_HEAD, FIND_TIME and DATA_SIZE
-  need ``read``; TRIM needs ``trim``; GET_RECORD_AVAILABILITY (the checker) needs
-  ``admin``; what ldshell asks nodes about themselves (GET_PARTITIONS, GET_READ_STREAMS,
-  GET_RECOVERIES) needs ``admin`` in the cluster's default ACL;
+- APPEND and APPEND_BATCH need ``append`` on their log; START, GET_TAIL, GET_HEAD,
+  FIND_TIME and DATA_SIZE need ``read``; TRIM needs ``trim``; GET_RECORD_AVAILABILITY
+  (the checker) needs ``admin``; what ldshell asks nodes about themselves
+  (GET_PARTITIONS, GET_READ_STREAMS, GET_RECOVERIES) needs ``admin`` in the cluster's
+  default ACL;
 - SET_CHECKPOINTS and GROUP_HEARTBEAT need ``read`` on every log they name;
   GET_CHECKPOINTS needs an authenticated principal;
 - GET_CLUSTER_VIEW (routing needs it before anything else), WINDOW and STOP (they act on
@@ -27,6 +28,7 @@ from typing import Any
 from logdevice.errors import E
 from logdevice.protocol import (
     Append,
+    AppendBatch,
     DataSize,
     Error,
     FindTime,
@@ -88,6 +90,7 @@ def _open(authz: Authorizer, who: Principal, msg: Any) -> str | None:
 
 RULES: dict[type, Rule] = {
     Append: _on_log("append"),
+    AppendBatch: _on_log("append"),
     Start: _on_log("read"),
     GetTail: _on_log("read"),
     GetHead: _on_log("read"),

@@ -9,6 +9,12 @@ deactivated: their appends not yet acknowledged are answered PREEMPTED with
 ``redirect_to`` the new owner (the record may or may not have been stored: the client may
 retry there, at the price of a possible duplicate).
 
+Batches.  APPEND_BATCH carries several records of one log (a client's appends that queued
+while earlier ones were in flight).  The sequencer takes them in one step, in order, so
+the records it accepts get consecutive LSNs; each then runs as its own appender (STOREs
+still leave one frame per node and log per loop turn), and one APPENDED_BATCH answers
+the batch when the last of its records has its outcome.
+
 Activation.  The first APPEND or GET_TAIL of a log this node owns activates a
 ``Sequencer``: the epoch store hands out the next epoch (a blocking SQLite transaction,
 run in a dedicated thread) together with the log's metadata (nodeset, replication).
@@ -27,11 +33,12 @@ come back to this role; GET_RECOVERIES is answered with ``Recoveries.describe``.
 
 Driving the state machines.  Actions come back from every sequencer call: ``SendStore``
 and ``Release`` go to ``StoreSender`` (one STORE frame per node and log per loop turn, one
-RELEASE per node), ``AckAppend`` / ``Reject`` become APPENDED on the client's connection,
-``Reactivate`` starts a new epoch.  Each sequencer has one timer (``loop.call_at`` at its
-``next_deadline()``) for store timeouts.  Storage-node health: a node is *down* for
-copyset selection while the failure detector says so or while our link to it is broken
-(a broken link is noticed at once; silence only after ``dead_timeout_ms``).
+RELEASE per node), ``AckAppend`` / ``Reject`` become APPENDED on the client's connection
+(or a record's outcome in its APPENDED_BATCH), ``Reactivate`` starts a new epoch.  Each
+sequencer has one timer (``loop.call_at`` at its ``next_deadline()``) for store
+timeouts.  Storage-node health: a node is *down* for copyset selection while the failure
+detector says so or while our link to it is broken (a broken link is noticed at once;
+silence only after ``dead_timeout_ms``).
 """
 
 from __future__ import annotations
@@ -43,6 +50,8 @@ import random
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from ldcore import codec
 from ldcore.checksum import crc32c
@@ -57,7 +66,9 @@ from logdevice.node.store_sender import StoreSender
 from logdevice.placement import score, sequencer_for
 from logdevice.protocol import (
     Append,
+    AppendBatch,
     Appended,
+    AppendedBatch,
     AppendFlag,
     Gap,
     GetRecoveries,
@@ -97,14 +108,16 @@ SWEEP_INTERVAL = 5.0
 
 
 class _Append:
-    """An APPEND being served: who asked, and the payload until it is answered."""
+    """An APPEND being served: who asked, and the payload until it is answered.  A record
+    of an APPEND_BATCH answers into its batch's reply (``batch``, at ``index``)."""
 
     __slots__ = ("conn", "request_id", "log_id", "payload", "checksum", "producer", "t0",
-                 "deadline")
+                 "deadline", "batch", "index")
 
     def __init__(self, conn: Peer, request_id: int, log_id: int, payload: Any,
                  checksum: int, producer: tuple[int, int] = (0, 0), t0: float = 0.0,
-                 deadline: float | None = None) -> None:
+                 deadline: float | None = None, batch: _BatchReply | None = None,
+                 index: int = 0) -> None:
         self.t0 = t0  # loop time it arrived (append latency)
         self.deadline = deadline  # loop time the client stops waiting (None: no timeout)
         self.conn = conn
@@ -113,6 +126,41 @@ class _Append:
         self.payload = payload
         self.checksum = checksum
         self.producer = producer  # an idempotent writer's (id, blob sequence number)
+        self.batch = batch
+        self.index = index
+
+
+class _BatchReply:
+    """The APPENDED_BATCH of one APPEND_BATCH, filled in as its records get their outcome
+    and sent when the last one has."""
+
+    __slots__ = ("conn", "request_id", "statuses", "lsns", "timestamps", "left",
+                 "redirect", "message")
+
+    def __init__(self, conn: Peer, request_id: int, n: int) -> None:
+        self.conn = conn
+        self.request_id = request_id
+        self.statuses = np.zeros(n, np.uint16)
+        self.lsns = np.zeros(n, np.uint64)
+        self.timestamps = np.zeros(n, np.int64)
+        self.left = n
+        self.redirect: int | None = None
+        self.message = ""
+
+    def record(self, i: int, status: E, lsn: int = 0, timestamp: int = 0,
+               redirect: int | None = None, message: str = "") -> None:
+        self.statuses[i] = status
+        self.lsns[i] = lsn
+        self.timestamps[i] = timestamp
+        if status != E.OK and not self.message:
+            self.message = f"record {i}: {message or status.name}"
+            self.redirect = redirect
+        self.left -= 1
+        if self.left == 0:
+            self.conn.send(AppendedBatch(
+                request_id=self.request_id, status=E.OK, statuses=self.statuses,
+                lsns=self.lsns, timestamps=self.timestamps, redirect_to=self.redirect,
+                message=self.message))
 
 
 class SequencerRole(Role):
@@ -155,7 +203,8 @@ class SequencerRole(Role):
 
     def handlers(self) -> Mapping[type, Any]:
         rec = self.recoveries
-        return {Append: self._on_append, GetTail: self._on_get_tail, Stored: self._on_stored,
+        return {Append: self._on_append, AppendBatch: self._on_append_batch,
+                GetTail: self._on_get_tail, Stored: self._on_stored,
                 Sealed: rec.on_sealed, Started: rec.on_started, Records: rec.on_records,
                 Gap: rec.on_gap, GetRecoveries: self._on_get_recoveries}
 
@@ -300,6 +349,57 @@ class SequencerRole(Role):
             self._enqueue(log_id, ("append", rid, size, flags))
         else:
             self._run(seq, seq.append(rid, size, flags))
+
+    def _on_append_batch(self, conn: Peer, msg: AppendBatch, refreshed: bool = False) -> None:
+        """Records of one log, taken in one step: those that pass the checks get
+        consecutive LSNs (unless the window fills up part-way: the rest are refused
+        SEQNOBUFS, before taking an LSN)."""
+        log_id = msg.log_id
+        status, redirect, why = self._check(log_id)
+        if status == E.NOTFOUND and not refreshed and self.node.after_fresh_logs_config(
+                lambda: self._on_append_batch(conn, msg, refreshed=True)):
+            return
+        if status == E.OK and msg.flags & _BLOB:
+            status, why = E.INVALID_PARAM, "BufferedWriter blobs are appended one per APPEND"
+        if status != E.OK:
+            conn.send(AppendedBatch(request_id=msg.request_id, status=status,
+                                    redirect_to=redirect, message=why))
+            return
+        offsets = msg.payload_offsets.tolist()
+        reply = _BatchReply(conn, msg.request_id, len(offsets) - 1)
+        payloads = memoryview(msg.payloads)
+        checked = msg.flags & _CHECKSUM
+        checksums = msg.checksums.tolist() if checked else None
+        limit = self.settings.max_payload_size
+        now = self.node.loop.time()
+        deadline = now + msg.timeout_ms / 1000 if msg.timeout_ms > 0 else None
+        appends, rids = self._appends, self._rids
+        requests = []
+        for i in range(len(offsets) - 1):
+            lo, hi = offsets[i], offsets[i + 1]
+            size = hi - lo
+            data = payloads[lo:hi]
+            checksum = checksums[i] if checksums is not None else 0
+            if size > limit:
+                reply.record(i, E.TOOBIG, message=f"payload of {size} bytes is above the "
+                                                  f"limit of {limit}")
+            elif checked and crc32c(data) != checksum:
+                reply.record(i, E.CHECKSUM_MISMATCH,
+                             message="payload does not match its checksum")
+            else:
+                rid = next(rids)
+                appends[rid] = _Append(conn, 0, log_id, data, checksum, (0, 0), now, deadline,
+                                       reply, i)
+                requests.append((rid, size, checked))
+        stats = self.append_stats
+        stats.appends += len(requests)
+        stats.bytes += sum(r[1] for r in requests)
+        seq = self.sequencers.get(log_id)
+        if seq is not None:
+            self._run(seq, seq.append_many(requests))
+            return
+        for rid, size, flags in requests:
+            self._enqueue(log_id, ("append", rid, size, flags))
 
     @staticmethod
     def _producer_of(msg: Append) -> tuple[int, int]:
@@ -631,6 +731,9 @@ class SequencerRole(Role):
             self.append_stats.latency.add(self.node.loop.time() - a.t0)
         else:
             self.append_stats.failed += 1
+        if a.batch is not None:
+            a.batch.record(a.index, status, lsn, timestamp, redirect, message)
+            return
         if not a.producer[0]:
             a.conn.send(Appended(request_id=a.request_id, status=status, lsn=lsn,
                                  timestamp=timestamp, redirect_to=redirect, message=message))

@@ -51,6 +51,8 @@ __all__ = [
     "Error",
     "Append",
     "Appended",
+    "AppendBatch",
+    "AppendedBatch",
     "Store",
     "Stored",
     "Release",
@@ -104,6 +106,8 @@ class MessageType(IntEnum):
     ERROR = 3
     APPEND = 10
     APPENDED = 11
+    APPEND_BATCH = 16
+    APPENDED_BATCH = 17
     STORE = 12
     STORED = 13
     RELEASE = 14
@@ -336,6 +340,62 @@ class Appended(Message):
     timestamp: int = 0
     redirect_to: int | None = None
     message: str = ""
+
+
+@register
+class AppendBatch(Message, eq=False):
+    """Client -> sequencer node: append several records to one log, in this order.
+
+    Record i's payload is ``payloads[payload_offsets[i]:payload_offsets[i+1]]``; with
+    ``AppendFlag.CHECKSUM`` in ``flags`` (which apply to every record) ``checksums[i]``
+    is its crc32c.  BufferedWriter blobs are not batched (they go one per APPEND, where
+    the sequencer recognises a retried blob).  Records the sequencer accepts together get
+    consecutive LSNs.  Answered by one APPENDED_BATCH once every record has its outcome.
+    """
+
+    TYPE = MessageType.APPEND_BATCH
+    request_id: int
+    log_id: int
+    flags: int = 0
+    timeout_ms: int = 0
+    payload_offsets: U64Array = EMPTY_U64
+    payloads: Payload = b""
+    checksums: U32Array = EMPTY_U32
+
+    def consistency_problem(self) -> str | None:
+        n = max(0, len(self.payload_offsets) - 1)
+        if n == 0:
+            return "an APPEND_BATCH without records"
+        if self.flags & RecordFlag.CHECKSUM:
+            problem = _check_columns(n, {"checksums": self.checksums})
+            if problem:
+                return problem
+        return _check_offsets(self.payload_offsets, n, _nbytes(self.payloads))
+
+
+@register
+class AppendedBatch(Message, eq=False):
+    """Sequencer node -> client, answer to APPEND_BATCH.
+
+    ``status`` other than OK refuses the whole batch before any LSN was taken
+    (``redirect_to`` and ``message`` as in APPENDED).  With OK, record i's outcome is
+    ``statuses[i]`` (uint16 ``E`` values), and ``lsns[i]`` / ``timestamps[i]`` when that
+    is OK (an LSN may also come with a failure: the record may have been stored).
+    ``message`` then describes the first failure, ``redirect_to`` where to retry it.
+    """
+
+    TYPE = MessageType.APPENDED_BATCH
+    request_id: int
+    status: E
+    statuses: U16Array = EMPTY_U16
+    lsns: U64Array = EMPTY_U64
+    timestamps: I64Array = EMPTY_I64
+    redirect_to: int | None = None
+    message: str = ""
+
+    def consistency_problem(self) -> str | None:
+        return _check_columns(len(self.statuses), {"lsns": self.lsns,
+                                                   "timestamps": self.timestamps})
 
 
 @register

@@ -1,0 +1,232 @@
+"""Natural batching of single-record appends (``Client.append`` / ``append_async``).
+
+User threads hand appends to ``AppendBatcher.submit``; the client loop gathers them per
+log and sends what has queued as one APPEND_BATCH frame, which the sequencer takes in
+one step (consecutive LSNs) and answers with one APPENDED_BATCH.  Nothing waits for a
+batch to fill: an append that finds the loop idle leaves at once, alone.  Batches form
+from the appends that arrive while the loop is busy, which is exactly when batching pays
+(Kafka's producer and LogDevice's append batching work the same way).  ``append_linger``
+(seconds) makes appends wait that long for company instead, for users who prefer bigger
+batches to the lowest latency.
+
+Limits per log: at most ``min(max_appends_in_flight, the log group's
+max_writes_in_flight)`` records in flight, BufferedWriter blobs included
+(``AppendSlots``; the rest wait here, in order), and at most ``append_batch_bytes`` of
+payload per frame.  A batch's deadline is its earliest
+record's.  Retries (routing, refusals before an LSN was taken) are ``ClientCore``'s.
+
+Threads: ``submit`` and ``close`` may be called from any thread; everything else runs
+on the client loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import threading
+from collections import deque
+from typing import Any
+
+from logdevice.client.append_slots import AppendSlots
+from logdevice.client.core import ClientCore
+from logdevice.client.loop import LoopThread
+from logdevice.errors import E, LogDeviceError, TimedOutError
+
+__all__ = ["AppendBatcher"]
+
+
+class _Entry:
+    __slots__ = ("data", "checksum", "deadline", "future")
+
+    def __init__(self, data: Any, checksum: int, deadline: float,
+                 future: concurrent.futures.Future[int]) -> None:
+        self.data = data
+        self.checksum = checksum
+        self.deadline = deadline  # loop time
+        self.future = future
+
+
+class _LogQueue:
+    """One log's appends not yet sent."""
+
+    __slots__ = ("log_id", "entries", "bytes", "slots", "linger")
+
+    def __init__(self, log_id: int) -> None:
+        self.log_id = log_id
+        self.entries: deque[_Entry] = deque()
+        self.bytes = 0
+        self.slots: AppendSlots | None = None  # the log's in-flight limit, once known
+        self.linger: asyncio.TimerHandle | None = None
+
+
+class AppendBatcher:
+    """Gathers a client's single-record appends into APPEND_BATCH frames, per log.
+
+    Parameters
+    ----------
+    loop : LoopThread
+        The client's loop.
+    core : ClientCore
+        Sends the batches (routing, retries) and holds the config and settings.
+    """
+
+    def __init__(self, loop: LoopThread, core: ClientCore) -> None:
+        self._loop = loop
+        self._core = core
+        self._lock = threading.Lock()
+        self._inbox: list[tuple[int, Any, int, float, concurrent.futures.Future[int]]] = []
+        self._wake_scheduled = False
+        self._closed = False
+        self._queues: dict[int, _LogQueue] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # ------------------------------------------------------------------ any thread
+
+    def submit(self, log_id: int, data: Any, checksum: int,
+               timeout: float) -> concurrent.futures.Future[int]:
+        """Queue one checked append (``checksum``: its crc32c when the client sends
+        checksums); the future of its LSN."""
+        fut: concurrent.futures.Future[int] = concurrent.futures.Future()
+        with self._lock:
+            if self._closed:
+                raise LogDeviceError(E.SHUTDOWN, "the client is closed")
+            self._inbox.append((log_id, data, checksum, timeout, fut))
+            wake = not self._wake_scheduled
+            self._wake_scheduled = True
+        if wake:
+            self._loop.call_soon(self._drain)
+        return fut
+
+    def close(self, exc: LogDeviceError) -> None:
+        """Refuse new appends; fail those not sent yet with ``exc``.  (Batches in flight
+        end with the loop: cancelled, they fail with SHUTDOWN.)"""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            items, self._inbox = self._inbox, []
+        for *_, fut in items:
+            _fail(fut, exc)
+        self._loop.call_soon(self._fail_queued, exc)
+
+    # ------------------------------------------------------------------ loop side
+
+    def _drain(self) -> None:
+        with self._lock:
+            items, self._inbox = self._inbox, []
+            self._wake_scheduled = False
+        now = self._loop.loop.time()
+        touched: dict[int, _LogQueue] = {}
+        for log_id, data, checksum, timeout, fut in items:
+            if not fut.set_running_or_notify_cancel():
+                continue
+            q = self._queues.get(log_id)
+            if q is None:
+                q = self._queues[log_id] = _LogQueue(log_id)
+            try:
+                if len(q.entries) >= self._slots(q).free:  # no room for it: it waits
+                    self._core.stats["appends_waited"] += 1
+            except LogDeviceError as exc:  # the log was removed a moment ago
+                fut.set_exception(exc)
+                continue
+            q.entries.append(_Entry(data, checksum, now + timeout, fut))
+            q.bytes += len(data)
+            touched[log_id] = q
+        for q in touched.values():
+            self._send_ready(q)
+
+    def _slots(self, q: _LogQueue) -> AppendSlots:
+        """The in-flight limit of ``q``'s log (a new one when the config changed it)."""
+        slots = self._core.append_slots(q.log_id)
+        if slots is not q.slots:
+            q.slots = slots
+            slots.listen(functools.partial(self._send_ready, q))
+        return slots
+
+    def _send_ready(self, q: _LogQueue, lingered: bool = False) -> None:
+        """Send batches from ``q`` while it has records and there is room in flight
+        (unless they are to linger first)."""
+        if not q.entries:
+            return
+        settings = self._core.settings
+        max_bytes = max(1, settings.append_batch_bytes)
+        if settings.append_linger > 0 and not lingered and q.bytes < max_bytes:
+            if q.linger is None:
+                q.linger = self._loop.loop.call_later(settings.append_linger,
+                                                      self._lingered, q)
+            return
+        slots = self._slots(q)
+        while q.entries and slots.free > 0:
+            batch = self._take(q, slots.free, max_bytes)
+            slots.take(len(batch))
+            task = self._loop.loop.create_task(self._send(q, slots, batch))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def _lingered(self, q: _LogQueue) -> None:
+        q.linger = None
+        self._send_ready(q, lingered=True)
+
+    @staticmethod
+    def _take(q: _LogQueue, count: int, max_bytes: int) -> list[_Entry]:
+        """Up to ``count`` entries from the head of ``q`` holding at most ``max_bytes``
+        (always at least one)."""
+        batch = [q.entries.popleft()]
+        size = len(batch[0].data)
+        while q.entries and len(batch) < count:
+            nxt = len(q.entries[0].data)
+            if size + nxt > max_bytes:
+                break
+            batch.append(q.entries.popleft())
+            size += nxt
+        q.bytes -= size
+        return batch
+
+    async def _send(self, q: _LogQueue, slots: AppendSlots, batch: list[_Entry]) -> None:
+        now = asyncio.get_running_loop().time()
+        try:
+            live = []
+            for e in batch:
+                if e.deadline > now:
+                    live.append(e)
+                else:
+                    _fail(e.future, TimedOutError(
+                        message=f"append to log {q.log_id}: no room among the appends in "
+                                f"flight before the deadline"))
+            if not live:
+                return
+            checksums = [e.checksum for e in live] \
+                if self._core.settings.append_checksum else None
+            outcomes = await self._core.append_batch(
+                q.log_id, [e.data for e in live], checksums,
+                min(e.deadline for e in live) - now)
+            for e, outcome in zip(live, outcomes, strict=True):
+                if isinstance(outcome, LogDeviceError):
+                    _fail(e.future, outcome)
+                elif not e.future.done():
+                    e.future.set_result(outcome)
+        except asyncio.CancelledError:  # the client is closing
+            for e in batch:
+                _fail(e.future, LogDeviceError(E.SHUTDOWN, "the client was closed"))
+            raise
+        except Exception as exc:  # nobody may wait for ever, even on a bug
+            for e in batch:
+                _fail(e.future, exc)
+            raise
+        finally:
+            slots.release(len(batch))  # its listener sends what queued meanwhile
+
+    def _fail_queued(self, exc: LogDeviceError) -> None:
+        for q in self._queues.values():
+            if q.linger is not None:
+                q.linger.cancel()
+                q.linger = None
+            while q.entries:
+                _fail(q.entries.popleft().future, exc)
+            q.bytes = 0
+
+
+def _fail(fut: concurrent.futures.Future[int], exc: BaseException) -> None:
+    if not fut.done():
+        fut.set_exception(exc)
