@@ -3,14 +3,15 @@
 ``ClientCore`` owns one ``Connection`` per node (opened on first use, reconnected on
 demand) and the ``Routing`` state.  Two kinds of request:
 
-- sequencer requests (APPEND, GET_TAIL) go to the log's sequencer node.  The route comes
-  from the cluster view (fetched from any reachable node) and ``placement.sequencer_for``.
-  A NOSEQUENCER answer with ``redirect_to`` is followed at once; without one (or after
-  ``max_redirects`` in a row) the client refreshes its view and retries after a backoff.
-  A node it cannot connect to is suspected and routed around.  All of this repeats until
-  the call's deadline, then ``TimedOutError``.  A connection that drops *after* the
-  request was written fails the call with PEER_CLOSED instead of retrying (the record
-  may have been stored: retrying could append it twice; LogDevice does the same).
+- sequencer requests (APPEND_BATCH, APPEND, GET_TAIL) go to the log's sequencer node.
+  The route comes from the cluster view (fetched from any reachable node) and
+  ``placement.sequencer_for``.  A NOSEQUENCER answer with ``redirect_to`` is followed at
+  once; without one (or after ``max_redirects`` in a row) the client refreshes its view
+  and retries after a backoff.  A node it cannot connect to is suspected and routed
+  around.  All of this repeats until the call's deadline, then ``TimedOutError``.  A
+  connection that drops *after* the request was written fails the call with PEER_CLOSED
+  instead of retrying (the records may have been stored: retrying could append them
+  twice; LogDevice does the same).
 - storage requests (GET_HEAD, TRIM, FIND_TIME, DATA_SIZE) go to every storage node at
   once; the answers are combined by ``combine``.  Once an f-majority has answered OK, the
   call waits at most ``straggler_grace`` more for the rest (a paused node must not hold
@@ -165,7 +166,8 @@ class ClientCore:
 
     async def append(self, log_id: int, payload: Any, flags: int, checksum: int,
                      timeout: float) -> Appended:
-        """APPEND one record (or blob) to ``log_id``'s sequencer; the OK ``Appended``."""
+        """APPEND one BufferedWriter blob (single records go in ``append_batch``) to
+        ``log_id``'s sequencer, within the log's in-flight limit; the OK ``Appended``."""
         def make(remaining_ms: int) -> Append:
             return Append(request_id=0, log_id=log_id, payload=payload, flags=flags,
                           timeout_ms=remaining_ms, checksum=checksum)

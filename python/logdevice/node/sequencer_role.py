@@ -307,13 +307,10 @@ class SequencerRole(Role):
         if status == E.NOTFOUND and not refreshed and self.node.after_fresh_logs_config(
                 lambda: self._on_append(conn, msg, refreshed=True)):
             return  # a log created a moment ago? asked again after a fresh read
+        size = memoryview(msg.payload).nbytes
         if status == E.OK:
-            size = memoryview(msg.payload).nbytes
-            if size > self.settings.max_payload_size:
-                status, why = E.TOOBIG, (f"payload of {size} bytes is above the limit of "
-                                         f"{self.settings.max_payload_size}")
-            elif msg.flags & _CHECKSUM and crc32c(msg.payload) != msg.checksum:
-                status, why = E.CHECKSUM_MISMATCH, "payload does not match its checksum"
+            status, why = self._payload_check(msg.payload, size, msg.flags & _CHECKSUM,
+                                              msg.checksum)
         if status != E.OK:
             conn.send(Appended(request_id=msg.request_id, status=status, redirect_to=redirect,
                                message=why))
@@ -370,7 +367,6 @@ class SequencerRole(Role):
         payloads = memoryview(msg.payloads)
         checked = msg.flags & _CHECKSUM
         checksums = msg.checksums.tolist() if checked else None
-        limit = self.settings.max_payload_size
         now = self.node.loop.time()
         deadline = now + msg.timeout_ms / 1000 if msg.timeout_ms > 0 else None
         appends, rids = self._appends, self._rids
@@ -380,12 +376,9 @@ class SequencerRole(Role):
             size = hi - lo
             data = payloads[lo:hi]
             checksum = checksums[i] if checksums is not None else 0
-            if size > limit:
-                reply.record(i, E.TOOBIG, message=f"payload of {size} bytes is above the "
-                                                  f"limit of {limit}")
-            elif checked and crc32c(data) != checksum:
-                reply.record(i, E.CHECKSUM_MISMATCH,
-                             message="payload does not match its checksum")
+            status, why = self._payload_check(data, size, checked, checksum)
+            if status != E.OK:
+                reply.record(i, status, message=why)
             else:
                 rid = next(rids)
                 appends[rid] = _Append(conn, 0, log_id, data, checksum, (0, 0), now, deadline,
@@ -400,6 +393,17 @@ class SequencerRole(Role):
             return
         for rid, size, flags in requests:
             self._enqueue(log_id, ("append", rid, size, flags))
+
+    def _payload_check(self, payload: Any, size: int, checked: int,
+                       checksum: int) -> tuple[E, str]:
+        """(OK, "") for a payload the sequencer takes, else TOOBIG or CHECKSUM_MISMATCH
+        and why."""
+        if size > self.settings.max_payload_size:
+            return E.TOOBIG, (f"payload of {size} bytes is above the limit of "
+                              f"{self.settings.max_payload_size}")
+        if checked and crc32c(payload) != checksum:
+            return E.CHECKSUM_MISMATCH, "payload does not match its checksum"
+        return E.OK, ""
 
     @staticmethod
     def _producer_of(msg: Append) -> tuple[int, int]:
