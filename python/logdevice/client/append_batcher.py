@@ -3,17 +3,18 @@
 User threads hand appends to ``AppendBatcher.submit``; the client loop gathers them per
 log and sends what has queued as one APPEND_BATCH frame, which the sequencer takes in
 one step (consecutive LSNs) and answers with one APPENDED_BATCH.  Nothing waits for a
-batch to fill: an append that finds the loop idle leaves at once, alone.  Batches form
-from the appends that arrive while the loop is busy, which is exactly when batching pays
-(Kafka's producer and LogDevice's append batching work the same way).  ``append_linger``
-(seconds) makes appends wait that long for company instead, for users who prefer bigger
-batches to the lowest latency.
+batch to fill: an append that finds its log idle leaves at once, alone.  A log has at
+most ``FRAMES_IN_FLIGHT`` frames out; appends that arrive meanwhile queue and leave
+together, so under load the batches grow by themselves (Kafka's producer and LogDevice's
+append batching work the same way).  ``append_linger`` (seconds) makes appends wait
+that long for company instead, for users who prefer bigger batches to the lowest
+latency.
 
 Limits per log: at most ``min(max_appends_in_flight, the log group's
 max_writes_in_flight)`` records in flight, BufferedWriter blobs included
 (``AppendSlots``; the rest wait here, in order), and at most ``append_batch_bytes`` of
-payload per frame.  A batch's deadline is its earliest
-record's.  Retries (routing, refusals before an LSN was taken) are ``ClientCore``'s.
+payload per frame.  A batch's deadline is its earliest record's.  Retries (routing,
+refusals before an LSN was taken) are ``ClientCore``'s.
 
 Threads: ``submit`` and ``close`` may be called from any thread; everything else runs
 on the client loop.
@@ -35,6 +36,13 @@ from logdevice.errors import E, LogDeviceError, TimedOutError
 
 __all__ = ["AppendBatcher"]
 
+#: APPEND_BATCH frames one log may have in flight.  Appends that arrive meanwhile queue
+#: and leave together when one comes back: under load the batches grow by themselves.
+#: Two, not one, so the sequencer has the next batch while the client takes in the last
+#: answer (measured: one log, 64 appends in flight, 15 k/s with one, 19 k/s with two; and
+#: 17-18 k/s without a limit, where frames of 1-3 records cost their fixed price each).
+FRAMES_IN_FLIGHT = 2
+
 
 class _Entry:
     __slots__ = ("data", "checksum", "deadline", "future")
@@ -50,7 +58,7 @@ class _Entry:
 class _LogQueue:
     """One log's appends not yet sent."""
 
-    __slots__ = ("log_id", "entries", "bytes", "slots", "linger")
+    __slots__ = ("log_id", "entries", "bytes", "slots", "linger", "frames")
 
     def __init__(self, log_id: int) -> None:
         self.log_id = log_id
@@ -58,6 +66,7 @@ class _LogQueue:
         self.bytes = 0
         self.slots: AppendSlots | None = None  # the log's in-flight limit, once known
         self.linger: asyncio.TimerHandle | None = None
+        self.frames = 0  # APPEND_BATCH frames in flight
 
 
 class AppendBatcher:
@@ -157,9 +166,10 @@ class AppendBatcher:
                                                       self._lingered, q)
             return
         slots = self._slots(q)
-        while q.entries and slots.free > 0:
+        while q.entries and slots.free > 0 and q.frames < FRAMES_IN_FLIGHT:
             batch = self._take(q, slots.free, max_bytes)
             slots.take(len(batch))
+            q.frames += 1
             task = self._loop.loop.create_task(self._send(q, slots, batch))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -215,6 +225,7 @@ class AppendBatcher:
                 _fail(e.future, exc)
             raise
         finally:
+            q.frames -= 1
             slots.release(len(batch))  # its listener sends what queued meanwhile
 
     def _fail_queued(self, exc: LogDeviceError) -> None:

@@ -51,13 +51,13 @@ class ClientSettings:
         instead of overflowing the sequencer's window.  Also capped by the log group's
         ``max_writes_in_flight``.
     append_batch_bytes : int
-        Single-record appends to one log that queue in the client while the loop is busy
-        leave together in one APPEND_BATCH of at most this many payload bytes (one
-        record always fits).  Records of a batch that the sequencer accepts together get
-        consecutive LSNs.
+        Single-record appends to one log that queue in the client while earlier ones are
+        on their way leave together in one APPEND_BATCH of at most this many payload
+        bytes (one record always fits).  Records of a batch that the sequencer accepts
+        together get consecutive LSNs.
     append_linger : float
         How long an append waits for others to join its batch.  0 (the default): none;
-        batches form only from appends that arrived while earlier ones were being sent.
+        batches form only from appends that queued while earlier ones were in flight.
     tls_cert, tls_key : str or None
         The client certificate (and its key, unless in the same file) presented to nodes
         of a cluster with ``security.tls``: the client is the principal named by its CN.
