@@ -307,7 +307,8 @@ def report(results: dict[str, Any], args: argparse.Namespace, meta: dict[str, An
 
     lines += ["", "## What each row means", "",
               "- **ours: append_async**: `Client.append_async` per record, a semaphore keeps "
-              f"at most {args.window} unacknowledged; each record is its own APPEND.",
+              f"at most {args.window} unacknowledged; the client sends what queues for a log "
+              "meanwhile in one APPEND_BATCH frame (at most two frames out per log).",
               "- **ours: BufferedWriter**: `BufferedWriter.append` per record (one call per "
               "record, like the peers' clients); records are batched per log into "
               f"{args.compression} blobs (one APPEND per blob, every record acknowledged with "
