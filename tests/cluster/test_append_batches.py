@@ -5,11 +5,13 @@ Every record acknowledged is then found on disk with its payload."""
 
 from __future__ import annotations
 
+import concurrent.futures
+
 import numpy as np
 import pytest
 
 from ldcore.checksum import crc32c
-from logdevice.errors import E
+from logdevice.errors import E, InvalidParamError, LogDeviceError
 from logdevice.protocol import AppendBatch, AppendedBatch, AppendFlag, pack_payloads
 from tests.cluster.conftest import RawClient, check_acked_on_disk
 
@@ -84,6 +86,9 @@ def test_linger_and_the_byte_limit_shape_the_batches(cluster):
         lsns = [f.result(30) for f in [client.append_async(4, payload) for _ in range(20)]]
         assert client.stats["append_batches"] - before == 10
         assert lsns == sorted(lsns)
+    # A linger longer than the appends' timeout: they leave in time, and are acknowledged.
+    with cluster.client(timeout=4.0, append_linger=60.0) as client:
+        assert client.append(4, payload) > lsns[-1]
 
 
 def test_the_in_flight_limit_holds_records_back_in_order(local_cluster):
@@ -98,6 +103,56 @@ def test_the_in_flight_limit_holds_records_back_in_order(local_cluster):
     assert lsns == sorted(lsns) and len(set(lsns)) == 40
     assert stats["append_batches"] - before["append_batches"] >= 10
     assert stats["appends_waited"] > before["appends_waited"]
+
+
+def test_closing_the_client_fails_the_appends_it_still_holds(cluster):
+    client = cluster.client(timeout=60.0, append_linger=30.0)
+    futures = [client.append_async(4, b"held %d" % i) for i in range(3)]
+    client.close()
+    for f in futures:
+        with pytest.raises(LogDeviceError) as info:
+            f.result(10)
+        assert info.value.status == E.SHUTDOWN
+    with pytest.raises(LogDeviceError):
+        client.append_async(4, b"after close")
+
+
+def test_a_blocking_append_from_a_future_callback_is_refused(cluster):
+    outcome: concurrent.futures.Future[BaseException | int] = concurrent.futures.Future()
+
+    def callback(_f: concurrent.futures.Future[int]) -> None:
+        try:
+            outcome.set_result(client.append(4, b"from the loop"))
+        except BaseException as exc:
+            outcome.set_result(exc)
+
+    with cluster.client() as client:
+        client.append_async(4, b"first").add_done_callback(callback)
+        refused = outcome.result(30)
+    assert isinstance(refused, InvalidParamError) and "append_async" in str(refused)
+
+
+def test_a_window_that_fills_mid_batch_refuses_the_rest_before_any_lsn(local_cluster):
+    # Two nodes, R=2, window 4: with one node paused, the first four records of a batch
+    # take the window and wait; the other six are refused SEQNOBUFS without an LSN.
+    cluster = local_cluster(nodes=2, replication=2, logs=[1], max_writes_in_flight=4,
+                            store_timeout_ms=[50, 200])
+    with RawClient(cluster) as raw:
+        raw.append(1, b"warm-up")
+        owner = raw.owner(1)
+        conn = raw.conn(owner)
+        cluster.pause(1 - owner)
+        try:
+            conn.send(_batch(5, 1, [b"w%d" % i for i in range(10)]))
+        finally:
+            cluster.resume(1 - owner)
+        reply = conn.recv(20.0)
+    assert isinstance(reply, AppendedBatch) and reply.request_id == 5
+    statuses = reply.statuses.tolist()
+    assert statuses == [E.OK] * 4 + [E.SEQNOBUFS] * 6, statuses
+    assert reply.lsns[4:].tolist() == [0] * 6
+    first = int(reply.lsns[0])
+    assert reply.lsns[:4].tolist() == list(range(first, first + 4))
 
 
 def test_appends_from_one_thread_keep_their_order_and_travel_together(cluster):

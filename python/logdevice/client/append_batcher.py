@@ -7,8 +7,8 @@ batch to fill: an append that finds its log idle leaves at once, alone.  A log h
 most ``FRAMES_IN_FLIGHT`` frames out; appends that arrive meanwhile queue and leave
 together, so under load the batches grow by themselves (Kafka's producer and LogDevice's
 append batching work the same way).  ``append_linger`` (seconds) makes appends wait
-that long for company instead, for users who prefer bigger batches to the lowest
-latency.
+that long for company instead (at most half the oldest one's timeout), for users who
+prefer bigger batches to the lowest latency.
 
 Limits per log: at most ``min(max_appends_in_flight, the log group's
 max_writes_in_flight)`` records in flight, BufferedWriter blobs included
@@ -161,9 +161,12 @@ class AppendBatcher:
         settings = self._core.settings
         max_bytes = max(1, settings.append_batch_bytes)
         if settings.append_linger > 0 and not lingered and q.bytes < max_bytes:
-            if q.linger is None:
-                q.linger = self._loop.loop.call_later(settings.append_linger,
-                                                      self._lingered, q)
+            if q.linger is None:  # at most half the time the oldest append has left
+                loop = self._loop.loop
+                now = loop.time()
+                when = min(now + settings.append_linger,
+                           now + (q.entries[0].deadline - now) / 2)
+                q.linger = loop.call_at(when, self._lingered, q)
             return
         slots = self._slots(q)
         while q.entries and slots.free > 0 and q.frames < FRAMES_IN_FLIGHT:
@@ -202,8 +205,8 @@ class AppendBatcher:
                     live.append(e)
                 else:
                     _fail(e.future, TimedOutError(
-                        message=f"append to log {q.log_id}: no room among the appends in "
-                                f"flight before the deadline"))
+                        message=f"append to log {q.log_id}: still waiting in the client for "
+                                f"room among the appends in flight at its deadline"))
             if not live:
                 return
             checksums = [e.checksum for e in live] \
