@@ -45,13 +45,14 @@ FRAMES_IN_FLIGHT = 2
 
 
 class _Entry:
-    __slots__ = ("data", "checksum", "deadline", "future")
+    __slots__ = ("data", "checksum", "deadline", "leaves_at", "future")
 
-    def __init__(self, data: Any, checksum: int, deadline: float,
+    def __init__(self, data: Any, checksum: int, deadline: float, leaves_at: float,
                  future: concurrent.futures.Future[int]) -> None:
         self.data = data
         self.checksum = checksum
         self.deadline = deadline  # loop time
+        self.leaves_at = leaves_at  # loop time its linger ends (a full frame leaves sooner)
         self.future = future
 
 
@@ -126,6 +127,7 @@ class AppendBatcher:
             items, self._inbox = self._inbox, []
             self._wake_scheduled = False
         now = self._loop.loop.time()
+        linger = self._core.settings.append_linger
         touched: dict[int, _LogQueue] = {}
         for log_id, data, checksum, timeout, fut in items:
             if not fut.set_running_or_notify_cancel():
@@ -139,7 +141,9 @@ class AppendBatcher:
             except LogDeviceError as exc:  # the log was removed a moment ago
                 fut.set_exception(exc)
                 continue
-            q.entries.append(_Entry(data, checksum, now + timeout, fut))
+            # A linger takes at most half the append's time.
+            leaves_at = now + min(linger, timeout / 2) if linger > 0 else now
+            q.entries.append(_Entry(data, checksum, now + timeout, leaves_at, fut))
             q.bytes += len(data)
             touched[log_id] = q
         for q in touched.values():
@@ -154,26 +158,25 @@ class AppendBatcher:
         return slots
 
     def _send_ready(self, q: _LogQueue, lingered: bool = False) -> None:
-        """Send batches from ``q`` while it has records and there is room in flight
-        (unless they are to linger first)."""
-        if not q.entries:
-            return
-        settings = self._core.settings
-        max_bytes = max(1, settings.append_batch_bytes)
-        if settings.append_linger > 0 and not lingered and q.bytes < max_bytes:
-            if q.linger is None:  # at most half the time the oldest append has left
-                loop = self._loop.loop
-                now = loop.time()
-                when = min(now + settings.append_linger,
-                           now + (q.entries[0].deadline - now) / 2)
-                q.linger = loop.call_at(when, self._lingered, q)
-            return
-        slots = self._slots(q)
+        """Send batches from ``q`` while it has records and there is room in flight: a
+        full frame at once, a partial one when its oldest record's linger has ended
+        (``lingered``: the linger timer says the head's has)."""
+        if q.linger is not None:
+            q.linger.cancel()
+            q.linger = None
+        loop = self._loop.loop
+        now = loop.time()
+        max_bytes = max(1, self._core.settings.append_batch_bytes)
+        slots = self._slots(q) if q.entries else None
         while q.entries and slots.free > 0 and q.frames < FRAMES_IN_FLIGHT:
+            if q.bytes < max_bytes and q.entries[0].leaves_at > now and not lingered:
+                q.linger = loop.call_at(q.entries[0].leaves_at, self._lingered, q)
+                return
+            lingered = False  # it covered the head only; the rest may still wait
             batch = self._take(q, slots.free, max_bytes)
             slots.take(len(batch))
             q.frames += 1
-            task = self._loop.loop.create_task(self._send(q, slots, batch))
+            task = loop.create_task(self._send(q, slots, batch))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 

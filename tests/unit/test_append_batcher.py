@@ -1,0 +1,134 @@
+"""AppendBatcher's batching policy: which appends travel together, and when.
+
+The batcher runs on a real client loop; the stand-in for ``ClientCore`` below records
+the frames it is asked to send and answers each when the test says so, so every step
+is deterministic.
+"""
+
+import asyncio
+
+import pytest
+
+from logdevice.client.append_batcher import FRAMES_IN_FLIGHT, AppendBatcher
+from logdevice.client.append_slots import AppendSlots
+from logdevice.client.loop import LoopThread
+from logdevice.client.settings import ClientSettings
+from logdevice.errors import E, LogDeviceError
+
+PAYLOAD = b"x" * 100
+
+
+class FrameRecorder:
+    """What the batcher needs of ClientCore: settings, stats, the in-flight limit, and
+    ``append_batch``, which records each frame and holds it until ``answer``."""
+
+    def __init__(self, **settings):
+        self.settings = ClientSettings(**settings)
+        self.stats = {"appends_waited": 0}
+        self.frames: list[list[bytes]] = []
+        self._held: list[asyncio.Future] = []
+        self._slots = AppendSlots(self.settings.max_appends_in_flight)
+        self._next_lsn = 1
+
+    def append_slots(self, log_id):
+        return self._slots
+
+    async def append_batch(self, log_id, payloads, checksums, timeout):
+        self.frames.append(list(payloads))
+        answer = asyncio.get_running_loop().create_future()
+        self._held.append(answer)
+        await answer
+        first, self._next_lsn = self._next_lsn, self._next_lsn + len(payloads)
+        return list(range(first, first + len(payloads)))
+
+    def answer(self, count: int = 1) -> None:
+        """Let the ``count`` oldest held frames come back (called on the loop)."""
+        for _ in range(count):
+            self._held.pop(0).set_result(None)
+
+
+@pytest.fixture
+def loop():
+    thread = LoopThread("test-append-batcher")
+    yield thread
+    thread.stop()
+
+
+def settle(loop: LoopThread) -> None:
+    """Wait until the loop has run what was handed to it so far, and the tasks that
+    started."""
+    async def a_few_turns():
+        for _ in range(5):
+            await asyncio.sleep(0)
+    loop.run(a_few_turns, timeout=5)
+
+
+def sizes(core: FrameRecorder) -> list[int]:
+    return [len(frame) for frame in core.frames]
+
+
+def test_appends_made_while_frames_are_in_flight_leave_together(loop):
+    core = FrameRecorder()
+    batcher = AppendBatcher(loop, core)
+    first = batcher.submit(1, b"a", 0, 10.0)
+    settle(loop)
+    assert sizes(core) == [1]  # an idle log: no waiting for company
+    batcher.submit(1, b"b", 0, 10.0)
+    settle(loop)
+    assert sizes(core) == [1, 1]
+    later = [batcher.submit(1, b"c%d" % i, 0, 10.0) for i in range(5)]
+    settle(loop)
+    assert sizes(core) == [1] * FRAMES_IN_FLIGHT  # the log has its frames out: they queue
+    loop.call_soon(core.answer)
+    assert first.result(5) == 1
+    settle(loop)
+    assert core.frames[2] == [b"c%d" % i for i in range(5)]
+    loop.call_soon(core.answer, 2)
+    assert [f.result(5) for f in later] == [3, 4, 5, 6, 7]
+
+
+def test_what_is_left_after_a_full_frame_keeps_lingering(loop):
+    # A byte limit of 250 holds two 100-byte records.  With a long linger, one record
+    # waits; two more fill a frame with it; the one left over waits again for company:
+    # it does not leave alone on the full frame's heels.
+    core = FrameRecorder(append_linger=30.0, append_batch_bytes=250)
+    batcher = AppendBatcher(loop, core)
+    batcher.submit(1, PAYLOAD, 0, 100.0)
+    settle(loop)
+    assert sizes(core) == []
+    batcher.submit(1, PAYLOAD, 0, 100.0)
+    batcher.submit(1, PAYLOAD, 0, 100.0)
+    settle(loop)
+    assert sizes(core) == [2]
+    batcher.submit(1, PAYLOAD, 0, 100.0)
+    settle(loop)
+    assert sizes(core) == [2]  # 200 bytes: still room in a frame
+    batcher.submit(1, PAYLOAD, 0, 100.0)
+    settle(loop)
+    assert sizes(core) == [2, 2]
+
+
+def test_a_linger_ends_by_itself_and_never_takes_more_than_half_the_timeout(loop):
+    core = FrameRecorder(append_linger=60.0)
+    batcher = AppendBatcher(loop, core)
+    fut = batcher.submit(1, PAYLOAD, 0, 0.6)  # lingers 0.3 s, not 60
+
+    async def first_frame():
+        while not core.frames:
+            await asyncio.sleep(0.01)
+        core.answer()
+
+    loop.run(first_frame, timeout=5)
+    assert fut.result(5) == 1 and sizes(core) == [1]
+
+
+def test_close_fails_what_is_queued_with_the_reason(loop):
+    core = FrameRecorder(append_linger=30.0)
+    batcher = AppendBatcher(loop, core)
+    fut = batcher.submit(1, PAYLOAD, 0, 100.0)
+    settle(loop)
+    batcher.close(LogDeviceError(E.SHUTDOWN, "closing"))
+    with pytest.raises(LogDeviceError) as info:
+        fut.result(5)
+    assert info.value.status == E.SHUTDOWN
+    assert sizes(core) == []
