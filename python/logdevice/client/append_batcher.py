@@ -164,10 +164,12 @@ class AppendBatcher:
         if q.linger is not None:
             q.linger.cancel()
             q.linger = None
+        if not q.entries:
+            return
         loop = self._loop.loop
         now = loop.time()
         max_bytes = max(1, self._core.settings.append_batch_bytes)
-        slots = self._slots(q) if q.entries else None
+        slots = self._slots(q)
         while q.entries and slots.free > 0 and q.frames < FRAMES_IN_FLIGHT:
             if q.bytes < max_bytes and q.entries[0].leaves_at > now and not lingered:
                 q.linger = loop.call_at(q.entries[0].leaves_at, self._lingered, q)
