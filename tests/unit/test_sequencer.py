@@ -17,7 +17,6 @@ from logdevice.sequencer import (
     SendStore,
     Sequencer,
     SequencerState,
-    stores_by_node,
 )
 from logdevice.sequencer.appender import AppenderState
 
@@ -252,7 +251,9 @@ def test_batches_coalesce_release_and_group_stores():
     seq, _ = make(nodes=range(4))
     acts = seq.append_many([(i, 10, 0) for i in range(50)])
     assert len(acts) == 100
-    groups = stores_by_node(acts)
+    groups: dict[int, list[SendStore]] = {}
+    for a in acts:
+        groups.setdefault(a.node, []).append(a)
     assert sum(len(v) for v in groups.values()) == 100
     for node, lst in groups.items():
         assert all(a.node == node for a in lst)

@@ -750,10 +750,11 @@ class SequencerRole(Role):
     def _run(self, seq: Sequencer, actions: list) -> None:
         """Carry out a sequencer's actions, then re-arm its timer."""
         sender = self.sender
+        stores = []
         for a in actions:
             t = type(a)
             if t is SendStore:
-                sender.store(a)
+                stores.append(a)
             elif t is AckAppend:
                 self._answer(a.request_id, E.OK, lsn=a.lsn, timestamp=a.timestamp)
             elif t is Release:
@@ -762,6 +763,7 @@ class SequencerRole(Role):
                 self._answer(a.request_id, a.status, lsn=a.lsn)
             elif t is Reactivate:
                 self._reactivate(seq)
+        sender.store_many(stores)
         self._arm(seq)
         if seq.state == SequencerState.EXHAUSTED and not seq.in_flight \
                 and self.sequencers.get(seq.log_id) is not seq:

@@ -2,7 +2,7 @@
 
 Sequencers emit one ``SendStore`` per record and copyset member.  ``StoreSender`` queues
 them during a loop turn and, at the end of the turn, sends one STORE frame per storage
-node and log (``stores_by_node``): columns as numpy arrays, payloads back to back in one
+node, log and epoch: columns as numpy arrays, payloads back to back in one
 buffer.  It remembers what each STORE carried (``outstanding``: the sequencer, LSNs and
 waves, keyed by node and request id) because STORED only echoes the request id and the
 statuses; ``take_reply`` turns a STORED back into ``(node, lsn, wave, status)`` tuples for
@@ -31,7 +31,7 @@ import numpy as np
 
 from logdevice.errors import E
 from logdevice.protocol import RecordFlag, Release, ReleaseBatch, Store, Stored
-from logdevice.sequencer import SendStore, stores_by_node
+from logdevice.sequencer import SendStore
 
 if TYPE_CHECKING:
     from logdevice.node.server import Node
@@ -88,6 +88,11 @@ class StoreSender:
         self._stores.append(action)
         self._schedule()
 
+    def store_many(self, actions: list[SendStore]) -> None:
+        if actions:
+            self._stores += actions
+            self._schedule()
+
     def release(self, log_id: int, lsn: int, nodes: Iterable[int], epoch: int) -> None:
         """RELEASE up to ``lsn`` from the sequencer of ``epoch`` to ``nodes``."""
         for n in nodes:
@@ -112,20 +117,18 @@ class StoreSender:
         stores, self._stores = self._stores, []
         if stores:
             now = self.node.loop.time()
-            by_node = stores_by_node(stores)
-            for node, actions in by_node.items():
-                groups: dict[tuple[int, int], list[SendStore]] = {}
-                for a in actions:
-                    key = (a.log_id, a.lsn >> 32)
-                    lst = groups.get(key)
-                    if lst is None:
-                        groups[key] = [a]
-                    else:
-                        lst.append(a)
-                for (log_id, epoch), group in groups.items():
-                    self._send_store(node, log_id, epoch, group, now)
+            groups: dict[tuple[int, int, int], list[SendStore]] = {}  # (node, log, epoch)
+            for a in stores:
+                key = (a.node, a.log_id, a.lsn >> 32)
+                group = groups.get(key)
+                if group is None:
+                    groups[key] = [a]
+                else:
+                    group.append(a)
+            for (node, log_id, epoch), group in groups.items():
+                self._send_store(node, log_id, epoch, group, now)
             # The STOREs are on the appends' critical path: they leave now, not a turn later.
-            self.node.flush_nodes(by_node.keys())
+            self.node.flush_nodes({node for node, _, _ in groups})
         releases, self._releases = self._releases, {}
         for node, logs in releases.items():
             if len(logs) == 1:

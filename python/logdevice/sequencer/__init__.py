@@ -13,7 +13,6 @@ from logdevice.sequencer.actions import (
     Reject,
     Release,
     SendStore,
-    stores_by_node,
 )
 from logdevice.sequencer.appender import Appender, AppenderContext, AppenderState
 from logdevice.sequencer.copyset import (
@@ -41,5 +40,4 @@ __all__ = [
     "SequencerState",
     "StickyCopysetSelector",
     "satisfies",
-    "stores_by_node",
 ]

@@ -5,8 +5,8 @@ and usable in ``match`` statements (``case SendStore(node=n, lsn=lsn): ...``).  
 asks of the node:
 
 ``SendStore``  send a STORE for one record to one storage node.  The node attaches the
-    payload it kept under ``request_id``; ``stores_by_node`` groups a batch of actions so
-    all STOREs to one node travel in one frame.
+    payload it kept under ``request_id``, and sends the STOREs of one loop turn to one
+    node in one frame.
 ``AckAppend``  answer the client: the record is stored on R nodes (APPENDED, status OK).
     The node may drop the payload it kept for ``request_id``.
 ``Reject``     answer the client with an error.  ``lsn`` is ``LSN_INVALID`` when the append
@@ -21,7 +21,7 @@ asks of the node:
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable
 from typing import NamedTuple
 
 from logdevice.errors import E
@@ -67,16 +67,3 @@ class Reactivate(NamedTuple):
 
 Action = SendStore | AckAppend | Reject | Release | Reactivate
 
-
-def stores_by_node(actions: Iterable[object]) -> dict[int, list[SendStore]]:
-    """Group the ``SendStore`` actions of a batch by destination node (order kept), so the
-    node layer can send one STORE frame per storage node."""
-    out: dict[int, list[SendStore]] = {}
-    for a in actions:
-        if type(a) is SendStore:
-            lst = out.get(a.node)
-            if lst is None:
-                out[a.node] = [a]
-            else:
-                lst.append(a)
-    return out

@@ -213,20 +213,22 @@ class Sequencer:
         """
         out: list = []
         self._append(out, request_id, payload_len, flags,
-                     self._clock() if now is None else now)
+                     self._clock() if now is None else now, self._wall())
         return out
 
     def append_many(self, requests: Iterable[tuple[Hashable, int, int]],
                     now: float | None = None) -> list:
-        """``append`` for each (request_id, payload_len, flags), in order, one action list."""
+        """``append`` for each (request_id, payload_len, flags), in order, one action list
+        (the records are stamped with one wall-clock reading)."""
         out: list = []
         now = self._clock() if now is None else now
+        wall_ms = self._wall()
         for request_id, payload_len, flags in requests:
-            self._append(out, request_id, payload_len, flags, now)
+            self._append(out, request_id, payload_len, flags, now, wall_ms)
         return out
 
     def _append(self, out: list, request_id: Hashable, payload_len: int, flags: int,
-                now: float) -> None:
+                now: float, wall_ms: int) -> None:
         log_id = self.log_id
         if self.state != SequencerState.ACTIVE:
             status = E.AGAIN if self.state == SequencerState.EXHAUSTED else E.NOSEQUENCER
@@ -246,9 +248,7 @@ class Sequencer:
         esn = self._next_esn
         self._next_esn = esn + 1
         lsn = ldlsn.compose(self.epoch, esn)
-        ts = self._wall()
-        if ts < self._last_ts:
-            ts = self._last_ts
+        ts = wall_ms if wall_ms > self._last_ts else self._last_ts
         self._last_ts = ts
         app = Appender(self.ctx, request_id, lsn, ts, flags, payload_len)
         out += app.start(now, copyset)
