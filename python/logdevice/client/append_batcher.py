@@ -129,23 +129,27 @@ class AppendBatcher:
         now = self._loop.loop.time()
         linger = self._core.settings.append_linger
         touched: dict[int, _LogQueue] = {}
+        stats = self._core.stats
         for log_id, data, checksum, timeout, fut in items:
             if not fut.set_running_or_notify_cancel():
                 continue
-            q = self._queues.get(log_id)
+            q = touched.get(log_id)
             if q is None:
-                q = self._queues[log_id] = _LogQueue(log_id)
-            try:
-                if len(q.entries) >= self._slots(q).free:  # no room for it: it waits
-                    self._core.stats["appends_waited"] += 1
-            except LogDeviceError as exc:  # the log was removed a moment ago
-                fut.set_exception(exc)
-                continue
+                q = self._queues.get(log_id)
+                if q is None:
+                    q = self._queues[log_id] = _LogQueue(log_id)
+                try:
+                    self._slots(q)  # the log's in-flight limit, as the config has it now
+                except LogDeviceError as exc:  # the log was removed a moment ago
+                    fut.set_exception(exc)
+                    continue
+                touched[log_id] = q
+            if len(q.entries) >= q.slots.free:  # type: ignore[union-attr]  # no room: it waits
+                stats["appends_waited"] += 1
             # A linger takes at most half the append's time.
             leaves_at = now + min(linger, timeout / 2) if linger > 0 else now
             q.entries.append(_Entry(data, checksum, now + timeout, leaves_at, fut))
             q.bytes += len(data)
-            touched[log_id] = q
         for q in touched.values():
             self._send_ready(q)
 
@@ -222,8 +226,8 @@ class AppendBatcher:
             for e, outcome in zip(live, outcomes, strict=True):
                 if isinstance(outcome, LogDeviceError):
                     _fail(e.future, outcome)
-                elif not e.future.done():
-                    e.future.set_result(outcome)
+                else:
+                    _succeed(e.future, outcome)
         except asyncio.CancelledError:  # the client is closing
             for e in batch:
                 _fail(e.future, LogDeviceError(E.SHUTDOWN, "the client was closed"))
@@ -249,3 +253,11 @@ class AppendBatcher:
 def _fail(fut: concurrent.futures.Future[int], exc: BaseException) -> None:
     if not fut.done():
         fut.set_exception(exc)
+
+
+def _succeed(fut: concurrent.futures.Future[int], lsn: int) -> None:
+    # Once per append: a try costs nothing, a done() check takes the future's lock.
+    try:  # noqa: SIM105  (contextlib.suppress costs a context manager per append)
+        fut.set_result(lsn)
+    except concurrent.futures.InvalidStateError:  # already failed (the client closed)
+        pass
