@@ -373,3 +373,21 @@ def test_ldwrite_holds_lines_while_the_cluster_is_away(local_cluster):
         err.join()
         assert re.match(r"ldwrite: 2 records failed: CONNFAILED: ", err.lines[-1]), err.lines
         assert not any("Traceback" in x for x in err.lines), err.lines
+
+
+def test_ldbench_write_reports_cpu_per_append_for_each_node(tmp_path):
+    # ldbench starts its own 3-node cluster: the in-flight run meters each node's CPU
+    # (from /proc) next to the client's, and says what one append costs in each.
+    out = tmp_path / "bench.json"
+    done = run("ldbench", "write", "--records", "0", "--per-call-records", "0", "--rate", "0",
+               "--inflight", "8", "--inflight-appends", "2000", "--json", str(out),
+               timeout=110)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    q = json.loads(out.read_text())["results"]["inflight_latency"]
+    assert q["errors"] == 0 and q["appends_per_s"] > 0
+    assert sorted(q["node_cores"]) == ["0", "1", "2"]
+    assert all(c >= 0 for c in q["node_cores"].values())
+    # Every node took part (the sequencer, and stores on R=2 of 3 nodes).
+    assert sum(q["node_cores"].values()) > 0
+    assert re.fullmatch(r"client \d+ us, N0 \d+ us, N1 \d+ us, N2 \d+ us", q["cpu_per_append"])
+    assert "CPU per append, 8 in flight" in done.stdout.decode(errors="replace")

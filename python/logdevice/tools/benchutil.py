@@ -4,6 +4,7 @@ percentiles, progress bars and result output (rich table and JSON)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import platform
@@ -31,17 +32,32 @@ try:
 except ImportError as exc:  # the "cli" extra
     raise missing_extra("ldbench", "cli", exc) from None
 
-__all__ = ["cluster_config", "percentiles", "progress", "results_table", "write_json",
-           "machine", "CpuMeter"]
+__all__ = ["BenchCluster", "bench_cluster", "cluster_config", "percentiles", "progress",
+           "results_table", "write_json", "machine", "CpuMeter"]
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchCluster:
+    """What a benchmark runs against: a config path, and the local cluster started for
+    the run (None with ``--config``)."""
+
+    config_path: str
+    local: LocalCluster | None = None
+
+    def node_pids(self) -> dict[int, int]:
+        """Process ids of the local cluster's running nodes (none with ``--config``)."""
+        if self.local is None:
+            return {}
+        return {i: pid for i in self.local.running() if (pid := self.local.pid(i))}
 
 
 @contextlib.contextmanager
-def cluster_config(config: str | None, *, nodes: int, replication: int, logs: int,
-                   console: Console, **options: Any) -> Iterator[str]:
-    """The config path to run against: ``config`` as given, or a ``LocalCluster`` started
-    here (``nodes``, ``replication``, logs ``1..logs``; stopped on exit)."""
+def bench_cluster(config: str | None, *, nodes: int, replication: int, logs: int,
+                  console: Console, **options: Any) -> Iterator[BenchCluster]:
+    """``config`` as given, or a ``LocalCluster`` started here (``nodes``,
+    ``replication``, logs ``1..logs``; stopped on exit)."""
     if config:
-        yield str(config)
+        yield BenchCluster(str(config))
         return
     t0 = time.perf_counter()
     with console.status(f"starting a local cluster: {nodes} nodes, R={replication}"):
@@ -50,7 +66,16 @@ def cluster_config(config: str | None, *, nodes: int, replication: int, logs: in
     console.print(f"local cluster up in {time.perf_counter() - t0:.1f} s "
                   f"({cluster.config_path})")
     with cluster:
-        yield str(cluster.config_path)
+        yield BenchCluster(str(cluster.config_path), cluster)
+
+
+@contextlib.contextmanager
+def cluster_config(config: str | None, *, nodes: int, replication: int, logs: int,
+                   console: Console, **options: Any) -> Iterator[str]:
+    """The config path of ``bench_cluster``."""
+    with bench_cluster(config, nodes=nodes, replication=replication, logs=logs,
+                       console=console, **options) as target:
+        yield target.config_path
 
 
 def percentiles(seconds: Any) -> dict[str, float]:
@@ -112,14 +137,17 @@ def results_table(title: str, rows: list[tuple[str, str, str]]) -> Table:
 
 class CpuMeter:
     """CPU used over a ``with`` block, in cores: the whole machine's (``/proc/stat``; None
-    where there is none) and this process's.  On a shared machine a latency figure means
-    little without it: our nodes and client use about one core at 1,000 appends/s, and
-    other work on a 2-core box queues every hop behind it.
+    where there is none), this process's, and that of the local cluster's nodes
+    (``node_pids``: index -> pid, from ``/proc/<pid>/stat``).  On a shared machine a
+    latency figure means little without it: our nodes and client use about one core at
+    1,000 appends/s, and other work on a 2-core box queues every hop behind it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, node_pids: dict[int, int] | None = None) -> None:
         self.machine_cores: float | None = None
         self.process_cores = 0.0
+        self.node_cores: dict[int, float] = {}
+        self._node_pids = dict(node_pids or {})
 
     @staticmethod
     def _busy_ticks() -> int | None:
@@ -131,10 +159,21 @@ class CpuMeter:
         idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
         return sum(fields[:8]) - idle  # guest time is already counted in user
 
+    @staticmethod
+    def _process_ticks(pid: int) -> int | None:
+        """utime + stime of ``pid`` (None once it is gone)."""
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        return int(fields[11]) + int(fields[12])  # fields 14 and 15 of proc(5)
+
     def __enter__(self) -> CpuMeter:
         self._t0 = time.perf_counter()
         self._busy0 = self._busy_ticks()
         self._times0 = os.times()
+        self._nodes0 = {i: self._process_ticks(pid) for i, pid in self._node_pids.items()}
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -142,18 +181,34 @@ class CpuMeter:
         t = os.times()
         self.process_cores = (t.user + t.system - self._times0.user - self._times0.system) \
             / elapsed
+        tick = os.sysconf("SC_CLK_TCK")
         busy = self._busy_ticks()
         if busy is not None and self._busy0 is not None:
-            self.machine_cores = (busy - self._busy0) / os.sysconf("SC_CLK_TCK") / elapsed
+            self.machine_cores = (busy - self._busy0) / tick / elapsed
+        for i, pid in self._node_pids.items():
+            before, after = self._nodes0.get(i), self._process_ticks(pid)
+            if before is not None and after is not None:
+                self.node_cores[i] = (after - before) / tick / elapsed
 
-    def as_dict(self) -> dict[str, float | None]:
-        return {"machine_busy_cores": self.machine_cores, "client_cores": self.process_cores}
+    def as_dict(self) -> dict[str, Any]:
+        return {"machine_busy_cores": self.machine_cores, "client_cores": self.process_cores,
+                "node_cores": {str(i): c for i, c in sorted(self.node_cores.items())}}
+
+    def per_op_us(self, ops_per_s: float) -> str:
+        """CPU per operation at ``ops_per_s``, per process: "client 12 us, N0 7 us, ..."."""
+        if ops_per_s <= 0:
+            return ""
+        parts = [f"client {self.process_cores / ops_per_s * 1e6:.0f} us"]
+        parts += [f"N{i} {c / ops_per_s * 1e6:.0f} us"
+                  for i, c in sorted(self.node_cores.items())]
+        return ", ".join(parts)
 
     def describe(self) -> str:
+        nodes = "".join(f", N{i} {c:.2f}" for i, c in sorted(self.node_cores.items()))
         if self.machine_cores is None:
-            return f"client used {self.process_cores:.2f} cores"
+            return f"client used {self.process_cores:.2f} cores{nodes}"
         return (f"machine busy {self.machine_cores:.1f} of {os.cpu_count()} cores "
-                f"(client {self.process_cores:.2f})")
+                f"(client {self.process_cores:.2f}{nodes})")
 
 
 def machine() -> dict[str, Any]:

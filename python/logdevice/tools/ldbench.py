@@ -177,10 +177,10 @@ class _LatencyLog:
 
 
 def _latency_at_rate(client: Client, args: argparse.Namespace, console: Console,
-                     payload: bytes) -> dict[str, Any]:
+                     payload: bytes, node_pids: dict[int, int]) -> dict[str, Any]:
     rate, total = args.rate, int(args.rate * args.rate_seconds)
     log = _LatencyLog(total, threading.Semaphore(0))
-    with benchutil.progress(console) as prog, benchutil.CpuMeter() as cpu:
+    with benchutil.progress(console) as prog, benchutil.CpuMeter(node_pids) as cpu:
         task = prog.add_task(f"append_async at {rate:,.0f}/s", total=total, rate="")
         t0 = time.perf_counter()
         for i in range(total):
@@ -202,10 +202,10 @@ def _latency_at_rate(client: Client, args: argparse.Namespace, console: Console,
 
 
 def _latency_in_flight(client: Client, args: argparse.Namespace, console: Console,
-                       payload: bytes) -> dict[str, Any]:
+                       payload: bytes, node_pids: dict[int, int]) -> dict[str, Any]:
     total, depth = args.inflight_appends, args.inflight
     log = _LatencyLog(total, threading.Semaphore(depth))
-    with benchutil.progress(console) as prog, benchutil.CpuMeter() as cpu:
+    with benchutil.progress(console) as prog, benchutil.CpuMeter(node_pids) as cpu:
         task = prog.add_task(f"append_async, {depth} in flight", total=total, rate="")
         t0 = time.perf_counter()
         for i in range(total):
@@ -222,7 +222,8 @@ def _latency_in_flight(client: Client, args: argparse.Namespace, console: Consol
         prog.update(task, completed=total)
     out: dict[str, Any] = {**benchutil.percentiles(log.seconds)}
     out.update({"in_flight": depth, "appends_per_s": total / elapsed, "errors": log.errors,
-                **cpu.as_dict(), "cpu": cpu.describe()})
+                **cpu.as_dict(), "cpu": cpu.describe(),
+                "cpu_per_append": cpu.per_op_us(total / elapsed)})
     return out
 
 
@@ -234,9 +235,9 @@ def run_write(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     payload = buf[:size].tobytes()
     results: dict[str, Any] = {}
     options = {} if args.durability is None else {"append_store_durability": args.durability}
-    with benchutil.cluster_config(args.config, nodes=args.nodes, replication=args.replication,
-                                  logs=max(args.logs, 1), console=console, **options) as cfg, \
-            Client(cfg, timeout=args.timeout, **credentials(args)) as client:
+    with benchutil.bench_cluster(args.config, nodes=args.nodes, replication=args.replication,
+                                 logs=max(args.logs, 1), console=console, **options) as target, \
+            Client(target.config_path, timeout=args.timeout, **credentials(args)) as client:
         for log in range(1, args.logs + 1):  # activate every sequencer before timing
             client.append(log, b"warm-up")
         if args.records:
@@ -246,10 +247,12 @@ def run_write(args: argparse.Namespace, console: Console) -> dict[str, Any]:
         if args.rate_seconds and args.rate:
             for _ in range(200):  # warm the single-append path
                 client.append(1, payload)
-            results["rate_latency"] = _latency_at_rate(client, args, console, payload)
+            results["rate_latency"] = _latency_at_rate(client, args, console, payload,
+                                                       target.node_pids())
         if args.inflight_appends:
-            results["inflight_latency"] = _latency_in_flight(client, args, console, payload)
-        results["copies"] = _count_copies(cfg, args, console)
+            results["inflight_latency"] = _latency_in_flight(client, args, console, payload,
+                                                             target.node_pids())
+        results["copies"] = _count_copies(target.config_path, args, console)
     _print_write(results, args, console)
     return results
 
@@ -295,6 +298,9 @@ def _print_write(r: dict[str, Any], args: argparse.Namespace, console: Console) 
         q = r["inflight_latency"]
         rows.append((f"append latency, {q['in_flight']} in flight", f"p99 {q['p99_ms']:.2f} ms",
                      _ms(q) + f", {q['appends_per_s']:,.0f} appends/s; " + q.get("cpu", "")))
+        if q.get("cpu_per_append"):
+            rows.append((f"CPU per append, {q['in_flight']} in flight", "",
+                         q["cpu_per_append"]))
     c = r.get("copies", {})
     if "error" in c:
         rows.append(("copies beyond the copysets", "not counted", c["error"]))
