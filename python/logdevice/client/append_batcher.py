@@ -128,29 +128,29 @@ class AppendBatcher:
             self._wake_scheduled = False
         now = self._loop.loop.time()
         linger = self._core.settings.append_linger
-        touched: dict[int, _LogQueue] = {}
+        touched: dict[int, tuple[_LogQueue, AppendSlots]] = {}
         stats = self._core.stats
         for log_id, data, checksum, timeout, fut in items:
             if not fut.set_running_or_notify_cancel():
                 continue
-            q = touched.get(log_id)
-            if q is None:
+            known = touched.get(log_id)
+            if known is None:
                 q = self._queues.get(log_id)
                 if q is None:
                     q = self._queues[log_id] = _LogQueue(log_id)
                 try:
-                    self._slots(q)  # the log's in-flight limit, as the config has it now
+                    known = touched[log_id] = (q, self._slots(q))
                 except LogDeviceError as exc:  # the log was removed a moment ago
                     fut.set_exception(exc)
                     continue
-                touched[log_id] = q
-            if len(q.entries) >= q.slots.free:  # type: ignore[union-attr]  # no room: it waits
+            q, slots = known
+            if len(q.entries) >= slots.free:  # no room for it in flight: it waits
                 stats["appends_waited"] += 1
             # A linger takes at most half the append's time.
             leaves_at = now + min(linger, timeout / 2) if linger > 0 else now
             q.entries.append(_Entry(data, checksum, now + timeout, leaves_at, fut))
             q.bytes += len(data)
-        for q in touched.values():
+        for q, _ in touched.values():
             self._send_ready(q)
 
     def _slots(self, q: _LogQueue) -> AppendSlots:

@@ -57,8 +57,9 @@ class ClientSettings:
         together get consecutive LSNs.
     append_linger : float
         How long an append waits for others to join its batch (at most half its
-        timeout).  0 (the default): none; batches form only from appends that queued
-        while earlier ones were in flight.
+        timeout; a batch that reaches ``append_batch_bytes`` leaves at once).  0 (the
+        default): none; batches form only from appends that queued while earlier ones
+        were in flight.
     tls_cert, tls_key : str or None
         The client certificate (and its key, unless in the same file) presented to nodes
         of a cluster with ``security.tls``: the client is the principal named by its CN.
