@@ -8,6 +8,8 @@ is deterministic.
 import asyncio
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from logdevice.client.append_batcher import FRAMES_IN_FLIGHT, AppendBatcher
 from logdevice.client.append_slots import AppendSlots
@@ -132,3 +134,86 @@ def test_close_fails_what_is_queued_with_the_reason(loop):
         fut.result(5)
     assert info.value.status == E.SHUTDOWN
     assert sizes(core) == []
+
+
+# -- the policy under random traffic ---------------------------------------------------
+
+MAX_BYTES = 250
+_step = st.one_of(
+    st.tuples(st.just("submit"), st.sampled_from([1, 2]),
+              st.lists(st.integers(1, 2 * MAX_BYTES // 3), min_size=1, max_size=6)),
+    st.tuples(st.just("answer"), st.integers(1, 3)),
+)
+
+
+class Traffic(FrameRecorder):
+    """A FrameRecorder that also knows, per log, every record submitted (in order) and
+    how many had been submitted when each frame left."""
+
+    def __init__(self, **settings):
+        super().__init__(**settings)
+        self.submitted: dict[int, list[bytes]] = {1: [], 2: []}
+        self.sent: dict[int, list[tuple[int, list[bytes]]]] = {1: [], 2: []}
+        self.out: dict[int, int] = {1: 0, 2: 0}  # frames in flight per log
+        self.most_out = 0
+
+    async def append_batch(self, log_id, payloads, checksums, timeout):
+        self.sent[log_id].append((len(self.submitted[log_id]), list(payloads)))
+        self.out[log_id] += 1
+        self.most_out = max(self.most_out, self.out[log_id])
+        try:
+            return await super().append_batch(log_id, payloads, checksums, timeout)
+        finally:
+            self.out[log_id] -= 1
+
+    def queued(self, log_id: int) -> list[bytes]:
+        n = sum(len(p) for _, p in self.sent[log_id])
+        return self.submitted[log_id][n:]
+
+
+@settings(max_examples=80, deadline=None)
+@given(steps=st.lists(_step, max_size=20), linger=st.sampled_from([0.0, 1000.0]))
+def test_batches_keep_order_limits_and_linger_under_random_traffic(steps, linger):
+    loop = LoopThread("test-append-batcher-traffic")
+    try:
+        core = Traffic(append_linger=linger, append_batch_bytes=MAX_BYTES)
+        batcher = AppendBatcher(loop, core)
+        futures = []
+        counter = iter(range(10**6))
+
+        async def run(step):
+            if step[0] == "submit":
+                _, log_id, sizes = step
+                for size in sizes:
+                    data = next(counter).to_bytes(4, "little") * (size // 4 + 1)
+                    core.submitted[log_id].append(data[:size])
+                    futures.append(batcher.submit(log_id, data[:size], 0, 3600.0))
+            else:
+                for _ in range(min(step[1], len(core._held))):
+                    core.answer()
+
+        for step in steps:
+            loop.run(run, step, timeout=5)
+            settle(loop)
+            for log_id in (1, 2):
+                left = core.queued(log_id)
+                full = sum(map(len, left)) >= MAX_BYTES
+                if left and (linger == 0 or full):  # sendable: held back only by the limit
+                    assert core.out[log_id] == FRAMES_IN_FLIGHT
+        assert core.most_out <= FRAMES_IN_FLIGHT
+        for log_id in (1, 2):
+            frames = core.sent[log_id]
+            # In order, each record once.
+            assert [p for _, f in frames for p in f] == \
+                core.submitted[log_id][:sum(len(f) for _, f in frames)]
+            done = 0
+            for known, frame in frames:
+                size = sum(map(len, frame))
+                assert size <= MAX_BYTES or len(frame) == 1
+                done += len(frame)
+                if linger:  # no partial frame left: the next record was there, and did not fit
+                    nxt = core.submitted[log_id][done] if done < known else None
+                    assert size >= MAX_BYTES or (nxt is not None and size + len(nxt) > MAX_BYTES)
+        batcher.close(LogDeviceError(E.SHUTDOWN, "the test is over"))
+    finally:
+        loop.stop()
