@@ -185,7 +185,6 @@ def test_batches_keep_order_limits_and_linger_under_random_traffic(steps, linger
     try:
         core = Traffic(append_linger=linger, append_batch_bytes=MAX_BYTES)
         batcher = AppendBatcher(loop, core)
-        futures = []
         counter = iter(range(10**6))
 
         async def run(step):
@@ -194,7 +193,7 @@ def test_batches_keep_order_limits_and_linger_under_random_traffic(steps, linger
                 for size in sizes:
                     data = next(counter).to_bytes(4, "little") * (size // 4 + 1)
                     core.submitted[log_id].append(data[:size])
-                    futures.append(batcher.submit(log_id, data[:size], 0, 3600.0))
+                    batcher.submit(log_id, data[:size], 0, 3600.0)
             else:
                 core.answer(min(step[1], core.held))
 
