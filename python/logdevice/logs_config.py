@@ -2,15 +2,16 @@
 
 The groups live in the epoch store as one versioned document (``EpochStore.logs_config``,
 changed by compare-and-set); a process's effective config is its config file plus these
-groups (``Config.with_log_groups``).  ``LogsConfigSource`` is the blocking side shared by
-nodes and clients: ``poll`` reads the version (one small read) and, when it moved, gives
-the new effective config; ``create``, ``update`` and ``remove`` change the document,
-validated against the config file like its own ``logs`` entries.  With ``watch_file`` the
-same poll also notices a changed config file and adopts its nodes and log groups
-(``config.watch``): membership changes without a restart.
+groups (``Config.with_log_groups``).  ``LogsConfigSource`` follows them: ``poll`` reads the
+version (one small read, through ``read``) and, when it moved, gives the new effective
+config.  With ``watch_file`` the same poll also notices a changed config file and adopts
+its nodes and log groups (``config.watch``): membership changes without a restart.
 
-Whoever can write the epoch store can change the log groups: with security on, keep the
-epoch store on a trusted network (it is not covered by TLS or ACLs).
+Only nodes open the epoch store: ``StoreLogsConfig`` is the node's source, which reads
+the store and also changes the groups (``create``, ``update``, ``remove``, validated
+against the config file like its own ``logs`` entries).  A client's source reads the
+groups from a node (GET_METADATA), and sends its changes to a node (ADMIN_REQUEST), which
+checks the ``admin`` ACL before it writes.
 """
 
 from __future__ import annotations
@@ -29,41 +30,46 @@ from logdevice.config.log_groups import (
     parse_groups,
 )
 from logdevice.config.watch import ConfigFileWatch, live_changes
-from logdevice.epochstore import EpochStore, open_epoch_store, open_existing_epoch_store
+from logdevice.epochstore import EpochStore, LogsConfigState, open_epoch_store
 from logdevice.errors import E, LogDeviceError
 
-__all__ = ["LogsConfigSource"]
+__all__ = ["LogsConfigSource", "StoreLogsConfig"]
 
 log = logging.getLogger("logdevice.logs_config")
 
 
 class LogsConfigSource:
-    """The config file's config plus the runtime log groups of its epoch store.
+    """The config file's config plus the runtime log groups that ``read`` returns.
 
-    Thread-safe and blocking (every method may read or write the epoch store): nodes and
-    clients call it from a worker thread.
+    Thread-safe and blocking (``poll`` calls ``read``): nodes and clients call it from a
+    worker thread.
 
     Parameters
     ----------
     base : Config
         The config file as loaded (its ``logs`` are the file's groups).
-    timeout : float
-        Seconds an epoch store operation may take before TIMEDOUT.
+    read : callable () -> LogsConfigState or None
+        Reads the stored groups (None: there is no store yet, so no groups).
+    watch_file : bool
+        Also follow the config file.
     """
 
-    def __init__(self, base: Config, timeout: float = 10.0, *, watch_file: bool = False
-                 ) -> None:
+    def __init__(self, base: Config, read: Callable[[], LogsConfigState | None], *,
+                 watch_file: bool = False) -> None:
         self._base = base
+        self._read = read
         self._config = base
         self._version = 0
         self._entries: tuple[Mapping[str, Any], ...] = ()  # the stored groups
         self._dirty = False  # the base changed since the effective config was built
-        self._timeout = timeout
-        self._store: EpochStore | None = None
         self._lock = threading.Lock()
-        self._closed = False
         self._watch = (ConfigFileWatch(base.source) if watch_file and base.source is not None
                        else None)
+
+    @property
+    def base(self) -> Config:
+        """The config file's config (what runtime groups are validated against)."""
+        return self._base
 
     @property
     def config(self) -> Config:
@@ -75,29 +81,17 @@ class LogsConfigSource:
         """The LogsConfig version the effective config was built from (0: none yet)."""
         return self._version
 
-    def _open(self, create: bool) -> EpochStore | None:
-        if self._closed:
-            raise LogDeviceError(E.SHUTDOWN, "the log groups source is closed")
-        if self._store is None:
-            uri = self._base.epoch_store_uri
-            self._store = (open_epoch_store(uri, timeout=self._timeout) if create
-                           else open_existing_epoch_store(uri, timeout=self._timeout))
-        return self._store
-
     def poll(self) -> Config | None:
         """Read the runtime groups (and, with ``watch_file``, look at the config file); the
-        new effective config if either changed since the last poll, else None.  A store
-        that does not exist yet (a ``file:`` store no node created) has no groups.  Groups
+        new effective config if either changed since the last poll, else None.  Groups
         that no longer fit the config file (say, a replication the nodes cannot satisfy)
         are left out with a warning."""
         with self._lock:
             self._follow_file()
-            store = self._open(create=False)
-            if store is not None:
-                state = store.logs_config()
-                if state.version != self._version:
-                    self._entries, self._version = state.groups, state.version
-                    self._dirty = True
+            state = self._read()
+            if state is not None and state.version != self._version:
+                self._entries, self._version = state.groups, state.version
+                self._dirty = True
             if not self._dirty:
                 return None
             groups, problems = parse_groups(self._entries, self._base, strict=False)
@@ -122,12 +116,41 @@ class LogsConfigSource:
             self._base = base
             self._dirty = True
 
+
+class StoreLogsConfig(LogsConfigSource):
+    """A node's ``LogsConfigSource``: reads the epoch store, and changes the groups in it.
+
+    Parameters
+    ----------
+    base : Config
+    timeout : float
+        Seconds an epoch store operation may take before TIMEDOUT.
+    watch_file : bool
+    """
+
+    def __init__(self, base: Config, timeout: float = 10.0, *, watch_file: bool = False
+                 ) -> None:
+        super().__init__(base, self._read_store, watch_file=watch_file)
+        self._timeout = timeout
+        self._store: EpochStore | None = None
+        self._store_lock = threading.Lock()
+        self._closed = False
+
+    def _open(self) -> EpochStore:
+        with self._store_lock:
+            if self._closed:
+                raise LogDeviceError(E.SHUTDOWN, "the log groups source is closed")
+            if self._store is None:
+                self._store = open_epoch_store(self._base.epoch_store_uri,
+                                               timeout=self._timeout)
+            return self._store
+
+    def _read_store(self) -> LogsConfigState:
+        return self._open().logs_config()
+
     # -- changes ------------------------------------------------------------------------
     def _change(self, fn: Callable[[tuple[Mapping[str, Any], ...]], Any]) -> None:
-        with self._lock:
-            store = self._open(create=True)
-            assert store is not None
-            store.update_logs_config(fn)
+        self._open().update_logs_config(fn)
         self.poll()
 
     def create(self, name: str, lo: int, hi: int, attributes: Mapping[str, Any]) -> LogGroup:
@@ -163,7 +186,7 @@ class LogsConfigSource:
         self._change(lambda groups: drop_group(groups, self._base, name))
 
     def close(self) -> None:
-        with self._lock:
+        with self._store_lock:
             self._closed = True
             if self._store is not None:
                 self._store.close()

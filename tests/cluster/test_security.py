@@ -191,11 +191,12 @@ def test_only_nodes_are_nodes(cluster):
                      ConnectSecurity.for_client(cluster.config, token=READER_TOKEN)):
         with pytest.raises(ld.AccessError, match="claims to be a node"):
             NodeConnection(addr, "local", role="node", node_index=0, security=security)
-    # A client may not send what only nodes send, whatever its rights on the log.
+    # A client may not send what only nodes send, whatever its rights on the log: the
+    # node closes the connection on the frame's prefix, before decoding its header.
     with NodeConnection(addr, "local", security=writer) as conn:
         err = conn.request(Seal(request_id=5, log_id=1, seal_epoch=2**64 - 1))
         assert isinstance(err, Error) and err.status == E.ACCESS
-        assert "only nodes may send Seal" in err.message
+        assert "clients may not send SEAL" in err.message
     # The node certificate is a node's.
     with NodeConnection(addr, "local", role="node", node_index=0,
                         security=cluster.node_security) as conn:

@@ -157,3 +157,31 @@ def test_the_first_frame_is_capped_small():
     big_second = _prefix(1 << 20)
     assert d.feed(hello + big_second) == [Hello(cluster="c")]  # the cap is for one frame
     assert d.pending == PREFIX_SIZE
+
+
+def test_what_follows_the_first_frame_waits_for_the_receiver_to_judge_it():
+    d = FrameDecoder(first_frame_max_size=64 * 1024)
+    hello = encode_frame(Hello(cluster="c"))
+    append = encode_frame(Append(request_id=7, log_id=1, payload=b"x"))
+    assert d.feed(hello + append[:5]) == [Hello(cluster="c")]
+    assert d.feed(append[5:]) == []  # held, not decoded
+    d.admit = lambda type_id, hl: None  # the HELLO was accepted
+    [got] = d.resume()
+    assert (got.request_id, bytes(got.payload)) == (7, b"x")
+    assert d.feed(append) != [] and d.pending == 0  # from now on, frames as they come
+
+
+def test_a_refused_type_fails_on_its_prefix_before_anything_is_buffered():
+    refused = int(MessageType.RECOVERY_LIST)
+    d = FrameDecoder()
+    d.admit = lambda type_id, hl: "not from you" if type_id == refused else None
+    tracemalloc.start()
+    try:
+        with pytest.raises(ProtocolError, match="not from you") as ei:
+            d.feed(_prefix(60 << 20, refused, hl=8 << 20) + b"\x90" * 1000)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert ei.value.status == E.ACCESS and peak < 256 * 1024
+    with pytest.raises(ProtocolError):  # the decoder stays failed
+        d.feed(encode_frame(Append(request_id=1, log_id=1, payload=b"")))

@@ -104,15 +104,19 @@ def test_nodes_that_do_not_answer_are_left_out_with_a_warning(tmp_path):
     ctx = ShellContext(str(path), timeout=2.0, err=err)
     t = tables.build("recoveries", ctx, tables.TableOptions())
     assert t.num_rows == 0
-    warnings = err.getvalue().splitlines()
+    groups, *warnings = err.getvalue().splitlines()
+    # No node can say what the runtime log groups are: the file's alone, said so.
+    assert "runtime log groups left out: TIMEDOUT" in groups
     assert len(warnings) == 2 and all("did not answer GetRecoveries" in w for w in warnings)
     assert {w.split()[1] for w in warnings} == {"N0", "N1"}
+    ctx.close()
 
 
 def test_a_refusal_is_a_warning_too(monkeypatch, tmp_path):
     cfg = make_local_config(1, 1, logs=[1], root=tmp_path, ports=[free_port()])
     err = io.StringIO()
     ctx = ShellContext(str(cfg.dump(tmp_path / "cluster.json")), timeout=2.0, err=err)
+    assert ctx.config.nodes  # read (the file's groups alone: no node runs) before the stub
 
     async def refuse(self, msg, deadline=None):
         return ReadStreamList(request_id=msg.request_id, status=E.DISABLED, node_index=0)

@@ -6,7 +6,7 @@ import asyncio
 import threading
 
 from logdevice.config import Config, make_local_config
-from logdevice.logs_config import LogsConfigSource
+from logdevice.logs_config import StoreLogsConfig
 from logdevice.node.logs_config_role import LogsConfigRole
 
 
@@ -25,7 +25,7 @@ class FakeNode:
 def test_fresh_reads_start_after_the_request_and_are_shared(tmp_path):
     config = make_local_config(3, 2, logs=[1], root=tmp_path, ports=[1, 2, 3])
     config = Config.load(config.dump(tmp_path / "cluster.json"))
-    writer = LogsConfigSource(config)
+    writer = StoreLogsConfig(config)
     writer.create("g", 100, 109, {"replication": 2})  # creates the store too
 
     async def run():

@@ -154,6 +154,12 @@ def sample_messages():
             bridge=np.array([(3 << 32) | 9, (4 << 32) | 1], np.uint64),
             pending=np.array([0, 0], np.uint64), last_clean_epoch=np.array([4, 4], np.uint64),
             started_ms=np.array([10, 10]), duration_ms=np.array([25, 25])),
+        p.GetMetadata(request_id=20, kind="log_states", log_ids=np.array([1, 7], np.uint64)),
+        p.MetadataReply(request_id=20, status=E.OK,
+                        body=[[1, None], [7, {"epoch": 3, "history": [{"nodeset": [0, 1]}]}]]),
+        p.AdminRequest(request_id=21, action="create_log_group", name="ev", lo=500, hi=599,
+                       attributes={"replication": 2, "scd": None}),
+        p.AdminReply(request_id=21, status=E.EXISTS, message="ids 500..599 overlap"),
     ]
 
 

@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -21,8 +22,8 @@ from logdevice.checker.verdict import NodeHoldings
 from logdevice.checker.wire import unpack_availability, unpack_runs
 from logdevice.client.connection import Connection
 from logdevice.config import Config
-from logdevice.errors import E, LogDeviceError
-from logdevice.protocol import GetRecordAvailability, RecordAvailability
+from logdevice.errors import E, LogDeviceError, TimedOutError, error_for
+from logdevice.protocol import GetMetadata, GetRecordAvailability, RecordAvailability
 from logdevice.security import ConnectSecurity
 
 __all__ = ["AvailabilityClient", "NodeStream", "Fetched", "REPLY_OVERHEAD", "DEFAULT_PAGE_RECORDS"]
@@ -124,6 +125,32 @@ class AvailabilityClient:
         for log_id in logs:
             out[log_id] = await self.fetch_log(node, log_id)
         return out
+
+    async def metadata(self, kind: str, log_ids: Iterable[int] = ()) -> Any:
+        """The body of a GET_METADATA of ``kind`` (see ``node.metadata_role``), from the
+        first node that answers: the checker never opens the epoch store."""
+        loop = asyncio.get_running_loop()
+        ids = np.array(list(log_ids), np.uint64)
+        last = "no node in the config"
+        for n in self.config.nodes:
+            try:
+                reply = await self.conn(n.index).request(
+                    GetMetadata(request_id=0, kind=kind, log_ids=ids),
+                    loop.time() + self.timeout)
+            except OSError as exc:
+                last = f"N{n.index}: {exc}"
+                continue
+            except LogDeviceError as exc:
+                if exc.status not in (E.CONNFAILED, E.TIMEDOUT):
+                    raise
+                last = f"N{n.index}: {exc}"
+                continue
+            if reply.status != E.OK:
+                raise error_for(reply.status, f"N{n.index}: metadata ({kind}): "
+                                              f"{reply.message}")
+            return reply.body
+        raise TimedOutError(message=f"no node answered for the metadata ({kind}); last: "
+                                    f"{last}")
 
     async def close(self) -> None:
         for c in self.conns.values():

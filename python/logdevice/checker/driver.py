@@ -2,9 +2,9 @@
 
 One check (``run_check`` / ``check_cluster``):
 
-1. Read the metadata: every log's nodesets (all epochs, from the epoch store) and each
-   node's authoritative status from the event log, with when it stopped being fully
-   authoritative.
+1. Read the metadata, from any node (the checker never opens the epoch store): every
+   log's nodesets (all epochs) and each node's authoritative status from the event log,
+   with when it stopped being fully authoritative.
 2. Go through the logs one at a time.  Each log is read from every node of its nodesets
    in parallel (GET_RECORD_AVAILABILITY, page after page, the next page asked for while
    this one is judged) and judged window by window (``window_records`` per node), so
@@ -40,8 +40,8 @@ from logdevice.checker.client import (
 )
 from logdevice.checker.report import Report
 from logdevice.checker.verdict import LogVerdict, judge
+from logdevice.client.metadata import decode_log_states, decode_statuses
 from logdevice.config import Config
-from logdevice.epochstore import ShardStatusFold, open_epoch_store
 from logdevice.errors import E, LogDeviceError
 from logdevice.security import ConnectSecurity
 from logdevice.shards import AuthoritativeStatus
@@ -49,6 +49,9 @@ from logdevice.shards import AuthoritativeStatus
 __all__ = ["CheckOptions", "Metadata", "read_metadata", "check_cluster", "run_check"]
 
 log = logging.getLogger("logdevice.checker")
+
+#: Logs whose epoch state one metadata request asks for.
+_LOGS_PER_ASK = 1000
 
 
 
@@ -100,33 +103,32 @@ class Metadata:
     since_ms: dict[int, int] = field(default_factory=dict)
 
 
-def read_metadata(config: Config, logs: Iterable[int] | None) -> Metadata:
-    """Nodesets of ``logs`` (default: every configured log in the epoch store) and the
-    nodes' authoritative statuses with the time each left FULLY_AUTHORITATIVE."""
+async def read_metadata(asker: AvailabilityClient, config: Config,
+                        logs: Iterable[int] | None) -> Metadata:
+    """Nodesets of ``logs`` (default: every configured log the epoch store knows) and the
+    nodes' authoritative statuses with the time each left FULLY_AUTHORITATIVE, asked of
+    the nodes."""
     meta = Metadata()
-    with open_epoch_store(config.epoch_store_uri) as store:
-        # Unless asked for, only configured logs (the store also holds internal state).
-        wanted = ([x for x in store.logs() if config.has_log(x)] if logs is None
-                  else list(logs))
-        for log_id in wanted:
-            if not config.has_log(log_id):
-                raise LogDeviceError(E.NOTFOUND, f"log {log_id} is not in the config")
-            state = store.get(log_id)
-            if state is None or not state.history:
-                meta.nodesets[log_id] = ()
-                continue
-            meta.nodesets[log_id] = tuple(sorted({x for m in state.history for x in m.nodeset}))
-            meta.history[log_id] = sorted(
-                ((m.first_epoch, dict(m.replication)) for m in state.history),
-                key=lambda entry: entry[0])
-        fold = ShardStatusFold()
-        for ev in store.events():
-            before = fold.status(ev["node"])
-            fold.apply(ev)
-            after = fold.status(ev["node"])
-            if before == AuthoritativeStatus.FULLY_AUTHORITATIVE != after:
-                meta.since_ms[ev["node"]] = int(ev.get("time_ms", 0))
-        meta.statuses = dict(fold.statuses())
+    # Unless asked for, only configured logs (the store also holds internal state).
+    wanted = ([x for x in await asker.metadata("logs") if config.has_log(x)]
+              if logs is None else list(logs))
+    for log_id in wanted:
+        if not config.has_log(log_id):
+            raise LogDeviceError(E.NOTFOUND, f"log {log_id} is not in the config")
+    states = {}
+    for i in range(0, len(wanted), _LOGS_PER_ASK):
+        states.update(decode_log_states(
+            await asker.metadata("log_states", wanted[i:i + _LOGS_PER_ASK])))
+    for log_id in wanted:
+        state = states.get(log_id)
+        if state is None or not state.history:
+            meta.nodesets[log_id] = ()
+            continue
+        meta.nodesets[log_id] = tuple(sorted({x for m in state.history for x in m.nodeset}))
+        meta.history[log_id] = sorted(
+            ((m.first_epoch, dict(m.replication)) for m in state.history),
+            key=lambda entry: entry[0])
+    meta.statuses, meta.since_ms = decode_statuses(await asker.metadata("shard_statuses"))
     return meta
 
 
@@ -233,9 +235,7 @@ class _Check:
 
     async def run(self) -> Report:
         t0 = time.monotonic()
-        loop = asyncio.get_running_loop()
-        meta = await loop.run_in_executor(None, read_metadata, self.config,
-                                          self.options.logs)
+        meta = await read_metadata(self.asker, self.config, self.options.logs)
         nodes = {x for ns in meta.nodesets.values() for x in ns if self.config.has_node(x)}
         self.say(f"checking {len(meta.nodesets)} log(s) on {len(nodes)} node(s)")
         windows = {log_id: await self.check_log(log_id, meta) for log_id in meta.nodesets}
@@ -247,7 +247,7 @@ class _Check:
             # with violations (rebuilding or a trim may have moved on meanwhile).
             self.say(f"{len(dirty)} log(s) with violations: re-reading metadata and "
                      f"asking the nodes again")
-            meta = await loop.run_in_executor(None, read_metadata, self.config, list(dirty))
+            meta = await read_metadata(self.asker, self.config, list(dirty))
             self.silent = set()
             for log_id, ranges in dirty.items():
                 again = await self.check_log(log_id, meta, ranges)

@@ -15,13 +15,14 @@ A ``Client`` is the user's facade over one cluster connection.  The objects it m
                           ``NotFoundError``
 ``check_open()``          ``LogDeviceError(E.SHUTDOWN)`` once the client is closed;
 ``closed``                whether it is
-``placements()``          the ``PlacementSource`` (nodesets from the epoch store) every
+``placements()``          the ``PlacementSource`` (nodesets from the nodes) every
                           reader of the client shares, made on first use
 ``read_router()``         the ``StreamRouter`` (read stream ids, message routing) every
                           reader shares, made on first use
 ``on_close(method)``      call the bound ``method(exc)`` when the client closes (held
                           weakly: it does not keep its object alive)
 ``log_groups``            the runtime log groups (``ClientLogGroups``), for the client
+``metadata``              the cluster's metadata, asked of the nodes (``ClusterMetadata``)
 ========================  =============================================================
 
 The client makes one context (``Client.context``) and hands it to what it creates; the
@@ -40,6 +41,7 @@ from typing import Any
 from logdevice.client.core import ClientCore
 from logdevice.client.log_groups import ClientLogGroups
 from logdevice.client.loop import LoopThread
+from logdevice.client.metadata import ClusterMetadata
 from logdevice.client.reader_core import StreamRouter
 from logdevice.client.reader_placement import PlacementSource
 from logdevice.client.settings import ClientSettings
@@ -86,8 +88,9 @@ class ClientContext:
             if method is not None:
                 method(new)
 
+        self.metadata = ClusterMetadata(self.loop, self.core, timeout)
         try:
-            self.log_groups = ClientLogGroups(config, self.loop, adopt,
+            self.log_groups = ClientLogGroups(config, self.loop, self.metadata, adopt,
                                               timeout=min(timeout, 2.0))
         except BaseException:
             self.loop.stop(self.core.close, timeout=2.0)
@@ -149,7 +152,7 @@ class ClientContext:
         """Where readers read each log from (one for the client, made on first use)."""
         with self._lock:
             if self._placements is None:
-                self._placements = PlacementSource(self.config)
+                self._placements = PlacementSource(self.config, self.metadata)
             return self._placements
 
     def read_router(self) -> StreamRouter:
@@ -188,8 +191,6 @@ class ClientContext:
         self._finalizer.detach()
         self.log_groups.close()
         self.loop.stop(self.core.close)
-        if self._placements is not None:
-            self._placements.close()
         return True
 
 

@@ -1,39 +1,32 @@
 """Where a reader reads a log from: the nodeset, replication and authoritative status.
 
 The epoch store keeps each log's metadata history (from which epoch on which nodeset
-and replication property wrote).  A reader of ``[from_lsn, until_lsn]`` reads from the
-union of the nodesets of every epoch in that range, with the smallest replication among
-them (a gap needs "nothing here" answers from enough nodes that every copyset of every
-epoch meets one of them; the smallest R is the conservative choice).  Nodes' authoritative
-status comes from the epoch store's event log.
+and replication property wrote); clients never open it, they ask a node
+(``ClusterMetadata``).  A reader of ``[from_lsn, until_lsn]`` reads from the union of the
+nodesets of every epoch in that range, with the smallest replication among them (a gap
+needs "nothing here" answers from enough nodes that every copyset of every epoch meets
+one of them; the smallest R is the conservative choice).  Nodes' authoritative status
+comes from the event log, through a node as well.
 
-The client reaches the epoch store when the config names a ZooKeeper store, or a ``file:``
-store that exists on this machine (the embedded SQLite store of a local cluster).
-Otherwise, when the store does not answer in time, or when the log has no history yet, it
-reads from every storage node in the config, all taken as fully authoritative; a store
-that timed out is not asked again for ``STORE_RETRY_AFTER`` seconds, so streams started
-during an epoch store outage do not each wait for it.  The
-placement is fixed when a stream starts: a nodeset change during a tailing read is not
-picked up.
+A log with no history was never written: it is read from every storage node in the
+config.  When no node can say what the history is (none answers, or their epoch store
+does not), the read does not start: ``placement`` raises the status (TIMEDOUT, ...)
+after the client's timeout, rather than guess a placement in which a wiped or
+rebuilding node's "nothing here" could count toward a DATALOSS gap.  The placement is
+fixed when a stream starts: a nodeset change during a tailing read is not picked up.
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from ldcore.lsn import epoch_of
+from logdevice.client.metadata import ClusterMetadata
 from logdevice.config import Config
-from logdevice.epochstore import open_existing_epoch_store
-from logdevice.errors import LogDeviceError
+from logdevice.errors import E, LogDeviceError, error_for
 
 __all__ = ["ReadPlacement", "PlacementSource"]
-
-#: Seconds a store that failed to answer is left alone (config placement meanwhile).
-STORE_RETRY_AFTER = 10.0
 
 
 @dataclass(frozen=True)
@@ -67,61 +60,56 @@ class ReadPlacement:
 
 
 class PlacementSource:
-    """Looks up read placements for one client (thread-safe; the epoch store is opened on
-    first use and kept)."""
+    """Looks up read placements for one client, from its nodes (thread-safe; blocking
+    calls, never from the client's loop thread).
 
-    def __init__(self, config: Config) -> None:
+    Parameters
+    ----------
+    config : Config
+        The client's effective config (the client replaces it as it changes).
+    metadata : ClusterMetadata
+        How the client asks nodes.
+    """
+
+    def __init__(self, config: Config, metadata: ClusterMetadata) -> None:
         self.config = config
-        self._lock = threading.Lock()
-        self._store: Any = None
-        self._tried = False
-        self._skip_until = 0.0  # monotonic time before which the store is not asked
-
-    def _failed(self) -> None:
-        self._skip_until = time.monotonic() + STORE_RETRY_AFTER
-
-    def _epoch_store(self) -> Any:
-        with self._lock:
-            if time.monotonic() < self._skip_until:
-                return None
-            if self._tried:
-                return self._store
-            self._tried = True
-            try:
-                self._store = open_existing_epoch_store(self.config.epoch_store_uri,
-                                                        timeout=2.0)
-            except (LogDeviceError, OSError, ValueError):
-                self._store = None
-            return self._store
+        self._metadata = metadata
 
     def statuses(self) -> dict[int, int] | None:
-        """Every node the event log says is not fully authoritative (None: no store)."""
-        store = self._epoch_store()
-        if store is None:
-            return None
+        """Every node the event log says is not fully authoritative (None: no node could
+        say)."""
         try:
-            return {int(n): int(s) for n, s in store.shard_statuses().items()}
+            statuses, _since = self._metadata.shard_statuses()
         except LogDeviceError:
-            self._failed()
             return None
-
-    def authoritative(self, nodes: tuple[int, ...]) -> dict[int, int]:
-        """Nodes of ``nodes`` the event log says are not fully authoritative."""
-        wanted = set(nodes)
-        return {n: s for n, s in (self.statuses() or {}).items() if n in wanted}
+        return {n: int(s) for n, s in statuses.items()}
 
     def placement(self, log_id: int, from_lsn: int, until_lsn: int) -> ReadPlacement:
-        """The placement for reading ``[from_lsn, until_lsn]`` of ``log_id``."""
+        """The placement for reading ``[from_lsn, until_lsn]`` of ``log_id``.
+
+        Raises
+        ------
+        LogDeviceError
+            No node could give the log's metadata (TIMEDOUT when none answered in time,
+            or the status a node answered with).  A principal that may not read the log
+            (ACCESS) gets the config's placement instead: the nodes refuse its streams,
+            which the reader turns into an ACCESS gap.
+        """
         config = self.config
         group = config.log_group(log_id)
         locations = {n.index: n.location for n in config.nodes}
-        store = self._epoch_store()
-        state = None
-        if store is not None:
-            try:
-                state = store.get(log_id)
-            except LogDeviceError:
-                self._failed()
+        try:
+            state = self._metadata.log_state(log_id)
+            statuses, _since = self._metadata.shard_statuses()
+        except LogDeviceError as exc:
+            if exc.status != E.ACCESS:
+                raise error_for(exc.status, f"log {log_id}: cannot read its metadata, so "
+                                            f"the read does not start: {exc.message}"
+                                ) from None
+            state, statuses = None, {}
+        nodeset: tuple[int, ...] = tuple(n.index for n in config.storage_nodes())
+        replication: Any = group.replication.to_dict()
+        source = "config"
         if state is not None and state.history:
             lo_e, hi_e = int(epoch_of(from_lsn)), int(epoch_of(until_lsn))
             hist = state.history
@@ -133,25 +121,13 @@ class PlacementSource:
             nodes = sorted({n for m in used for n in m.nodeset if config.has_node(n)})
             if nodes:
                 reps = {tuple(sorted(m.replication.items())) for m in used}
-                if len(reps) == 1:
-                    replication: Any = dict(used[0].replication)
-                else:
-                    replication = {"node": min(m.replication_factor for m in used)}
-                replication = _fit(replication, len(nodes))
-                nodeset = tuple(nodes)
-                return ReadPlacement(nodeset, replication, self.authoritative(nodeset),
-                                     locations, "epoch store")
-        nodeset = tuple(n.index for n in config.storage_nodes())
-        replication = _fit(group.replication.to_dict(), len(nodeset))
-        return ReadPlacement(nodeset, replication, self.authoritative(nodeset), locations,
-                             "config")
-
-    def close(self) -> None:
-        with self._lock:
-            if self._store is not None:
-                with contextlib.suppress(Exception):
-                    self._store.close()
-            self._store = None
+                replication = dict(used[0].replication) if len(reps) == 1 else \
+                    {"node": min(m.replication_factor for m in used)}
+                nodeset, source = tuple(nodes), "epoch store"
+        wanted = set(nodeset)
+        authoritative = {n: int(s) for n, s in statuses.items() if n in wanted}
+        return ReadPlacement(nodeset, _fit(replication, len(nodeset)), authoritative,
+                             locations, source)
 
 
 def _fit(replication: dict[str, int], n: int) -> dict[str, int]:

@@ -30,6 +30,7 @@ from logdevice.epochstore.events import (
     SHARD_UNRECOVERABLE,
     RebuildingSet,
     ShardStatusFold,
+    statuses_since,
 )
 from logdevice.epochstore.outcome import EpochOutcome
 from logdevice.epochstore.sqlite import FileEpochStore
@@ -90,6 +91,7 @@ __all__ = [
     "VersionMismatchError",
     "AuthoritativeStatus",
     "ShardStatusFold",
+    "statuses_since",
     "RebuildingSet",
     "EpochStoreURI",
     "parse_epoch_store_uri",

@@ -106,6 +106,21 @@ class RebuildingSet:
     def __bool__(self) -> bool:
         return bool(self.lost or self.draining)
 
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values (for the wire)."""
+        return {"version": self.version, "lost": sorted(self.lost),
+                "draining": sorted(self.draining),
+                "donors": None if self.donors is None else sorted(self.donors),
+                "done": sorted(self.done)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RebuildingSet:
+        donors = d.get("donors")
+        return cls(version=int(d.get("version", 0)), lost=frozenset(d.get("lost", ())),
+                   draining=frozenset(d.get("draining", ())),
+                   donors=None if donors is None else frozenset(donors),
+                   done=frozenset(d.get("done", ())))
+
 
 @dataclass
 class _Rebuild:
@@ -215,6 +230,20 @@ class ShardStatusFold:
         cur = self._rebuilding.get(node)
         return ShardView(self.rebuilding_set(), self.status(node),
                          cur is not None and cur.drain, frozenset(self._rebuilding))
+
+
+def statuses_since(events: Iterable[Mapping[str, Any]]
+                   ) -> tuple[dict[int, AuthoritativeStatus], dict[int, int]]:
+    """Each node the events leave not fully authoritative, with its status, and the time
+    (ms) each such node last left FULLY_AUTHORITATIVE."""
+    fold, since = ShardStatusFold(), {}
+    for ev in events:
+        before = fold.status(ev["node"])
+        fold.apply(ev)
+        if before == AuthoritativeStatus.FULLY_AUTHORITATIVE != fold.status(ev["node"]):
+            since[int(ev["node"])] = int(ev.get("time_ms", 0))
+    statuses = fold.statuses()
+    return dict(statuses), {n: t for n, t in since.items() if n in statuses}
 
 
 class ShardView(NamedTuple):

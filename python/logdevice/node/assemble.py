@@ -6,8 +6,9 @@ role never owns a log, so it only redirects), the storage role (disabled on a no
 without the storage role: STOREs get DISABLED) and the read streams served from the
 storage role's LogsDB (START / WINDOW / STOP), rebuilding (donating records of lost or
 drained nodes, taking copies), the checker's availability requests on the same LogsDB,
-periodic checks (one node at a time), the consumers' checkpoints and groups, and the
-Prometheus endpoint on the admin port.  A new role is one more
+periodic checks (one node at a time), the consumers' checkpoints and groups, the
+metadata gateway (clients read and change metadata through nodes), and the Prometheus
+endpoint on the admin port.  A new role is one more
 ``add_role`` line here; the failure detector comes before the roles that read its view.
 """
 
@@ -21,6 +22,7 @@ from logdevice.node.checker_role import CheckerRole
 from logdevice.node.consumers import ConsumersRole
 from logdevice.node.failure_detector import FailureDetectorRole
 from logdevice.node.logs_config_role import LogsConfigRole
+from logdevice.node.metadata_role import MetadataRole
 from logdevice.node.metrics import MetricsRole
 from logdevice.node.read_streams import ReadStreamsRole
 from logdevice.node.rebuilding_role import RebuildingRole
@@ -40,6 +42,7 @@ def build_node(config: Config, index: int,
     node.add_role(ReadStreamsRole(node))  # after storage: it reads the storage role's db
     node.add_role(SequencerRole(node))
     node.add_role(ConsumersRole(node))
+    node.add_role(MetadataRole(node))  # the epoch store, read and changed for clients
     node.add_role(AvailabilityRole(node))  # the checker's questions, from storage's db
     node.add_role(CheckerRole(node))  # periodic checks (checker_interval_ms), one node
     node.add_role(MetricsRole(node))  # /metrics on the admin port: reads the others

@@ -10,7 +10,10 @@ The same class serves both directions:
 
 With security on (``Node.access``) the HELLO also decides who the peer is: its TLS client
 certificate and HELLO token give its ``principal`` (a peer claiming to be a node must
-prove it, else ACCESS); ``Node.dispatch`` checks every later frame against it.  The peer
+prove it, else ACCESS); ``Node.dispatch`` checks every later frame against it.  Nothing
+after the HELLO is decoded before the HELLO was judged (the decoder holds it), and from
+then on a client's frames pass ``request_gate.admit_from_client`` on their 12-byte prefix
+before their header is decoded.  The peer
 of an outbound link is the node we dialed: TLS verified its certificate against the CA
 and the host name, and with node certificates its CN must be a node's.
 
@@ -43,11 +46,13 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from logdevice.errors import E
+from logdevice.node.request_gate import admit_from_client
 from logdevice.protocol import (
     Error,
     FrameDecoder,
     Hello,
     HelloReply,
+    MessageType,
     ProtocolError,
     check_hello,
     encode,
@@ -73,6 +78,11 @@ HELLO_MAX_FRAME = 64 * 1024
 _ids = itertools.count(1)
 
 
+def _hello_first(type_id: int, header_length: int) -> str | None:
+    return None if type_id == MessageType.HELLO else \
+        f"message type {type_id} before HELLO: HELLO first"
+
+
 class Connection(asyncio.Protocol):
     """A framed connection.  ``link`` set: outbound to node ``link.index``."""
 
@@ -91,6 +101,8 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self._decoder = FrameDecoder(
             first_frame_max_size=None if link is not None else HELLO_MAX_FRAME)
+        if link is None:
+            self._decoder.admit = _hello_first
         self._stall_timer: asyncio.TimerHandle | None = None
         self._last_progress = 0.0
         self._out: list[Any] = []
@@ -136,8 +148,12 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        self._receive(self._decoder.feed, data)
+
+    def _receive(self, decode: Any, *args: Any) -> None:
+        """Decode (``decode(*args)``: a feed, or the resume after HELLO) and dispatch."""
         try:
-            msgs = self._decoder.feed(data)
+            msgs = decode(*args)
         except ProtocolError as exc:
             log.warning("%r: bad frame, closing: %s", self, exc)
             self._fail(exc.status, exc.message or str(exc))
@@ -158,6 +174,8 @@ class Connection(asyncio.Protocol):
                 dispatch(self, msg)
             else:
                 self._handshake(msg)
+                if self.ready and not self.outbound:  # what came after the HELLO
+                    self._receive(self._decoder.resume)
 
     def _arm_stall_timer(self, delay: float) -> None:
         self._stall_timer = self.node.loop.call_later(delay, self._check_stall)
@@ -248,6 +266,8 @@ class Connection(asyncio.Protocol):
             self.close()
             return
         self._principal = principal
+        self._decoder.admit = (admit_from_client if node.access is not None
+                               and msg.role != "node" else None)
         self.peer_role = msg.role
         self.peer_node = msg.node_index if msg.role == "node" else None
         self.peer_location = msg.location

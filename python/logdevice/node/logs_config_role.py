@@ -20,7 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from logdevice.logs_config import LogsConfigSource
+from logdevice.logs_config import StoreLogsConfig
 from logdevice.node.role import Role
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ class LogsConfigRole(Role):
 
     def __init__(self, node: Node) -> None:
         super().__init__(node)
-        self.source = LogsConfigSource(node.config, watch_file=True)
+        self.source = StoreLogsConfig(node.config, watch_file=True)
         self._exec = ThreadPoolExecutor(1, thread_name_prefix="logs-config")
         self._reading: asyncio.Future[None] | None = None  # the read in flight
         self._next: asyncio.Future[None] | None = None  # a read to start after it

@@ -13,8 +13,19 @@ ACCESS).  The rules, by message type:
   default ACL;
 - SET_CHECKPOINTS and GROUP_HEARTBEAT need ``read`` on every log they name;
   GET_CHECKPOINTS needs an authenticated principal;
+- GET_METADATA of ``log_states`` needs ``read`` or ``admin`` on every log it names; of
+  ``shard_statuses`` and ``logs_config`` (every reader needs them) an authenticated
+  principal; of anything else (``events``, ``rebuilding_set``, ``logs``) ``admin`` in the
+  cluster's default ACL.  Every ADMIN_REQUEST (log group changes, drains,
+  mark-unrecoverable) needs ``admin`` in the cluster's default ACL;
 - GET_CLUSTER_VIEW (routing needs it before anything else), WINDOW and STOP (they act on
   a read stream whose START was checked) are open to every peer that passed HELLO.
+
+Before any of that, ``admit_from_client`` looks at each frame a client sends while only
+its 12-byte prefix has arrived: a type no rule names (a node's message, a reply) or a
+header over ``CLIENT_MAX_HEADER`` bytes closes the connection before anything of the
+frame is buffered or decoded, so a client cannot make the node build what only nodes may
+send.
 
 A refused START is answered with STARTED(ACCESS), which the reader turns into an ACCESS
 gap; everything else gets an ERROR frame, which clients raise as ``AccessError``.
@@ -27,6 +38,7 @@ from typing import Any
 
 from logdevice.errors import E
 from logdevice.protocol import (
+    AdminRequest,
     Append,
     AppendBatch,
     DataSize,
@@ -35,12 +47,14 @@ from logdevice.protocol import (
     GetCheckpoints,
     GetClusterView,
     GetHead,
+    GetMetadata,
     GetPartitions,
     GetReadStreams,
     GetRecordAvailability,
     GetRecoveries,
     GetTail,
     GroupHeartbeat,
+    MessageType,
     SetCheckpoints,
     Start,
     Started,
@@ -50,7 +64,7 @@ from logdevice.protocol import (
 )
 from logdevice.security import Authorizer, Principal
 
-__all__ = ["RequestGate"]
+__all__ = ["RequestGate", "admit_from_client", "CLIENT_MAX_HEADER"]
 
 #: A rule: (authorizer, principal, message) -> None if allowed, else why not.
 Rule = Callable[[Authorizer, Principal, Any], str | None]
@@ -84,6 +98,18 @@ def _authenticated(authz: Authorizer, who: Principal, msg: Any) -> str | None:
     return None if who.is_authenticated else "anonymous peers may not do this"
 
 
+def _metadata(authz: Authorizer, who: Principal, msg: Any) -> str | None:
+    if msg.kind == "log_states" and len(msg.log_ids):
+        # Readers need it to start reading, the checker (``admin`` on logs) to judge.
+        for log_id in msg.log_ids.tolist():
+            if not (authz.allowed(who, log_id, "read") or authz.allowed(who, log_id, "admin")):
+                return f"{who} may not read log {log_id}"
+        return None
+    if msg.kind in ("shard_statuses", "logs_config"):
+        return _authenticated(authz, who, msg)
+    return _cluster("admin")(authz, who, msg)
+
+
 def _open(authz: Authorizer, who: Principal, msg: Any) -> str | None:
     return None
 
@@ -104,10 +130,37 @@ RULES: dict[type, Rule] = {
     SetCheckpoints: _on_each_log("read"),
     GroupHeartbeat: _on_each_log("read"),
     GetCheckpoints: _authenticated,
+    GetMetadata: _metadata,
+    AdminRequest: _cluster("admin"),
     GetClusterView: _open,
     Window: _open,
     Stop: _open,
 }
+
+
+#: Message types a client may send: the requests above.
+CLIENT_TYPES: frozenset[int] = frozenset(int(cls.TYPE) for cls in RULES)  # type: ignore[attr-defined]
+#: The largest msgpack header a client's request may have.  Clients' requests carry
+#: scalars, names and small attribute maps in the header (bulk data travels in raw
+#: sections), so this bounds what decoding a header can allocate.
+CLIENT_MAX_HEADER = 64 * 1024
+
+
+def admit_from_client(type_id: int, header_length: int) -> str | None:
+    """None if a client may send a frame of this type and header length, else why not."""
+    if type_id not in CLIENT_TYPES:
+        return f"clients may not send {_type_name(type_id)}"
+    if header_length > CLIENT_MAX_HEADER:
+        return (f"a {_type_name(type_id)} header of {header_length} bytes is over the "
+                f"{CLIENT_MAX_HEADER} bytes a client's request may have")
+    return None
+
+
+def _type_name(type_id: int) -> str:
+    try:
+        return MessageType(type_id).name
+    except ValueError:
+        return f"message type {type_id}"
 
 
 class RequestGate:

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import struct
 import typing
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -316,7 +316,16 @@ class FrameDecoder:
         Accepted encoding versions.
     first_frame_max_size : int, optional
         A smaller limit for the first frame only (a node's inbound connections: the
-        HELLO, before the peer was accepted).
+        HELLO, before the peer was accepted).  With it, the decoder also holds what
+        follows the first frame until ``resume()``: the receiver decides who the peer is
+        (and sets ``admit``) before any later frame is looked at.
+
+    Attributes
+    ----------
+    admit : callable (message type, header length) -> str or None, optional
+        Asked about each frame's 12-byte prefix before anything of the frame is
+        buffered or decoded; a string refuses the frame (``ProtocolError`` ACCESS, with
+        that reason).  A node sets it from what the peer's role may send.
 
     Notes
     -----
@@ -343,6 +352,9 @@ class FrameDecoder:
         self._frame_total = 0
         self._frame_meta: tuple[_TypeInfo, int] | None = None
         self._error: ProtocolError | None = None
+        self.admit: Callable[[int, int], str | None] | None = None
+        self._hold = first_frame_max_size is not None  # hold what follows the first frame
+        self._held = False  # the first frame is out: later bytes wait for resume()
 
     @property
     def pending(self) -> int:
@@ -359,10 +371,13 @@ class FrameDecoder:
         """
         if self._error is not None:
             raise self._error
+        if self._held:
+            self._buf += data
+            return []
         out: list[Any] = []
         try:
             mv = memoryview(data).cast("B")
-            while mv:
+            while mv and not self._held:
                 if self._frame is not None:
                     mv = self._fill(mv, out)
                 elif self._buf:
@@ -382,11 +397,25 @@ class FrameDecoder:
                     used = self._parse(mv, out)
                     if self._frame is None:
                         self._buf += mv[used:]
+                    mv = mv[len(mv):]
                     break
+            if self._held:
+                self._buf += mv
         except ProtocolError as exc:
             self._error = exc
             raise
         return out
+
+    def resume(self) -> list[Any]:
+        """Decode what arrived after the first frame (see ``first_frame_max_size``), and
+        from now on everything as it comes; the messages completed so far."""
+        self._held = False
+        data, self._buf = bytes(self._buf), bytearray()
+        return self.feed(data) if data else []
+
+    def _frame_done(self) -> None:
+        if self._hold:
+            self._hold, self._held = False, True
 
     def _fill(self, mv: memoryview, out: list[Any]) -> memoryview:
         frame = self._frame
@@ -405,13 +434,14 @@ class FrameDecoder:
             self._frame_meta = None
             self._frame_fill = 0
             out.append(_decode(info, memoryview(frame).toreadonly(), hl))
+            self._frame_done()
         return mv[take:]
 
     def _parse(self, src: memoryview, out: list[Any]) -> int:
         """Decode whole frames from ``src``; return how many bytes were consumed."""
         pos = 0
         n = len(src)
-        while n - pos >= PREFIX_SIZE:
+        while n - pos >= PREFIX_SIZE and not self._held:
             total, type_id, version, _flags, hl = _PREFIX.unpack_from(src, pos)
             if self._first_max is not None:
                 info = _check_prefix(total, type_id, version, hl,
@@ -421,6 +451,10 @@ class FrameDecoder:
             else:
                 info = _check_prefix(total, type_id, version, hl, self.max_frame_size,
                                      self.versions)
+            if self.admit is not None:
+                why = self.admit(type_id, hl)
+                if why is not None:
+                    raise ProtocolError(E.ACCESS, why)
             if n - pos >= total:
                 if info.raw:
                     frame = memoryview(bytearray(src[pos : pos + total])).toreadonly()
@@ -428,6 +462,7 @@ class FrameDecoder:
                     frame = src[pos : pos + total]
                 out.append(_decode(info, frame, hl))
                 pos += total
+                self._frame_done()
             elif info.raw or total >= _OWN_BUFFER_THRESHOLD:
                 frame_buf = bytearray(min(total, max(INITIAL_FRAME_BUFFER, n - pos)))
                 frame_buf[: n - pos] = src[pos:n]

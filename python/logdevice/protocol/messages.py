@@ -93,6 +93,12 @@ __all__ = [
     "ReadStreamList",
     "GetRecoveries",
     "RecoveryList",
+    "GetMetadata",
+    "MetadataReply",
+    "AdminRequest",
+    "AdminReply",
+    "METADATA_KINDS",
+    "ADMIN_ACTIONS",
     "table_columns",
     "table_reply",
 ]
@@ -148,6 +154,10 @@ class MessageType(IntEnum):
     READ_STREAM_LIST = 91
     GET_RECOVERIES = 92
     RECOVERY_LIST = 93
+    GET_METADATA = 100
+    METADATA_REPLY = 101
+    ADMIN_REQUEST = 102
+    ADMIN_REPLY = 103
 
 
 class GapReason(IntEnum):
@@ -1082,6 +1092,75 @@ class RecoveryList(Message, eq=False):
 
     def consistency_problem(self) -> str | None:
         return _check_table(self)
+
+
+# ------------------------------------------------------------------------ metadata gateway
+
+#: What GET_METADATA may ask for (``kind``), and what the reply's ``body`` holds:
+#: ``log_states``: {log id: the log's epoch state as a dict, or None} for ``log_ids``;
+#: ``shard_statuses``: {"statuses": {node: status}, "since_ms": {node: ms}} (nodes not
+#: fully authoritative, and since when); ``logs_config``: {"version", "groups"};
+#: ``events``: the event log from version ``since`` on; ``rebuilding_set``: its fields;
+#: ``logs``: the ids of every configured log the epoch store knows.
+METADATA_KINDS = frozenset({"log_states", "shard_statuses", "logs_config", "events",
+                            "rebuilding_set", "logs"})
+#: What ADMIN_REQUEST may do (``action``).
+ADMIN_ACTIONS = frozenset({"create_log_group", "update_log_group", "remove_log_group",
+                           "drain", "mark_unrecoverable"})
+
+
+@register
+class GetMetadata(Message, eq=False):
+    """Client -> any node: read the cluster's metadata (see ``METADATA_KINDS``).  Clients
+    never open the epoch store: a node reads it for them."""
+
+    TYPE = MessageType.GET_METADATA
+    request_id: int
+    kind: str
+    log_ids: U64Array = EMPTY_U64
+    since: int = 0
+
+
+@register
+class MetadataReply(Message):
+    """Node -> client: what GET_METADATA asked for, as plain msgpack values."""
+
+    TYPE = MessageType.METADATA_REPLY
+    request_id: int
+    status: E
+    message: str = ""
+    body: Any = None
+
+
+@register
+class AdminRequest(Message):
+    """Client -> any node: change the cluster's metadata (``ADMIN_ACTIONS``); the node
+    checks the ``admin`` ACL, then writes the epoch store.
+
+    ``name``, ``lo``, ``hi`` and ``attributes`` describe a log group (``attributes`` of an
+    update are the changes, None meaning "back to the default"); ``node`` is the node a
+    drain or mark-unrecoverable is about."""
+
+    TYPE = MessageType.ADMIN_REQUEST
+    request_id: int
+    action: str
+    name: str = ""
+    lo: int = 0
+    hi: int = 0
+    attributes: dict[str, Any] = msgspec.field(default_factory=dict)
+    node: int = -1
+
+
+@register
+class AdminReply(Message):
+    """Node -> client: the outcome of an ADMIN_REQUEST (``body``: the log group's entry
+    after the change, or {"version": event version} for a drain)."""
+
+    TYPE = MessageType.ADMIN_REPLY
+    request_id: int
+    status: E
+    message: str = ""
+    body: Any = None
 
 
 #: The fields of a table reply that are not columns.

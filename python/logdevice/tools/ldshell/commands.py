@@ -15,9 +15,7 @@ from typing import IO, Any
 from ldcore.lsn import to_string as lsn_str
 from logdevice.checker.driver import CheckOptions, run_check
 from logdevice.cli import console as tool_console
-from logdevice.epochstore import open_epoch_store
 from logdevice.errors import LogDeviceError
-from logdevice.rebuilding.requests import request_rebuild
 from logdevice.tools.ldshell.context import ShellContext
 from logdevice.tools.ldshell.tables import TABLES, TableOptions, build
 
@@ -182,9 +180,7 @@ def trim(ctx: ShellContext, log_id: int, lsn: int, out: IO[str] = sys.stdout) ->
 
 def rebuild(ctx: ShellContext, node: int, kind: str, out: IO[str] = sys.stdout) -> int:
     """Drain ``node`` (``kind`` "drain") or mark its data lost ("unrecoverable")."""
-    with open_epoch_store(ctx.config.epoch_store_uri) as store:
-        version = request_rebuild(store, ctx.config, node, drain=kind == "drain",
-                                  unrecoverable=kind == "unrecoverable")
+    version = ctx.metadata().request_rebuild(node, drain=kind == "drain")
     what = "draining" if kind == "drain" else "marked unrecoverable"
     out.write(f"N{node} {what} (event {version}); follow it with 'ldshell rebuilding'\n")
     return EXIT_OK
@@ -192,8 +188,7 @@ def rebuild(ctx: ShellContext, node: int, kind: str, out: IO[str] = sys.stdout) 
 
 def rebuilding(ctx: ShellContext, as_json: bool = False, out: IO[str] = sys.stdout) -> int:
     """The rebuilding set and each storage node's progress."""
-    with open_epoch_store(ctx.config.epoch_store_uri) as store:
-        rset = store.rebuilding_set()
+    rset = ctx.metadata().rebuilding_set()
     table = build("rebuilding", ctx, TableOptions())
     if as_json:
         _dump({"set_version": rset.version, "lost": sorted(rset.lost),

@@ -1,7 +1,9 @@
 """What ldshell knows about a cluster: its config, and small blocking calls to look inside.
 
 Every call is bounded by ``timeout``; a node that does not answer is reported as such,
-never waited on.  Nothing here writes to the cluster except ``trim``.
+never waited on.  ldshell never opens the epoch store: what it holds (log states, the
+event log, the runtime log groups) is asked of the nodes, and every change is a node
+request that the ``admin`` ACL must allow.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from logdevice.checker.client import AvailabilityClient, Fetched
 from logdevice.cli import Credentials
 from logdevice.client import Client
 from logdevice.client.connection import Connection
+from logdevice.client.metadata import ClusterMetadata
 from logdevice.config import Config
-from logdevice.epochstore import open_epoch_store
 from logdevice.errors import E, LogDeviceError
 from logdevice.logs_config import LogsConfigSource
 from logdevice.node.probe import cluster_view
@@ -45,27 +47,43 @@ class ShellContext:
         self.config_path = config_path
         self.timeout = timeout
         self.err = err if err is not None else sys.stderr
-        self.config = self._with_runtime_groups(Config.load(config_path))
+        #: The config file as loaded (``config`` adds the runtime log groups).
+        self.base = Config.load(config_path)
         # Every node call presents these (see ``authenticate``); default: anonymous.
-        self.security = ConnectSecurity.for_client(self.config)
+        self.security = ConnectSecurity.for_client(self.base)
         self.credentials: Credentials = {}
         self._views: dict[int, Any] | None = None
+        self._config: Config | None = None
+        self._client: Client | None = None
 
-    def _with_runtime_groups(self, base: Config) -> Config:
-        """``base`` plus the log groups created at runtime (the file's alone, with a
-        warning, when the epoch store cannot be read)."""
-        source = LogsConfigSource(base, timeout=self.timeout)
-        try:
-            return source.poll() or base
-        except LogDeviceError as exc:
-            self.warn(f"runtime log groups left out: {exc}")
-            return base
-        finally:
-            source.close()
+    @property
+    def config(self) -> Config:
+        """The config file plus the log groups created at runtime (the file's alone, with
+        a warning, when no node can say what they are)."""
+        if self._config is None:
+            source = LogsConfigSource(self.base, self.metadata().logs_config)
+            try:
+                self._config = source.poll() or self.base
+            except LogDeviceError as exc:
+                self.warn(f"runtime log groups left out: {exc}")
+                self._config = self.base
+        return self._config
+
+    def metadata(self) -> ClusterMetadata:
+        """The cluster's metadata, through its nodes (one client for the session)."""
+        if self._client is None:
+            self._client = self.client()
+        return self._client.context.metadata
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
 
     def forget(self) -> None:
         """Drop what was cached for the last command (the interactive prompt)."""
         self._views = None
+        self._config = None
 
     # -- nodes ----------------------------------------------------------------------------
     def views(self) -> dict[int, Any]:
@@ -99,16 +117,15 @@ class ShellContext:
         except OSError:
             return None
 
-    # -- epoch store ----------------------------------------------------------------------
+    # -- the epoch store, through the nodes ------------------------------------------------
     def epoch_states(self) -> dict[int, Any]:
-        """log id -> LogEpochState for every log the epoch store knows."""
-        with open_epoch_store(self.config.epoch_store_uri) as store:
-            return {log_id: st for log_id in store.logs()
-                    if self.config.has_log(log_id) and (st := store.get(log_id)) is not None}
+        """log id -> LogEpochState for every configured log the epoch store knows."""
+        meta = self.metadata()
+        logs = [x for x in meta.logs() if self.config.has_log(x)]
+        return {log_id: st for log_id, st in meta.log_states(logs).items() if st is not None}
 
     def events(self) -> list[dict[str, Any]]:
-        with open_epoch_store(self.config.epoch_store_uri) as store:
-            return store.events()
+        return self.metadata().events()
 
     # -- storage nodes --------------------------------------------------------------------
     def holdings(self, logs: Iterable[int], nodes: Iterable[int] | None = None
@@ -177,7 +194,8 @@ class ShellContext:
         self.err.write(f"ldshell: {text}\n")
         self.err.flush()
 
-    def client(self) -> Any:
+    def client(self) -> Client:
+        """A new client with the session's credentials (close it)."""
         return Client(self.config_path, timeout=self.timeout, **self.credentials)
 
     def authenticate(self, tls_cert: str | None = None, tls_key: str | None = None,
@@ -185,7 +203,8 @@ class ShellContext:
         """Talk to the nodes as the principal of these credentials (a client certificate
         and its key, or a token; none: anonymous).  ``InvalidParamError`` for credentials
         the cluster does not use or files that cannot be loaded."""
-        self.security = ConnectSecurity.for_client(self.config, tls_cert=tls_cert,
+        self.close()  # a client made before spoke as someone else
+        self.security = ConnectSecurity.for_client(self.base, tls_cert=tls_cert,
                                                    tls_key=tls_key, token=token)
         creds: Credentials = {}
         if tls_cert is not None:

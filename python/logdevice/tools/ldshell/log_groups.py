@@ -5,9 +5,9 @@
     ldshell --config cluster.json logs update events --set acl='{"append": ["ingest"]}'
     ldshell --config cluster.json logs remove events
 
-The groups are written to the epoch store (LogsConfig); nodes and clients pick them up
-without a restart.  ldshell writes the store itself: whoever can write the epoch store
-can change log groups, so keep it on a trusted network (security's ACLs do not cover it).
+Each change is a request to a node, which checks that ldshell's principal holds
+``admin`` and writes the groups to the epoch store (LogsConfig); nodes and clients pick
+them up without a restart.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import sys
 from typing import IO, Any
 
 from logdevice.config.log_groups import ATTRIBUTES
-from logdevice.logs_config import LogsConfigSource
 from logdevice.tools.ldshell.context import ShellContext
 
 __all__ = ["add_parsers", "run", "ACTIONS"]
@@ -98,21 +97,19 @@ def _attributes(args: argparse.Namespace) -> dict[str, Any]:
 def run(ctx: ShellContext, args: argparse.Namespace, out: IO[str] | None = None) -> int:
     """Carry out ``ldshell logs <action>`` (output to ``out``, default stdout)."""
     out = out if out is not None else sys.stdout
-    source = LogsConfigSource(ctx.config.with_log_groups(()), timeout=ctx.timeout)
-    try:
+    with ctx.client() as client:
+        groups = client.context.log_groups
         if args.logs_action == "create":
             lo, hi = args.id_range
-            group = source.create(args.name, lo, hi, _attributes(args))
+            group = groups.create(args.name, lo, hi, _attributes(args))
             out.write(f"log group {group.name!r} created: logs {group.lo}..{group.hi}, "
-                      f"replication {group.replication} (version {source.version})\n")
+                      f"replication {group.replication} (version {groups.source.version})\n")
         elif args.logs_action == "update":
-            group = source.update(args.name, _attributes(args))
+            group = groups.update(args.name, _attributes(args))
             out.write(f"log group {group.name!r} updated: {json.dumps(group.to_dict())} "
-                      f"(version {source.version})\n")
+                      f"(version {groups.source.version})\n")
         else:
-            source.remove(args.name)
+            groups.remove(args.name)
             out.write(f"log group {args.name!r} removed (its records stay until trimmed "
-                      f"or expired; version {source.version})\n")
-    finally:
-        source.close()
+                      f"or expired; version {groups.source.version})\n")
     return EXIT_OK

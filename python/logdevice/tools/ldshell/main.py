@@ -260,15 +260,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LogDeviceError as exc:
         print(f"ldshell: {exc.message}", file=sys.stderr)
         return commands.EXIT_FAILED
-    if args.command is None:
-        return _interactive(ctx)
     try:
+        if args.command is None:
+            return _interactive(ctx)
         return run(ctx, args)
     except LogDeviceError as exc:
         print(f"ldshell: {exc}", file=sys.stderr)
         return commands.EXIT_FAILED
     except BrokenPipeError:
         return 0
+    finally:
+        ctx.close()
 
 
 if __name__ == "__main__":

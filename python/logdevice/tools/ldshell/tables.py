@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 
 from logdevice.client.reader_batch import ReaderBatch
-from logdevice.epochstore import ShardStatusFold
 from logdevice.placement import sequencer_for
 from logdevice.protocol import GetReadStreams, GetRecoveries
 from logdevice.shards import AuthoritativeStatus
@@ -54,13 +53,7 @@ def _pa() -> Any:
 
 
 def _statuses(ctx: ShellContext) -> tuple[dict[int, AuthoritativeStatus], dict[int, int]]:
-    fold, since = ShardStatusFold(), {}
-    for ev in ctx.events():
-        before = fold.status(ev["node"])
-        fold.apply(ev)
-        if before == AuthoritativeStatus.FULLY_AUTHORITATIVE != fold.status(ev["node"]):
-            since[ev["node"]] = int(ev.get("time_ms", 0))
-    return dict(fold.statuses()), since
+    return ctx.metadata().shard_statuses()
 
 
 def nodes(ctx: ShellContext, opts: TableOptions) -> Any:

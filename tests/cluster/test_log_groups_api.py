@@ -1,6 +1,6 @@
-"""Runtime log groups through the client API and ldshell, against a real epoch store and
-no running node: a group created by one client (or by ldshell) is known to another client
-at once, updates and removals follow, bad input names what is wrong."""
+"""Runtime log groups through the client API and ldshell, through the nodes (clients never
+open the epoch store): a group created by one client (or by ldshell) is known to another
+client at once, updates and removals follow, bad input names what is wrong."""
 
 import json
 import time
@@ -8,15 +8,15 @@ import time
 import pytest
 
 import logdevice as ld
-from logdevice.config import make_local_config
 from logdevice.errors import E, InvalidParamError, LogDeviceError, NotFoundError
 from logdevice.tools.ldshell.main import main as ldshell
 
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 
-@pytest.fixture
-def config_path(tmp_path):
-    cfg = make_local_config(3, 2, logs=[1, 2], root=tmp_path, ports=[1, 2, 3])
-    return str(cfg.dump(tmp_path / "cluster.json"))
+
+@pytest.fixture(scope="module")
+def config_path(module_cluster):
+    return str(module_cluster(nodes=3, replication=2, logs=[1, 2]).config_path)
 
 
 def test_a_group_created_by_one_client_is_known_to_another_at_once(config_path):
@@ -57,6 +57,7 @@ def test_client_api_errors_name_the_problem(config_path):
                                else c.config.logs[0].name, replication=1)
         with pytest.raises(NotFoundError):
             c.remove_log_group("nope")
+        c.remove_log_group("g")  # the module's next test starts with the file's groups
 
 
 def test_ldshell_creates_lists_updates_and_removes(config_path, capsys):
@@ -69,7 +70,9 @@ def test_ldshell_creates_lists_updates_and_removes(config_path, capsys):
     from logdevice.tools.ldshell.context import ShellContext
     from logdevice.tools.ldshell.tables import TableOptions, build
 
-    rows = build("log_groups", ShellContext(config_path), TableOptions()).to_pylist()
+    ctx = ShellContext(config_path)
+    rows = build("log_groups", ctx, TableOptions()).to_pylist()
+    ctx.close()
     ev = next(r for r in rows if r["name"] == "ev")
     assert (ev["source"], ev["replication_factor"], ev["scd"], ev["sticky_copysets"]) == (
         "runtime", 3, False, True)

@@ -1,0 +1,142 @@
+"""The cluster's metadata as a client sees it: asked of any node, never of the epoch store.
+
+``ClusterMetadata`` sends GET_METADATA and ADMIN_REQUEST (see ``node.metadata_role``) to
+the first node that answers and turns the replies back into the epoch store's types
+(``LogEpochState``, ``LogsConfigState``, ``RebuildingSet``).  A status other than OK
+raises the matching ``LogDeviceError`` (ACCESS for a principal the ACLs do not allow,
+TIMEDOUT when no node answered in time).  The blocking methods run on the client's loop
+and may be called from any thread but that loop's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from logdevice.client.core import ClientCore
+from logdevice.client.loop import LoopThread
+from logdevice.epochstore import LogEpochState, LogsConfigState, RebuildingSet
+from logdevice.errors import E, error_for
+from logdevice.protocol import AdminRequest, GetMetadata
+from logdevice.shards import AuthoritativeStatus
+
+__all__ = ["ClusterMetadata", "decode_log_states", "decode_statuses"]
+
+#: Seconds added to a call's own deadline before the blocking wait gives up on it.
+_WAIT_SLACK = 2.0
+
+
+class ClusterMetadata:
+    """Metadata reads and changes of one client, through its nodes.
+
+    Parameters
+    ----------
+    loop : LoopThread
+        The client's loop.
+    core : ClientCore
+        The client's connections (``any_node_call``).
+    timeout : float
+        Seconds each call may take.
+    """
+
+    def __init__(self, loop: LoopThread, core: ClientCore, timeout: float) -> None:
+        self._loop = loop
+        self._core = core
+        self.timeout = timeout
+
+    # -- the two requests -------------------------------------------------------------------
+    async def fetch(self, kind: str, log_ids: Iterable[int] = (), since: int = 0,
+                    timeout: float | None = None) -> Any:
+        """The body of a GET_METADATA of ``kind`` (on the client's loop)."""
+        ids = np.array(list(log_ids), np.uint64)
+        reply = await self._core.any_node_call(
+            lambda: GetMetadata(request_id=0, kind=kind, log_ids=ids, since=since),
+            self.timeout if timeout is None else timeout, f"metadata ({kind})")
+        if reply.status != E.OK:
+            raise error_for(reply.status, f"metadata ({kind}): {reply.message}")
+        return reply.body
+
+    async def change(self, action: str, timeout: float | None = None, **fields: Any) -> Any:
+        """Send ADMIN_REQUEST ``action`` with ``fields``; the reply's body (on the loop)."""
+        reply = await self._core.any_node_call(
+            lambda: AdminRequest(request_id=0, action=action, **fields),
+            self.timeout if timeout is None else timeout, action.replace("_", " "))
+        if reply.status != E.OK:
+            raise error_for(reply.status, reply.message)
+        return reply.body
+
+    def _run(self, coro_fn: Any, *args: Any, **kwargs: Any) -> Any:
+        async def call() -> Any:
+            return await coro_fn(*args, **kwargs)
+        timeout = kwargs.get("timeout") or self.timeout
+        return self._loop.run(call, timeout=timeout + _WAIT_SLACK)
+
+    # -- reads (blocking) -------------------------------------------------------------------
+    def log_states(self, log_ids: Iterable[int], *, timeout: float | None = None
+                   ) -> dict[int, LogEpochState | None]:
+        """Each log's epoch state (None: never activated)."""
+        return decode_log_states(self._run(self.fetch, "log_states", list(log_ids),
+                                           timeout=timeout))
+
+    def log_state(self, log_id: int, *, timeout: float | None = None
+                  ) -> LogEpochState | None:
+        return self.log_states([log_id], timeout=timeout)[log_id]
+
+    def shard_statuses(self, *, timeout: float | None = None
+                       ) -> tuple[dict[int, AuthoritativeStatus], dict[int, int]]:
+        """Nodes that are not fully authoritative, with their status; and since when
+        (ms)."""
+        body = self._run(self.fetch, "shard_statuses", timeout=timeout)
+        return decode_statuses(body)
+
+    def logs_config(self, *, timeout: float | None = None) -> LogsConfigState:
+        """The runtime log groups and their version."""
+        body = self._run(self.fetch, "logs_config", timeout=timeout)
+        return LogsConfigState.from_body(int(body["version"]), body)
+
+    def events(self, since: int = 0, *, timeout: float | None = None
+               ) -> list[dict[str, Any]]:
+        """The event log from version ``since`` on (admin)."""
+        return list(self._run(self.fetch, "events", since=since, timeout=timeout))
+
+    def rebuilding_set(self, *, timeout: float | None = None) -> RebuildingSet:
+        """The set of nodes being rebuilt (admin)."""
+        return RebuildingSet.from_dict(self._run(self.fetch, "rebuilding_set",
+                                                 timeout=timeout))
+
+    def logs(self, *, timeout: float | None = None) -> list[int]:
+        """Every configured log the epoch store knows (admin)."""
+        return [int(x) for x in self._run(self.fetch, "logs", timeout=timeout)]
+
+    # -- changes (blocking) -----------------------------------------------------------------
+    def request_rebuild(self, node: int, *, drain: bool = False,
+                        timeout: float | None = None) -> int:
+        """Drain ``node`` (``drain``) or mark its data unrecoverable; the event's
+        version (admin)."""
+        action = "drain" if drain else "mark_unrecoverable"
+        body = self._run(self.change, action, node=node, timeout=timeout)
+        return int(body["version"])
+
+    def change_log_group(self, action: str, name: str, *, lo: int = 0, hi: int = 0,
+                         attributes: Mapping[str, Any] | None = None,
+                         timeout: float | None = None) -> int:
+        """Create, update or remove (``action``: ``create_log_group``, ...) a runtime log
+        group (admin); the LogsConfig version after the change."""
+        body = self._run(self.change, action, name=name, lo=lo, hi=hi,
+                         attributes=dict(attributes or {}), timeout=timeout)
+        return int(body["version"])
+
+
+def decode_log_states(body: Iterable[Any]) -> dict[int, LogEpochState | None]:
+    """A ``log_states`` body as log id -> epoch state (None: never activated)."""
+    return {int(log_id): None if d is None else LogEpochState.from_dict(d)
+            for log_id, d in body}
+
+
+def decode_statuses(body: Mapping[str, Any]
+                    ) -> tuple[dict[int, AuthoritativeStatus], dict[int, int]]:
+    """A ``shard_statuses`` body as (statuses, since_ms)."""
+    return ({int(n): AuthoritativeStatus(s) for n, s in body["statuses"]},
+            {int(n): int(t) for n, t in body["since_ms"]})
