@@ -11,6 +11,7 @@ PACKAGES=(
   zookeeper                           # a real ZooKeeper (and a JRE) for the zookeeper: store tests
   redis-server                        # peer system in the write and peer benchmarks
   nats-server                         # NATS JetStream, peer system in benchmarks/peers.py
+  iptables                            # tests that cut links (a client with no route to ZooKeeper)
 )
 [ "${LD_WITH_BENCH_PEERS:-1}" = 1 ] || PACKAGES=("${PACKAGES[@]/redis-server}")
 [ "${LD_WITH_BENCH_PEERS:-1}" = 1 ] || PACKAGES=("${PACKAGES[@]/nats-server}")

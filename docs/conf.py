@@ -66,6 +66,7 @@ def _generate() -> None:
         SecurityConfig,
         Settings,
         TlsConfig,
+        ZooKeeperAuth,
     )
 
     gen = HERE / "_generated"
@@ -78,6 +79,7 @@ def _generate() -> None:
     (gen / "security_tables.rst").write_text(
         _table("security", _field_rows(SecurityConfig)) + "\n"
         + _table("security.tls", _field_rows(TlsConfig)) + "\n"
+        + _table("security.zookeeper", _field_rows(ZooKeeperAuth)) + "\n"
         + _table("a principal (security.principals.<name>)",
                  [r for r in _field_rows(PrincipalConfig) if r[0] != "name"]) + "\n"
         + _table("an ACL (security.acl, logs[].acl)", _field_rows(Acl)))

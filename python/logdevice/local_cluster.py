@@ -61,13 +61,13 @@ from typing import TYPE_CHECKING, Any, Unpack
 from logdevice.cli import add_version
 from logdevice.client import Client
 from logdevice.config import Config, LogGroup, Settings, make_local_config
-from logdevice.epochstore import open_epoch_store, open_existing_epoch_store
 from logdevice.epochstore.uri import parse_epoch_store_uri
 from logdevice.errors import LogDeviceError
 from logdevice.node.failure_detector import config_version
 from logdevice.node.probe import cluster_view
 from logdevice.rebuilding.requests import request_rebuild
 from logdevice.security import PLAIN, ConnectSecurity
+from logdevice.security.store import open_cluster_store, open_existing_cluster_store
 
 if TYPE_CHECKING:
     from logdevice.client.settings import ClientSettingKwargs
@@ -142,7 +142,9 @@ class LocalCluster:
         TLS on every connection, with certificates generated into ``<root>/tls/``.
     security : dict, optional
         More of the config's ``security`` section (``principals``, ``acl``, ``tls``
-        options, ``node_secret``...); with it or ``tls``, security is on.
+        options...); with it or ``tls``, security is on.  Without TLS the nodes share a
+        generated secret, and on a ZooKeeper store they authenticate with a generated
+        credential; both are in files under ``<root>/secrets/``, never in the config.
     **options
         Log-group attributes (``max_writes_in_flight``, ``sticky_copysets``,
         ``store_timeout_ms``, ``nodeset_size``...) and settings (``heartbeat_interval_ms``,
@@ -185,7 +187,7 @@ class LocalCluster:
         self._ca: Any = None  # trustme.CA with tls=True
         self.node_security = PLAIN  # what the cluster's probes present (set below)
         try:
-            section = self._security_section(tls, security, host_list)
+            section = self._security_section(tls, security, host_list, epoch_store)
             # A data port and an admin (metrics) port for each node, free on its host.
             per_host = {h: iter(free_ports(2 * host_list.count(h), h))
                         for h in dict.fromkeys(host_list)}
@@ -222,7 +224,8 @@ class LocalCluster:
 
     # -- security ---------------------------------------------------------------------------
     def _security_section(self, tls: bool, extra: Mapping[str, Any] | None,
-                          hosts: Sequence[str]) -> dict[str, Any] | None:
+                          hosts: Sequence[str], epoch_store: str | None
+                          ) -> dict[str, Any] | None:
         """The config's ``security`` section: generated TLS material and node identity,
         then ``extra`` on top (its ``tls`` keys merged into the generated ones)."""
         if not tls and extra is None:
@@ -249,10 +252,24 @@ class LocalCluster:
             section["node_subjects"] = [NODE_SUBJECT]
         for key, value in (extra or {}).items():
             section[key] = {**section.get(key, {}), **value} if key == "tls" else value
-        if "tls" not in section and "node_secret" not in section \
-                and "node_secret_file" not in section:
-            section["node_secret"] = secrets.token_hex(16)
+        # Secrets live in files only the nodes (and this process, the operator) read:
+        # never in the config file clients are given.
+        if "tls" not in section and "node_secret_file" not in section:
+            section["node_secret_file"] = str(self._secret_file("node_secret",
+                                                                secrets.token_hex(16)))
+        if "zookeeper" not in section and str(epoch_store or "").startswith("zookeeper:"):
+            credential = f"nodes:{secrets.token_hex(16)}"
+            section["zookeeper"] = {"auth_file": str(self._secret_file("zookeeper",
+                                                                       credential))}
         return section
+
+    def _secret_file(self, name: str, secret: str) -> Path:
+        folder = self.root / "secrets"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        path = folder / name
+        path.touch(mode=0o600)
+        path.write_text(secret + "\n")
+        return path
 
     def client_cert(self, name: str) -> tuple[Path, Path]:
         """A client certificate for principal ``name`` (its CN), signed by the cluster's
@@ -425,7 +442,7 @@ class LocalCluster:
         return self._request_rebuild(i, unrecoverable=True)
 
     def _request_rebuild(self, i: int, **kind: bool) -> int:
-        with open_epoch_store(self.config.epoch_store_uri) as store:
+        with open_cluster_store(self.config) as store:
             return request_rebuild(store, self.config, i, **kind)
 
     def add_node(self, *, roles: Sequence[str] | None = None, location: str | None = None,
@@ -508,7 +525,7 @@ class LocalCluster:
 
     def shard_statuses(self) -> dict[int, Any]:
         """Nodes the event log says are not fully authoritative, with their status."""
-        store = open_existing_epoch_store(self.config.epoch_store_uri)
+        store = open_existing_cluster_store(self.config)
         if store is None:
             return {}
         with store:
@@ -519,7 +536,7 @@ class LocalCluster:
         each is AUTHORITATIVE_EMPTY or (once acknowledged) FULLY_AUTHORITATIVE."""
         wanted = set(nodes)
         deadline = time.monotonic() + timeout
-        with open_epoch_store(self.config.epoch_store_uri) as store:
+        with open_cluster_store(self.config) as store:
             while True:
                 rset = store.rebuilding_set()
                 if not wanted & rset.nodes:
@@ -645,6 +662,14 @@ def _loopback_hosts(text: str) -> list[str]:
     return hosts
 
 
+#: ``ld-dev-cluster --tls``: TLS, two principals, trim and admin for one of them.
+DEV_TLS: dict[str, Any] = {
+    "tls": True,
+    "security": {"principals": {"app": {}, "admin": {}},
+                 "acl": {"trim": ["admin"], "admin": ["admin"]}},
+}
+
+
 def _epoch_store(text: str) -> str:
     try:
         parse_epoch_store_uri(text)
@@ -675,6 +700,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--epoch-store", default=None, metavar="URI", type=_epoch_store,
                    help="epoch store, e.g. zookeeper:127.0.0.1:2181/dev (default: a SQLite "
                         "file in the root)")
+    p.add_argument("--tls", action="store_true",
+                   help="a secured cluster: TLS, node certificates, principals 'app' "
+                        "(append, read) and 'admin' (also trim and admin), whose client "
+                        "certificates are written to <root>/tls/")
     p.add_argument("--hosts", default=None, metavar="A,B,...", type=_loopback_hosts,
                    help="one loopback address per node, e.g. 127.0.0.2,127.0.0.3,127.0.0.4 "
                         "(each node then gets its own directory; needs a zookeeper: store)")
@@ -709,12 +738,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cluster = LocalCluster(nodes=nodes, replication=args.replication, logs=args.logs,
                                root=args.root, log_level=args.log_level,
-                               epoch_store=args.epoch_store, hosts=args.hosts)
+                               epoch_store=args.epoch_store, hosts=args.hosts,
+                               **(DEV_TLS if args.tls else {}))
     except (TimeoutError, RuntimeError, ValueError, OSError, LogDeviceError) as exc:
         print(f"ld-dev-cluster: {exc}", file=sys.stderr)
         return 1
     with cluster:
         print(cluster.config_path, flush=True)
+        if args.tls:
+            for name in DEV_TLS["security"]["principals"]:
+                cert, key = cluster.client_cert(name)
+                print(f"principal {name}: --tls-cert {cert} --tls-key {key}",
+                      file=sys.stderr, flush=True)
         kept = "" if args.root is not None else ", removed on exit"
         print(f"{cluster.n} nodes running (config, data and logs in {cluster.root}{kept}); "
               f"Ctrl-C stops them", file=sys.stderr, flush=True)

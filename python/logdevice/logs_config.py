@@ -30,8 +30,9 @@ from logdevice.config.log_groups import (
     parse_groups,
 )
 from logdevice.config.watch import ConfigFileWatch, live_changes
-from logdevice.epochstore import EpochStore, LogsConfigState, open_epoch_store
+from logdevice.epochstore import EpochStore, LogsConfigState
 from logdevice.errors import E, LogDeviceError
+from logdevice.security.store import open_cluster_store
 
 __all__ = ["LogsConfigSource", "StoreLogsConfig"]
 
@@ -141,8 +142,7 @@ class StoreLogsConfig(LogsConfigSource):
             if self._closed:
                 raise LogDeviceError(E.SHUTDOWN, "the log groups source is closed")
             if self._store is None:
-                self._store = open_epoch_store(self._base.epoch_store_uri,
-                                               timeout=self._timeout)
+                self._store = open_cluster_store(self._base, timeout=self._timeout)
             return self._store
 
     def _read_store(self) -> LogsConfigState:

@@ -1,7 +1,8 @@
 """Clusters on a real ZooKeeper epoch store: appends and reads; sequencer failover through
 ZooKeeper; ZooKeeper stopped and restarted under a running writer (appends go on, a read
-started meanwhile fails with a clear status, every acknowledged record reads back); a cluster on distinct loopback addresses with no shared
-files; and the guards against nodes that do not share one epoch store."""
+started meanwhile fails with a clear status, every acknowledged record reads back); a
+cluster on distinct loopback addresses with no shared files; and the guards against nodes
+that do not share one epoch store."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pytest
 
 import logdevice as ld
 from ldcore import lsn as ldlsn
-from logdevice.epochstore import open_epoch_store
+from logdevice.epochstore import AuthoritativeStatus, open_epoch_store
 from tests.cluster.conftest import RawClient, check_acked_on_disk
 from tests.cluster.test_failures import Streamer, _owners
 
@@ -103,9 +104,9 @@ def test_zookeeper_restart_under_a_running_writer(zookeeper_factory, local_clust
         # A read started now does not guess where the log's records are (a guess could
         # count a wiped node's "nothing here" toward DATALOSS): it fails, in bounded time,
         # naming the epoch store.
-        with cluster.client(timeout=15.0) as client, client.create_reader() as r:
-            with pytest.raises(ld.TimedOutError, match="cannot read its metadata.*ZooKeeper"):
-                r.start_reading(1)
+        with cluster.client(timeout=15.0) as client, client.create_reader() as r, \
+                pytest.raises(ld.TimedOutError, match="cannot read its metadata.*ZooKeeper"):
+            r.start_reading(1)
         zk.start()
         before = streamer.count()
         streamer.wait_for(before + 300, timeout=60.0)
@@ -219,3 +220,44 @@ def test_ld_dev_cluster_on_zookeeper_and_loopback_hosts(zk_uri, tmp_path):
             proc.wait(10)
         proc.stdout.close()
         proc.stderr.close()
+
+
+def test_a_reader_started_while_the_store_is_down_reports_no_dataloss(zookeeper_factory,
+                                                                        local_cluster):
+    """A wiped node (in the rebuilding set, its "nothing here" not to be counted) and
+    ZooKeeper stopped: a reader cannot learn the log's metadata, so it does not start
+    (before, it read from every node as if fully authoritative, where the wiped node's
+    answers could make a DATALOSS gap of records that exist).  With ZooKeeper back the
+    same read delivers every record."""
+    from tests.cluster.test_reader_failures import (
+        HOLD_OFF_REBUILDING,
+        drain,
+        expected,
+        split,
+        wipe_and_start,
+        write,
+    )
+
+    zk = zookeeper_factory()
+    cluster = local_cluster(nodes=4, replication=2, logs=range(1, 4),
+                            epoch_store=zk.uri("/outage"),
+                            rebuilding_poll_ms=HOLD_OFF_REBUILDING)
+    with cluster.client(timeout=20.0) as client:
+        lsns = write(client, 1, 1000)
+        wiped = next(i for i in range(4) if i != _owners(cluster, [1])[1])
+        cluster.stop(wiped)
+        wipe_and_start(cluster, wiped)
+        assert cluster.shard_statuses() == {wiped: AuthoritativeStatus.UNDERREPLICATION}
+        zk.stop()
+        with client.create_reader() as r:
+            with pytest.raises(ld.TimedOutError, match="cannot read its metadata"):
+                r.start_reading(1, lsns[0], lsns[-1])
+            assert not r.is_reading(1)
+        zk.start()
+        for scd in (True, False):
+            with client.create_reader() as r:
+                if not scd:
+                    r.force_no_single_copy_delivery()
+                r.start_reading(1, lsns[0], lsns[-1])
+                recs, gaps = split(drain(r, [], lsns[-1], timeout=60))
+            assert recs == expected(lsns) and not gaps, gaps

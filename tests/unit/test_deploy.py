@@ -1,11 +1,13 @@
 """The files in deploy/ stay usable: the config template, stripped of its comment lines,
-is a valid config; the systemd unit runs logdeviced with arguments it accepts."""
+is a valid, secured config (without its security section a node would refuse it); the
+systemd unit runs logdeviced with arguments it accepts."""
 
 import json
 import re
 from pathlib import Path
 
 from logdevice.config import Config
+from logdevice.node.access import exposure_refusal
 from logdevice.node.main import _parser
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -19,6 +21,15 @@ def test_config_template_is_a_valid_config():
     assert cfg.epoch_store_uri.startswith("zookeeper:")
     assert len({n.host for n in cfg.nodes}) == 3
     assert cfg.settings.frame_timeout_ms == 30000
+    sec = cfg.security
+    assert sec is not None and sec.tls is not None and sec.zookeeper is not None
+    assert sec.acl.trim == ("ops",) and sec.acl.admin == ("ops",)
+    assert exposure_refusal(cfg) is None
+    bare = json.loads(stripped)
+    del bare["security"]
+    assert "security" in exposure_refusal(Config.from_dict(bare, source="cluster.jsonc"))
+    bare["security"] = {"insecure": True}
+    assert exposure_refusal(Config.from_dict(bare, source="cluster.jsonc")) is None
 
 
 def test_systemd_unit_runs_logdeviced_with_valid_arguments():

@@ -15,10 +15,12 @@ from logdevice.config import Acl, Config
 from logdevice.errors import E, InvalidConfigError, InvalidParamError
 from logdevice.node.request_gate import RequestGate
 from logdevice.protocol import (
+    AdminRequest,
     Append,
     Error,
     GetCheckpoints,
     GetClusterView,
+    GetMetadata,
     GetPartitions,
     GetRecordAvailability,
     GetTail,
@@ -31,6 +33,7 @@ from logdevice.protocol import (
     Store,
     Trim,
 )
+from logdevice.protocol.flags import StartFlag
 from logdevice.security import (
     ANONYMOUS_PRINCIPAL,
     NODE_PRINCIPAL,
@@ -59,7 +62,7 @@ def secure_config() -> dict:
             {"name": "public", "id": 30, "replication": 2, "acl": {"read": ["anonymous"]}},
         ],
         "security": {
-            "node_secret": NODE_SECRET,
+            "node_secret_file": "node.secret",
             "principals": {"alice": {"token": ALICE_TOKEN}, "bob": {"token": BOB_TOKEN},
                            "carol": {}},
             "acl": {"admin": ["carol"]},
@@ -68,6 +71,9 @@ def secure_config() -> dict:
 
 
 def load(tmp_path: Path, d: dict) -> Config:
+    secret = tmp_path / "node.secret"
+    if not secret.exists():
+        secret.write_text(NODE_SECRET + "\n")
     path = tmp_path / "cluster.json"
     path.write_text(json.dumps(d))
     return Config.load(path)
@@ -77,11 +83,12 @@ def load(tmp_path: Path, d: dict) -> Config:
 def test_security_round_trips_and_defaults(tmp_path):
     cfg = load(tmp_path, secure_config())
     sec = cfg.security
-    assert sec is not None and sec.tls is None and sec.node_secret == NODE_SECRET
+    assert sec is not None and sec.tls is None and sec.node_secret_file == "node.secret"
     assert [p.name for p in sec.principals] == ["alice", "bob", "carol"]
     assert sec.principal("carol").token is None and sec.principal("zed") is None
-    # Unset actions of the default ACL are every authenticated principal's.
-    assert sec.acl == Acl(append=("*",), read=("*",), trim=("*",), admin=("carol",))
+    # Unset actions of the default ACL: append and read for every authenticated
+    # principal, trim and admin for nobody.
+    assert sec.acl == Acl(append=("*",), read=("*",), trim=(), admin=("carol",))
     assert cfg.logs[1].acl == Acl(append=("alice",), read=("alice", "bob"), trim=())
     assert cfg.logs[0].acl is None
     assert Config.from_dict(cfg.to_dict(), base_dir=tmp_path) == cfg
@@ -123,12 +130,19 @@ BAD = [
     ("security-type", _set(["security"], []), "security", "expected an object"),
     ("unknown-key", _set(["security", "principal"], {}), "security.principal",
      "did you mean 'principals'"),
-    ("no-node-auth", _drop(["security", "node_secret"]), "security",
+    ("no-node-auth", _drop(["security", "node_secret_file"]), "security",
      "nodes could not authenticate each other"),
-    ("short-secret", _set(["security", "node_secret"], "short"), "security.node_secret",
-     "at least 16 characters"),
-    ("two-secrets", _set(["security", "node_secret_file"], "secret.txt"),
-     "security.node_secret_file", "not both"),
+    ("inline-secret", _set(["security", "node_secret"], NODE_SECRET), "security.node_secret",
+     "may not be in the config file every client reads"),
+    ("insecure-and-more", _set(["security", "insecure"], True), "security.insecure",
+     "no other security settings"),
+    ("insecure-false", lambda d: d.update(security={"insecure": False}), "security.insecure",
+     "only true"),
+    ("zookeeper-no-auth", _set(["epoch_store"], "zookeeper:127.0.0.1:2181/x"),
+     "security.zookeeper", "auth_file"),
+    ("zookeeper-operator", _set(["security", "zookeeper"], {"auth_file": "zk",
+                                                            "operator": "ops:secret"}),
+     "security.zookeeper.operator", "base64(sha1"),
     ("subjects-without-tls", _set(["security", "node_subjects"], ["n"]),
      "security.node_subjects", "need 'tls'"),
     ("tls-missing-key", _set(["security", "tls"], {"cert": "a", "ca": "c"}),
@@ -149,8 +163,6 @@ BAD = [
      "security.principals.bob.token", "at least 16"),
     ("dup-token", _set(["security", "principals", "bob"], {"token": ALICE_TOKEN}),
      "security.principals.bob.token", "also 'alice'"),
-    ("token-is-secret", _set(["security", "principals", "bob"], {"token": NODE_SECRET}),
-     "security.principals.bob.token", "node secret"),
     ("acl-action", _set(["security", "acl"], {"write": ["*"]}), "security.acl.write",
      "unknown key"),
     ("acl-unknown-name", _set(["security", "acl"], {"read": ["mallory"]}),
@@ -180,7 +192,6 @@ def test_bad_security_names_field_and_file(tmp_path, mutate, field, words):
 
 def test_secret_files_are_read_relative_to_the_config(tmp_path):
     d = secure_config()
-    del d["security"]["node_secret"]
     d["security"]["node_secret_file"] = "secrets/node"
     d["security"]["principals"]["bob"] = {"token_file": "secrets/bob"}
     cfg = load(tmp_path, d)  # files are read when needed: clients do not need them
@@ -232,9 +243,11 @@ def test_authorizer(tmp_path):
     authz = Authorizer(load(tmp_path, secure_config()))
     alice, bob, carol, dave = user("alice"), user("bob"), user("carol"), user("dave")
     anon = ANONYMOUS_PRINCIPAL
-    # "open": the default ACL: every authenticated principal, admin only carol.
+    # "open": the default ACL: every authenticated principal appends and reads, nobody
+    # trims, admin only carol.
     for who in (alice, bob, carol, dave):
-        assert all(authz.allowed(who, 5, a) for a in ("append", "read", "trim"))
+        assert all(authz.allowed(who, 5, a) for a in ("append", "read"))
+        assert not authz.allowed(who, 5, "trim")
     assert authz.allowed(carol, 5, "admin") and not authz.allowed(alice, 5, "admin")
     assert not any(authz.allowed(anon, 5, a) for a in ("append", "read", "trim", "admin"))
     # "private": its own ACL, the default for what it leaves out.
@@ -265,11 +278,30 @@ def test_request_gate(tmp_path):
     start = Start(read_stream_id=3, log_id=11, start_lsn=1, until_lsn=9, window_high=9,
                   filter_version=2)
     assert gate.refusal(bob, start) is None
+    digest = Start(read_stream_id=4, log_id=11, start_lsn=1, until_lsn=9, window_high=9,
+                   flags=int(StartFlag.DIGEST))
+    assert gate.refusal(bob, digest).status == E.ACCESS  # recovery's streams: nodes only
     started = gate.refusal(ANONYMOUS_PRINCIPAL, start)
     assert isinstance(started, Started)
     assert (started.read_stream_id, started.filter_version, started.status) == (3, 2, E.ACCESS)
     assert gate.refusal(alice, Trim(request_id=1, log_id=11, lsn=5)).status == E.ACCESS
-    assert gate.refusal(alice, Trim(request_id=1, log_id=1, lsn=5)) is None
+    assert gate.refusal(alice, Trim(request_id=1, log_id=1, lsn=5)).status == E.ACCESS
+    # Metadata: a log's state for its readers (or admins), cluster-wide reads and every
+    # change for admins only.
+    states = GetMetadata(request_id=1, kind="log_states", log_ids=np.array([12], np.uint64))
+    assert gate.refusal(bob, states) is None and gate.refusal(user("carol"), states) is None
+    assert gate.refusal(user("dave"), states).status == E.ACCESS
+    for kind in ("shard_statuses", "logs_config"):
+        assert gate.refusal(user("dave"), GetMetadata(request_id=1, kind=kind)) is None
+        assert gate.refusal(ANONYMOUS_PRINCIPAL, GetMetadata(request_id=1, kind=kind)) \
+            is not None
+    for kind in ("events", "rebuilding_set", "logs", "log_states"):  # no logs: all of them
+        assert gate.refusal(alice, GetMetadata(request_id=1, kind=kind)).status == E.ACCESS
+        assert gate.refusal(user("carol"), GetMetadata(request_id=1, kind=kind)) is None
+    create = AdminRequest(request_id=1, action="create_log_group", name="evil", lo=500,
+                          hi=600, attributes={"replication": 1})
+    assert "alice may not admin the cluster" in gate.refusal(alice, create).message
+    assert gate.refusal(user("carol"), create) is None
     assert gate.refusal(bob, GetTail(request_id=1, log_id=12)) is None
     avail = GetRecordAvailability(request_id=1, log_id=1, lo=1, hi=2)
     assert gate.refusal(alice, avail).status == E.ACCESS
@@ -324,7 +356,7 @@ def tls_config(tmp_path: Path) -> dict:
     d = secure_config()
     d["security"]["tls"] = {"cert": "node.pem", "key": "node.key", "ca": "ca.pem"}
     d["security"]["node_subjects"] = ["logdevice-node"]
-    del d["security"]["node_secret"]
+    del d["security"]["node_secret_file"]
     return d
 
 
@@ -338,7 +370,26 @@ def test_node_access_loads_tls_and_tells_nodes_apart(tmp_path):
     assert access.dialed_a_node(node)
     assert not access.dialed_a_node({"subject": ((("commonName", "alice"),),)})
     assert not access.dialed_a_node(None)
-    assert access.authenticate("node", "", node)[:2] == (E.OK, NODE_PRINCIPAL)
+    # A node certificate speaks for the nodes whose host it names, no other.
+    node["subjectAltName"] = (("IP Address", "127.0.0.1"),)
+    assert access.authenticate("node", "", node, 1)[:2] == (E.OK, NODE_PRINCIPAL)
+
+
+def test_a_node_certificate_is_one_node(tmp_path):
+    from logdevice.node.access import NodeAccess
+
+    d = tls_config(tmp_path)
+    d["nodes"] = [{"index": 0, "host": "ld0.example", "port": 4440},
+                  {"index": 1, "host": "ld1.example", "port": 4440}]
+    d["epoch_store"] = "zookeeper:zk.example:2181/test"
+    d["security"]["zookeeper"] = {"auth_file": "zk.auth"}
+    access = NodeAccess(load(tmp_path, d))
+    ld0 = {"subject": ((("commonName", "logdevice-node"),),),
+           "subjectAltName": (("DNS", "ld0.example"),)}
+    assert access.authenticate("node", "", ld0, 0)[:2] == (E.OK, NODE_PRINCIPAL)
+    status, principal, why = access.authenticate("node", "", ld0, 1)
+    assert (status, principal) == (E.ACCESS, None) and "N1 (ld1.example)" in why
+    assert access.authenticate("node", "", ld0, 7)[0] == E.ACCESS  # not in the config
 
 
 def test_tls_files_that_do_not_load_name_their_field(tmp_path):

@@ -29,6 +29,7 @@ from logdevice.config.model import (
     Settings,
     TlsConfig,
     Weights,
+    ZooKeeperAuth,
 )
 from logdevice.config.replication import MAX_REPLICATION, ReplicationProperty
 
@@ -40,6 +41,7 @@ __all__ = [
     "Weights",
     "SecurityConfig",
     "TlsConfig",
+    "ZooKeeperAuth",
     "PrincipalConfig",
     "Acl",
     "ACL_ACTIONS",

@@ -35,6 +35,7 @@ from logdevice.config.model import (
     Settings,
     TlsConfig,
     Weights,
+    ZooKeeperAuth,
 )
 from logdevice.config.replication import ReplicationProperty
 from logdevice.epochstore.uri import parse_epoch_store_uri
@@ -48,7 +49,10 @@ NODE_KEYS = ("index", "host", "port", "admin_port", "location", "roles", "weight
 LOG_KEYS = ("name", "id", "replication", "nodeset_size", "scd", "sticky_copysets",
             "sticky_block_bytes", "sticky_block_ms", "backlog_retention_ms",
             "max_writes_in_flight", "store_timeout_ms", "acl")
-SECURITY_KEYS = ("tls", "node_subjects", "node_secret", "node_secret_file", "principals", "acl")
+SECURITY_KEYS = ("tls", "node_subjects", "node_secret", "node_secret_file", "principals", "acl",
+                 "zookeeper", "insecure")
+ZOOKEEPER_KEYS = ("auth_file", "operator")
+_ZK_DIGEST_ID = re.compile(r"^[^:\s]+:[A-Za-z0-9+/]{27}=$")  # name:base64(sha1(name:password))
 TLS_KEYS = ("cert", "key", "ca", "require_client_cert")
 PRINCIPAL_KEYS = ("token", "token_file")
 #: Shorter shared secrets are refused: a token is all it takes to act as its principal.
@@ -64,6 +68,7 @@ SETTING_BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "checker_interval_ms": (0, None),
     "checker_grace_period_ms": (0, None),
     "rebuilding_rate_bytes_per_s": (0, None),
+    "client_idle_timeout_ms": (0, None),
 }
 # Settings that take one of a few words.
 SETTING_CHOICES: dict[str, tuple[str, ...]] = {
@@ -141,11 +146,29 @@ def _parse(cls: type[Config], d: Any, base_dir: Path, source: str | None) -> Con
     data_dir = top.get_str("data_dir", "data", nonempty=True)
     settings = _parse_settings(top.raw("settings", {}))
     raw_security = top.raw("security", None)
-    security = None if raw_security is None else _parse_security(raw_security)
+    insecure = _says_insecure(raw_security)
+    security = None if raw_security is None or insecure else _parse_security(raw_security)
+    if security is not None and store_uri.scheme == "zookeeper" and security.zookeeper is None:
+        raise FieldError("security.zookeeper", "a secured cluster locks its ZooKeeper epoch "
+                                               "store: give 'auth_file' (a file holding "
+                                               "user:password that only nodes have)")
     logs = _parse_logs(top.raw("logs", []), nodes, security)
     return cls(cluster=cluster, nodes=nodes, logs=logs, epoch_store=epoch_store,
-               data_dir=data_dir, settings=settings, security=security,
+               data_dir=data_dir, settings=settings, security=security, insecure=insecure,
                base_dir=base_dir, source=source)
+
+
+def _says_insecure(raw: Any) -> bool:
+    """Whether the security section is ``{"insecure": true}``: no security, on purpose."""
+    if not isinstance(raw, dict) or "insecure" not in raw:
+        return False
+    if raw["insecure"] is not True:
+        raise FieldError("security.insecure", "only true is meaningful (leave it out, or "
+                                              "give the security settings instead)")
+    if len(raw) > 1:
+        raise FieldError("security.insecure", "an insecure cluster has no other security "
+                                              "settings")
+    return True
 
 
 # -- nodes ---------------------------------------------------------------------------------
@@ -381,24 +404,34 @@ def _parse_security(raw: Any) -> SecurityConfig:
     subjects = tuple(check_str(v, join(subjects_path, i), nonempty=True)
                      for i, v in enumerate(check_list(o.raw("node_subjects", []), subjects_path)))
     if subjects and tls is None:
-        raise FieldError(subjects_path, "node certificates need 'tls' (or use node_secret)")
-    node_secret = o.get_str("node_secret", None)
+        raise FieldError(subjects_path, "node certificates need 'tls' (or use "
+                                        "node_secret_file)")
     node_secret_file = o.get_str("node_secret_file", None, nonempty=True)
-    if node_secret is not None and node_secret_file is not None:
-        raise FieldError(o.path_of("node_secret_file"), "give node_secret or node_secret_file, "
-                                                        "not both")
-    if node_secret is not None:
-        _check_secret(node_secret, o.path_of("node_secret"))
-    if not subjects and node_secret is None and node_secret_file is None:
+    if o.raw("node_secret", None) is not None:
+        raise FieldError(o.path_of("node_secret"), "the node secret may not be in the config "
+                                                   "file every client reads: put it in a file "
+                                                   "only nodes have ('node_secret_file'), or "
+                                                   "use node certificates ('node_subjects')")
+    if not subjects and node_secret_file is None:
         raise FieldError("security", "nodes could not authenticate each other: give "
                                      "'node_subjects' (with 'tls': the CNs of node "
-                                     "certificates) or 'node_secret' / 'node_secret_file'")
-    principals = _parse_principals(o.raw("principals", {}), subjects, node_secret)
+                                     "certificates) or 'node_secret_file'")
+    principals = _parse_principals(o.raw("principals", {}), subjects)
     acl = DEFAULT_ACL
     if o.raw("acl", None) is not None:
         acl = _parse_acl(o.raw("acl"), o.path_of("acl"), principals).over(DEFAULT_ACL)
-    return SecurityConfig(tls=tls, node_subjects=subjects, node_secret=node_secret,
-                          node_secret_file=node_secret_file, principals=principals, acl=acl)
+    zookeeper = None
+    if o.raw("zookeeper", None) is not None:
+        z = Obj(o.raw("zookeeper"), "security.zookeeper")
+        z.done(ZOOKEEPER_KEYS)
+        operator = z.get_str("operator", None, nonempty=True)
+        if operator is not None and not _ZK_DIGEST_ID.match(operator):
+            raise FieldError(z.path_of("operator"), "expected name:base64(sha1(name:password))"
+                                                    ", as ZooKeeper's digest scheme spells it")
+        zookeeper = ZooKeeperAuth(auth_file=z.get_str("auth_file", nonempty=True),
+                                  operator=operator)
+    return SecurityConfig(tls=tls, node_subjects=subjects, node_secret_file=node_secret_file,
+                          principals=principals, acl=acl, zookeeper=zookeeper)
 
 
 def _check_secret(value: str, path: str) -> None:
@@ -407,7 +440,7 @@ def _check_secret(value: str, path: str) -> None:
                                f"characters, got {len(value)}")
 
 
-def _parse_principals(raw: Any, node_subjects: tuple[str, ...], node_secret: str | None
+def _parse_principals(raw: Any, node_subjects: tuple[str, ...]
                       ) -> tuple[PrincipalConfig, ...]:
     o = Obj(raw, "security.principals")
     out: list[PrincipalConfig] = []
@@ -428,8 +461,6 @@ def _parse_principals(raw: Any, node_subjects: tuple[str, ...], node_secret: str
             raise FieldError(entry.path_of("token_file"), "give token or token_file, not both")
         if token is not None:
             _check_secret(token, entry.path_of("token"))
-            if token == node_secret:
-                raise FieldError(entry.path_of("token"), "is the node secret")
             if token in token_of:
                 raise FieldError(entry.path_of("token"), f"is also {token_of[token]!r}'s token")
             token_of[token] = name

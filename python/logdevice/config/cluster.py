@@ -35,6 +35,7 @@ class Config:
     data_dir: str = "data"  # as written; see data_root
     settings: Settings = field(default_factory=Settings)
     security: SecurityConfig | None = None  # None: no authentication, no ACLs
+    insecure: bool = False  # ``"security": {"insecure": true}``: no security, on purpose
     # Where relative paths are resolved: the config file's directory.
     base_dir: Path = field(default_factory=Path.cwd, compare=False)
     source: str | None = field(default=None, compare=False)
@@ -75,6 +76,8 @@ class Config:
             d["settings"] = settings
         if self.security is not None:
             d["security"] = self.security.to_dict()
+        elif self.insecure:
+            d["security"] = {"insecure": True}
         return d
 
     @property

@@ -114,10 +114,10 @@ class Acl:
         return {a: list(names) for a in ACL_ACTIONS if (names := self.names(a)) is not None}
 
 
-#: Without an ACL of its own a log group grants every action to every authenticated
-#: principal (and nothing to anonymous connections).
-DEFAULT_ACL = Acl(append=(ANY_AUTHENTICATED,), read=(ANY_AUTHENTICATED,),
-                  trim=(ANY_AUTHENTICATED,), admin=(ANY_AUTHENTICATED,))
+#: Without an ACL of its own a log group grants append and read to every authenticated
+#: principal, trim and admin to nobody (name who may in ``security.acl`` or the group's
+#: own ACL), and nothing to anonymous connections.
+DEFAULT_ACL = Acl(append=(ANY_AUTHENTICATED,), read=(ANY_AUTHENTICATED,), trim=(), admin=())
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,16 +153,32 @@ class PrincipalConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ZooKeeperAuth:
+    """How nodes authenticate to a ZooKeeper epoch store, and whom its znodes admit."""
+
+    auth_file: str  # "user:password" on its first line (only nodes have this file)
+    operator: str | None = None  # "name:base64(sha1(name:password))": also admitted
+
+    def to_dict(self) -> dict[str, str]:
+        d = {"auth_file": self.auth_file}
+        if self.operator is not None:
+            d["operator"] = self.operator
+        return d
+
+
+@dataclass(frozen=True, slots=True)
 class SecurityConfig:
     """The config's ``security`` section: with it, connections authenticate and log group
     ACLs apply; without it, every peer may do everything (local dev clusters)."""
 
     tls: TlsConfig | None = None  # TLS on every connection; None: plain TCP
     node_subjects: tuple[str, ...] = ()  # client-certificate CNs that identify nodes
-    node_secret: str | None = None  # nodes' shared secret, sent in HELLO (with or without TLS)
-    node_secret_file: str | None = None  # ... or a file holding it (first line)
+    # A file holding the nodes' shared secret (first line), sent in HELLO; only nodes have
+    # it (an inline secret would be in the file every client reads).
+    node_secret_file: str | None = None
     principals: tuple[PrincipalConfig, ...] = ()  # ``{name: {token...}}``, ``{}``: cert only
     acl: Acl = DEFAULT_ACL  # log groups without one; its admin: ldshell's node questions too
+    zookeeper: ZooKeeperAuth | None = None  # the nodes' ZooKeeper credential
 
     def principal(self, name: str) -> PrincipalConfig | None:
         for p in self.principals:
@@ -176,13 +192,13 @@ class SecurityConfig:
             d["tls"] = self.tls.to_dict()
         if self.node_subjects:
             d["node_subjects"] = list(self.node_subjects)
-        if self.node_secret is not None:
-            d["node_secret"] = self.node_secret
         if self.node_secret_file is not None:
             d["node_secret_file"] = self.node_secret_file
         if self.principals:
             d["principals"] = {p.name: p.to_dict() for p in self.principals}
         d["acl"] = self.acl.to_dict()
+        if self.zookeeper is not None:
+            d["zookeeper"] = self.zookeeper.to_dict()
         return d
 
 
@@ -284,6 +300,9 @@ class Settings:
     rebuilding_poll_ms: int = 500
     rebuilding_batch_records: int = 8192
     frame_timeout_ms: int = 30_000  # a frame half-sent and then stalled this long: close
+    max_connections: int = 4_096  # inbound connections a node holds; more are closed at once
+    max_connections_per_principal: int = 1_024  # of those, one principal's (nodes: no limit)
+    client_idle_timeout_ms: int = 600_000  # a client silent this long, no stream open: close
     logs_config_poll_ms: int = 1_000  # how often nodes and clients read the runtime log groups
 
     def to_dict(self, only_changed: bool = True) -> dict[str, Any]:

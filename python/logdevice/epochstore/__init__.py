@@ -35,12 +35,13 @@ from logdevice.epochstore.events import (
 from logdevice.epochstore.outcome import EpochOutcome
 from logdevice.epochstore.sqlite import FileEpochStore
 from logdevice.epochstore.uri import EpochStoreURI, parse_epoch_store_uri
-from logdevice.epochstore.zookeeper import ZooKeeperEpochStore
+from logdevice.epochstore.zookeeper import ZooKeeperCredential, ZooKeeperEpochStore
 from logdevice.shards import AuthoritativeStatus
 
 
 def open_epoch_store(uri: str, *, base_dir: str | os.PathLike[str] | None = None,
-                     timeout: float = 10.0) -> EpochStore:
+                     timeout: float = 10.0, auth: ZooKeeperCredential | None = None
+                     ) -> EpochStore:
     """Open the epoch store named by ``uri``.
 
     Parameters
@@ -50,6 +51,9 @@ def open_epoch_store(uri: str, *, base_dir: str | os.PathLike[str] | None = None
         ``base_dir``, else the current directory) or ``zookeeper:host:port/root``.
     timeout : float
         Seconds an operation may wait for the store before TIMEDOUT.
+    auth : ZooKeeperCredential, optional
+        For ``zookeeper:``: authenticate with it and lock every znode to it (see
+        ``ZooKeeperEpochStore``).
 
     Raises
     ------
@@ -62,10 +66,11 @@ def open_epoch_store(uri: str, *, base_dir: str | os.PathLike[str] | None = None
     if parsed.scheme == "file":
         assert parsed.path is not None
         return FileEpochStore(parsed.path, timeout=timeout)
-    return ZooKeeperEpochStore(parsed, timeout=timeout)
+    return ZooKeeperEpochStore(parsed, timeout=timeout, auth=auth)
 
 
-def open_existing_epoch_store(uri: str, *, timeout: float = 10.0) -> EpochStore | None:
+def open_existing_epoch_store(uri: str, *, timeout: float = 10.0,
+                              auth: ZooKeeperCredential | None = None) -> EpochStore | None:
     """The store named by ``uri`` if it can already hold something, else None.
 
     For readers and checks that must not create a store: a ``file:`` store whose file does
@@ -75,7 +80,7 @@ def open_existing_epoch_store(uri: str, *, timeout: float = 10.0) -> EpochStore 
     parsed = parse_epoch_store_uri(uri)
     if parsed.scheme == "file" and (parsed.path is None or not parsed.path.exists()):
         return None
-    return open_epoch_store(parsed.uri, timeout=timeout)
+    return open_epoch_store(parsed.uri, timeout=timeout, auth=auth)
 
 
 __all__ = [
@@ -95,6 +100,8 @@ __all__ = [
     "RebuildingSet",
     "EpochStoreURI",
     "parse_epoch_store_uri",
+    "ZooKeeperEpochStore",
+    "ZooKeeperCredential",
     "EPOCH_INVALID",
     "EPOCH_MIN",
     "EPOCH_MAX",

@@ -20,6 +20,12 @@ and knows whether the write landed (its token, the expected version) or not (ret
 Without it, two activations that computed identical state would both believe they own the
 same epoch.
 
+With a ``ZooKeeperCredential`` the store authenticates (ZooKeeper's ``digest`` scheme) and
+creates every znode with an ACL that admits only that identity, and the credential's
+optional operator identity, with every permission: anyone else gets NOAUTH, for reads
+and writes alike.  Znodes made before the store was locked get that ACL when it first
+connects.  Nodes use one credential; clients never open the store.
+
 While ZooKeeper is unreachable (connection lost, session expired, server restarting) every
 operation waits and retries with exponential backoff up to ``timeout`` seconds, logging
 once per operation what it waits for; then it fails with TIMEDOUT.  Nothing waits forever.
@@ -35,7 +41,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from logdevice.epochstore.base import (
@@ -68,6 +74,26 @@ def _dumps(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
 
 
+@dataclass(frozen=True)
+class ZooKeeperCredential:
+    """Who the store is in ZooKeeper (``digest`` scheme), and the ACL of its znodes."""
+
+    user: str
+    password: str
+    operator: str | None = None  # "name:base64(sha1(name:password))", also admitted
+
+    def __repr__(self) -> str:  # never print the password
+        return f"ZooKeeperCredential(user={self.user!r}, operator={self.operator!r})"
+
+    def acl(self) -> list[Any]:
+        from kazoo.security import ACL, Id, Permissions, make_digest_acl
+
+        out = [make_digest_acl(self.user, self.password, all=True)]
+        if self.operator is not None:
+            out.append(ACL(Permissions.ALL, Id("digest", self.operator)))
+        return out
+
+
 class _Retry(Exception):
     """A compare-and-set lost to another writer: read again and recompute."""
 
@@ -83,10 +109,13 @@ class ZooKeeperEpochStore(EpochStore):
         Seconds an operation may wait for ZooKeeper (reconnects included) before TIMEDOUT.
     session_timeout : float
         The ZooKeeper session timeout asked for.
+    auth : ZooKeeperCredential, optional
+        Authenticate, and lock every znode to this identity (see the module docstring).
     """
 
     def __init__(self, uri: EpochStoreURI, timeout: float = 10.0,
-                 session_timeout: float = 10.0) -> None:
+                 session_timeout: float = 10.0, auth: ZooKeeperCredential | None = None
+                 ) -> None:
         super().__init__()
         try:  # kazoo is optional (the "zookeeper" extra): imported when a store opens
             from kazoo.client import KazooClient
@@ -113,10 +142,12 @@ class ZooKeeperEpochStore(EpochStore):
             # We log once what an operation waits for; kazoo would log every reconnect
             # attempt (several a second during an outage).  Lower it to see them.
             kazoo_log.setLevel(logging.ERROR)
+        self._acl = auth.acl() if auth is not None else None
         # Reconnect forever in the background (kazoo's connection retry); each operation
         # bounds its own wait.
         self._zk = KazooClient(
-            hosts=hosts, timeout=session_timeout,
+            hosts=hosts, timeout=session_timeout, default_acl=self._acl,
+            auth_data=[("digest", f"{auth.user}:{auth.password}")] if auth else None,
             connection_retry=KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_delay=1.0),
             logger=kazoo_log)
         self._connected = threading.Event()
@@ -197,7 +228,23 @@ class ZooKeeperEpochStore(EpochStore):
             with contextlib.suppress(NodeExistsError):
                 self._wait(self._zk.create_async(path, b"0" if path == self._events else b"",
                                                  makepath=True), deadline)
+        if self._acl is not None:
+            self._lock_znodes(deadline)
         self._ready = True
+
+    def _lock_znodes(self, deadline: float) -> None:
+        """Give every znode under the root our ACL, once: a store made before security
+        was on (or by an older version) would stay open to anyone otherwise."""
+        acls, _stat = self._wait(self._zk.get_acls_async(self._root), deadline)
+        if list(acls) == list(self._acl or ()):
+            return
+        log.warning("epoch store %s: znodes not locked yet; setting their ACLs", self.uri)
+        pending = [self._root]
+        while pending:
+            path = pending.pop()
+            self._wait(self._zk.set_acls_async(path, self._acl), deadline)
+            pending += [f"{path}/{child}" for child in
+                        self._wait(self._zk.get_children_async(path), deadline)]
 
     def _outcome_unknown(self, exc: BaseException) -> bool:
         from kazoo.exceptions import ConnectionLoss, OperationTimeoutError  # optional: kazoo

@@ -26,9 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 from logdevice.checker.driver import CheckOptions, run_check
 from logdevice.checker.report import Report
-from logdevice.epochstore import LogEpochState, open_epoch_store
+from logdevice.config import Config
+from logdevice.epochstore import LogEpochState
 from logdevice.errors import LogDeviceError
 from logdevice.node.role import Role
+from logdevice.security.store import open_cluster_store
 
 if TYPE_CHECKING:
     from logdevice.node.server import Node
@@ -43,7 +45,7 @@ LEASE_LOG = 2**62 - 2
 LEASE_KEY = "checker_lease"
 
 
-def take_lease(uri: str, node: int, now_ms: int, hold_ms: int) -> bool:
+def take_lease(config: Config, node: int, now_ms: int, hold_ms: int) -> bool:
     """Take or renew the checker lease for ``node`` until ``now_ms + hold_ms``; False when
     another node holds an unexpired one.  One compare-and-set in the epoch store."""
     def grab(cur: LogEpochState | None) -> LogEpochState | None:
@@ -54,7 +56,7 @@ def take_lease(uri: str, node: int, now_ms: int, hold_ms: int) -> bool:
         extra = {**state.extra, LEASE_KEY: {"node": node, "until_ms": now_ms + hold_ms}}
         return replace(state, extra=extra)
 
-    with open_epoch_store(uri) as store:
+    with open_cluster_store(config) as store:
         state = store.update(LEASE_LOG, grab)
     return state is not None and dict(state.extra).get(LEASE_KEY, {}).get("node") == node
 
@@ -103,7 +105,7 @@ class CheckerRole(Role):
             hold_ms = int(3 * self.interval * 1000) + 60_000
             try:
                 mine = await loop.run_in_executor(
-                    self._exec, take_lease, config.epoch_store_uri, self.node.index,
+                    self._exec, take_lease, config, self.node.index,
                     int(time.time() * 1000), hold_ms)
             except LogDeviceError as exc:
                 log.warning("N%d: checker lease: %s", self.node.index, exc)

@@ -110,6 +110,9 @@ class Connection(asyncio.Protocol):
         self._read_pauses: set[str] = set()
         self._hello_timer: asyncio.TimerHandle | None = None
         self.peername = ""
+        self.last_heard = 0.0  # loop time of the last bytes received
+        self._admitted = False  # counted by the node's ConnectionLimits
+        self._limit_key: str | None = None  # ... under this principal (or peer host)
 
     def __repr__(self) -> str:
         who = f"N{self.peer_node}" if self.peer_node is not None else self.peer_role or "?"
@@ -142,12 +145,21 @@ class Connection(asyncio.Protocol):
                                   store_id=self.node.store_id,
                                   token=access.link.token if access is not None else ""))
         else:
+            if not self.node.limits.admit():
+                log.warning("%r: %d connections open (max_connections), closing", self,
+                            self.node.limits.open)
+                self.closed = True
+                self.abort()
+                return
+            self._admitted = True
+            self.last_heard = self.node.loop.time()
             self.node.connections.add(self)
             self._hello_timer = self.node.loop.call_later(HELLO_TIMEOUT, self._hello_timeout)
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        self.last_heard = self.node.loop.time()
         self._receive(self._decoder.feed, data)
 
     def _receive(self, decode: Any, *args: Any) -> None:
@@ -211,6 +223,9 @@ class Connection(asyncio.Protocol):
             self._stall_timer.cancel()
             self._stall_timer = None
         self.node.connections.discard(self)
+        if self._admitted:
+            self._admitted = False
+            self.node.limits.closed(self._limit_key)
         if self.link is not None:
             self.link.on_closed(self, was_ready)
         if was_ready:
@@ -255,10 +270,18 @@ class Connection(asyncio.Protocol):
         if status == E.OK and node.access is not None:
             assert self.transport is not None
             status, principal, why = node.access.authenticate(
-                msg.role, msg.token, self.transport.get_extra_info("peercert"))
+                msg.role, msg.token, self.transport.get_extra_info("peercert"),
+                msg.node_index)
         if status == E.OK and msg.role == "node" and not node.config.has_node(
                 msg.node_index or 0):
             status, why = E.NOTINSERVERCONFIG, f"node {msg.node_index} is not in the config"
+        if status == E.OK and msg.role != "node":
+            key = principal.name if principal is not None else self.peername.rpartition(":")[0]
+            refused = node.limits.admit_principal(key)
+            if refused is None:
+                self._limit_key = key
+            else:
+                status, why = E.TOOMANY, refused
         reply = HelloReply(status=status, node_index=node.index, message=why)
         if status != E.OK:
             log.warning("%r: refusing HELLO: %s", self, why)

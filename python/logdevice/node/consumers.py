@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from logdevice.epochstore import EpochStore, open_epoch_store
+from logdevice.epochstore import EpochStore
 from logdevice.epochstore.checkpoints import load_checkpoints, store_checkpoints, validate_name
 from logdevice.epochstore.groups import heartbeat
 from logdevice.errors import E, LogDeviceError
@@ -29,6 +29,7 @@ from logdevice.protocol import (
     GroupHeartbeat,
     SetCheckpoints,
 )
+from logdevice.security.store import open_cluster_store
 
 log = logging.getLogger("logdevice.node.checkpoints")
 
@@ -62,7 +63,7 @@ class ConsumersRole(Role):
 
     def _epoch_store(self) -> EpochStore:
         if self._store is None:
-            self._store = open_epoch_store(self.node.config.epoch_store_uri)
+            self._store = open_cluster_store(self.node.config)
         return self._store
 
     def _run(self, conn: Peer, work: Any, reply: Any, error: Any) -> None:

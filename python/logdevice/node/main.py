@@ -32,6 +32,7 @@ import time
 from logdevice.cli import add_version
 from logdevice.config import Config
 from logdevice.errors import InvalidConfigError, LogDeviceError
+from logdevice.node.access import exposure_refusal
 from logdevice.node.assemble import build_node
 from logdevice.node.store_identity import check_store_identity
 
@@ -114,6 +115,14 @@ def main(argv: list[str] | None = None) -> int:
     except InvalidConfigError as exc:
         print(f"logdeviced: invalid config: {exc.message}", file=sys.stderr)
         return EXIT_USAGE
+    refusal = exposure_refusal(config)
+    if refusal is not None:
+        print(f"logdeviced: {refusal}", file=sys.stderr)
+        return EXIT_USAGE
+    if config.insecure:
+        log.warning("N%d: security is off (\"security\": {\"insecure\": true}): any peer "
+                    "that reaches a node may append, read, trim and change the cluster",
+                    args.node_index)
     if not config.has_node(args.node_index):
         print(f"logdeviced: node index {args.node_index} is not in {args.config} "
               f"(nodes: {sorted(n.index for n in config.nodes)})", file=sys.stderr)

@@ -12,13 +12,12 @@ thread of its own.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from logdevice.epochstore import EpochStore, open_epoch_store, statuses_since
+from logdevice.epochstore import EpochStore, statuses_since
 from logdevice.errors import E, LogDeviceError
 from logdevice.node.role import Peer, Role
 from logdevice.protocol import (
@@ -30,6 +29,7 @@ from logdevice.protocol import (
     MetadataReply,
 )
 from logdevice.rebuilding.requests import request_rebuild
+from logdevice.security.store import open_cluster_store
 
 if TYPE_CHECKING:
     from logdevice.node.server import Node
@@ -61,20 +61,18 @@ class MetadataRole(Role):
 
     def _epoch_store(self) -> EpochStore:
         if self._store is None:
-            self._store = open_epoch_store(self.node.config.epoch_store_uri)
+            self._store = open_cluster_store(self.node.config)
         return self._store
 
     def _run(self, conn: Peer, work: Callable[[], Any], reply: Callable[..., Any],
-             then: Callable[[Any], Any] | None = None) -> None:
-        """``work()`` in the role's thread, ``then(result)`` on the loop (it may return an
-        awaitable), then ``reply(status, message, body)`` to ``conn``."""
+             then: Callable[[Any], None] | None = None) -> None:
+        """``work()`` in the role's thread, ``then(result)`` on the loop, then
+        ``reply(status, message, body)`` to ``conn``."""
         async def run() -> None:
             try:
                 body = await self.node.loop.run_in_executor(self._exec, work)
                 if then is not None:
-                    out = then(body)
-                    if asyncio.isfuture(out) or asyncio.iscoroutine(out):
-                        await out
+                    then(body)
             except LogDeviceError as exc:
                 conn.send(reply(exc.status, exc.message or str(exc), None))
                 return

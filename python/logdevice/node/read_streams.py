@@ -261,6 +261,9 @@ class ReadStreamsRole(Role):
             for entry in waiting:
                 self._schedule(entry)
 
+    def holds(self, conn: Peer) -> bool:
+        return bool(self._by_conn.get(conn.id))
+
     def on_connection_closed(self, conn: Peer) -> None:
         for entry in list(self._by_conn.get(conn.id, {}).values()):
             self._drop(entry)

@@ -50,7 +50,6 @@ from logdevice.epochstore import (
     AuthoritativeStatus,
     EpochStore,
     RebuildingSet,
-    open_epoch_store,
 )
 from logdevice.epochstore.events import ShardView
 from logdevice.errors import E, LogDeviceError
@@ -65,6 +64,7 @@ from logdevice.rebuilding.plan import (
 )
 from logdevice.rebuilding.progress import DonorProgress
 from logdevice.rebuilding.throttle import ByteRate
+from logdevice.security.store import open_cluster_store
 from logdevice.storage.batch import RecordBatch
 from logdevice.storage.flags import FLAG_DRAINED
 
@@ -148,7 +148,7 @@ class RebuildingRole(Role):
 
     def _open_store(self) -> EpochStore:
         if self._store is None:
-            self._store = open_epoch_store(self.node.config.epoch_store_uri)
+            self._store = open_cluster_store(self.node.config)
         return self._store
 
     def _read_view(self) -> ShardView:

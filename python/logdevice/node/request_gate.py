@@ -6,7 +6,8 @@ ACCESS).  The rules, by message type:
 
 - node requests (STORE, SEAL, RELEASE, heartbeats, rebuilding copies, the replies nodes
   send each other: every type not listed below) come only from nodes;
-- APPEND and APPEND_BATCH need ``append`` on their log; START, GET_TAIL, GET_HEAD,
+- APPEND and APPEND_BATCH need ``append`` on their log; START (never with the DIGEST
+  flag, which only recovery on a node uses), GET_TAIL, GET_HEAD,
   FIND_TIME and DATA_SIZE need ``read``; TRIM needs ``trim``; GET_RECORD_AVAILABILITY
   (the checker) needs ``admin``; what ldshell asks nodes about themselves
   (GET_PARTITIONS, GET_READ_STREAMS, GET_RECOVERIES) needs ``admin`` in the cluster's
@@ -54,6 +55,7 @@ from logdevice.protocol import (
     GetRecoveries,
     GetTail,
     GroupHeartbeat,
+    Message,
     MessageType,
     SetCheckpoints,
     Start,
@@ -62,6 +64,7 @@ from logdevice.protocol import (
     Trim,
     Window,
 )
+from logdevice.protocol.flags import StartFlag
 from logdevice.security import Authorizer, Principal
 
 __all__ = ["RequestGate", "admit_from_client", "CLIENT_MAX_HEADER"]
@@ -110,14 +113,20 @@ def _metadata(authz: Authorizer, who: Principal, msg: Any) -> str | None:
     return _cluster("admin")(authz, who, msg)
 
 
+def _start(authz: Authorizer, who: Principal, msg: Any) -> str | None:
+    if msg.flags & StartFlag.DIGEST:  # recovery's view of a node's copies: nodes only
+        return "only nodes may open a DIGEST read stream"
+    return _on_log("read")(authz, who, msg)
+
+
 def _open(authz: Authorizer, who: Principal, msg: Any) -> str | None:
     return None
 
 
-RULES: dict[type, Rule] = {
+RULES: dict[type[Message], Rule] = {
     Append: _on_log("append"),
     AppendBatch: _on_log("append"),
-    Start: _on_log("read"),
+    Start: _start,
     GetTail: _on_log("read"),
     GetHead: _on_log("read"),
     FindTime: _on_log("read"),
@@ -139,7 +148,7 @@ RULES: dict[type, Rule] = {
 
 
 #: Message types a client may send: the requests above.
-CLIENT_TYPES: frozenset[int] = frozenset(int(cls.TYPE) for cls in RULES)  # type: ignore[attr-defined]
+CLIENT_TYPES: frozenset[int] = frozenset(int(cls.TYPE) for cls in RULES)
 #: The largest msgpack header a client's request may have.  Clients' requests carry
 #: scalars, names and small attribute maps in the header (bulk data travels in raw
 #: sections), so this bounds what decoding a header can allocate.

@@ -74,6 +74,11 @@ class Role:
         """Message class -> handler, for the message types this role answers."""
         return {}
 
+    def holds(self, conn: Peer) -> bool:
+        """Whether this role keeps something open for ``conn`` (a read stream): such a
+        client connection is not idle however long the client stays silent."""
+        return False
+
     async def start(self) -> None:
         """Called once the node's loop runs, before the port opens."""
 

@@ -57,7 +57,7 @@ from ldcore import codec
 from ldcore.checksum import crc32c
 from logdevice.config import Config, LogGroup
 from logdevice.config.log_groups import affects_sequencer
-from logdevice.epochstore import EpochMetadata, EpochStore, open_epoch_store
+from logdevice.epochstore import EpochMetadata, EpochStore
 from logdevice.errors import E, LogDeviceError
 from logdevice.node.recovery_driver import Recoveries, RecoveryDriver
 from logdevice.node.role import Peer, Role
@@ -81,6 +81,7 @@ from logdevice.protocol import (
     Tail,
     table_reply,
 )
+from logdevice.security.store import open_cluster_store
 from logdevice.sequencer import (
     AckAppend,
     CopysetSelector,
@@ -506,7 +507,7 @@ class SequencerRole(Role):
     def _store(self) -> EpochStore:
         """The epoch store, opened on first use (in the epoch-store thread)."""
         if self._epoch_store is None:
-            self._epoch_store = open_epoch_store(self.node.config.epoch_store_uri)
+            self._epoch_store = open_cluster_store(self.node.config)
         return self._epoch_store
 
     def _activate_blocking(self, log_id: int, metadata: EpochMetadata) -> Any:

@@ -35,6 +35,7 @@ from logdevice.config import Config
 from logdevice.errors import E, LogDeviceError
 from logdevice.node.access import NodeAccess
 from logdevice.node.connection import Connection
+from logdevice.node.limits import ConnectionLimits
 from logdevice.node.links import Loopback, PeerLink
 from logdevice.node.role import Handler, Peer, Role
 from logdevice.protocol import Error
@@ -73,6 +74,9 @@ class Node:
         self._handlers: dict[type, Handler] = {}
         self._owners: dict[type, str] = {}
         self.connections: set[Connection] = set()
+        #: Connections held in all, per principal, and idle clients (``limits``).
+        self.limits = ConnectionLimits(config.settings)
+        self._sweeper: asyncio.Task[None] | None = None
         self.links: dict[int, PeerLink] = {
             n.index: PeerLink(self, n.index, n.host, n.port)
             for n in config.nodes if n.index != index}
@@ -184,6 +188,7 @@ class Node:
         """Adopt a new effective config (runtime log groups changed): requests handled
         from now on see it, and every role hears ``on_config_change``."""
         old, self.config = self.config, config
+        self.limits.update(config.settings)
         if self.access is not None:
             self.access.set_config(config)
         if old.nodes != config.nodes:
@@ -230,6 +235,21 @@ class Node:
         for role in self.roles:
             role.on_connection_closed(conn)
 
+    async def _close_idle_clients(self) -> None:
+        """Close client connections silent for ``client_idle_timeout_ms`` that hold
+        nothing open (a client reconnects when it needs the node again)."""
+        while True:
+            await asyncio.sleep(max(1.0, min(30.0, self.limits.idle_timeout / 4 or 30.0)))
+            now = self.loop.time()
+            for conn in list(self.connections):
+                if conn.peer_role == "node" or not conn.ready:
+                    continue
+                if self.limits.idle(conn.last_heard, now,
+                                    any(role.holds(conn) for role in self.roles)):
+                    log.info("N%d: %r idle for %.0f s, closing", self.index, conn,
+                             now - conn.last_heard)
+                    conn.close()
+
     # -- life cycle -------------------------------------------------------------------------
     async def start(self) -> None:
         """Start the roles, the links and the server."""
@@ -242,6 +262,7 @@ class Node:
             lambda: Connection(self), self.me.host, self.me.port, backlog=BACKLOG,
             reuse_address=True, ssl=server_ssl,
             ssl_handshake_timeout=HANDSHAKE_TIMEOUT if server_ssl is not None else None)
+        self._sweeper = self.loop.create_task(self._close_idle_clients(), name="idle-sweep")
         log.info("N%d listening on %s:%d%s (roles: %s)", self.index, self.me.host,
                  self.me.port, " with TLS" if server_ssl is not None else "",
                  ", ".join(r.name for r in self.roles))
@@ -251,6 +272,8 @@ class Node:
         if self.stopping:
             return
         self.stopping = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         if self.server is not None:
             self.server.close()
         for role in reversed(self.roles):

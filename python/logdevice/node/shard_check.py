@@ -21,9 +21,10 @@ from __future__ import annotations
 import logging
 
 from logdevice.config import Config
-from logdevice.epochstore import AuthoritativeStatus, open_existing_epoch_store
+from logdevice.epochstore import AuthoritativeStatus
 from logdevice.errors import LogDeviceError
 from logdevice.rebuilding.requests import request_rebuild
+from logdevice.security.store import open_existing_cluster_store
 
 __all__ = ["mark_if_data_lost"]
 
@@ -37,7 +38,7 @@ def mark_if_data_lost(config: Config, index: int) -> bool:
     Errors reaching the epoch store are logged, not raised (the node still starts).
     """
     try:
-        store = open_existing_epoch_store(config.epoch_store_uri)
+        store = open_existing_cluster_store(config)
         if store is None:
             return False
         with store:

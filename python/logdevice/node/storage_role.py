@@ -43,7 +43,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from logdevice.epochstore import EpochStore, open_epoch_store
+from logdevice.epochstore import EpochStore
 from logdevice.errors import E, LogDeviceError
 from logdevice.node.epoch_bound import EpochBound
 from logdevice.node.group_commit import GroupCommitter, StoreJob
@@ -66,6 +66,7 @@ from logdevice.protocol import (
     Trim,
     Trimmed,
 )
+from logdevice.security.store import open_cluster_store
 from logdevice.storage.logsdb import LogsDB
 
 if TYPE_CHECKING:
@@ -183,7 +184,7 @@ class StorageRole(Role):
 
     def _open_store(self) -> EpochStore:
         if self._epoch_store is None:
-            self._epoch_store = open_epoch_store(self.node.config.epoch_store_uri)
+            self._epoch_store = open_cluster_store(self.node.config)
         return self._epoch_store
 
     async def stop(self) -> None:
@@ -221,7 +222,7 @@ class StorageRole(Role):
     def _issued_epoch(self, log_id: int) -> int:
         """The log's current epoch in the epoch store (0: unknown there).  Blocking."""
         if self._bound_store is None:
-            self._bound_store = open_epoch_store(self.node.config.epoch_store_uri)
+            self._bound_store = open_cluster_store(self.node.config)
         state = self._bound_store.get(log_id)
         return state.epoch if state is not None else 0
 

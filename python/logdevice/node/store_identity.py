@@ -15,10 +15,10 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 
 from logdevice.config import Config
-from logdevice.epochstore import open_epoch_store
 from logdevice.errors import E, LogDeviceError
 from logdevice.node.probe import NodeConnection
 from logdevice.security import ConnectSecurity
+from logdevice.security.store import open_cluster_store
 
 __all__ = ["check_store_identity", "read_store_identity", "peers_refusing",
            "StoreMismatchError"]
@@ -34,7 +34,7 @@ class StoreMismatchError(LogDeviceError):
 
 def read_store_identity(config: Config, timeout: float = 10.0) -> str:
     """The identity of the epoch store ``config`` names (recorded at its first use)."""
-    with open_epoch_store(config.epoch_store_uri, timeout=timeout) as store:
+    with open_cluster_store(config, timeout=timeout) as store:
         return store.cluster_identity(config.cluster)
 
 

@@ -117,10 +117,8 @@ class Authenticator:
 
 
 def node_secret(config: Config) -> str | None:
-    """The nodes' shared secret from the config (inline or its file), None if none."""
+    """The nodes' shared secret, from its file (None: the config names none)."""
     security = config.security
-    if security is None:
+    if security is None or security.node_secret_file is None:
         return None
-    if security.node_secret_file is not None:
-        return read_secret(config, security.node_secret_file, "security.node_secret_file")
-    return security.node_secret
+    return read_secret(config, security.node_secret_file, "security.node_secret_file")
