@@ -130,3 +130,16 @@ def test_a_client_cannot_be_a_node(cluster):
             conn.send(msg)
             reply = conn.recv(timeout=10)
             assert isinstance(reply, Error) and reply.status == E.ACCESS, reply
+
+
+def test_consumers_belong_to_their_principal(cluster):
+    with client_as(cluster, "viewer") as viewer, client_as(cluster, "writer") as writer:
+        viewer.store_checkpoints("viewer-app", {1: (3, 0)})
+        with pytest.raises(ld.AccessError, match="belongs to another principal"):
+            writer.load_checkpoints("viewer-app")
+        with pytest.raises(ld.AccessError, match="belongs to another principal"):
+            writer.store_checkpoints("viewer-app", {1: (1, 0)})
+        assert viewer.load_checkpoints("viewer-app") == {1: (3, 0)}
+        viewer.group_heartbeat("viewer-group", "m1", [1, 2])
+        with pytest.raises(ld.AccessError, match="belongs to another principal"):
+            writer.group_heartbeat("viewer-group", "m2", [1, 2])

@@ -51,3 +51,26 @@ def test_bad_input_and_a_key_collision(tmp_path):
                                                           "checkpoint_name": "m"}))
         with pytest.raises(LogDeviceError, match="share a key"):
             load_checkpoints(store, "n")
+
+
+def test_a_consumer_name_belongs_to_the_principal_that_made_it(tmp_path):
+    from logdevice.epochstore.groups import heartbeat
+    from logdevice.errors import E, LogDeviceError
+
+    with FileEpochStore(tmp_path / "e.sqlite") as store:
+        assert store_checkpoints(store, "c", {1: (5, 0)}, owner="alice") == {1: (5, 0)}
+        for attempt in (lambda: store_checkpoints(store, "c", {1: (9, 0)}, owner="mallory"),
+                        lambda: load_checkpoints(store, "c", owner="mallory")):
+            with pytest.raises(LogDeviceError, match="another principal") as ei:
+                attempt()
+            assert ei.value.status == E.ACCESS
+        assert load_checkpoints(store, "c", owner="alice") == {1: (5, 0)}
+        assert store_checkpoints(store, "c", {2: (7, 1)}, owner="alice") == {
+            1: (5, 0), 2: (7, 1)}
+        assert load_checkpoints(store, "c") == {1: (5, 0), 2: (7, 1)}  # a node: unchecked
+        assert heartbeat(store, "g", "m1", [1, 2], 1000, 10_000, owner="alice")[1] == [1, 2]
+        with pytest.raises(LogDeviceError) as ei:
+            heartbeat(store, "g", "m2", [1, 2], 1000, 10_000, owner="mallory")
+        assert ei.value.status == E.ACCESS
+        gen, mine = heartbeat(store, "g", "m1", [1, 2], 2000, 10_000, owner="alice")
+        assert mine == [1, 2]

@@ -10,6 +10,11 @@ under a key in a range no log can use (``2**62 + 2**61`` and up; user logs end b
 ``2**62``, internal and metadata logs are elsewhere), with the checkpoints in the entry's
 ``extra``.  So every backend that can hold a log's state holds checkpoints too, with the
 same compare-and-set update, and a commit is one atomic write however many logs it names.
+
+A name belongs to the principal that first stored under it (``owner``, kept in the
+entry as ``principal``): another principal may neither read nor change it (ACCESS).
+``owner=None`` (no security, or a node asking) is not checked.  Consumer groups are
+owned the same way.
 """
 
 from __future__ import annotations
@@ -17,12 +22,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from logdevice.epochstore.base import EpochStore, LogEpochState
 from logdevice.errors import E, InvalidParamError, LogDeviceError
 
 __all__ = ["CHECKPOINT_KEYS", "checkpoint_key", "is_checkpoint_key", "load_checkpoints",
-           "store_checkpoints", "validate_name"]
+           "store_checkpoints", "validate_name", "claim"]
 
 #: First key of the checkpoint entries (keys up to 2**63 - 1).
 CHECKPOINT_KEYS = 2**62 + 2**61
@@ -48,6 +54,17 @@ def is_checkpoint_key(key: int) -> bool:
     return key >= CHECKPOINT_KEYS
 
 
+def claim(extra: dict[str, Any], owner: str | None, what: str) -> None:
+    """Check that ``owner`` may use the entry whose ``extra`` this is, and make it the
+    entry's owner if it has none.  ACCESS for someone else's entry."""
+    if owner is None:
+        return
+    held = extra.get("principal")
+    if held is not None and held != owner:
+        raise LogDeviceError(E.ACCESS, f"{what} belongs to another principal")
+    extra["principal"] = owner
+
+
 def _positions(state: LogEpochState | None, name: str) -> dict[int, Position]:
     if state is None:
         return {}
@@ -59,13 +76,17 @@ def _positions(state: LogEpochState | None, name: str) -> dict[int, Position]:
             for log, p in state.extra.get("checkpoints", {}).items()}
 
 
-def load_checkpoints(store: EpochStore, name: str) -> dict[int, Position]:
+def load_checkpoints(store: EpochStore, name: str, owner: str | None = None
+                     ) -> dict[int, Position]:
     """``name``'s checkpoints: log id -> (lsn, batch offset); empty if it has none."""
-    return _positions(store.get(checkpoint_key(name)), name)
+    state = store.get(checkpoint_key(name))
+    if state is not None:
+        claim(dict(state.extra), owner, f"consumer {name!r}")
+    return _positions(state, name)
 
 
-def store_checkpoints(store: EpochStore, name: str,
-                      positions: Mapping[int, Position]) -> dict[int, Position]:
+def store_checkpoints(store: EpochStore, name: str, positions: Mapping[int, Position],
+                      owner: str | None = None) -> dict[int, Position]:
     """Set ``name``'s checkpoints of the given logs (others stay); all of them after."""
     key = checkpoint_key(name)
     clean = {int(log): (int(lsn), int(off)) for log, (lsn, off) in positions.items()}
@@ -76,8 +97,12 @@ def store_checkpoints(store: EpochStore, name: str,
     def merge(cur: LogEpochState | None) -> LogEpochState:
         merged = _positions(cur, name)
         merged.update(clean)
-        extra = {"checkpoint_name": name,
-                 "checkpoints": {str(k): list(v) for k, v in sorted(merged.items())}}
+        extra: dict[str, Any] = {"checkpoint_name": name,
+                                 "checkpoints": {str(k): list(v)
+                                                 for k, v in sorted(merged.items())}}
+        if cur is not None and "principal" in cur.extra:
+            extra["principal"] = cur.extra["principal"]
+        claim(extra, owner, f"consumer {name!r}")
         return replace(cur, extra=extra) if cur is not None else LogEpochState(key,
                                                                                extra=extra)
 

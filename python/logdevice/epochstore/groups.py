@@ -27,7 +27,7 @@ from dataclasses import replace
 from typing import Any
 
 from logdevice.epochstore.base import EpochStore, LogEpochState
-from logdevice.epochstore.checkpoints import CHECKPOINT_KEYS, validate_name
+from logdevice.epochstore.checkpoints import CHECKPOINT_KEYS, claim, validate_name
 from logdevice.errors import E, InvalidParamError, LogDeviceError
 
 __all__ = ["GROUP_KEYS", "group_key", "settle", "heartbeat"]
@@ -90,8 +90,10 @@ def settle(state: dict[str, Any], member: str, logs: Sequence[int], now_ms: int,
 
 
 def heartbeat(store: EpochStore, group: str, member: str, logs: Sequence[int], now_ms: int,
-              session_ms: int, leave: bool = False) -> tuple[int, list[int]]:
-    """One heartbeat (or leave) of ``member``: (the group's generation, its logs)."""
+              session_ms: int, leave: bool = False, owner: str | None = None
+              ) -> tuple[int, list[int]]:
+    """One heartbeat (or leave) of ``member``: (the group's generation, its logs).  The
+    group belongs to the principal that made it (``owner``; None: not checked)."""
     key = group_key(group)
     if not member or len(member.encode()) > 255:
         raise InvalidParamError(message=f"bad member name {member!r}")
@@ -102,7 +104,10 @@ def heartbeat(store: EpochStore, group: str, member: str, logs: Sequence[int], n
         if extra.get("group") != group:
             raise LogDeviceError(E.FAILED, f"groups {extra.get('group')!r} and {group!r} "
                                            "share a key: use another name")
+        claim(extra, owner, f"consumer group {group!r}")
         new, mine = settle(extra, member, logs, now_ms, session_ms, leave)
+        if "principal" in extra:
+            new["principal"] = extra["principal"]
         result[:] = [new["generation"], mine]
         return replace(cur, extra=new) if cur is not None else LogEpochState(key, extra=new)
 

@@ -3,7 +3,9 @@
 A client may not reach the epoch store (a ``file:`` store lives on the cluster's
 machine); every node does.  GET_CHECKPOINTS and SET_CHECKPOINTS are answered with
 CHECKPOINTS carrying the consumer's checkpoints (after the change, for a SET);
-GROUP_HEARTBEAT with GROUP_ASSIGNMENT, the logs the member reads now.  The epoch store
+GROUP_HEARTBEAT with GROUP_ASSIGNMENT, the logs the member reads now.  With security on,
+a consumer name or group belongs to the principal that first used it: another principal
+gets ACCESS (the request gate has already checked ``read`` on the logs named).  The epoch store
 work runs in a thread of this role's own.
 """
 
@@ -41,6 +43,13 @@ def _reply(request_id: int, name: str, positions: Mapping[int, tuple[int, int]]
                        log_ids=np.array(logs, np.uint64),
                        lsns=np.array([positions[k][0] for k in logs], np.uint64),
                        batch_offsets=np.array([positions[k][1] for k in logs], np.uint32))
+
+
+def _owner(conn: Peer) -> str | None:
+    """Whose consumer names a request may use: the client's principal (None without
+    security, or for a node: not checked)."""
+    who = conn.principal
+    return None if who is None or who.is_node else who.name
 
 
 class ConsumersRole(Role):
@@ -88,7 +97,8 @@ class ConsumersRole(Role):
     def _on_get(self, conn: Peer, msg: GetCheckpoints) -> None:
         self._run_checkpoints(
             conn, msg.request_id, msg.name,
-            lambda: load_checkpoints(self._epoch_store(), validate_name(msg.name)))
+            lambda: load_checkpoints(self._epoch_store(), validate_name(msg.name),
+                                     _owner(conn)))
 
     def _on_set(self, conn: Peer, msg: SetCheckpoints) -> None:
         positions = {log_id: (lsn, off) for log_id, lsn, off in zip(
@@ -102,7 +112,8 @@ class ConsumersRole(Role):
             return
         self._run_checkpoints(conn, msg.request_id, msg.name,
                               lambda: store_checkpoints(self._epoch_store(),
-                                                        validate_name(msg.name), positions))
+                                                        validate_name(msg.name), positions,
+                                                        _owner(conn)))
 
     def _on_heartbeat(self, conn: Peer, msg: GroupHeartbeat) -> None:
         logs = msg.log_ids.tolist()
@@ -114,7 +125,7 @@ class ConsumersRole(Role):
         store, now_ms = self._epoch_store, int(time.time() * 1000)
         self._run(conn,
                   lambda: heartbeat(store(), msg.group, msg.member, logs, now_ms,
-                                    msg.session_ms, msg.leave),
+                                    msg.session_ms, msg.leave, _owner(conn)),
                   lambda r: GroupAssignment(request_id=msg.request_id, status=E.OK,
                                             generation=r[0],
                                             log_ids=np.array(r[1], np.uint64)),
