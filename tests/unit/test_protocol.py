@@ -159,7 +159,7 @@ def sample_messages():
                         body=[[1, None], [7, {"epoch": 3, "history": [{"nodeset": [0, 1]}]}]]),
         p.AdminRequest(request_id=21, action="create_log_group", name="ev", lo=500, hi=599,
                        attributes={"replication": 2, "scd": None}),
-        p.AdminReply(request_id=21, status=E.EXISTS, message="ids 500..599 overlap"),
+        p.MetadataReply(request_id=21, status=E.EXISTS, message="ids 500..599 overlap"),
     ]
 
 

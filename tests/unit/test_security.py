@@ -253,6 +253,8 @@ def test_authorizer(tmp_path):
     # "private": its own ACL, the default for what it leaves out.
     assert authz.allowed(alice, 11, "append") and not authz.allowed(bob, 11, "append")
     assert authz.allowed(bob, 20, "read") and not authz.allowed(dave, 20, "read")
+    meta_20 = 20 | (1 << 63)  # its metadata log: judged by the group's ACL too
+    assert authz.allowed(bob, meta_20, "read") and not authz.allowed(dave, meta_20, "read")
     assert not authz.allowed(alice, 15, "trim")  # an empty list: nobody
     assert authz.allowed(carol, 15, "admin") and not authz.allowed(anon, 15, "read")
     # "public": anonymous readers too, appends still need a principal.

@@ -20,6 +20,8 @@ ROLES = ("sequencer", "storage")
 #: User log ids are 1 .. USER_LOGID_MAX.
 LOGID_MIN = 1
 USER_LOGID_MAX = 2**62 - 1 - 1000
+#: A log id with this bit set names the metadata log of the data log without it.
+METADATA_LOG_BIT = 1 << 63
 MAX_PAYLOAD_SIZE = 32 * 1024 * 1024
 #: What a log group's ACL grants, action by action.
 ACL_ACTIONS = ("append", "read", "trim", "admin")

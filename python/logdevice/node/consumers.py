@@ -5,25 +5,23 @@ machine); every node does.  GET_CHECKPOINTS and SET_CHECKPOINTS are answered wit
 CHECKPOINTS carrying the consumer's checkpoints (after the change, for a SET);
 GROUP_HEARTBEAT with GROUP_ASSIGNMENT, the logs the member reads now.  With security on,
 a consumer name or group belongs to the principal that first used it: another principal
-gets ACCESS (the request gate has already checked ``read`` on the logs named).  The epoch store
-work runs in a thread of this role's own.
+gets ACCESS (the request gate has already checked ``read`` on the logs named).  The epoch
+store work runs in a thread of this role's own (``StoreRequestRole``).
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
-from logdevice.epochstore import EpochStore
 from logdevice.epochstore.checkpoints import load_checkpoints, store_checkpoints, validate_name
 from logdevice.epochstore.groups import heartbeat
-from logdevice.errors import E, LogDeviceError
-from logdevice.node.role import Peer, Role
+from logdevice.errors import E
+from logdevice.node.role import Peer
+from logdevice.node.store_requests import StoreRequestRole
 from logdevice.protocol import (
     Checkpoints,
     GetCheckpoints,
@@ -31,9 +29,6 @@ from logdevice.protocol import (
     GroupHeartbeat,
     SetCheckpoints,
 )
-from logdevice.security.store import open_cluster_store
-
-log = logging.getLogger("logdevice.node.checkpoints")
 
 
 def _reply(request_id: int, name: str, positions: Mapping[int, tuple[int, int]]
@@ -52,52 +47,22 @@ def _owner(conn: Peer) -> str | None:
     return None if who is None or who.is_node else who.name
 
 
-class ConsumersRole(Role):
+class ConsumersRole(StoreRequestRole):
     name = "consumers"
-
-    def __init__(self, node: Any) -> None:
-        super().__init__(node)
-        self._exec = ThreadPoolExecutor(1, thread_name_prefix="consumers")
-        self._store: EpochStore | None = None
 
     def handlers(self) -> Mapping[type, Any]:
         return {GetCheckpoints: self._on_get, SetCheckpoints: self._on_set,
                 GroupHeartbeat: self._on_heartbeat}
 
-    def close(self) -> None:
-        self._exec.shutdown(wait=True)
-        if self._store is not None:
-            self._store.close()
-            self._store = None
-
-    def _epoch_store(self) -> EpochStore:
-        if self._store is None:
-            self._store = open_cluster_store(self.node.config)
-        return self._store
-
-    def _run(self, conn: Peer, work: Any, reply: Any, error: Any) -> None:
-        """``work()`` in the role's thread; send ``reply(result)`` or ``error(status,
-        message)``."""
-        def done(fut: Any) -> None:
-            exc = fut.exception()
-            if exc is None:
-                conn.send(reply(fut.result()))
-                return
-            if not isinstance(exc, LogDeviceError):
-                log.error("consumer request failed", exc_info=exc)
-            conn.send(error(getattr(exc, "status", E.FAILED), str(exc)))
-
-        self.node.loop.run_in_executor(self._exec, work).add_done_callback(done)
-
     def _run_checkpoints(self, conn: Peer, request_id: int, name: str, work: Any) -> None:
-        self._run(conn, work, lambda r: _reply(request_id, name, r),
-                  lambda st, why: Checkpoints(request_id=request_id, name=name, status=st,
-                                              message=why))
+        self.answer(conn, work, lambda r: _reply(request_id, name, r),
+                    lambda st, why: Checkpoints(request_id=request_id, name=name, status=st,
+                                                message=why))
 
     def _on_get(self, conn: Peer, msg: GetCheckpoints) -> None:
         self._run_checkpoints(
             conn, msg.request_id, msg.name,
-            lambda: load_checkpoints(self._epoch_store(), validate_name(msg.name),
+            lambda: load_checkpoints(self.epoch_store(), validate_name(msg.name),
                                      _owner(conn)))
 
     def _on_set(self, conn: Peer, msg: SetCheckpoints) -> None:
@@ -111,7 +76,7 @@ class ConsumersRole(Role):
                                   message=f"logs not in the config: {bad[:10]}"))
             return
         self._run_checkpoints(conn, msg.request_id, msg.name,
-                              lambda: store_checkpoints(self._epoch_store(),
+                              lambda: store_checkpoints(self.epoch_store(),
                                                         validate_name(msg.name), positions,
                                                         _owner(conn)))
 
@@ -122,12 +87,12 @@ class ConsumersRole(Role):
             conn.send(GroupAssignment(request_id=msg.request_id, status=E.NOTFOUND,
                                       message=f"logs not in the config: {bad[:10]}"))
             return
-        store, now_ms = self._epoch_store, int(time.time() * 1000)
-        self._run(conn,
-                  lambda: heartbeat(store(), msg.group, msg.member, logs, now_ms,
-                                    msg.session_ms, msg.leave, _owner(conn)),
-                  lambda r: GroupAssignment(request_id=msg.request_id, status=E.OK,
-                                            generation=r[0],
-                                            log_ids=np.array(r[1], np.uint64)),
-                  lambda st, why: GroupAssignment(request_id=msg.request_id, status=st,
-                                                  message=why))
+        now_ms = int(time.time() * 1000)
+        self.answer(conn,
+                    lambda: heartbeat(self.epoch_store(), msg.group, msg.member, logs, now_ms,
+                                      msg.session_ms, msg.leave, _owner(conn)),
+                    lambda r: GroupAssignment(request_id=msg.request_id, status=E.OK,
+                                              generation=r[0],
+                                              log_ids=np.array(r[1], np.uint64)),
+                    lambda st, why: GroupAssignment(request_id=msg.request_id, status=st,
+                                                    message=why))

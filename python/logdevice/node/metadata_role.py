@@ -12,103 +12,59 @@ thread of its own.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
-from logdevice.epochstore import EpochStore, statuses_since
-from logdevice.errors import E, LogDeviceError
-from logdevice.node.role import Peer, Role
+from logdevice.epochstore import statuses_since
+from logdevice.errors import E
+from logdevice.node.role import Peer
+from logdevice.node.store_requests import StoreRequestRole
 from logdevice.protocol import (
     ADMIN_ACTIONS,
     METADATA_KINDS,
-    AdminReply,
     AdminRequest,
     GetMetadata,
     MetadataReply,
 )
 from logdevice.rebuilding.requests import request_rebuild
-from logdevice.security.store import open_cluster_store
-
-if TYPE_CHECKING:
-    from logdevice.node.server import Node
-
-log = logging.getLogger("logdevice.node.metadata")
 
 #: At most this many logs in one ``log_states`` request.
 MAX_LOGS_PER_REQUEST = 10_000
 
 
-class MetadataRole(Role):
+class MetadataRole(StoreRequestRole):
     """Answers GET_METADATA and ADMIN_REQUEST from the node's epoch store."""
 
     name = "metadata"
 
-    def __init__(self, node: Node) -> None:
-        super().__init__(node)
-        self._exec = ThreadPoolExecutor(1, thread_name_prefix="metadata")
-        self._store: EpochStore | None = None
-
     def handlers(self) -> Mapping[type, Any]:
         return {GetMetadata: self._on_get, AdminRequest: self._on_admin}
 
-    def close(self) -> None:
-        self._exec.shutdown(wait=True)
-        if self._store is not None:
-            self._store.close()
-            self._store = None
-
-    def _epoch_store(self) -> EpochStore:
-        if self._store is None:
-            self._store = open_cluster_store(self.node.config)
-        return self._store
-
-    def _run(self, conn: Peer, work: Callable[[], Any], reply: Callable[..., Any],
-             then: Callable[[Any], None] | None = None) -> None:
-        """``work()`` in the role's thread, ``then(result)`` on the loop, then
-        ``reply(status, message, body)`` to ``conn``."""
-        async def run() -> None:
-            try:
-                body = await self.node.loop.run_in_executor(self._exec, work)
-                if then is not None:
-                    then(body)
-            except LogDeviceError as exc:
-                conn.send(reply(exc.status, exc.message or str(exc), None))
-                return
-            except Exception as exc:
-                log.exception("N%d: metadata request failed", self.node.index)
-                conn.send(reply(E.FAILED, f"internal error: {type(exc).__name__}: {exc}",
-                                None))
-                return
-            conn.send(reply(E.OK, "", body))
-
-        self.node.loop.create_task(run())
-
     # -- reads ------------------------------------------------------------------------------
     def _on_get(self, conn: Peer, msg: GetMetadata) -> None:
-        def reply(status: E, message: str, body: Any) -> MetadataReply:
-            return MetadataReply(request_id=msg.request_id, status=status, message=message,
-                                 body=body)
+        def error(status: E, message: str) -> MetadataReply:
+            return MetadataReply(request_id=msg.request_id, status=status, message=message)
 
         if msg.kind not in METADATA_KINDS:
-            conn.send(reply(E.INVALID_PARAM, f"unknown metadata kind {msg.kind!r}", None))
+            conn.send(error(E.INVALID_PARAM, f"unknown metadata kind {msg.kind!r}"))
             return
         log_ids = msg.log_ids.tolist()
         if len(log_ids) > MAX_LOGS_PER_REQUEST:
-            conn.send(reply(E.INVALID_PARAM, f"{len(log_ids)} logs in one request; at most "
-                                             f"{MAX_LOGS_PER_REQUEST}", None))
+            conn.send(error(E.INVALID_PARAM, f"{len(log_ids)} logs in one request; at most "
+                                             f"{MAX_LOGS_PER_REQUEST}"))
             return
         config = self.node.config
         unknown = [x for x in log_ids if not config.has_log(x)]
         if unknown:
-            conn.send(reply(E.NOTFOUND, f"logs not in the config: {unknown[:10]}", None))
+            conn.send(error(E.NOTFOUND, f"logs not in the config: {unknown[:10]}"))
             return
-        self._run(conn, lambda: self._read(msg.kind, log_ids, msg.since), reply)
+        self.answer(conn, lambda: self._read(msg.kind, log_ids, msg.since),
+                    lambda body: MetadataReply(request_id=msg.request_id, status=E.OK,
+                                               body=body), error)
 
     def _read(self, kind: str, log_ids: list[int], since: int) -> Any:
         """The body of a GET_METADATA reply (in the role's thread)."""
-        store = self._epoch_store()
+        store = self.epoch_store()
         if kind == "log_states":
             out = []
             for log_id in log_ids:
@@ -132,40 +88,38 @@ class MetadataRole(Role):
 
     # -- changes ----------------------------------------------------------------------------
     def _on_admin(self, conn: Peer, msg: AdminRequest) -> None:
-        def reply(status: E, message: str, body: Any) -> AdminReply:
-            return AdminReply(request_id=msg.request_id, status=status, message=message,
-                              body=body)
+        def error(status: E, message: str) -> MetadataReply:
+            return MetadataReply(request_id=msg.request_id, status=status, message=message)
+
+        def reply(body: Any) -> MetadataReply:
+            return MetadataReply(request_id=msg.request_id, status=E.OK, body=body)
 
         if msg.action not in ADMIN_ACTIONS:
-            conn.send(reply(E.INVALID_PARAM, f"unknown admin action {msg.action!r}", None))
+            conn.send(error(E.INVALID_PARAM, f"unknown admin action {msg.action!r}"))
             return
         if msg.action in ("drain", "mark_unrecoverable"):
             config = self.node.config
-            self._run(conn, lambda: {"version": request_rebuild(
-                self._epoch_store(), config, msg.node, drain=msg.action == "drain",
-                unrecoverable=msg.action == "mark_unrecoverable")}, reply)
+            self.answer(conn, lambda: {"version": request_rebuild(
+                self.epoch_store(), config, msg.node, drain=msg.action == "drain",
+                unrecoverable=msg.action == "mark_unrecoverable")}, reply, error)
             return
         if not self.node.has_role("logs_config"):
-            conn.send(reply(E.NOTSUPPORTED, "this node does not keep the log groups", None))
+            conn.send(error(E.NOTSUPPORTED, "this node does not keep the log groups"))
             return
         source = self.node.role("logs_config").source
         if msg.action == "create_log_group":
-            def work() -> Any:
-                return source.create(msg.name, msg.lo, msg.hi, msg.attributes).name
+            def work() -> None:
+                source.create(msg.name, msg.lo, msg.hi, msg.attributes)
         elif msg.action == "update_log_group":
-            def work() -> Any:
-                return source.update(msg.name, msg.attributes).name
+            def work() -> None:
+                source.update(msg.name, msg.attributes)
         else:
-            def work() -> Any:
+            def work() -> None:
                 source.remove(msg.name)
-                return msg.name
 
-        def adopt(name: str) -> None:
+        def adopt(_: None) -> None:
             # The source already read the change back: the node adopts it now, so a
             # request for the new logs that follows this reply finds them here.
             self.node.set_config(source.config)
 
-        self._run(conn, work, lambda st, why, name: reply(
-            st, why, None if name is None else {"name": name, "version": source.version}),
-            adopt)
-
+        self.answer(conn, work, lambda _: reply({"version": source.version}), error, adopt)

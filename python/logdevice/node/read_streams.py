@@ -36,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from logdevice.config.location import Location, NodeLocationScope
+from logdevice.config.model import METADATA_LOG_BIT
 from logdevice.errors import E, LogDeviceError
 from logdevice.node.read_stream_server import (
     DEFAULT_BUDGET_BYTES,
@@ -65,7 +66,6 @@ log = logging.getLogger("logdevice.node.read_streams")
 __all__ = ["ReadStreamsRole", "ReadStreamRow"]
 
 LSN_MAX = 2**64 - 1
-METADATA_LOG_BIT = 1 << 63
 #: Unsent bytes on a connection above which its streams wait, and below which they go on.
 HIGH_WATER = 4 << 20
 LOW_WATER = 1 << 20

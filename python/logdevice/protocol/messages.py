@@ -96,7 +96,6 @@ __all__ = [
     "GetMetadata",
     "MetadataReply",
     "AdminRequest",
-    "AdminReply",
     "METADATA_KINDS",
     "ADMIN_ACTIONS",
     "table_columns",
@@ -157,7 +156,6 @@ class MessageType(IntEnum):
     GET_METADATA = 100
     METADATA_REPLY = 101
     ADMIN_REQUEST = 102
-    ADMIN_REPLY = 103
 
 
 class GapReason(IntEnum):
@@ -1123,7 +1121,9 @@ class GetMetadata(Message, eq=False):
 
 @register
 class MetadataReply(Message):
-    """Node -> client: what GET_METADATA asked for, as plain msgpack values."""
+    """Node -> client: what GET_METADATA asked for, as plain msgpack values; or the outcome
+    of an ADMIN_REQUEST (``body``: {"version": ...} of the LogsConfig after a log group
+    change, of the event after a drain)."""
 
     TYPE = MessageType.METADATA_REPLY
     request_id: int
@@ -1135,7 +1135,7 @@ class MetadataReply(Message):
 @register
 class AdminRequest(Message):
     """Client -> any node: change the cluster's metadata (``ADMIN_ACTIONS``); the node
-    checks the ``admin`` ACL, then writes the epoch store.
+    checks the ``admin`` ACL, then writes the epoch store, and answers METADATA_REPLY.
 
     ``name``, ``lo``, ``hi`` and ``attributes`` describe a log group (``attributes`` of an
     update are the changes, None meaning "back to the default"); ``node`` is the node a
@@ -1149,18 +1149,6 @@ class AdminRequest(Message):
     hi: int = 0
     attributes: dict[str, Any] = msgspec.field(default_factory=dict)
     node: int = -1
-
-
-@register
-class AdminReply(Message):
-    """Node -> client: the outcome of an ADMIN_REQUEST (``body``: the log group's entry
-    after the change, or {"version": event version} for a drain)."""
-
-    TYPE = MessageType.ADMIN_REPLY
-    request_id: int
-    status: E
-    message: str = ""
-    body: Any = None
 
 
 #: The fields of a table reply that are not columns.

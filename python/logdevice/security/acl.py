@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from logdevice.config import ACL_ACTIONS, ANONYMOUS, ANY_AUTHENTICATED, Acl, Config
+from logdevice.config.model import METADATA_LOG_BIT
 
 __all__ = ["Principal", "ANONYMOUS_PRINCIPAL", "NODE_PRINCIPAL", "user", "Authorizer"]
 
@@ -84,11 +85,11 @@ class Authorizer:
     def allowed(self, principal: Principal, log_id: int, action: str) -> bool:
         """May ``principal`` do ``action`` (one of ``ACL_ACTIONS``) to ``log_id``?  A log
         that is not in the config is judged by the default ACL (the request then fails
-        with NOTFOUND where it is handled)."""
+        with NOTFOUND where it is handled); a metadata log by its data log's group."""
         if principal.is_node:
             return True
         try:
-            acl = self._by_group[self.config.log_group(log_id).name]
+            acl = self._by_group[self.config.log_group(log_id & ~METADATA_LOG_BIT).name]
         except (LookupError, TypeError):
             acl = self._cluster
         return grants(acl[action], principal)
