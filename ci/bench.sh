@@ -7,8 +7,9 @@
 # cost of each append_store_durability level (benchmarks/last-durability.md), the
 # cluster checker on a 10 M-record log (benchmarks/last-checker.md), rebuilding a lost node
 # of a 3- and a 5-node cluster holding 10 M records (benchmarks/last-rebuilding.md), the
-# write path with TLS on vs off (benchmarks/last-tls.md), and ours against Redis Streams and
-# NATS JetStream on the same workloads (benchmarks/peers.py: benchmarks/last-peers.md, plots
+# write path with TLS on vs off (benchmarks/last-tls.md), a node under 100 hostile
+# connections while a writer appends (benchmarks/last-hostile.md), and ours against Redis
+# Streams and NATS JetStream on the same workloads (benchmarks/peers.py: benchmarks/last-peers.md, plots
 # in benchmarks/plots/last-peers-*.png).
 # Arguments go to pytest.
 # LD_BENCH_E2E=0 skips the end-to-end part; LD_WITH_BENCH_PEERS=0 (no redis-server nor
@@ -35,6 +36,7 @@ if [ "${LD_BENCH_E2E:-1}" = 1 ]; then
   .venv/bin/python benchmarks/epoch_activation.py  # ZooKeeper vs SQLite epoch store
   .venv/bin/python benchmarks/rebuilding.py  # LD_REBUILD_RECORDS (default 10 M)
   .venv/bin/python benchmarks/tls.py  # TLS on vs off; LD_TLS_RECORDS (default 1 M)
+  .venv/bin/python benchmarks/hostile.py  # 100 hostile connections vs a 1,000/s writer
   if [ "${LD_WITH_BENCH_PEERS:-1}" = 1 ]; then
     # shellcheck disable=SC2086  # LD_PEERS_ARGS is a list of arguments
     .venv/bin/python benchmarks/peers.py ${LD_PEERS_ARGS:-}

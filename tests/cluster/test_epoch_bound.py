@@ -60,3 +60,31 @@ def test_forged_seal_and_store_of_unissued_epochs_are_refused(local_cluster):
         cluster.start(i)
     with cluster.client() as client:
         assert client.append(LOG, b"restarted") > after
+
+
+def test_a_forged_release_past_the_issued_epochs_moves_nothing(local_cluster):
+    """A RELEASE of LSN_MAX (or of an LSN in an epoch the store has not issued) was
+    persisted as the release pointer: readers would wait for records that never come and
+    tail queries would lie.  It is dropped; the log goes on."""
+    from logdevice.protocol import GetHead, Head, Release
+
+    cluster = local_cluster(nodes=3, replication=2, logs=range(1, 3))
+    with cluster.client() as client:
+        last = client.append(LOG, b"released")
+    with open_epoch_store(cluster.config.epoch_store_uri) as store:
+        issued = store.get(LOG).epoch
+    forged = {0: (2**64 - 1, issued),  # an LSN past the releasing sequencer's epoch
+              1: (ldlsn.compose(issued + 1, 5), issued),
+              2: (2**64 - 1, 2**32 - 1)}  # an epoch nobody issued
+    for i, (lsn, epoch) in forged.items():
+        with NodeConnection(cluster.node_address(i), "local", role="node",
+                            node_index=(i + 1) % 3) as peer:
+            peer.send(Release(log_id=LOG, lsn=lsn, epoch=epoch))
+            # A request after it on the same connection: the RELEASE was handled.
+            assert peer.request(GetHead(request_id=9, log_id=LOG), Head).status == E.OK
+    with cluster.client() as client:
+        assert client.append(LOG, b"after") > last
+    cluster.stop_all()  # persists the release pointers
+    for i in range(3):
+        with LogsDB(cluster.logsdb_path(i)) as db:
+            assert db.last_released(LOG) < ldlsn.compose(issued + 1, 0), i

@@ -174,7 +174,8 @@ def test_what_follows_the_first_frame_waits_for_the_receiver_to_judge_it():
 def test_a_refused_type_fails_on_its_prefix_before_anything_is_buffered():
     refused = int(MessageType.RECOVERY_LIST)
     d = FrameDecoder()
-    d.admit = lambda type_id, hl: "not from you" if type_id == refused else None
+    d.admit = lambda type_id, hl: (ProtocolError(E.ACCESS, "not from you")
+                                   if type_id == refused else None)
     tracemalloc.start()
     try:
         with pytest.raises(ProtocolError, match="not from you") as ei:

@@ -78,9 +78,10 @@ HELLO_MAX_FRAME = 64 * 1024
 _ids = itertools.count(1)
 
 
-def _hello_first(type_id: int, header_length: int) -> str | None:
-    return None if type_id == MessageType.HELLO else \
-        f"message type {type_id} before HELLO: HELLO first"
+def _hello_first(type_id: int, header_length: int) -> ProtocolError | None:
+    if type_id == MessageType.HELLO:
+        return None
+    return ProtocolError(E.BADMSG, f"message type {type_id} before HELLO: HELLO first")
 
 
 class Connection(asyncio.Protocol):

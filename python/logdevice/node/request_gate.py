@@ -57,6 +57,7 @@ from logdevice.protocol import (
     GroupHeartbeat,
     Message,
     MessageType,
+    ProtocolError,
     SetCheckpoints,
     Start,
     Started,
@@ -155,13 +156,15 @@ CLIENT_TYPES: frozenset[int] = frozenset(int(cls.TYPE) for cls in RULES)
 CLIENT_MAX_HEADER = 64 * 1024
 
 
-def admit_from_client(type_id: int, header_length: int) -> str | None:
-    """None if a client may send a frame of this type and header length, else why not."""
+def admit_from_client(type_id: int, header_length: int) -> ProtocolError | None:
+    """None if a client may send a frame of this type and header length, else the error
+    (ACCESS) that closes its connection."""
     if type_id not in CLIENT_TYPES:
-        return f"clients may not send {_type_name(type_id)}"
+        return ProtocolError(E.ACCESS, f"clients may not send {_type_name(type_id)}")
     if header_length > CLIENT_MAX_HEADER:
-        return (f"a {_type_name(type_id)} header of {header_length} bytes is over the "
-                f"{CLIENT_MAX_HEADER} bytes a client's request may have")
+        return ProtocolError(E.ACCESS, f"a {_type_name(type_id)} header of {header_length} "
+                                       f"bytes is over the {CLIENT_MAX_HEADER} bytes a "
+                                       f"client's request may have")
     return None
 
 

@@ -392,6 +392,13 @@ class StorageRole(Role):
     def _release(self, log_id: int, lsn: int, epoch: int) -> None:
         if not self.node.config.has_log(log_id) or lsn <= self.last_released(log_id):
             return
+        if lsn >> 32 > epoch:  # a sequencer releases records of its epoch, or older
+            log.warning("log %d: dropping a RELEASE of %#x from the sequencer of epoch %d",
+                        log_id, lsn, epoch)
+            return
+        if not self.epochs.admits(log_id, epoch):
+            self.node.loop.create_task(self._release_if_issued(log_id, lsn, epoch))
+            return
         if self.purger is not None and self.purger.must_wait(log_id, epoch):
             held = self._held.get(log_id)
             if held is None or held < (lsn, epoch):
@@ -404,6 +411,21 @@ class StorageRole(Role):
                 self._persist_handle = self.node.loop.call_later(PERSIST_INTERVAL,
                                                                  self._persist_soon)
         self.node.notify_release(log_id, lsn)
+
+    async def _release_if_issued(self, log_id: int, lsn: int, epoch: int) -> None:
+        """A RELEASE from an epoch newer than the store had issued when last read: read
+        it again (a sequencer may have just activated), and drop the RELEASE if the store
+        has not issued that epoch (a peer made it up)."""
+        try:
+            await self.epochs.fresh(log_id)
+        except LogDeviceError as exc:
+            log.warning("log %d: cannot check a RELEASE's epoch %d: %s", log_id, epoch, exc)
+            return
+        if self.epochs.admits(log_id, epoch):
+            self._release(log_id, lsn, epoch)
+        else:
+            log.warning("log %d: dropping a RELEASE of epoch %d: the epoch store has not "
+                        "issued it", log_id, epoch)
 
     def _on_purged(self, log_id: int) -> None:
         held = self._held.pop(log_id, None)

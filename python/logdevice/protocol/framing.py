@@ -322,10 +322,10 @@ class FrameDecoder:
 
     Attributes
     ----------
-    admit : callable (message type, header length) -> str or None, optional
+    admit : callable (message type, header length) -> ProtocolError or None, optional
         Asked about each frame's 12-byte prefix before anything of the frame is
-        buffered or decoded; a string refuses the frame (``ProtocolError`` ACCESS, with
-        that reason).  A node sets it from what the peer's role may send.
+        buffered or decoded; an error refuses the frame (the decoder fails with it).  A
+        node sets it from what the peer's role may send.
 
     Notes
     -----
@@ -352,7 +352,7 @@ class FrameDecoder:
         self._frame_total = 0
         self._frame_meta: tuple[_TypeInfo, int] | None = None
         self._error: ProtocolError | None = None
-        self.admit: Callable[[int, int], str | None] | None = None
+        self.admit: Callable[[int, int], ProtocolError | None] | None = None
         self._hold = first_frame_max_size is not None  # hold what follows the first frame
         self._held = False  # the first frame is out: later bytes wait for resume()
 
@@ -452,9 +452,9 @@ class FrameDecoder:
                 info = _check_prefix(total, type_id, version, hl, self.max_frame_size,
                                      self.versions)
             if self.admit is not None:
-                why = self.admit(type_id, hl)
-                if why is not None:
-                    raise ProtocolError(E.ACCESS, why)
+                refused = self.admit(type_id, hl)
+                if refused is not None:
+                    raise refused
             if n - pos >= total:
                 if info.raw:
                     frame = memoryview(bytearray(src[pos : pos + total])).toreadonly()
