@@ -1,5 +1,5 @@
 """One history after a failover: a node that missed epoch recovery purges its copies of
-the unclean epoch before it serves them (DESIGN.md §5, invariant 2).
+the unclean epoch before it serves them (every reader sees the same records and gaps).
 
 The scenario of a sequencer paused mid-append, made deterministic: the sequencer node
 holds copies of records it never got acknowledged (stored only on itself).  While it is

@@ -226,8 +226,8 @@ def test_wiped_nodes_dataloss_exactly_for_lost_records(local_cluster):
             assert reported - uncertain == lost
             assert recs == [(lsn, p) for lsn, p in expected(lsns) if lsn not in reported]
             # Lost records at the very start of the epoch, before anything of it was
-            # delivered, are typed BRIDGE (REFERENCE.md §A3: a new sequencer may leave
-            # the start of its epoch empty); every other loss is DATALOSS.
+            # delivered, are typed BRIDGE (a new sequencer may leave the start of its
+            # epoch empty); every other loss is DATALOSS.
             for g in gaps:
                 assert g.type == ld.GapType.DATALOSS or (
                     g.type == ld.GapType.BRIDGE and g.lo == lsns[0] < recs[0][0]), g

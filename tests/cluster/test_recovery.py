@@ -1,6 +1,6 @@
 """Epoch recovery on a real cluster: a sequencer dies with appends half stored; the new
 sequencer recovers the old epoch before releasing its own, and every reader sees the same
-log (DESIGN.md §5, invariant 2).
+log.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ A model network carries the sequencer's STOREs; hypothesis picks which are answe
 an error), which are lost, when time passes and which nodes go down or come back.  After
 every step: no record is acked before all R members of one wave's copyset stored it, the
 copyset honours the replication property, release moves strictly forward and never past a
-record that is not acked (DESIGN.md §5, invariants 1 and 4), each request is answered at
-most once, and SEQNOBUFS only comes with a full window.  At the end the network heals and
+record that is not acked, each request is answered at most once, and SEQNOBUFS only comes
+with a full window.  At the end the network heals and
 every accepted append must be acked and released (liveness).
 """
 

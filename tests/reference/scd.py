@@ -1,6 +1,6 @@
 """Plain-Python reference for ``ldcore.scd``: single copy delivery, one record at a time.
 
-Written for clarity, not speed: the rules of REFERENCE.md §A2 in order, and the shuffle
+Written for clarity, not speed: the shipping rules in order, and the shuffle
 of the module comment in ``src/ldcore/scd.pyx`` done in full (the kernel shuffles lazily).
 """
 

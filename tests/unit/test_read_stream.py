@@ -119,7 +119,7 @@ def test_unknown_node_and_malformed_gap_ignored():
 
 
 def _seed_prefix(rs):
-    """seeds/000: R=3, nodeset of 5, the reader waits for 52."""
+    """LogDevice's gap-detection example: R=3, nodeset of 5, the reader waits for 52."""
     records(rs, 1, 50)
     records(rs, 2, 50, 51)
     records(rs, 3, 51, 53)

@@ -1,5 +1,5 @@
-"""ldcore.scd: the worked examples of seeds/001 (single copy delivery), the rules of
-REFERENCE.md §A2 one by one, argument handling, and golden vectors for the shuffle."""
+"""ldcore.scd: LogDevice's worked examples of single copy delivery, the shipping rules one
+by one, argument handling, and golden vectors for the shuffle."""
 
 import platform
 
@@ -18,7 +18,7 @@ from ldcore.scd import (
 )
 from tests.reference import scd as ref
 
-# seeds/001: the DB content of N0 (and, in the local-SCD section, of N1).
+# The worked example's DB content of N0 (and, in the local-SCD section, of N1).
 LSNS = np.arange(42, 49)
 SEED_COPYSETS = np.array(
     [
@@ -38,7 +38,7 @@ def shipped(me, known_down=(), **kw):
     return set(LSNS[ship_mask(SEED_COPYSETS, me, known_down, **kw)].tolist())
 
 
-# --- seeds/001 worked examples -------------------------------------------------------
+# --- the worked examples ----------------------------------------------------------------
 
 
 def test_primary_recipient_is_first_in_copyset():
@@ -64,7 +64,7 @@ def test_local_scd_senders():
 
 @pytest.mark.parametrize(
     ("known_down", "expected"),
-    # REFERENCE.md: the seed's second line names N0 as sender; it is N1.
+    # The example's text names N0 as the second line's sender; by its own rules it is N1.
     [({0}, {42, 43, 44, 48}), ({0, 2}, {42, 43, 44, 46, 48})],
 )
 def test_local_scd_with_known_down(known_down, expected):

@@ -36,7 +36,7 @@ LOG = 7
 LSN_MAX = 2**64 - 1
 SCD = StartFlag.SINGLE_COPY_DELIVERY
 
-# seeds/001: the DB content of N0 (and, for local SCD, of N1).
+# The SCD worked example's DB content of N0 (and, for local SCD, of N1).
 SEED_LSNS = np.arange(42, 49, dtype=np.uint64)
 SEED_COPYSETS = np.array(
     [[1, 0, 2, 3], [3, 5, 0, 1], [0, 1, 2, 3], [4, 0, 5, 2], [0, 3, 2, 1], [4, 3, 2, 5],

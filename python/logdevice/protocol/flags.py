@@ -40,7 +40,7 @@ class RecordFlag(IntFlag):
     CHECKSUM_64BIT = 1 << 3  # reserved: a 64-bit checksum (not used yet)
     AMEND = 1 << 5  # STORE: metadata only (new copyset / seal epoch), payload unchanged
     HOLE = _scd.FLAG_HOLE  # a hole plug stored by recovery: no record at this LSN
-    BUFFERED_WRITER_BLOB = 1 << 7  # the payload is a BufferedWriter blob (REFERENCE §A8)
+    BUFFERED_WRITER_BLOB = 1 << 7  # the payload is a BufferedWriter blob
     WRITTEN_BY_RECOVERY = _scd.FLAG_WRITTEN_BY_RECOVERY  # (re)stored by epoch recovery
     BRIDGE = _scd.FLAG_BRIDGE  # a bridge record: the epoch ends here
     DRAINED = _scd.FLAG_DRAINED  # copyset-index flag: being drained, do not ship this copy
