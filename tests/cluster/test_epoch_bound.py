@@ -5,6 +5,8 @@ the epoch bound alone must hold."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -88,3 +90,44 @@ def test_a_forged_release_past_the_issued_epochs_moves_nothing(local_cluster):
     for i in range(3):
         with LogsDB(cluster.logsdb_path(i)) as db:
             assert db.last_released(LOG) < ldlsn.compose(issued + 1, 0), i
+
+
+def test_a_heartbeat_from_the_future_is_ignored(local_cluster):
+    """A generation is a node's start time: one far ahead would make every real heartbeat
+    of that node look stale, and the node dead to its peers."""
+    from logdevice.protocol import Heartbeat
+
+    cluster = local_cluster(nodes=3, replication=2, logs=range(1, 3))
+    with NodeConnection(cluster.node_address(0), "local", role="node",
+                        node_index=1) as forged:
+        forged.send(Heartbeat(node_index=1, generation=2**62, time_ms=0))
+        deadline = time.monotonic() + 15
+        while "ignoring a heartbeat of N1" not in cluster.log_path(0).read_text():
+            assert time.monotonic() < deadline, "N0 took the heartbeat"
+            time.sleep(0.05)
+    cluster.wait_alive([0, 1, 2], timeout=15)
+    with cluster.client() as client:
+        assert client.append(LOG, b"everyone alive") > 0
+
+
+def test_forged_rebuilt_copies_of_an_unissued_epoch_are_refused(local_cluster):
+    from logdevice.protocol import RebuildStore, RebuildStored
+
+    cluster = local_cluster(nodes=3, replication=2, logs=range(1, 3))
+    with cluster.client() as client:
+        client.append(LOG, b"real")
+    with open_epoch_store(cluster.config.epoch_store_uri) as store:
+        issued = store.get(LOG).epoch
+    forged_copy = _store(1, issued, issued + 1)
+    with NodeConnection(cluster.node_address(2), "local", role="node",
+                        node_index=0) as peer:
+        reply = peer.request(RebuildStore(
+            request_id=11, log_id=LOG, set_version=1, lsns=forged_copy.lsns,
+            timestamps=forged_copy.timestamps, flags=forged_copy.flags,
+            waves=forged_copy.waves, copysets=forged_copy.copysets,
+            payload_offsets=forged_copy.payload_offsets, payloads=forged_copy.payloads),
+            RebuildStored)
+        assert (reply.request_id, reply.status) == (11, E.INVALID_PARAM)
+    cluster.stop(2)
+    with LogsDB(cluster.logsdb_path(2)) as db:
+        assert db.tail(LOG) < ldlsn.compose(issued + 1, 0)

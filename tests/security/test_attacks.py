@@ -143,3 +143,17 @@ def test_consumers_belong_to_their_principal(cluster):
         viewer.group_heartbeat("viewer-group", "m1", [1, 2])
         with pytest.raises(ld.AccessError, match="belongs to another principal"):
             writer.group_heartbeat("viewer-group", "m2", [1, 2])
+
+
+def test_a_trim_past_the_tail_is_refused_unless_an_admin_forces_it(cluster):
+    with client_as(cluster, "writer") as writer:
+        tail = writer.append(4, b"the tail")
+    with client_as(cluster, "admin") as admin:
+        with pytest.raises(ld.TooBigError):  # it would swallow records not written yet
+            admin.trim(4, tail + 1000)
+        admin.trim(4, tail)  # up to the tail is a trim like any other
+        admin.trim(4, tail + 1000, force=True)  # the admin says so
+    with client_as(cluster, "viewer") as viewer, pytest.raises(ld.AccessError):
+        viewer.trim(4, tail + 2000, force=True)
+    with client_as(cluster, "writer") as writer:
+        assert writer.get_head_attributes(4).trim_point == tail + 1000

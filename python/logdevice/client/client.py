@@ -357,15 +357,19 @@ class Client:
 
     # ------------------------------------------------------------------ storage-side calls
 
-    def trim(self, log_id: int, lsn: int, *, timeout: float | None = None) -> None:
+    def trim(self, log_id: int, lsn: int, *, force: bool = False,
+             timeout: float | None = None) -> None:
         """Trim the log: records at or below ``lsn`` go away; the trim point is persisted
         on the storage nodes.  Needs OK answers from an f-majority of them, else
-        ``LogDeviceError(E.PARTIAL)`` (some trimmed) or the common failure."""
+        ``LogDeviceError(E.PARTIAL)`` (some trimmed) or the common failure.  A trim past
+        the log's tail would swallow records not written yet: the nodes refuse it
+        (``TooBigError``) unless ``force`` (which needs ``admin`` on the log)."""
         group = self._log_group(log_id)
         if isinstance(lsn, bool) or not isinstance(lsn, int) or not 0 <= lsn < LSN_MAX:
             raise InvalidParamError(message=f"trim lsn must be an int in [0, LSN_MAX), got {lsn!r}")
-        self._call(self._storage, log_id, lambda: Trim(request_id=0, log_id=log_id, lsn=lsn),
-                   combine.combine_trim, group, self._timeout(timeout), timeout=timeout)
+        msg = Trim(request_id=0, log_id=log_id, lsn=lsn, force=bool(force))
+        self._call(self._storage, log_id, lambda: msg, combine.combine_trim, group,
+                   self._timeout(timeout), timeout=timeout)
 
     def find_time(self, log_id: int, ms: float, *, timeout: float | None = None) -> int:
         """The first LSN whose record has a timestamp >= ``ms`` (ms since the Unix epoch);

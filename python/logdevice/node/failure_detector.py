@@ -47,6 +47,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("logdevice.node.failure_detector")
 
 
+#: How far in the future (us) a heartbeat's generation may be (clocks differ a little).
+MAX_GENERATION_AHEAD_US = 3_600 * 1_000_000
+
+
 class FailureDetector:
     """Live set of one node's view of the cluster (sans-I/O; times in seconds).
 
@@ -211,6 +215,12 @@ class FailureDetectorRole(Role):
     def _on_heartbeat(self, conn: Peer, msg: Heartbeat) -> None:
         if conn.peer_role != "node" or msg.node_index != conn.peer_node:
             return  # only nodes vouch for themselves
+        if msg.generation > time.time_ns() // 1000 + MAX_GENERATION_AHEAD_US:
+            # A generation is the start time of the sender (us): one far in the future
+            # would make every later heartbeat of that node look stale.
+            log.warning("ignoring a heartbeat of N%d with generation %d, in the future",
+                        msg.node_index, msg.generation)
+            return
         down, up = self.fd.on_heartbeat(msg.node_index, msg.generation, self.node.loop.time())
         if down or up:
             self._report(down, up)

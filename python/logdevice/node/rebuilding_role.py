@@ -410,13 +410,38 @@ class RebuildingRole(Role):
             status = E.SHUTDOWN
         elif status == E.OK and self.node.index in self.view.rebuilding.lost:
             status = E.REBUILDING
-        if status == E.OK:
-            self.node.loop.run_in_executor(self._write_exec, self._write_copies,
-                                           storage.db, msg).add_done_callback(
-                lambda fut: self._copies_written(conn, msg, fut))
+        if status != E.OK:
+            conn.send(RebuildStored(request_id=msg.request_id, status=status,
+                                    node_index=self.node.index))
             return
-        conn.send(RebuildStored(request_id=msg.request_id, status=status,
+        top = int(msg.lsns.max()) >> 32 if len(msg.lsns) else 0
+        if storage.epochs.admits(msg.log_id, top):
+            self._take_copies(conn, msg)
+        else:
+            self.node.loop.create_task(self._take_copies_if_issued(conn, msg, top))
+
+    async def _take_copies_if_issued(self, conn: Peer, msg: RebuildStore, epoch: int) -> None:
+        """Copies of an epoch newer than the store had issued when last read: read it
+        again; copies of an epoch it never issued are refused (a peer made them up)."""
+        try:
+            issued = await self.node.role("storage").epochs.admits_fresh(msg.log_id, epoch)
+        except LogDeviceError:
+            conn.send(RebuildStored(request_id=msg.request_id, status=E.AGAIN,
+                                    node_index=self.node.index))
+            return
+        if issued:
+            self._take_copies(conn, msg)
+            return
+        log.warning("N%d: refusing rebuilt copies of log %d in epoch %d: the epoch store "
+                    "has not issued it", self.node.index, msg.log_id, epoch)
+        conn.send(RebuildStored(request_id=msg.request_id, status=E.INVALID_PARAM,
                                 node_index=self.node.index))
+
+    def _take_copies(self, conn: Peer, msg: RebuildStore) -> None:
+        storage = self.node.role("storage")
+        self.node.loop.run_in_executor(self._write_exec, self._write_copies, storage.db,
+                                       msg).add_done_callback(
+            lambda fut: self._copies_written(conn, msg, fut))
 
     def _write_copies(self, db: LogsDB, msg: RebuildStore) -> None:
         """Write the copies, except where this node holds a newer one (``newer_or_equal``)."""

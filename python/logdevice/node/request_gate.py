@@ -8,7 +8,8 @@ ACCESS).  The rules, by message type:
   send each other: every type not listed below) come only from nodes;
 - APPEND and APPEND_BATCH need ``append`` on their log; START (never with the DIGEST
   flag, which only recovery on a node uses), GET_TAIL, GET_HEAD,
-  FIND_TIME and DATA_SIZE need ``read``; TRIM needs ``trim``; GET_RECORD_AVAILABILITY
+  FIND_TIME and DATA_SIZE need ``read``; TRIM needs ``trim`` (and ``admin`` as well when
+  forced past the tail); GET_RECORD_AVAILABILITY
   (the checker) needs ``admin``; what ldshell asks nodes about themselves
   (GET_PARTITIONS, GET_READ_STREAMS, GET_RECOVERIES) needs ``admin`` in the cluster's
   default ACL;
@@ -120,6 +121,13 @@ def _start(authz: Authorizer, who: Principal, msg: Any) -> str | None:
     return _on_log("read")(authz, who, msg)
 
 
+def _trim(authz: Authorizer, who: Principal, msg: Any) -> str | None:
+    why = _on_log("trim")(authz, who, msg)
+    if why is None and msg.force:  # past the tail: an admin's call
+        why = _on_log("admin")(authz, who, msg)
+    return why
+
+
 def _open(authz: Authorizer, who: Principal, msg: Any) -> str | None:
     return None
 
@@ -132,7 +140,7 @@ RULES: dict[type[Message], Rule] = {
     GetHead: _on_log("read"),
     FindTime: _on_log("read"),
     DataSize: _on_log("read"),
-    Trim: _on_log("trim"),
+    Trim: _trim,
     GetRecordAvailability: _on_log("admin"),
     GetPartitions: _cluster("admin"),
     GetReadStreams: _cluster("admin"),

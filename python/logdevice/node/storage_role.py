@@ -78,6 +78,8 @@ log = logging.getLogger("logdevice.node.storage")
 LSN_MAX = 2**64 - 1
 #: Seconds between lazy writes of last-released pointers.
 PERSIST_INTERVAL = 0.1
+#: Seconds a trim past this node's release pointer waits for a RELEASE to catch up.
+TRIM_RELEASE_WAIT = 2.0
 #: Stop reading STOREs while this many payload bytes wait for the writer.
 MAX_QUEUED_BYTES = 64 << 20
 RESUME_QUEUED_BYTES = 16 << 20
@@ -130,6 +132,8 @@ class StorageRole(Role):
         self._lng: dict[tuple[int, int], int] = {}  # (log, epoch) -> highest LNG in STOREs
         self.purger: Purger | None = None
         self._held: dict[int, tuple[int, int]] = {}  # log -> (lsn, epoch) waiting for a purge
+        # log -> [(lsn, future)]: trims waiting for the release pointer to reach lsn
+        self._release_waiters: dict[int, list[tuple[int, asyncio.Future[None]]]] = {}
         self._epoch_store: EpochStore | None = None
         self._retention_handle: asyncio.TimerHandle | None = None
         self._rebuilding: Any = None  # the rebuilding role: says when to refuse STOREs
@@ -410,7 +414,31 @@ class StorageRole(Role):
             if self._persist_handle is None and not self._stopping:
                 self._persist_handle = self.node.loop.call_later(PERSIST_INTERVAL,
                                                                  self._persist_soon)
+        waiters = self._release_waiters.get(log_id)
+        if waiters:
+            for want, fut in waiters:
+                if want <= lsn and not fut.done():
+                    fut.set_result(None)
         self.node.notify_release(log_id, lsn)
+
+    async def _released_up_to(self, log_id: int, lsn: int, timeout: float) -> bool:
+        """Whether the release pointer of ``log_id`` reaches ``lsn`` within ``timeout``."""
+        if self.last_released(log_id) >= lsn:
+            return True
+        fut = self.node.loop.create_future()
+        entry = (lsn, fut)
+        self._release_waiters.setdefault(log_id, []).append(entry)
+        try:
+            await asyncio.wait_for(fut, timeout)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            waiters = self._release_waiters.get(log_id)
+            if waiters is not None and entry in waiters:
+                waiters.remove(entry)
+            if not waiters:
+                self._release_waiters.pop(log_id, None)
 
     async def _release_if_issued(self, log_id: int, lsn: int, epoch: int) -> None:
         """A RELEASE from an epoch newer than the store had issued when last read: read
@@ -539,6 +567,26 @@ class StorageRole(Role):
         self.node.loop.run_in_executor(executor, work, db).add_done_callback(done)
 
     def _on_trim(self, conn: Peer, msg: Trim) -> None:
+        released = self.last_released(msg.log_id)
+        # 0: this node holds none of the log's records (not in its nodeset): nothing to
+        # protect here.
+        if msg.force or released == 0 or msg.lsn <= released:
+            self._trim(conn, msg)
+            return
+        self.node.loop.create_task(self._trim_after_release(conn, msg))
+
+    async def _trim_after_release(self, conn: Peer, msg: Trim) -> None:
+        """A trim past the release pointer this node knows: the client checked the tail,
+        so a RELEASE may still be on its way; past ``TRIM_RELEASE_WAIT`` it is a trim
+        past the tail, refused (an admin may force it)."""
+        if await self._released_up_to(msg.log_id, msg.lsn, TRIM_RELEASE_WAIT):
+            self._trim(conn, msg)
+            return
+        log.warning("refusing a trim of log %d up to %#x, past its tail %#x, from %r",
+                    msg.log_id, msg.lsn, self.last_released(msg.log_id), conn)
+        conn.send(Trimmed(request_id=msg.request_id, status=E.TOOBIG, log_id=msg.log_id))
+
+    def _trim(self, conn: Peer, msg: Trim) -> None:
         self._run_query(
             conn, msg, self._meta_exec, lambda db: db.trim(msg.log_id, msg.lsn),
             lambda r, st: Trimmed(request_id=msg.request_id, status=st, log_id=msg.log_id,

@@ -685,12 +685,17 @@ class Head(Message):
 
 @register
 class Trim(Message):
-    """Client -> every storage node of the log: trim everything at or below ``lsn``."""
+    """Client -> every storage node of the log: trim everything at or below ``lsn``.
+
+    A node that knows the log's release pointer refuses (TOOBIG) a trim past it unless
+    ``force`` (which needs ``admin`` on the log besides ``trim``): a trim past the tail
+    would swallow records not yet written."""
 
     TYPE = MessageType.TRIM
     request_id: int
     log_id: int
     lsn: int
+    force: bool = False
 
 
 @register

@@ -170,10 +170,11 @@ def check(ctx: ShellContext, logs_: list[int] | None, as_json: bool = False,
     return report.exit_code
 
 
-def trim(ctx: ShellContext, log_id: int, lsn: int, out: IO[str] = sys.stdout) -> int:
-    """Trim ``log_id`` up to ``lsn``."""
+def trim(ctx: ShellContext, log_id: int, lsn: int, *, force: bool = False,
+         out: IO[str] = sys.stdout) -> int:
+    """Trim ``log_id`` up to ``lsn`` (past its tail only with ``force``)."""
     with ctx.client() as client:
-        client.trim(log_id, lsn)
+        client.trim(log_id, lsn, force=force)
     out.write(f"log {log_id} trimmed up to {lsn_str(lsn)}\n")
     return EXIT_OK
 

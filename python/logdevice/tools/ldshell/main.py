@@ -104,6 +104,8 @@ def _commands_parser(top: bool = True) -> argparse.ArgumentParser:
     s = sub.add_parser("trim", help="trim a log up to an LSN")
     s.add_argument("log", type=int)
     s.add_argument("lsn", type=_lsn)
+    s.add_argument("--force", action="store_true",
+                   help="trim past the log's tail too (records not written yet; needs admin)")
     s = sub.add_parser("drain", help="move a node's records elsewhere; it takes no new "
                                      "ones (then it can leave the config)")
     s.add_argument("node", type=int)
@@ -139,7 +141,7 @@ def run(ctx: ShellContext, args: argparse.Namespace) -> int:
     if c == "check":
         return commands.check(ctx, args.logs, args.json, args.report, args.recheck_delay)
     if c == "trim":
-        return commands.trim(ctx, args.log, args.lsn)
+        return commands.trim(ctx, args.log, args.lsn, force=args.force)
     if c in ("drain", "mark-unrecoverable"):
         return commands.rebuild(ctx, args.node, "drain" if c == "drain" else "unrecoverable")
     if c == "rebuilding":
