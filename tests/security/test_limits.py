@@ -4,6 +4,8 @@ clean (TOOMANY in HELLO_REPLY, or the connection closed at once) and the node se
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 import logdevice as ld
@@ -18,7 +20,8 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 @pytest.fixture(scope="module")
 def small(secured_factory):
     return secured_factory(nodes=1, replication=1, logs=range(1, 4), max_connections=4,
-                           max_connections_per_principal=2, client_idle_timeout_ms=2_000)
+                           max_connections_per_principal=2, client_idle_timeout_ms=2_000,
+                           max_buffered_input_bytes=1 << 20)
 
 
 def connect(cluster, name: str) -> NodeConnection:
@@ -48,6 +51,22 @@ def test_the_node_holds_at_most_max_connections(small):
             c.close()
     with client_as(small, "writer") as writer:  # room again once they closed
         assert writer.append(1, b"served") > 0
+
+
+def test_half_sent_frames_of_all_clients_share_one_budget(small):
+    """Each client may start a frame of up to 64 MiB and send it slowly; together they may
+    not make the node hold more than max_buffered_input_bytes of them."""
+    from logdevice.protocol import Error, MessageType
+
+    head = struct.pack("<IHBBI", 4 << 20, int(MessageType.APPEND), 1, 0, 32) + bytes(32)
+    with connect(small, "viewer") as first, connect(small, "writer") as second:
+        first.send_raw(head + bytes(600_000))
+        second.send_raw(head + bytes(600_000))  # 1.2 MB held in all: over the budget
+        err = second.recv(timeout=10)
+        assert isinstance(err, Error) and err.status == E.OVERLOADED
+        assert second.closed_by_peer(timeout=10)
+    with client_as(small, "writer") as writer:  # the bytes held went with the connections
+        assert writer.append(1, b"x" * 500_000) > 0
 
 
 def test_idle_clients_are_closed_but_not_readers(small):

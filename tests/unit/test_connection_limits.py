@@ -36,3 +36,10 @@ def test_idle_means_silent_past_the_timeout_with_nothing_open():
     assert not lim.idle(last_heard=100.0, now=500.0, busy=True)  # a read stream is open
     lim.update(Settings(client_idle_timeout_ms=0))  # 0: never idle
     assert not lim.idle(last_heard=0.0, now=1e9, busy=False)
+
+
+def test_half_received_input_has_one_budget_for_the_node():
+    lim = limits(max_buffered_input_bytes=1000)
+    assert lim.buffered(600)
+    assert not lim.buffered(600)  # 1,200 held: over
+    assert lim.buffered(-600) and lim.input_bytes == 600

@@ -305,6 +305,7 @@ class Settings:
     max_connections: int = 4_096  # inbound connections a node holds; more are closed at once
     max_connections_per_principal: int = 1_024  # of those, one principal's (nodes: no limit)
     client_idle_timeout_ms: int = 600_000  # a client silent this long, no stream open: close
+    max_buffered_input_bytes: int = 512 << 20  # half-received frames, all clients: beyond, close
     logs_config_poll_ms: int = 1_000  # how often nodes and clients read the runtime log groups
 
     def to_dict(self, only_changed: bool = True) -> dict[str, Any]:

@@ -114,6 +114,7 @@ class Connection(asyncio.Protocol):
         self.last_heard = 0.0  # loop time of the last bytes received
         self._admitted = False  # counted by the node's ConnectionLimits
         self._limit_key: str | None = None  # ... under this principal (or peer host)
+        self._buffered = 0  # bytes of half-received frames, as told to the limits
 
     def __repr__(self) -> str:
         who = f"N{self.peer_node}" if self.peer_node is not None else self.peer_role or "?"
@@ -175,7 +176,17 @@ class Connection(asyncio.Protocol):
             log.warning("%r: undecodable frame, closing: %r", self, exc)
             self._fail(E.BADMSG, f"undecodable frame: {type(exc).__name__}: {exc}")
             return
-        if self._decoder.pending:
+        pending = self._decoder.pending
+        if self._admitted and pending != self._buffered:
+            within = self.node.limits.buffered(pending - self._buffered)
+            self._buffered = pending
+            if not within and pending and self.peer_role != "node":
+                log.warning("%r: %d bytes of half-received frames on the node, over "
+                            "max_buffered_input_bytes: closing", self,
+                            self.node.limits.input_bytes)
+                self._fail(E.OVERLOADED, "the node holds too much half-received input")
+                return
+        if pending:
             self._last_progress = self.node.loop.time()
             if self._stall_timer is None:
                 self._arm_stall_timer(self.node.config.settings.frame_timeout_ms / 1000)
@@ -227,6 +238,8 @@ class Connection(asyncio.Protocol):
         if self._admitted:
             self._admitted = False
             self.node.limits.closed(self._limit_key)
+            self.node.limits.buffered(-self._buffered)
+            self._buffered = 0
         if self.link is not None:
             self.link.on_closed(self, was_ready)
         if was_ready:

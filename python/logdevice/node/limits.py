@@ -1,12 +1,15 @@
-"""What one node lets its peers hold: connections, in all and per principal, and how long
-a client may hold one while doing nothing.
+"""What one node lets its peers hold: connections, in all and per principal, how long a
+client may hold one while doing nothing, and how many bytes of half-received frames all
+clients together may make it buffer.
 
 ``ConnectionLimits`` is the bookkeeping (no I/O): the node asks ``admit`` when a
 connection is made (over ``max_connections``: closed at once), ``admit_principal`` when
 a client's HELLO names who it is (over ``max_connections_per_principal``: refused with
 TOOMANY in HELLO_REPLY), and ``idle`` for each client connection on every sweep (silent
-for ``client_idle_timeout_ms`` with nothing open on it: closed).  Nodes count toward the
-total but have no per-principal limit and are never idle.
+for ``client_idle_timeout_ms`` with nothing open on it: closed).  Each connection reports
+the bytes its decoder holds (``buffered``); a client whose frame would take the node past
+``max_buffered_input_bytes`` is closed (OVERLOADED).  Nodes count toward the totals but
+have no per-principal limit, are never idle and never closed for their input.
 """
 
 from __future__ import annotations
@@ -24,12 +27,20 @@ class ConnectionLimits:
     def __init__(self, settings: Settings) -> None:
         self.update(settings)
         self.open = 0
+        self.input_bytes = 0  # half-received frames held, every connection
         self._per_principal: Counter[str] = Counter()
 
     def update(self, settings: Settings) -> None:
         self.max_connections = settings.max_connections
         self.max_per_principal = settings.max_connections_per_principal
         self.idle_timeout = settings.client_idle_timeout_ms / 1000  # 0: never
+        self.max_buffered = settings.max_buffered_input_bytes
+
+    def buffered(self, change: int) -> bool:
+        """A connection's decoder holds ``change`` bytes more (or fewer); whether the
+        node is now within its budget for half-received input."""
+        self.input_bytes += change
+        return self.input_bytes <= self.max_buffered
 
     def admit(self) -> bool:
         """A new inbound connection: True if it may stay (counted), False if over."""
