@@ -218,7 +218,7 @@ def test_required_client_certificates_and_tokens_without_tls(local_cluster):
     # Tokens only, no TLS: the nodes share a generated secret.
     tokens = local_cluster(nodes=2, replication=1, logs=range(1, 3),
                            security={"principals": {"app": {"token": READER_TOKEN}}})
-    assert tokens.config.security.tls is None and tokens.config.security.node_secret
+    assert tokens.config.security.tls is None and tokens.config.security.node_secret_file
     with tokens.client(token=READER_TOKEN) as app:
         assert app.append(1, b"token") > 0
     with tokens.client(timeout=5) as anonymous, pytest.raises(ld.AccessError):

@@ -86,7 +86,12 @@ class ZooKeeperCredential:
         return f"ZooKeeperCredential(user={self.user!r}, operator={self.operator!r})"
 
     def acl(self) -> list[Any]:
-        from kazoo.security import ACL, Id, Permissions, make_digest_acl
+        from kazoo.security import (  # kazoo: optional, see ZooKeeperEpochStore
+            ACL,
+            Id,
+            Permissions,
+            make_digest_acl,
+        )
 
         out = [make_digest_acl(self.user, self.password, all=True)]
         if self.operator is not None:
