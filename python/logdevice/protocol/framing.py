@@ -29,7 +29,7 @@ section table raise ``ProtocolError(E.BADMSG)``, an unsupported version
 decoder checks the 12-byte prefix before it buffers anything, and never allocates the
 claimed length up front: a frame's buffer grows with the bytes that actually arrived
 (first ``INITIAL_FRAME_BUFFER``, then doubling), so a peer that claims 64 MiB and sends
-12 bytes costs about 1 MiB, and a connection never holds more than about twice the
+12 bytes costs about 64 KiB, and a connection never holds more than about twice the
 largest frame it may send.
 """
 
@@ -71,8 +71,9 @@ _PAD = [b"\0" * n for n in range(8)]
 # copied once (plus the doublings past INITIAL_FRAME_BUFFER) however they are chunked.
 _OWN_BUFFER_THRESHOLD = 64 * 1024
 #: The first allocation for an incomplete frame; larger frames grow by doubling as their
-#: bytes arrive (costs an extra copy of at most the frame's size, for frames over 1 MiB).
-INITIAL_FRAME_BUFFER = 1 << 20
+#: bytes arrive (costs an extra copy of at most the frame's size, for frames over 64 KiB):
+#: a peer that starts many large frames and trickles them holds little each.
+INITIAL_FRAME_BUFFER = 64 << 10
 
 
 class ProtocolError(LogDeviceError):
