@@ -40,7 +40,7 @@ from logdevice.checker.client import (
 )
 from logdevice.checker.report import Report
 from logdevice.checker.verdict import LogVerdict, judge
-from logdevice.client.metadata import decode_log_states, decode_statuses
+from logdevice.client.metadata import LOGS_PER_REQUEST, decode_log_states, decode_statuses
 from logdevice.config import Config
 from logdevice.errors import E, LogDeviceError
 from logdevice.security import ConnectSecurity
@@ -50,8 +50,6 @@ __all__ = ["CheckOptions", "Metadata", "read_metadata", "check_cluster", "run_ch
 
 log = logging.getLogger("logdevice.checker")
 
-#: Logs whose epoch state one metadata request asks for.
-_LOGS_PER_ASK = 1000
 
 
 
@@ -116,9 +114,9 @@ async def read_metadata(asker: AvailabilityClient, config: Config,
         if not config.has_log(log_id):
             raise LogDeviceError(E.NOTFOUND, f"log {log_id} is not in the config")
     states = {}
-    for i in range(0, len(wanted), _LOGS_PER_ASK):
+    for i in range(0, len(wanted), LOGS_PER_REQUEST):
         states.update(decode_log_states(
-            await asker.metadata("log_states", wanted[i:i + _LOGS_PER_ASK])))
+            await asker.metadata("log_states", wanted[i:i + LOGS_PER_REQUEST])))
     for log_id in wanted:
         state = states.get(log_id)
         if state is None or not state.history:

@@ -22,8 +22,10 @@ from logdevice.errors import E, error_for
 from logdevice.protocol import AdminRequest, GetMetadata
 from logdevice.shards import AuthoritativeStatus
 
-__all__ = ["ClusterMetadata", "decode_log_states", "decode_statuses"]
+__all__ = ["ClusterMetadata", "LOGS_PER_REQUEST", "decode_log_states", "decode_statuses"]
 
+#: Logs whose epoch states one request asks for.
+LOGS_PER_REQUEST = 1000
 #: Seconds added to a call's own deadline before the blocking wait gives up on it.
 _WAIT_SLACK = 2.0
 
@@ -76,9 +78,14 @@ class ClusterMetadata:
     # -- reads (blocking) -------------------------------------------------------------------
     def log_states(self, log_ids: Iterable[int], *, timeout: float | None = None
                    ) -> dict[int, LogEpochState | None]:
-        """Each log's epoch state (None: never activated)."""
-        return decode_log_states(self._run(self.fetch, "log_states", list(log_ids),
-                                           timeout=timeout))
+        """Each log's epoch state (None: never activated); many logs are asked for
+        ``LOGS_PER_REQUEST`` at a time."""
+        ids = list(log_ids)
+        out: dict[int, LogEpochState | None] = {}
+        for i in range(0, len(ids), LOGS_PER_REQUEST):
+            out.update(decode_log_states(self._run(
+                self.fetch, "log_states", ids[i:i + LOGS_PER_REQUEST], timeout=timeout)))
+        return out
 
     def log_state(self, log_id: int, *, timeout: float | None = None
                   ) -> LogEpochState | None:
