@@ -464,3 +464,30 @@ def test_concurrent_logs_config_updates_are_all_kept(store_uri):
     with open_epoch_store(store_uri) as s:
         st = s.logs_config()
         assert st.version == 20 and len({g["name"] for g in st.groups}) == 20
+
+
+def test_status_history_folds_the_event_log_in_batches_like_all_at_once():
+    from logdevice.epochstore import (
+        SHARD_ACK_REBUILT,
+        SHARD_IS_REBUILT,
+        SHARD_NEEDS_REBUILD,
+        statuses_since,
+    )
+    from logdevice.epochstore.events import StatusHistory
+
+    events = [
+        {"type": SHARD_NEEDS_REBUILD, "node": 1, "donors": [0, 2], "version": 1,
+         "time_ms": 100},
+        {"type": SHARD_NEEDS_REBUILD, "node": 3, "unrecoverable": True, "donors": [0, 2],
+         "version": 2, "time_ms": 200},
+        {"type": SHARD_IS_REBUILT, "node": 0, "donor": 0, "version": 3, "time_ms": 300},
+        {"type": SHARD_IS_REBUILT, "node": 2, "donor": 2, "version": 4, "time_ms": 400},
+        {"type": SHARD_ACK_REBUILT, "node": 1, "version": 5, "time_ms": 500},
+    ]
+    history = StatusHistory()
+    for lo, hi in ((0, 2), (2, 3), (3, 5)):
+        history.apply_all(events[lo:hi])
+        assert history.version == hi
+        assert history.statuses() == statuses_since(events[:hi])
+    statuses, since = history.statuses()
+    assert 3 in statuses and since[3] == 200  # unrecoverable since its event

@@ -232,18 +232,39 @@ class ShardStatusFold:
                          cur is not None and cur.drain, frozenset(self._rebuilding))
 
 
+class StatusHistory:
+    """The nodes' authoritative statuses and since when each node is not fully
+    authoritative, folded from the event log one batch of new events at a time."""
+
+    def __init__(self) -> None:
+        self._fold = ShardStatusFold()
+        self._since: dict[int, int] = {}
+
+    @property
+    def version(self) -> int:
+        """The version of the last event folded in (ask the store for events after it)."""
+        return self._fold.version
+
+    def apply_all(self, events: Iterable[Mapping[str, Any]]) -> StatusHistory:
+        fold = self._fold
+        for ev in events:
+            before = fold.status(ev["node"])
+            fold.apply(ev)
+            if before == AuthoritativeStatus.FULLY_AUTHORITATIVE != fold.status(ev["node"]):
+                self._since[int(ev["node"])] = int(ev.get("time_ms", 0))
+        return self
+
+    def statuses(self) -> tuple[dict[int, AuthoritativeStatus], dict[int, int]]:
+        """Each node that is not fully authoritative with its status, and the time (ms)
+        it last left FULLY_AUTHORITATIVE."""
+        statuses = self._fold.statuses()
+        return dict(statuses), {n: t for n, t in self._since.items() if n in statuses}
+
+
 def statuses_since(events: Iterable[Mapping[str, Any]]
                    ) -> tuple[dict[int, AuthoritativeStatus], dict[int, int]]:
-    """Each node the events leave not fully authoritative, with its status, and the time
-    (ms) each such node last left FULLY_AUTHORITATIVE."""
-    fold, since = ShardStatusFold(), {}
-    for ev in events:
-        before = fold.status(ev["node"])
-        fold.apply(ev)
-        if before == AuthoritativeStatus.FULLY_AUTHORITATIVE != fold.status(ev["node"]):
-            since[int(ev["node"])] = int(ev.get("time_ms", 0))
-    statuses = fold.statuses()
-    return dict(statuses), {n: t for n, t in since.items() if n in statuses}
+    """``StatusHistory.statuses`` of ``events``."""
+    return StatusHistory().apply_all(events).statuses()
 
 
 class ShardView(NamedTuple):

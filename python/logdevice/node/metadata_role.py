@@ -13,9 +13,9 @@ thread of its own.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from logdevice.epochstore import statuses_since
+from logdevice.epochstore.events import StatusHistory
 from logdevice.errors import E
 from logdevice.node.role import Peer
 from logdevice.node.store_requests import StoreRequestRole
@@ -28,6 +28,9 @@ from logdevice.protocol import (
 )
 from logdevice.rebuilding.requests import request_rebuild
 
+if TYPE_CHECKING:
+    from logdevice.node.server import Node
+
 #: At most this many logs in one ``log_states`` request.
 MAX_LOGS_PER_REQUEST = 10_000
 
@@ -36,6 +39,10 @@ class MetadataRole(StoreRequestRole):
     """Answers GET_METADATA and ADMIN_REQUEST from the node's epoch store."""
 
     name = "metadata"
+
+    def __init__(self, node: Node) -> None:
+        super().__init__(node)
+        self._history = StatusHistory()  # the event log as read so far (role's thread)
 
     def handlers(self) -> Mapping[type, Any]:
         return {GetMetadata: self._on_get, AdminRequest: self._on_admin}
@@ -71,8 +78,9 @@ class MetadataRole(StoreRequestRole):
                 state = store.get(log_id)
                 out.append([log_id, None if state is None else state.to_dict()])
             return out
-        if kind == "shard_statuses":
-            statuses, since_ms = statuses_since(store.events())
+        if kind == "shard_statuses":  # every reader asks each second: fold new events only
+            history = self._history.apply_all(store.events(self._history.version))
+            statuses, since_ms = history.statuses()
             return {"statuses": [[n, int(s)] for n, s in statuses.items()],
                     "since_ms": [[n, t] for n, t in since_ms.items()]}
         if kind == "logs_config":
