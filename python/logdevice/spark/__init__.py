@@ -54,6 +54,7 @@ from __future__ import annotations
 from typing import Any
 
 from logdevice.spark.arrow import SPARK_SCHEMA, arrow_schema
+from logdevice.spark.options import parse_credentials
 from logdevice.spark.ranges import ranges_reader
 
 __all__ = ["SPARK_SCHEMA", "arrow_schema", "register", "read_ranges"]
@@ -68,7 +69,9 @@ def register(spark: Any) -> None:
 
 
 def read_ranges(df: Any, config: str, *, fail_on_data_loss: bool = True,
-                batch_records: int = 65_536, read_timeout: float = 120.0) -> Any:
+                batch_records: int = 65_536, read_timeout: float = 120.0,
+                tls_cert: str | None = None, tls_key: str | None = None,
+                token: str | None = None) -> Any:
     """The records of the LSN ranges listed in ``df``, through ``mapInArrow``.
 
     Parameters
@@ -78,7 +81,7 @@ def read_ranges(df: Any, config: str, *, fail_on_data_loss: bool = True,
         Each row is read by the task that holds it, so repartition ``df`` to spread them.
     config : str
         The cluster config path (as the executors see it).
-    fail_on_data_loss, batch_records, read_timeout
+    fail_on_data_loss, batch_records, read_timeout, tls_cert, tls_key, token
         As the data source's options of the same names.
 
     Returns
@@ -87,4 +90,7 @@ def read_ranges(df: Any, config: str, *, fail_on_data_loss: bool = True,
         ``SPARK_SCHEMA`` rows, range by range.
     """
     return df.select("log_id", "from_lsn", "until_lsn").mapInArrow(
-        ranges_reader(config, fail_on_data_loss, batch_records, read_timeout), SPARK_SCHEMA)
+        ranges_reader(config, fail_on_data_loss, batch_records, read_timeout,
+                      parse_credentials({"tls_cert": tls_cert, "tls_key": tls_key,
+                                         "token": token})),
+        SPARK_SCHEMA)

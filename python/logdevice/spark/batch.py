@@ -44,4 +44,5 @@ class LogDeviceBatchReader(DataSourceReader):
         o = self.opts
         return read_slices(o.config, partition.value.slices,  # type: ignore[attr-defined]
                            fail_on_data_loss=o.fail_on_data_loss,
-                           batch_records=o.batch_records, read_timeout=o.read_timeout)
+                           batch_records=o.batch_records, read_timeout=o.read_timeout,
+                           credentials=o.credentials)

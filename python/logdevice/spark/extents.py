@@ -17,10 +17,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from logdevice.client import Client
 from logdevice.errors import LogDeviceError, TimedOutError
 from logdevice.records import LSN_MAX, DataRecord
-from logdevice.spark.options import ReadOptions
+from logdevice.spark.options import ReadOptions, connect
 from logdevice.spark.plan import LSN_FIRST, LogExtent, slice_count
 
 __all__ = ["log_extent", "log_extents", "first_record", "first_timestamp"]
@@ -96,5 +95,5 @@ def first_timestamp(client: Any, log_id: int, lo: int, hi: int) -> int | None:
 
 def log_extents(config: str, logs: Sequence[int], opts: ReadOptions) -> list[LogExtent]:
     """``log_extent`` of each log, through one client."""
-    with Client(config) as client:
+    with connect(config, opts.credentials) as client:
         return [log_extent(client, log_id, opts) for log_id in logs]

@@ -11,12 +11,17 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from logdevice.errors import InvalidParamError
 from logdevice.records import LSN_MAX, LSN_OLDEST
 
 __all__ = ["ReadOptions", "parse_logs", "parse_lsn", "parse_time_ms", "parse_bool",
-           "parse_int", "require"]
+           "parse_int", "parse_credentials", "require", "Credentials", "connect"]
+
+#: What a task presents to the nodes: ``ld.Client`` keyword arguments (``tls_cert``,
+#: ``tls_key``, ``token``), as pairs so the options stay hashable and picklable.
+Credentials = tuple[tuple[str, str], ...]
 
 #: Default slice sizes of the batch plan: one Spark task reads about this much.
 DEFAULT_RECORDS_PER_PARTITION = 1_000_000
@@ -56,6 +61,36 @@ def parse_logs(spec: str) -> list[int]:
     if not logs:
         raise InvalidParamError(message=f"option logs: no log id in {spec!r}")
     return sorted(logs)
+
+
+def parse_credentials(options: Mapping[str, str | None]) -> Credentials:
+    """The principal a query acts as: ``tls_cert`` (and ``tls_key``, unless in the same
+    file) and/or ``token`` or ``token_file``.  A token file is read here, on the driver, so
+    executors need not have it; certificate paths must exist on every executor."""
+    creds = {name: str(options[name]).strip() for name in ("tls_cert", "tls_key", "token")
+             if options.get(name) is not None and str(options[name]).strip()}
+    token_file = options.get("token_file")
+    if token_file is not None:
+        if "token" in creds:
+            raise InvalidParamError(message="give option token or token_file, not both")
+        try:
+            with open(str(token_file).strip()) as f:
+                creds["token"] = f.readline().strip()
+        except OSError as exc:
+            raise InvalidParamError(message=f"option token_file: cannot read "
+                                            f"{token_file!r}: {exc}") from None
+        if not creds["token"]:
+            raise InvalidParamError(message=f"option token_file: {token_file!r} is empty")
+    if "tls_key" in creds and "tls_cert" not in creds:
+        raise InvalidParamError(message="option tls_key needs tls_cert")
+    return tuple(sorted(creds.items()))
+
+
+def connect(config: str, credentials: Credentials) -> Any:
+    """A ``Client`` of ``config`` presenting ``credentials`` (close it)."""
+    from logdevice.client import Client
+
+    return Client(config, **dict(credentials))  # type: ignore[arg-type]  # names checked
 
 
 def parse_int(options: Mapping[str, str], name: str, default: int, *,
@@ -156,6 +191,7 @@ class ReadOptions:
     batch_records: int = DEFAULT_BATCH_RECORDS
     read_timeout: float = DEFAULT_READ_TIMEOUT
     filter_pushdown: bool = False
+    credentials: Credentials = ()
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -175,6 +211,7 @@ class ReadOptions:
             batch_records=parse_int(opts, "batch_records", DEFAULT_BATCH_RECORDS, minimum=1),
             read_timeout=parse_float(opts, "read_timeout", DEFAULT_READ_TIMEOUT),
             filter_pushdown=parse_bool(opts, "filter_pushdown", False),
+            credentials=parse_credentials(opts),
         )
         if parsed.from_lsn > parsed.until_lsn:
             raise InvalidParamError(message=f"from_lsn {parsed.from_lsn} is past until_lsn "

@@ -13,6 +13,7 @@ from typing import Any
 
 from logdevice.errors import InvalidParamError
 from logdevice.records import LSN_MAX
+from logdevice.spark.options import Credentials
 from logdevice.spark.plan import Slice
 from logdevice.spark.read import read_slices
 
@@ -21,8 +22,9 @@ __all__ = ["ranges_reader"]
 
 class _RangesReader:
     def __init__(self, config: str, fail_on_data_loss: bool, batch_records: int,
-                 read_timeout: float) -> None:
+                 read_timeout: float, credentials: Credentials = ()) -> None:
         self.config = config
+        self.credentials = credentials
         self.fail_on_data_loss = fail_on_data_loss
         self.batch_records = batch_records
         self.read_timeout = read_timeout
@@ -44,9 +46,10 @@ class _RangesReader:
         yield from read_slices(self.config, self.slices(batches),
                                fail_on_data_loss=self.fail_on_data_loss,
                                batch_records=self.batch_records,
-                               read_timeout=self.read_timeout)
+                               read_timeout=self.read_timeout,
+                               credentials=self.credentials)
 
 
 def ranges_reader(config: str, fail_on_data_loss: bool, batch_records: int,
-                  read_timeout: float) -> _RangesReader:
-    return _RangesReader(config, fail_on_data_loss, batch_records, read_timeout)
+                  read_timeout: float, credentials: Credentials = ()) -> _RangesReader:
+    return _RangesReader(config, fail_on_data_loss, batch_records, read_timeout, credentials)

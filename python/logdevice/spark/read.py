@@ -19,10 +19,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from logdevice.client import Client
 from logdevice.errors import E, TimedOutError, error_for
 from logdevice.records import GapType
 from logdevice.spark.arrow import to_spark_batch
+from logdevice.spark.options import Credentials, connect
 from logdevice.spark.plan import LSN_FIRST, Slice
 
 __all__ = ["ReadStats", "read_slices", "DEFAULT_POLL"]
@@ -59,7 +59,8 @@ def _check_gaps(gaps: Iterable[Any], fail_on_data_loss: bool, stats: ReadStats) 
 
 def read_slices(config: str, slices: Iterable[Slice], *, fail_on_data_loss: bool = True,
                 batch_records: int = 65_536, read_timeout: float = 120.0,
-                stats: ReadStats | None = None) -> Iterator[Any]:
+                stats: ReadStats | None = None, credentials: Credentials = ()
+                ) -> Iterator[Any]:
     """Yield ``pyarrow.RecordBatch``es (``arrow.arrow_schema()``) of every record of
     ``slices``, in slice order and LSN order within a slice.
 
@@ -76,6 +77,8 @@ def read_slices(config: str, slices: Iterable[Slice], *, fail_on_data_loss: bool
         Seconds a slice may go without any progress before ``TimedOutError``.
     stats : ReadStats, optional
         Filled in as the read goes.
+    credentials : Credentials
+        What the client presents to the nodes (``options.parse_credentials``).
     """
     stats = stats if stats is not None else ReadStats()
     # Below LSN_FIRST no record exists; starting there keeps readers out of epoch 0.
@@ -83,7 +86,7 @@ def read_slices(config: str, slices: Iterable[Slice], *, fail_on_data_loss: bool
     pending = [s for s in pending if s.lo <= s.hi]
     if not pending:
         return
-    with Client(config) as client:
+    with connect(config, credentials) as client:
         for s in pending:
             with client.create_reader() as reader:
                 reader.start_reading(s.log_id, s.lo, s.hi)

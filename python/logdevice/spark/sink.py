@@ -25,9 +25,15 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from logdevice.client import Client
 from logdevice.errors import InvalidParamError
-from logdevice.spark.options import parse_float, parse_int, require
+from logdevice.spark.options import (
+    Credentials,
+    connect,
+    parse_credentials,
+    parse_float,
+    parse_int,
+    require,
+)
 
 __all__ = ["WriteOptions", "WrittenRanges", "LogDeviceWriter", "LogDeviceStreamWriter",
            "write_batches"]
@@ -43,6 +49,7 @@ class WriteOptions:
     log_id: int | None  # None: the log_id column routes rows
     writer_options: tuple[tuple[str, Any], ...] = ()
     timeout: float = 120.0
+    credentials: Credentials = ()
 
     @classmethod
     def parse(cls, options: Mapping[str, str], schema: Any) -> WriteOptions:
@@ -63,7 +70,8 @@ class WriteOptions:
         if "compression" in opts:
             bw.append(("compression", str(opts["compression"]).lower()))
         return cls(config=require(opts, "config"), log_id=log_id, writer_options=tuple(bw),
-                   timeout=parse_float(opts, "write_timeout", 120.0))
+                   timeout=parse_float(opts, "write_timeout", 120.0),
+                   credentials=parse_credentials(opts))
 
 
 @dataclass
@@ -101,7 +109,7 @@ def write_batches(opts: WriteOptions, batches: Iterator[Any]) -> WrittenRanges:
     import pyarrow.compute as pc
 
     pending: list[tuple[int, Any]] = []
-    with Client(opts.config) as client, \
+    with connect(opts.config, opts.credentials) as client, \
             client.create_buffered_writer(**dict(opts.writer_options)) as writer:
         for rb in batches:
             if rb.num_rows == 0:

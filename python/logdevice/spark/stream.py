@@ -22,7 +22,6 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from ldcore import lsn as ldlsn
-from logdevice.client import Client
 from logdevice.errors import InvalidParamError
 from logdevice.spark.batch import SlicePartition
 from logdevice.spark.extents import first_record
@@ -31,7 +30,10 @@ from logdevice.spark.options import (
     DEFAULT_BATCH_RECORDS,
     DEFAULT_READ_TIMEOUT,
     DEFAULT_RECORDS_PER_PARTITION,
+    Credentials,
+    connect,
     parse_bool,
+    parse_credentials,
     parse_float,
     parse_int,
     parse_logs,
@@ -55,6 +57,7 @@ class StreamOptions:
     records_per_partition: int = DEFAULT_RECORDS_PER_PARTITION
     batch_records: int = DEFAULT_BATCH_RECORDS
     read_timeout: float = DEFAULT_READ_TIMEOUT
+    credentials: Credentials = ()
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> StreamOptions:
@@ -71,7 +74,8 @@ class StreamOptions:
                                                    DEFAULT_RECORDS_PER_PARTITION, minimum=1),
                    batch_records=parse_int(opts, "batch_records", DEFAULT_BATCH_RECORDS,
                                            minimum=1),
-                   read_timeout=parse_float(opts, "read_timeout", DEFAULT_READ_TIMEOUT))
+                   read_timeout=parse_float(opts, "read_timeout", DEFAULT_READ_TIMEOUT),
+                   credentials=parse_credentials(opts))
 
 
 class LogDeviceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -88,7 +92,7 @@ class LogDeviceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         """Per log: (first LSN past the trim point, tail + 1)."""
         earliest: Offsets = {}
         latest: Offsets = {}
-        with Client(self.opts.config) as client:
+        with connect(self.opts.config, self.opts.credentials) as client:
             for log_id in self.opts.logs:
                 earliest[str(log_id)] = max(LSN_FIRST,
                                              client.get_head_attributes(log_id).trim_point + 1)
@@ -144,7 +148,8 @@ class LogDeviceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         o = self.opts
         value: LogPartition = partition.value  # type: ignore[attr-defined]
         return read_slices(o.config, value.slices, fail_on_data_loss=o.fail_on_data_loss,
-                           batch_records=o.batch_records, read_timeout=o.read_timeout)
+                           batch_records=o.batch_records, read_timeout=o.read_timeout,
+                           credentials=o.credentials)
 
     def commit(self, end: dict) -> None:
         log.debug("logdevice stream: committed up to %s", end)
@@ -161,7 +166,7 @@ class LogDeviceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                  and ldlsn.epoch_of(v) < ldlsn.epoch_of(top[k] - 1)]
         if not stuck:
             return out
-        with Client(self.opts.config) as client:
+        with connect(self.opts.config, self.opts.credentials) as client:
             for k in stuck:
                 boundary = ldlsn.compose(ldlsn.epoch_of(end[k]) + 1, 0)
                 if first_record(client, int(k), end[k], boundary - 1) is not None:
