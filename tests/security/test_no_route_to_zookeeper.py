@@ -1,5 +1,5 @@
-"""Nothing a client does needs the epoch store: the tools and the client API work against a
-secured cluster from processes that cannot reach the ZooKeeper port at all.
+"""Nothing a client does needs the epoch store: the tools, the client API and a Spark job
+work against a secured cluster from processes that cannot reach the ZooKeeper port at all.
 
 The wall is an iptables rule that rejects TCP to ZooKeeper from sockets of one group id;
 the client side runs as root in that group (it still reads the config and certificates),
@@ -101,3 +101,37 @@ def test_tools_and_clients_never_need_zookeeper(cluster, zookeeper_wall):
     assert api.returncode == 0 and api.stdout.strip() == "ok", api.stderr
     removed = walled([*ldshell, "logs", "remove", "walled"])
     assert removed.returncode == 0, removed.stderr
+
+
+def test_spark_reads_and_writes_without_zookeeper(cluster, zookeeper_wall):
+    """A Spark job (driver, JVM and Python workers, all in the walled group) writes and
+    reads a secured cluster with a principal's certificate."""
+    from tests.security.conftest import client_as
+
+    with client_as(cluster, "admin") as admin:
+        admin.create_log_group("spark_walled", 950, 951, replication=2)
+    cert, key = cluster.client_cert("writer")
+    script = textwrap.dedent(f"""
+        import os, sys
+        os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        from pyspark.sql import SparkSession
+        import logdevice.spark
+        spark = (SparkSession.builder.master("local[1]")
+                 .config("spark.ui.enabled", "false")
+                 .config("spark.driver.host", "127.0.0.1")
+                 .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+        logdevice.spark.register(spark)
+        creds = {{"config": {str(cluster.config_path)!r}, "tls_cert": {str(cert)!r},
+                  "tls_key": {str(key)!r}}}
+        (spark.range(100).selectExpr("cast(concat('w-', id) as binary) as payload")
+         .write.format("logdevice").options(log="950", **creds).mode("append").save())
+        n = spark.read.format("logdevice").options(logs="950", **creds).load().count()
+        print("rows", n)
+        spark.stop()
+    """)
+    job = walled([sys.executable, "-c", script], timeout=240)
+    assert job.returncode == 0, job.stderr[-3000:]
+    assert "rows 100" in job.stdout
+    with client_as(cluster, "admin") as admin:
+        admin.remove_log_group("spark_walled")
