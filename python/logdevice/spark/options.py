@@ -11,8 +11,8 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from logdevice.client import Client
 from logdevice.errors import InvalidParamError
 from logdevice.records import LSN_MAX, LSN_OLDEST
 
@@ -86,10 +86,8 @@ def parse_credentials(options: Mapping[str, str | None]) -> Credentials:
     return tuple(sorted(creds.items()))
 
 
-def connect(config: str, credentials: Credentials) -> Any:
+def connect(config: str, credentials: Credentials) -> Client:
     """A ``Client`` of ``config`` presenting ``credentials`` (close it)."""
-    from logdevice.client import Client
-
     return Client(config, **dict(credentials))  # type: ignore[arg-type]  # names checked
 
 
