@@ -1,4 +1,4 @@
-"""Peer benchmark (issue 13): ours against Redis Streams and NATS JetStream, in the same
+"""Peer benchmark: ours against Redis Streams and NATS JetStream, in the same
 run, on the same machine, with the same workloads (in the manner of the OpenMessaging
 Benchmark).
 

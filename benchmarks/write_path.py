@@ -1,4 +1,4 @@
-"""End-to-end write path benchmark (issue 3), with its anchors measured in the same run.
+"""End-to-end write path benchmark, with its anchors measured in the same run.
 
 Ours: ``ldbench write --json`` in a client process of its own, against a local cluster it
 starts (3 node processes, R=2): BufferedWriter throughput (bulk ``append_many`` and one

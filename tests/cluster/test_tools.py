@@ -269,7 +269,7 @@ def test_every_tool_has_a_version(tool):
     assert p.stdout.decode().strip() == f"{tool} (logdevice) {ld.__version__}"
 
 
-# -- while the cluster is away (issue 12) ---------------------------------------------------
+# -- while the cluster is away -------------------------------------------------------------
 
 def test_ldtail_says_what_it_waits_for_and_reads_on(local_cluster):
     """Unreachable at start: the cluster's waiting line, then (nodes started) its back

@@ -44,7 +44,7 @@ class PayloadFuture(Future):  # type: ignore[type-arg]
     # public methods only, each payload future would be a real one resolved from the blob
     # (add_done_callback): made so at creation, ~15x the cost of this one per append;
     # made so when first waited on, ~10x the time of ``wait`` and a Condition (~1.6 KB)
-    # per payload future waited on (measured, issue 14).
+    # per payload future waited on (measured).
 
     def __init__(self, blob: Future[int], batch_offset: int) -> None:
         self._blob = blob
