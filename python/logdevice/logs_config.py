@@ -68,11 +68,6 @@ class LogsConfigSource:
                        else None)
 
     @property
-    def base(self) -> Config:
-        """The config file's config (what runtime groups are validated against)."""
-        return self._base
-
-    @property
     def config(self) -> Config:
         """The effective config as of the last ``poll``."""
         return self._config

@@ -471,9 +471,8 @@ def test_status_history_folds_the_event_log_in_batches_like_all_at_once():
         SHARD_ACK_REBUILT,
         SHARD_IS_REBUILT,
         SHARD_NEEDS_REBUILD,
-        statuses_since,
+        StatusHistory,
     )
-    from logdevice.epochstore.events import StatusHistory
 
     events = [
         {"type": SHARD_NEEDS_REBUILD, "node": 1, "donors": [0, 2], "version": 1,
@@ -488,6 +487,6 @@ def test_status_history_folds_the_event_log_in_batches_like_all_at_once():
     for lo, hi in ((0, 2), (2, 3), (3, 5)):
         history.apply_all(events[lo:hi])
         assert history.version == hi
-        assert history.statuses() == statuses_since(events[:hi])
+        assert history.statuses() == StatusHistory().apply_all(events[:hi]).statuses()
     statuses, since = history.statuses()
     assert 3 in statuses and since[3] == 200  # unrecoverable since its event

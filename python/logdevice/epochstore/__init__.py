@@ -30,7 +30,7 @@ from logdevice.epochstore.events import (
     SHARD_UNRECOVERABLE,
     RebuildingSet,
     ShardStatusFold,
-    statuses_since,
+    StatusHistory,
 )
 from logdevice.epochstore.outcome import EpochOutcome
 from logdevice.epochstore.sqlite import FileEpochStore
@@ -96,7 +96,7 @@ __all__ = [
     "VersionMismatchError",
     "AuthoritativeStatus",
     "ShardStatusFold",
-    "statuses_since",
+    "StatusHistory",
     "RebuildingSet",
     "EpochStoreURI",
     "parse_epoch_store_uri",

@@ -261,12 +261,6 @@ class StatusHistory:
         return dict(statuses), {n: t for n, t in self._since.items() if n in statuses}
 
 
-def statuses_since(events: Iterable[Mapping[str, Any]]
-                   ) -> tuple[dict[int, AuthoritativeStatus], dict[int, int]]:
-    """``StatusHistory.statuses`` of ``events``."""
-    return StatusHistory().apply_all(events).statuses()
-
-
 class ShardView(NamedTuple):
     rebuilding: RebuildingSet
     status: AuthoritativeStatus

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from logdevice.epochstore.events import StatusHistory
+from logdevice.epochstore import StatusHistory
 from logdevice.errors import E
 from logdevice.node.role import Peer
 from logdevice.node.store_requests import StoreRequestRole

@@ -52,13 +52,9 @@ def _pa() -> Any:
     return pa
 
 
-def _statuses(ctx: ShellContext) -> tuple[dict[int, AuthoritativeStatus], dict[int, int]]:
-    return ctx.metadata().shard_statuses()
-
-
 def nodes(ctx: ShellContext, opts: TableOptions) -> Any:
     views, alive = ctx.views(), ctx.alive()
-    statuses, _ = _statuses(ctx)
+    statuses, _ = ctx.metadata().shard_statuses()
     rows = [{"node": n.index, "host": n.host, "port": n.port, "admin_port": n.admin_port,
              "location": str(n.location), "roles": ",".join(sorted(n.roles)),
              "sequencer_weight": n.sequencer_weight, "storage_weight": n.storage_weight,
@@ -70,7 +66,7 @@ def nodes(ctx: ShellContext, opts: TableOptions) -> Any:
 
 
 def shards(ctx: ShellContext, opts: TableOptions) -> Any:
-    statuses, since = _statuses(ctx)
+    statuses, since = ctx.metadata().shard_statuses()
     rows = [{"node": n.index, "shard": 0,
              "authoritative_status": statuses.get(
                  n.index, AuthoritativeStatus.FULLY_AUTHORITATIVE).name,
