@@ -301,6 +301,11 @@ class Settings:
     rebuilding_rate_bytes_per_s: int = 0
     rebuilding_poll_ms: int = 500
     rebuilding_batch_records: int = 8192
+    # Self-initiated rebuilding: a storage node the cluster has held dead this long is
+    # rebuilt without its participation (0: never), unless more than this fraction of the
+    # storage nodes (at least one node) are down or being rebuilt already.
+    self_rebuild_grace_period_ms: int = 600_000
+    max_rebuilding_fraction: float = 0.25
     frame_timeout_ms: int = 30_000  # a frame half-sent and then stalled this long: close
     max_connections: int = 4_096  # inbound connections a node holds; more are closed at once
     max_connections_per_principal: int = 1_024  # of those, one principal's (nodes: no limit)
