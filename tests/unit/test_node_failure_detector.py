@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+
 import numpy as np
+import pytest
 
 from ldcore.checksum import crc32c
 from logdevice.errors import E
@@ -52,6 +54,20 @@ def test_silence_kills_and_a_heartbeat_revives():
     assert d.tick(1.7) == ({3}, set())
     assert d.on_heartbeat(3, 1, 1.9) == (set(), {3})
     assert 3 in d.live and d.heard(1.9) == {0, 1, 2, 3}
+
+
+def test_dead_for_counts_from_leaving_the_live_set():
+    d = fd()
+    for n in (1, 2, 3):
+        d.on_heartbeat(n, 1, 0.1)
+    for t in (0.5, 1.0, 1.5, 2.0, 2.5):
+        d.on_heartbeat(1, 1, t)
+        d.on_heartbeat(2, 1, t)
+        d.tick(t)
+    # dead from the tick at 2.0, the first after 1.5 s of silence
+    assert d.dead_for(2.5) == {3: pytest.approx(0.5)}
+    d.on_heartbeat(3, 1, 2.6)
+    assert d.dead_for(2.6) == {}
 
 
 def test_stale_generation_is_ignored():

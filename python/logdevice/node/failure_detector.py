@@ -78,6 +78,8 @@ class FailureDetector:
         self._grace_until = now + self.dead_after
         self._last_tick = now
         self.live: set[int] = {me, *self._last}  # what placement uses
+        self._dead_since: dict[int, float] = {}  # nodes not live: since when
+        self._started = now
 
     def set_nodes(self, nodes: Iterable[int]) -> set[int]:
         """The config's nodes changed.  Removed nodes are forgotten (those that were live
@@ -93,7 +95,16 @@ class FailureDetector:
             self._last[n] = None
         gone = self.live & removed
         self.live -= removed
+        for n in removed:
+            self._dead_since.pop(n, None)
         return gone
+
+    def dead_for(self, now: float) -> dict[int, float]:
+        """Seconds each node that is not live has been dead: since it left the live set
+        (a node never heard from leaves it when the start-up grace period ends), or since
+        this detector started for one added later and never heard from."""
+        return {n: now - self._dead_since.get(n, self._started)
+                for n in self._last if n not in self.live}
 
     def heard(self, now: float) -> set[int]:
         """Nodes heard from recently enough to count as alive (and this node)."""
@@ -116,6 +127,7 @@ class FailureDetector:
         if node in self.live:
             return set(), set()
         self.live.add(node)
+        self._dead_since.pop(node, None)
         return set(), {node}
 
     def on_link_change(self, node: int, connected: bool) -> None:
@@ -146,6 +158,10 @@ class FailureDetector:
                 live.add(n)  # in a grace period: presumed alive until it runs out
         down, up = self.live - live, live - self.live
         self.live = live
+        for n in down:
+            self._dead_since[n] = now
+        for n in up:
+            self._dead_since.pop(n, None)
         return down, up
 
 
@@ -209,7 +225,8 @@ class FailureDetectorRole(Role):
             request_id=request_id, status=E.OK, node_index=self.node.index,
             config_version=self.config_version, alive=sorted(self.fd.heard(now)),
             sequencers=[SequencerNode(i, w) for i, w in sorted(self.sequencer_weights().items())],
-            time_ms=time.time_ns() // 1_000_000)
+            time_ms=time.time_ns() // 1_000_000,
+            dead_for_ms={n: int(s * 1000) for n, s in sorted(self.fd.dead_for(now).items())})
 
     # -- events -----------------------------------------------------------------------------
     def _on_heartbeat(self, conn: Peer, msg: Heartbeat) -> None:

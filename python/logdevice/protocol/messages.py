@@ -633,6 +633,9 @@ class ClusterView(Message):
     alive: list[int] = msgspec.field(default_factory=list)
     sequencers: list[SequencerNode] = msgspec.field(default_factory=list)
     time_ms: int = 0
+    #: For each node this one holds dead: for how long (ms), since it was last live here
+    #: (``FailureDetector.dead_for``).
+    dead_for_ms: dict[int, int] = msgspec.field(default_factory=dict)
 
 
 # ------------------------------------------------------------------------ admin / client calls
