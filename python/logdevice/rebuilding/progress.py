@@ -2,8 +2,8 @@
 
 Per log: the highest LSN the donor has finished (every record at or below it that it
 donates is on its new nodes with amended copysets).  Written atomically (a temporary
-file renamed over the old one) after each batch, so a donor that restarts mid-way
-resumes from the last finished batch; the file of an older set is ignored.  Losing the
+file, fsynced, renamed over the old one, and the directory fsynced) after each batch, so a
+donor that restarts mid-way, even after a power loss, resumes from the last finished batch; the file of an older set is ignored.  Losing the
 file costs time only: a donated record's own copy no longer names a rebuilding node, so
 a fresh pass skips it.
 """
@@ -48,8 +48,16 @@ class DonorProgress:
 
     def save(self, path: Path) -> None:
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.to_json()))
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(json.dumps(self.to_json()))
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
+        fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)  # the rename itself
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def to_json(self) -> dict[str, Any]:
         return {"set_version": self.set_version,
