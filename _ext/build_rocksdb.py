@@ -42,6 +42,7 @@ void rocksdb_free(void* ptr);
 rocksdb_options_t* rocksdb_options_create(void);
 void rocksdb_options_destroy(rocksdb_options_t*);
 void rocksdb_options_set_create_if_missing(rocksdb_options_t*, unsigned char);
+void rocksdb_options_set_wal_recovery_mode(rocksdb_options_t*, int);
 void rocksdb_options_set_create_missing_column_families(rocksdb_options_t*, unsigned char);
 void rocksdb_options_set_error_if_exists(rocksdb_options_t*, unsigned char);
 void rocksdb_options_set_compression(rocksdb_options_t*, int);

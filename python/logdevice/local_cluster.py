@@ -432,18 +432,19 @@ class LocalCluster:
         """Drain node ``i``: it stops taking new copies and moves the records it holds to
         other nodes (it must be running, or do so once started).  Returns the event-log
         version of the request; ``wait_rebuilt([i])`` waits for the end."""
-        return self._request_rebuild(i, drain=True)
+        return self._request_rebuild(i, drain=True, unrecoverable=False)
 
     def mark_unrecoverable(self, i: int) -> int:
         """Node ``i``'s data is gone for good: stop it if it runs, and have the other
         nodes re-replicate its records.  Returns the event-log version of the request."""
         if self.is_running(i):
             self.stop(i)
-        return self._request_rebuild(i, unrecoverable=True)
+        return self._request_rebuild(i, drain=False, unrecoverable=True)
 
-    def _request_rebuild(self, i: int, **kind: bool) -> int:
+    def _request_rebuild(self, i: int, *, drain: bool, unrecoverable: bool) -> int:
         with open_cluster_store(self.config) as store:
-            return request_rebuild(store, self.config, i, **kind)
+            return request_rebuild(store, self.config, i, drain=drain,
+                                   unrecoverable=unrecoverable)
 
     def add_node(self, *, roles: Sequence[str] | None = None, location: str | None = None,
                  weights: Mapping[str, float] | None = None,

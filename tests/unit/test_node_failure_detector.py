@@ -173,3 +173,19 @@ def test_merge_stores_of_one_log():
     cols = merge([a, c])
     assert cols[0].tolist() == [1, 4, 10] and _payloads(cols) == [b"one", b"four-old", b"ten"]
     assert cols[3].shape == (3, 2)
+
+
+def test_held_dead_by_counts_live_peers_whose_view_leaves_a_node_out():
+    d = fd()
+    d.on_heartbeat(1, 1, 0.1, alive=[0, 1, 2])
+    d.on_heartbeat(2, 1, 0.1, alive=[1, 2])
+    d.on_heartbeat(3, 1, 0.1, alive=[0, 1, 2, 3])
+    # 0 is live here; peer 2 leaves it out
+    assert d.held_dead_by(0) == 1
+    for t in (0.5, 1.0, 1.5, 2.0):
+        d.on_heartbeat(1, 1, t, alive=[0, 1, 2])
+        d.on_heartbeat(2, 1, t, alive=[0, 1, 2])
+        d.tick(t)
+    # 3 is silent: dead here, and in the views of 1 and 2; its own stale view does not count
+    assert 3 not in d.live and d.held_dead_by(3) == 3
+    assert d.held_dead_by(1) == 0

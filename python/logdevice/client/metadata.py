@@ -126,6 +126,14 @@ class ClusterMetadata:
         body = self._run(self.change, action, node=node, timeout=timeout)
         return int(body["version"])
 
+    def cancel_rebuild(self, node: int, *, undrain: bool = False,
+                       timeout: float | None = None) -> int:
+        """Undrain ``node`` (``undrain``) or abort its rebuilding; the event's version
+        (admin)."""
+        action = "undrain" if undrain else "abort_rebuilding"
+        body = self._run(self.change, action, node=node, timeout=timeout)
+        return int(body["version"])
+
     def change_log_group(self, action: str, name: str, *, lo: int = 0, hi: int = 0,
                          attributes: Mapping[str, Any] | None = None,
                          timeout: float | None = None) -> int:

@@ -27,6 +27,7 @@ from logdevice.epochstore.events import (
     SHARD_ACK_REBUILT,
     SHARD_IS_REBUILT,
     SHARD_NEEDS_REBUILD,
+    SHARD_REBUILD_DEFERRED,
     SHARD_UNRECOVERABLE,
     RebuildingSet,
     ShardStatusFold,
@@ -111,4 +112,5 @@ __all__ = [
     "SHARD_IS_REBUILT",
     "SHARD_ACK_REBUILT",
     "SHARD_ABORT_REBUILD",
+    "SHARD_REBUILD_DEFERRED",
 ]

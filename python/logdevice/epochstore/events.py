@@ -17,8 +17,14 @@ cluster is re-replicating right now.
   the rebuilding set of that version.  Once every donor has (without a donor list: at the
   first report), every node of the set is AUTHORITATIVE_EMPTY.
 - ``SHARD_ACK_REBUILT``: the rebuilt node is back and acknowledges; FULLY_AUTHORITATIVE.
-- ``SHARD_ABORT_REBUILD``: the node came back with its data before rebuilding finished;
-  FULLY_AUTHORITATIVE.
+- ``SHARD_ABORT_REBUILD``: the node came back with its data before rebuilding finished,
+  or an operator aborted the rebuilding or the drain; FULLY_AUTHORITATIVE.
+- ``SHARD_REBUILD_DEFERRED`` (``reason``): the cluster holds the node dead long enough to
+  rebuild it by itself, but does not yet, for that reason (changes no status).
+
+Any event may carry a ``reason`` (text for people); SHARD_NEEDS_REBUILD appended by the
+cluster itself for a dead node says ``self_initiated: true``, and an operator's abort or
+undrain says ``operator: true``.
 
 Every change of the set (a node joins, leaves, or turns from drained to lost) gives it a
 new ``version``: donors restart their pass for the new set, and reports for an older set
@@ -42,8 +48,9 @@ SHARD_UNRECOVERABLE = "SHARD_UNRECOVERABLE"
 SHARD_IS_REBUILT = "SHARD_IS_REBUILT"
 SHARD_ACK_REBUILT = "SHARD_ACK_REBUILT"
 SHARD_ABORT_REBUILD = "SHARD_ABORT_REBUILD"
+SHARD_REBUILD_DEFERRED = "SHARD_REBUILD_DEFERRED"
 EVENT_TYPES = frozenset({SHARD_NEEDS_REBUILD, SHARD_UNRECOVERABLE, SHARD_IS_REBUILT,
-                         SHARD_ACK_REBUILT, SHARD_ABORT_REBUILD})
+                         SHARD_ACK_REBUILT, SHARD_ABORT_REBUILD, SHARD_REBUILD_DEFERRED})
 RESERVED_KEYS = ("version", "time_ms")
 
 
@@ -73,7 +80,9 @@ def validate_event(event: Mapping[str, Any]) -> dict[str, Any]:
         if not isinstance(ev["donors"], list | tuple):
             raise InvalidParamError(message="event 'donors' must be a list of node indices")
         ev["donors"] = sorted({_node(d, "'donors' entry") for d in ev["donors"]})
-    for flag in ("unrecoverable", "drain"):
+    if not isinstance(ev.get("reason", ""), str):
+        raise InvalidParamError(message="event 'reason' must be text")
+    for flag in ("unrecoverable", "drain", "self_initiated", "operator"):
         if flag in ev and not isinstance(ev[flag], bool):
             raise InvalidParamError(message=f"event {flag!r} must be true or false")
     try:

@@ -5,7 +5,8 @@ failure detector, the sequencer role (a node without the sequencer
 role never owns a log, so it only redirects), the storage role (disabled on a node
 without the storage role: STOREs get DISABLED) and the read streams served from the
 storage role's LogsDB (START / WINDOW / STOP), rebuilding (donating records of lost or
-drained nodes, taking copies), the checker's availability requests on the same LogsDB,
+drained nodes, taking copies), the rebuilding supervisor (dead nodes rebuilt without an
+operator), the checker's availability requests on the same LogsDB,
 periodic checks (one node at a time), the consumers' checkpoints and groups, the
 metadata gateway (clients read and change metadata through nodes), and the Prometheus
 endpoint on the admin port.  A new role is one more
@@ -26,6 +27,7 @@ from logdevice.node.metadata_role import MetadataRole
 from logdevice.node.metrics import MetricsRole
 from logdevice.node.read_streams import ReadStreamsRole
 from logdevice.node.rebuilding_role import RebuildingRole
+from logdevice.node.rebuilding_supervisor import RebuildingSupervisorRole
 from logdevice.node.sequencer_role import SequencerRole
 from logdevice.node.server import Node
 from logdevice.node.storage_role import StorageRole
@@ -39,6 +41,7 @@ def build_node(config: Config, index: int,
     node.add_role(FailureDetectorRole(node))
     node.add_role(StorageRole(node))
     node.add_role(RebuildingRole(node))  # after storage: donates from its db, gates STOREs
+    node.add_role(RebuildingSupervisorRole(node))  # dead nodes rebuilt without an operator
     node.add_role(ReadStreamsRole(node))  # after storage: it reads the storage role's db
     node.add_role(SequencerRole(node))
     node.add_role(ConsumersRole(node))

@@ -79,6 +79,7 @@ class FailureDetector:
         self._last_tick = now
         self.live: set[int] = {me, *self._last}  # what placement uses
         self._dead_since: dict[int, float] = {}  # nodes not live: since when
+        self._views: dict[int, frozenset[int]] = {}  # each peer's last heartbeat's live list
         self._started = now
 
     def set_nodes(self, nodes: Iterable[int]) -> set[int]:
@@ -97,7 +98,17 @@ class FailureDetector:
         self.live -= removed
         for n in removed:
             self._dead_since.pop(n, None)
+            self._views.pop(n, None)
         return gone
+
+    def held_dead_by(self, node: int) -> int:
+        """How many live nodes (this one included) leave ``node`` out of their live list:
+        this one's view, and each live peer's last heartbeat."""
+        count = int(node not in self.live)
+        for peer, view in self._views.items():
+            if peer != node and peer in self.live and node not in view:
+                count += 1
+        return count
 
     def dead_for(self, now: float) -> dict[int, float]:
         """Seconds each node that is not live has been dead: since it left the live set
@@ -114,9 +125,11 @@ class FailureDetector:
                 out.add(n)
         return out
 
-    def on_heartbeat(self, node: int, generation: int, now: float) -> tuple[set[int], set[int]]:
-        """A heartbeat from ``node``; returns (went down, came up): ``({}, {node})`` when
-        it was dead.  Heartbeats from an older generation (before a restart) are ignored."""
+    def on_heartbeat(self, node: int, generation: int, now: float,
+                     alive: Iterable[int] | None = None) -> tuple[set[int], set[int]]:
+        """A heartbeat from ``node`` (with the nodes it hears, ``alive``); returns (went
+        down, came up): ``({}, {node})`` when it was dead.  Heartbeats from an older
+        generation (before a restart) are ignored."""
         if node not in self._last:
             return set(), set()
         known = self._generation.get(node)
@@ -124,6 +137,8 @@ class FailureDetector:
             return set(), set()
         self._generation[node] = generation
         self._last[node] = now
+        if alive is not None:
+            self._views[node] = frozenset(alive)
         if node in self.live:
             return set(), set()
         self.live.add(node)
@@ -219,6 +234,14 @@ class FailureDetectorRole(Role):
         live = self.fd.live
         return {i: w for i, w in self.weights.items() if i in live}
 
+    def dead_for(self) -> dict[int, float]:
+        """Seconds each node this one holds dead has been dead."""
+        return self.fd.dead_for(self.node.loop.time())
+
+    def held_dead_by(self, node: int) -> int:
+        """How many live nodes (this one included) hold ``node`` dead."""
+        return self.fd.held_dead_by(node)
+
     def view(self, request_id: int = 0) -> ClusterView:
         now = self.node.loop.time()
         return ClusterView(
@@ -226,7 +249,7 @@ class FailureDetectorRole(Role):
             config_version=self.config_version, alive=sorted(self.fd.heard(now)),
             sequencers=[SequencerNode(i, w) for i, w in sorted(self.sequencer_weights().items())],
             time_ms=time.time_ns() // 1_000_000,
-            dead_for_ms={n: int(s * 1000) for n, s in sorted(self.fd.dead_for(now).items())})
+            dead_for_ms={n: int(s * 1000) for n, s in sorted(self.dead_for().items())})
 
     # -- events -----------------------------------------------------------------------------
     def _on_heartbeat(self, conn: Peer, msg: Heartbeat) -> None:
@@ -238,7 +261,8 @@ class FailureDetectorRole(Role):
             log.warning("ignoring a heartbeat of N%d with generation %d, in the future",
                         msg.node_index, msg.generation)
             return
-        down, up = self.fd.on_heartbeat(msg.node_index, msg.generation, self.node.loop.time())
+        down, up = self.fd.on_heartbeat(msg.node_index, msg.generation, self.node.loop.time(),
+                                        msg.alive)
         if down or up:
             self._report(down, up)
 

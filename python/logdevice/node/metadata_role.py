@@ -3,11 +3,11 @@
 Only nodes open the epoch store.  A client, ``ldshell``, the checker or a Spark executor
 asks any node: GET_METADATA reads (a log's epoch state and metadata history, the nodes'
 authoritative status, the runtime log groups, the event log, the rebuilding set) and
-ADMIN_REQUEST changes (create, update or remove a log group; drain a node or mark its
-data unrecoverable).  The request gate has already checked the ACL (reads of a log need
-``read`` on it, cluster-wide reads and every change need ``admin``) before a handler here
-sees the request; this role validates what the request says and does the store work in a
-thread of its own.
+ADMIN_REQUEST changes (create, update or remove a log group; drain or undrain a node,
+mark its data unrecoverable, abort its rebuilding).  The request gate has already
+checked the ACL (reads of a log need ``read`` on it, cluster-wide reads and every change
+need ``admin``) before a handler here sees the request; this role validates what the
+request says and does the store work in a thread of its own.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from logdevice.protocol import (
     GetMetadata,
     MetadataReply,
 )
-from logdevice.rebuilding.requests import request_rebuild
+from logdevice.rebuilding.requests import cancel_rebuild, request_rebuild
 
 if TYPE_CHECKING:
     from logdevice.node.server import Node
@@ -110,6 +110,10 @@ class MetadataRole(StoreRequestRole):
             self.answer(conn, lambda: {"version": request_rebuild(
                 self.epoch_store(), config, msg.node, drain=msg.action == "drain",
                 unrecoverable=msg.action == "mark_unrecoverable")}, reply, error)
+            return
+        if msg.action in ("undrain", "abort_rebuilding"):
+            self.answer(conn, lambda: {"version": cancel_rebuild(
+                self.epoch_store(), msg.node, undrain=msg.action == "undrain")}, reply, error)
             return
         if not self.node.has_role("logs_config"):
             conn.send(error(E.NOTSUPPORTED, "this node does not keep the log groups"))

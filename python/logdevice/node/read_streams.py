@@ -188,6 +188,11 @@ class ReadStreamsRole(Role):
             return self.node.role("storage").db  # type: ignore[no-any-return]
         return None
 
+    def _report_damage(self, damage: str) -> None:
+        """A read found the store damaged: the storage role marks it for rebuilding."""
+        if self.node.has_role("storage"):
+            self.node.role("storage").report_damage(damage)
+
     def stream_count(self) -> int:
         return len(self._streams)
 
@@ -400,6 +405,7 @@ class ReadStreamsRole(Role):
                 continue
             s = entry.stream
             released = self.last_released(s.log_id)
+            failures = s.stats.checksum_failures
             self._stepping = True
             try:
                 trim = db.trim_point(s.log_id)
@@ -413,6 +419,8 @@ class ReadStreamsRole(Role):
                     self.steps_inline += 1
                     msgs = s.step(db, released, trim, self.budget_bytes)
             except LogDeviceError as exc:
+                if exc.status == E.CHECKSUM_MISMATCH:  # RocksDB found a damaged block
+                    self._report_damage(f"reading log {s.log_id}: {exc}")
                 if exc.status == E.AGAIN and not entry.closed:
                     self._schedule(entry)  # a partition went away under the read: retry
                 elif not entry.closed:
@@ -424,6 +432,10 @@ class ReadStreamsRole(Role):
                 continue
             finally:
                 self._stepping = False
+            if s.stats.checksum_failures > failures:
+                self._report_damage(
+                    f"{s.stats.checksum_failures - failures} copies of log {s.log_id} "
+                    f"failed their checksum")
             if entry.closed:
                 continue  # stopped or rewound while reading: the client ignores these
             if msgs:

@@ -22,6 +22,12 @@ and acts on what it says of the rebuilding set and of itself:
   AUTHORITATIVE_EMPTY.
 - **Acknowledging.**  A node that was rebuilt (not drained) and is running appends
   SHARD_ACK_REBUILT: it is FULLY_AUTHORITATIVE again and takes new records.
+- **Aborting.**  A node being rebuilt while down (UNAVAILABLE: the cluster started it
+  after the node stayed dead for the grace period) that comes back with its store
+  intact appends SHARD_ABORT_REBUILD: it is FULLY_AUTHORITATIVE again, the donors stop,
+  and the copies they made meanwhile are extra copies.  One whose store is new or
+  damaged has marked itself unrecoverable first (``node.shard_check``), so it never
+  aborts.
 - **Taking copies.**  REBUILD_STORE from a donor is written as given, replacing a copy
   already held unless that one is newer (a later wave, or written by recovery: the
   donor's was stale), and answered with REBUILD_STORED.
@@ -45,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from logdevice.epochstore import (
+    SHARD_ABORT_REBUILD,
     SHARD_ACK_REBUILT,
     SHARD_IS_REBUILT,
     AuthoritativeStatus,
@@ -175,7 +182,11 @@ class RebuildingRole(Role):
             return
         me, rset = self.node.index, view.rebuilding
         if view.status == AuthoritativeStatus.AUTHORITATIVE_EMPTY and not view.drained:
-            await self._acknowledge()
+            await self._append_own(SHARD_ACK_REBUILT, "rebuilt and acknowledged: taking "
+                                   "new records again")
+        elif view.status == AuthoritativeStatus.UNAVAILABLE and self.node.role("storage").intact:
+            await self._append_own(SHARD_ABORT_REBUILD, "came back with its data before "
+                                   "its rebuilding finished: rebuilding aborted")
         donor = (rset and me not in rset.lost and me not in rset.done
                  and (rset.donors is None or me in rset.donors))
         if donor and self._donor_version != rset.version:
@@ -193,16 +204,17 @@ class RebuildingRole(Role):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def _acknowledge(self) -> None:
-        def ack() -> int:
-            return self._open_store().append_event({"type": SHARD_ACK_REBUILT,
-                                                    "node": self.node.index})
+    async def _append_own(self, kind: str, reason: str) -> None:
+        """Append ``kind`` (SHARD_ACK_REBUILT, SHARD_ABORT_REBUILD) for this node."""
+        def append() -> int:
+            return self._open_store().append_event({"type": kind, "node": self.node.index,
+                                                    "reason": reason})
         try:
-            await self.node.loop.run_in_executor(self._exec, ack)
+            await self.node.loop.run_in_executor(self._exec, append)
         except LogDeviceError as exc:
-            log.warning("N%d: acknowledging the rebuild: %s", self.node.index, exc)
+            log.warning("N%d: appending %s: %s", self.node.index, kind, exc)
             return
-        log.info("N%d: rebuilt and acknowledged: taking new records again", self.node.index)
+        log.info("N%d: %s", self.node.index, reason)
 
     # -- donating -------------------------------------------------------------------------
     def _db(self) -> LogsDB:

@@ -49,7 +49,7 @@ from logdevice.node.epoch_bound import EpochBound
 from logdevice.node.group_commit import GroupCommitter, StoreJob
 from logdevice.node.purging import Purger
 from logdevice.node.role import Peer, Role
-from logdevice.node.shard_check import mark_if_data_lost
+from logdevice.node.shard_check import mark_damaged, mark_if_data_lost
 from logdevice.protocol import (
     DataSize,
     DataSizeReply,
@@ -85,14 +85,36 @@ MAX_QUEUED_BYTES = 64 << 20
 RESUME_QUEUED_BYTES = 16 << 20
 
 
-def open_logsdb(node: Node) -> LogsDB:
-    """The node's LogsDB in its data directory (created when missing)."""
+def open_logsdb(node: Node) -> tuple[LogsDB, str | None]:
+    """The node's LogsDB in its data directory (created when missing), and what damage
+    opening it found (None: none).
+
+    The write-ahead log is replayed in RocksDB's "absolute consistency" mode: any damaged
+    entry fails the open.  RocksDB's default ("point in time") would stop replaying at
+    the first damaged entry and drop every later write without a word, and this node
+    would go on answering for copies it no longer has.  A crash cannot damage an
+    acknowledged write (STORED is answered after the write returned), but a damaged entry
+    cannot be told from one torn by a crash, so on any damage the store is opened again
+    in point-in-time mode (the consistent prefix) and the damage reported: the node is
+    then rebuilt as one whose data is partly gone (``shard_check.mark_damaged``).
+    """
     path = node.config.node_data_dir(node.index)
     path.mkdir(parents=True, exist_ok=True)
     s = node.config.settings
-    return LogsDB(path / "logsdb", max_payload=s.max_payload_size,
-                  partition_duration_ms=s.partition_duration_ms,
-                  partition_size_limit=s.partition_size_limit_bytes)
+
+    def open_db(wal_recovery: str) -> LogsDB:
+        return LogsDB(path / "logsdb", max_payload=s.max_payload_size,
+                      partition_duration_ms=s.partition_duration_ms,
+                      partition_size_limit=s.partition_size_limit_bytes,
+                      wal_recovery=wal_recovery)
+
+    try:
+        return open_db("absolute"), None
+    except LogDeviceError as exc:
+        if exc.status != E.CHECKSUM_MISMATCH:
+            raise
+        log.error("N%d: the store's write-ahead log is damaged: %s", node.index, exc)
+        return open_db("point_in_time"), f"write-ahead log: {exc.message or exc}"
 
 
 def apply_retention(db: LogsDB, config: Any) -> list[int]:
@@ -140,6 +162,10 @@ class StorageRole(Role):
         self._bound_store: EpochStore | None = None  # used by the epoch bound's thread only
         self.epochs = EpochBound(node.loop, self._issued_epoch)
         self._parked: dict[int, list[tuple[Peer, Store]]] = {}  # log -> STOREs awaiting it
+        #: Whether the store holds every copy this node acknowledged: False when it was
+        #: created empty at this start or reported damage (``report_damage``).
+        self.intact = False
+        self._damage_reported: asyncio.Future[Any] | None = None
 
     def handlers(self) -> Mapping[type, Any]:
         return {Store: self._on_store, Release: self._on_release,
@@ -153,10 +179,14 @@ class StorageRole(Role):
         if self.enabled and self.db is None:
             loop = self.node.loop
             fresh = not (self.node.config.node_data_dir(self.node.index) / "logsdb").exists()
-            self.db = await loop.run_in_executor(self._meta_exec, open_logsdb, self.node)
+            self.db, damage = await loop.run_in_executor(self._meta_exec, open_logsdb,
+                                                         self.node)
+            self.intact = not fresh
             if fresh:  # wiped after holding data? then readers must not trust its silence
                 await loop.run_in_executor(self._meta_exec, mark_if_data_lost,
                                            self.node.config, self.node.index)
+            elif damage is not None:
+                self.report_damage(damage)
         if self.db is not None:
             self.committer = GroupCommitter(
                 self.node.loop, self.db, self._on_written,
@@ -164,6 +194,15 @@ class StorageRole(Role):
             self.purger = Purger(self.node.loop, self.db, self._meta_exec, self._open_store,
                                  self.committer.flush, self._on_purged)
             self._schedule_retention()
+
+    def report_damage(self, damage: str) -> None:
+        """The store reported damage (a corrupt write-ahead log, a block or record failing
+        its checksum): this node no longer counts as holding every copy it acknowledged
+        and marks itself for rebuilding (once per run of the node)."""
+        self.intact = False
+        if self._damage_reported is None:
+            self._damage_reported = self.node.loop.run_in_executor(
+                self._meta_exec, mark_damaged, self.node.config, self.node.index, damage)
 
     def _schedule_retention(self) -> None:
         interval = self.node.config.settings.retention_interval_ms / 1000

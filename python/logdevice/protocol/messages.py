@@ -1112,7 +1112,7 @@ METADATA_KINDS = frozenset({"log_states", "shard_statuses", "logs_config", "even
                             "rebuilding_set", "logs"})
 #: What ADMIN_REQUEST may do (``action``).
 ADMIN_ACTIONS = frozenset({"create_log_group", "update_log_group", "remove_log_group",
-                           "drain", "mark_unrecoverable"})
+                           "drain", "mark_unrecoverable", "undrain", "abort_rebuilding"})
 
 
 @register

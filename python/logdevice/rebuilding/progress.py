@@ -2,10 +2,10 @@
 
 Per log: the highest LSN the donor has finished (every record at or below it that it
 donates is on its new nodes with amended copysets).  Written atomically (a temporary
-file, fsynced, renamed over the old one, and the directory fsynced) after each batch, so a
-donor that restarts mid-way, even after a power loss, resumes from the last finished batch; the file of an older set is ignored.  Losing the
-file costs time only: a donated record's own copy no longer names a rebuilding node, so
-a fresh pass skips it.
+file, fsynced, renamed over the old one, and the directory fsynced) after each batch, so
+a donor that restarts mid-way, even after a power loss, resumes from the last finished
+batch; the file of an older set is ignored.  Losing the file costs time only: a donated
+record's own copy no longer names a rebuilding node, so a fresh pass skips it.
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
 """Starting a rebuilding: the SHARD_NEEDS_REBUILD event every path appends.
 
-Three things put a node in the rebuilding set: the node itself, starting with an empty
-store after logs placed records on it; an operator marking it unrecoverable (its data is
-gone for good); an operator draining it (its records move away, then it can leave the
-config).  All three append the same event, naming every storage node of the config as a
-donor: the rebuilding is done when each of them (the lost nodes left out) has reported.
+Four things put a node in the rebuilding set: the node itself, starting with an empty
+store after logs placed records on it, or finding its store damaged; the cluster, when
+the node has been dead for the grace period (``node.rebuilding_supervisor``); an operator
+marking it unrecoverable (its data is gone for good); an operator draining it (its
+records move away, then it can leave the config).  All append the same event, naming
+every storage node of the config as a donor: the rebuilding is done when each of them
+(the lost nodes left out) has reported.
 """
 
 from __future__ import annotations
@@ -12,14 +14,20 @@ from __future__ import annotations
 from typing import Any
 
 from logdevice.config import Config
-from logdevice.epochstore import SHARD_NEEDS_REBUILD, EpochStore
+from logdevice.epochstore import (
+    SHARD_ABORT_REBUILD,
+    SHARD_ACK_REBUILT,
+    SHARD_NEEDS_REBUILD,
+    AuthoritativeStatus,
+    EpochStore,
+)
 from logdevice.errors import InvalidParamError
 
-__all__ = ["needs_rebuild_event", "request_rebuild"]
+__all__ = ["needs_rebuild_event", "request_rebuild", "cancel_rebuild"]
 
 
 def needs_rebuild_event(config: Config, node: int, *, unrecoverable: bool = False,
-                        drain: bool = False) -> dict[str, Any]:
+                        drain: bool = False, reason: str | None = None) -> dict[str, Any]:
     """The event that puts ``node`` in the rebuilding set."""
     if unrecoverable and drain:
         raise InvalidParamError(message="a node is drained (it keeps its data) or "
@@ -33,11 +41,49 @@ def needs_rebuild_event(config: Config, node: int, *, unrecoverable: bool = Fals
         event["unrecoverable"] = True
     if drain:
         event["drain"] = True
+    if reason is not None:
+        event["reason"] = reason
     return event
 
 
 def request_rebuild(store: EpochStore, config: Config, node: int, *,
-                    unrecoverable: bool = False, drain: bool = False) -> int:
+                    unrecoverable: bool = False, drain: bool = False,
+                    reason: str | None = None) -> int:
     """Append the event; its version."""
     return store.append_event(needs_rebuild_event(config, node, unrecoverable=unrecoverable,
-                                                  drain=drain))
+                                                  drain=drain, reason=reason))
+
+
+def cancel_rebuild(store: EpochStore, node: int, *, undrain: bool) -> int:
+    """An operator's undo; the event's version.
+
+    ``undrain``: a node being drained keeps its place (SHARD_ABORT_REBUILD), or one whose
+    drain finished takes new records again (SHARD_ACK_REBUILT; the copies it moved away
+    stay flagged drained).  Otherwise: abort the rebuilding of a node that is down
+    (UNAVAILABLE); readers count on its copies again, and the cluster does not rebuild
+    it by itself again until it has come back and died again.  A node whose data is
+    gone (UNDERREPLICATION) cannot be aborted: readers would count on copies it lacks.
+    """
+    view = store.shard_view(node)
+    rset = view.rebuilding
+    if undrain:
+        if node in rset.draining:
+            kind = SHARD_ABORT_REBUILD
+        elif view.drained and view.status == AuthoritativeStatus.AUTHORITATIVE_EMPTY:
+            kind = SHARD_ACK_REBUILT
+        else:
+            raise InvalidParamError(message=f"N{node} is not drained")
+    else:
+        if node in rset.draining:
+            raise InvalidParamError(message=f"N{node} is being drained, not rebuilt: "
+                                            f"undrain it instead")
+        if node not in rset.lost:
+            raise InvalidParamError(message=f"N{node} is not being rebuilt")
+        if view.status != AuthoritativeStatus.UNAVAILABLE:
+            raise InvalidParamError(message=(
+                f"N{node}'s data is gone ({view.status.name}): aborting its rebuilding "
+                f"would make readers count on copies it does not have"))
+        kind = SHARD_ABORT_REBUILD
+    what = "undrained" if undrain else "rebuilding aborted"
+    return store.append_event({"type": kind, "node": node, "operator": True,
+                               "reason": f"{what} by an operator"})

@@ -106,6 +106,7 @@ class LogsDB:
         statistics: bool = False,
         max_payload: int | None = None,
         csi_ranges: bool = True,
+        wal_recovery: str | None = None,
     ) -> None:
         if partition_duration_ms <= 0 or partition_size_limit <= 0:
             raise error_for(E.INVALID_PARAM, "partition duration and size limit must be > 0")
@@ -118,7 +119,7 @@ class LogsDB:
         options = Options(
             compression=compression, block_cache_bytes=block_cache_bytes,
             write_buffer_size=write_buffer_size, max_background_jobs=max_background_jobs,
-            statistics=statistics,
+            statistics=statistics, wal_recovery=wal_recovery,
         )
         # RocksDB creates the directory itself but not its parents; if this fails, RocksDB
         # reports the problem with the path.

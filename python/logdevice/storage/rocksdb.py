@@ -38,6 +38,11 @@ __all__ = ["DB", "ColumnFamily", "Options", "WriteBatch", "Iterator", "Chunk",
            "list_column_families", "COMPRESSION"]
 
 COMPRESSION = {"none": 0, "snappy": 1, "zlib": 2, "bz2": 3, "lz4": 4, "lz4hc": 5, "zstd": 7}
+#: RocksDB's WALRecoveryMode: what opening does with a damaged write-ahead log.
+#: "absolute": refuse to open (Corruption) on any damage; "point_in_time": replay up to the
+#: first damaged entry and drop the rest silently (RocksDB's default); "skip_any": skip
+#: damaged entries.
+WAL_RECOVERY = {"absolute": 1, "point_in_time": 2, "skip_any": 3}
 
 
 # --------------------------------------------------------------------------- options
@@ -66,6 +71,7 @@ class Options:
     statistics: bool = False
     atomic_flush: bool = False
     keep_log_file_num: int | None = 4
+    wal_recovery: str | None = None  # a key of WAL_RECOVERY; None: RocksDB's default
 
     def build(self):
         """The C options object (freed when garbage-collected)."""
@@ -93,6 +99,11 @@ class Options:
         ):
             if value is not None:
                 setter(opt, value)
+        if self.wal_recovery is not None:
+            if self.wal_recovery not in WAL_RECOVERY:
+                raise error_for(E.INVALID_PARAM, f"wal_recovery must be one of "
+                                f"{sorted(WAL_RECOVERY)}, got {self.wal_recovery!r}")
+            lib.rocksdb_options_set_wal_recovery_mode(opt, WAL_RECOVERY[self.wal_recovery])
         if self.atomic_flush:
             lib.rocksdb_options_set_atomic_flush(opt, 1)
         if self.statistics:

@@ -16,6 +16,7 @@ from ldcore.lsn import to_string as lsn_str
 from logdevice.checker.driver import CheckOptions, run_check
 from logdevice.cli import console as tool_console
 from logdevice.errors import LogDeviceError
+from logdevice.rebuilding.explain import explain_waits
 from logdevice.tools.ldshell.context import ShellContext
 from logdevice.tools.ldshell.tables import TABLES, TableOptions, build
 
@@ -187,14 +188,32 @@ def rebuild(ctx: ShellContext, node: int, kind: str, out: IO[str] = sys.stdout) 
     return EXIT_OK
 
 
+def cancel_rebuild(ctx: ShellContext, node: int, undrain: bool,
+                   out: IO[str] = sys.stdout) -> int:
+    """Undrain ``node`` or abort its rebuilding."""
+    version = ctx.metadata().cancel_rebuild(node, undrain=undrain)
+    what = "undrained" if undrain else "rebuilding aborted"
+    out.write(f"N{node} {what} (event {version})\n")
+    return EXIT_OK
+
+
 def rebuilding(ctx: ShellContext, as_json: bool = False, out: IO[str] = sys.stdout) -> int:
-    """The rebuilding set and each storage node's progress."""
-    rset = ctx.metadata().rebuilding_set()
+    """The rebuilding set, each storage node's progress, and why each node that is down
+    or being rebuilt waits."""
+    meta = ctx.metadata()
+    rset = meta.rebuilding_set()
+    statuses, _ = meta.shard_statuses()
+    views = ctx.views()
+    dead_for = max(views.values(), key=lambda v: v.time_ms).dead_for_ms if views else {}
+    waits = explain_waits((n.index for n in ctx.config.storage_nodes()), rset, statuses,
+                          dead_for, meta.events(),
+                          ctx.config.settings.self_rebuild_grace_period_ms)
     table = build("rebuilding", ctx, TableOptions())
     if as_json:
         _dump({"set_version": rset.version, "lost": sorted(rset.lost),
                "draining": sorted(rset.draining), "donors": sorted(rset.donors or ()),
-               "done": sorted(rset.done), "nodes": table.to_pylist()}, out)
+               "done": sorted(rset.done), "waits": {str(n): w for n, w in waits.items()},
+               "nodes": table.to_pylist()}, out)
         return EXIT_OK
     if not rset:
         out.write("nothing is being rebuilt\n")
@@ -202,6 +221,8 @@ def rebuilding(ctx: ShellContext, as_json: bool = False, out: IO[str] = sys.stdo
         out.write(f"rebuilding set v{rset.version}: lost {sorted(rset.lost)}, draining "
                   f"{sorted(rset.draining)}; donors done {sorted(rset.done)} of "
                   f"{sorted(rset.donors or ())}\n")
+    for node, why in waits.items():
+        out.write(f"N{node}: {why}\n")
     _print_table(table, "rebuilding", out)
     return EXIT_OK
 

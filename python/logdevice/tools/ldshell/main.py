@@ -7,8 +7,8 @@
     ldshell --config cluster.json info 2 [--json]
     ldshell --config cluster.json check [--logs ...] [--json] [--report PATH]
     ldshell --config cluster.json trim LOG LSN
-    ldshell --config cluster.json drain NODE | mark-unrecoverable NODE
-    ldshell --config cluster.json rebuilding [--json]
+    ldshell --config cluster.json drain NODE | undrain NODE | mark-unrecoverable NODE
+    ldshell --config cluster.json rebuilding [--json] | rebuilding abort NODE
     ldshell --config cluster.json query "SELECT node, alive FROM nodes" [--json]
     ldshell --config cluster.json                # interactive prompt
 
@@ -34,7 +34,7 @@ from collections.abc import Sequence
 
 from ldcore.lsn import parse as parse_lsn
 from logdevice.cli import add_credentials, add_version, credentials, missing_extra
-from logdevice.errors import InvalidConfigError, LogDeviceError
+from logdevice.errors import InvalidConfigError, InvalidParamError, LogDeviceError
 from logdevice.tools.ldshell import commands, log_groups
 from logdevice.tools.ldshell.context import ShellContext
 from logdevice.tools.ldshell.tables import TABLES, TableOptions
@@ -112,8 +112,16 @@ def _commands_parser(top: bool = True) -> argparse.ArgumentParser:
     s = sub.add_parser("mark-unrecoverable", help="a node's data is gone for good: the "
                                                   "others re-replicate its records")
     s.add_argument("node", type=int)
-    s = sub.add_parser("rebuilding", help="the rebuilding set and each node's progress")
+    s = sub.add_parser("undrain", help="a drained (or draining) node takes new records "
+                                       "again")
+    s.add_argument("node", type=int)
+    s = sub.add_parser("rebuilding", help="the rebuilding set, each node's progress, and "
+                                          "why dead nodes wait (abort N: stop rebuilding N)")
     s.add_argument("--json", action="store_true")
+    s.add_argument("action", nargs="?", choices=["abort"],
+                   help="abort the rebuilding of NODE (it is down; readers count on its "
+                        "copies again)")
+    s.add_argument("node", nargs="?", type=int)
     s = sub.add_parser("query", help="SQL over the cluster's tables (DuckDB)")
     s.add_argument("sql")
     s.add_argument("--json", action="store_true")
@@ -144,6 +152,12 @@ def run(ctx: ShellContext, args: argparse.Namespace) -> int:
         return commands.trim(ctx, args.log, args.lsn, force=args.force)
     if c in ("drain", "mark-unrecoverable"):
         return commands.rebuild(ctx, args.node, "drain" if c == "drain" else "unrecoverable")
+    if c == "undrain":
+        return commands.cancel_rebuild(ctx, args.node, undrain=True)
+    if c == "rebuilding" and args.action == "abort":
+        if args.node is None:
+            raise InvalidParamError(message="rebuilding abort needs a node")
+        return commands.cancel_rebuild(ctx, args.node, undrain=False)
     if c == "rebuilding":
         return commands.rebuilding(ctx, args.json)
     if c == "query":
