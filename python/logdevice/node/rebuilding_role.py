@@ -31,6 +31,12 @@ and acts on what it says of the rebuilding set and of itself:
   copy is left as it is, and the LSNs not held or held older go back in the answer's
   ``need_copies``.
 
+- **Yielding to appends.**  While appends come in (the node's group committer wrote
+  STOREs lately), donors read and send and nodes write copies in small slices, a
+  rebuilding write waits for the STOREs queued before it, and after each slice of work
+  rebuilding pauses so that it takes at most ``rebuilding_append_share`` of the node's
+  time (``rebuilding.throttle.AppendYield``); with appends idle it runs at full speed.
+
 A change of the set (a second node lost mid-way) gives it a new version: a donor drops
 its pass and starts one for the new set.
 """
@@ -43,7 +49,7 @@ import contextlib
 import itertools
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -60,15 +66,15 @@ from logdevice.epochstore.events import ShardView
 from logdevice.errors import E, LogDeviceError
 from logdevice.node.role import Peer, Role
 from logdevice.protocol import RebuildAmend, RebuildStore, RebuildStored
+from logdevice.rebuilding.copies import amend_copies, amend_held, write_copies
 from logdevice.rebuilding.plan import (
     EpochPlacement,
     amend_copysets,
     destinations,
     donor_mask,
-    newer_or_equal,
 )
 from logdevice.rebuilding.progress import DonorProgress
-from logdevice.rebuilding.throttle import ByteRate
+from logdevice.rebuilding.throttle import AppendYield, ByteRate
 from logdevice.security.store import open_cluster_store
 from logdevice.storage.batch import RecordBatch
 from logdevice.storage.flags import FLAG_DRAINED
@@ -95,6 +101,8 @@ AMEND_RECORDS = 65536
 BATCH_BYTES = 16 << 20
 #: Batches of one log a donor moves at once.
 PIPELINE = 2
+#: Seconds a rebuilding write waits, at most, for the STOREs queued before it.
+STORE_WAIT = 0.05
 PROGRESS_FILE = "rebuilding.json"
 EMPTY_LSNS = np.empty(0, np.uint64)
 
@@ -115,6 +123,8 @@ class RebuildingRole(Role):
         self.copies_taken = 0  # records written for other donors
         self.copies_amended = 0  # copies held here whose copyset other donors amended
         self._rate = ByteRate(settings.rebuilding_rate_bytes_per_s, time.monotonic())
+        self._yield = AppendYield(settings.rebuilding_append_share, time.monotonic())
+        self._taking: set[asyncio.Task[None]] = set()  # copies being written here
         self._store: EpochStore | None = None
         self._exec = ThreadPoolExecutor(1, thread_name_prefix="rebuild")
         self._write_exec = ThreadPoolExecutor(1, thread_name_prefix="rebuild-write")
@@ -136,7 +146,7 @@ class RebuildingRole(Role):
 
     async def stop(self) -> None:
         self._stopping = True
-        for task in (self._poller, self._donor):
+        for task in (self._poller, self._donor, *self._taking):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -285,8 +295,7 @@ class RebuildingRole(Role):
         hi = await self._run(db.tail, log_id)
         await self._wait_released(log_id, hi)
         lo = progress.done_lsn.get(log_id, 0) + 1
-        size = await self._run(db.average_record_size, log_id)
-        per_batch = max(16, min(self.batch_records, int(BATCH_BYTES / max(size, 1.0))))
+        size = max(await self._run(db.average_record_size, log_id), 1.0)
         # Up to PIPELINE batches move at once (one is read while another's copies are on
         # the wire); progress advances only past batches that are done, in order.
         moving: collections.deque[tuple[asyncio.Task[None] | None, int]] = \
@@ -294,6 +303,10 @@ class RebuildingRole(Role):
         try:
             while lo <= hi or moving:
                 if lo <= hi and len(moving) < PIPELINE:
+                    # Smaller batches while appends come in: a read is one unit of work.
+                    per_batch = max(16, min(self.batch_records,
+                                            int(self._slice_bytes(BATCH_BYTES) / size)))
+                    started = time.monotonic()
                     csi = await self._run(db.read_csi, log_id, lo, hi,
                                           max_entries=per_batch)
                     mask = donor_mask(csi.copysets, csi.flags, me, rset)
@@ -301,6 +314,7 @@ class RebuildingRole(Role):
                     if mask.any():
                         rb = await self._run(db.read_records_at, log_id, csi.lsns[mask])
                         task = self.node.loop.create_task(self._move(db, rb, rset, progress))
+                    await self._yield_after(time.monotonic() - started)
                     lo = int(csi.next_lsn) if len(csi) else max(int(csi.next_lsn), lo + 1)
                     moving.append((task, min(lo - 1, hi)))
                     if lo <= hi and (task is None or not task.done()) \
@@ -365,7 +379,7 @@ class RebuildingRole(Role):
         flags = rb.flags.copy()
         flags[~mine] |= np.uint32(FLAG_DRAINED)  # a drained node's copy: moved away
         own = np.where(mine[:, None], new_cs, rb.copysets)
-        amended = await self._run(db.amend_records, log_id, rb.lsns, flags, rb.waves, own)
+        amended = await self._run(amend_copies, db, log_id, rb.lsns, flags, rb.waves, own)
         if not amended.all():  # rewritten since we read it: that newer copy stays as is
             log.info("N%d: log %d: %d of our copies changed while donating; left as they "
                      "are", me, log_id, int((~amended).sum()))
@@ -378,16 +392,19 @@ class RebuildingRole(Role):
         True when every target stored them."""
         sent = []
         for node, rows in targets.items():
-            for part in _chunks(rb, rows):
+            for part in _chunks(rb, rows, self._slice_bytes(MESSAGE_BYTES)):
+                started = time.monotonic()
                 sub = rb.take(part)
                 delay = self._rate.take(sub.nbytes, time.monotonic())
                 if delay > 0:
                     await asyncio.sleep(delay)
+                    started = time.monotonic()
                 sent.append(self._request(
                     node, RebuildStore, log_id=rb.log_id, set_version=set_version,
                     lsns=sub.lsns, timestamps=sub.timestamps, flags=sub.flags,
                     waves=sub.waves, copysets=copysets[part], payload_offsets=sub.offsets,
                     payloads=sub.payloads.data))
+                await self._yield_after(time.monotonic() - started)
         replies = await self._replies(sent)
         return self._all_ok(rb.log_id, "copy", replies)
 
@@ -496,45 +513,10 @@ class RebuildingRole(Role):
                                 node_index=self.node.index))
 
     def _take_copies(self, conn: Peer, msg: RebuildStore) -> None:
-        storage = self.node.role("storage")
-        self.node.loop.run_in_executor(self._write_exec, self._write_copies, storage.db,
-                                       msg).add_done_callback(
-            lambda fut: self._copies_written(conn, msg, fut))
-
-    def _write_copies(self, db: LogsDB, msg: RebuildStore) -> None:
-        """Write the copies, except where this node holds a newer one (``newer_or_equal``)."""
         rb = RecordBatch(msg.log_id, msg.lsns, msg.timestamps, msg.flags, msg.waves,
                          msg.copysets, np.zeros(len(msg.lsns), np.uint32),
                          np.frombuffer(msg.payloads, np.uint8), msg.payload_offsets, 0)
-        held = db.read_records_at(msg.log_id, msg.lsns, payloads=False)
-        if len(held):
-            at = np.searchsorted(rb.lsns, held.lsns)
-            keep = np.ones(len(rb), bool)
-            keep[at] = newer_or_equal(rb.flags[at], rb.waves[at], held.flags, held.waves)
-            if not keep.all():
-                rb = rb.take(np.flatnonzero(keep))
-        if len(rb):
-            sync = self.node.config.settings.append_store_durability == "sync_write"
-            db.write_records(rb.log_id, rb.lsns, rb.timestamps, rb.flags, rb.copysets,
-                             rb.payloads, rb.offsets, rb.waves, sync=sync)
-
-    def _copies_written(self, conn: Peer, msg: RebuildStore | RebuildAmend,
-                        fut: asyncio.Future[Any]) -> None:
-        exc = fut.exception()
-        need = EMPTY_LSNS
-        if exc is None:
-            status = E.OK
-            if isinstance(msg, RebuildStore):
-                self.copies_taken += len(msg.lsns)
-            else:
-                need = fut.result()
-                self.copies_amended += len(msg.lsns) - len(need)
-        else:
-            status = getattr(exc, "status", E.FAILED)
-            log.error("N%d: writing %d rebuilt copies or amendments of log %d: %s",
-                      self.node.index, len(msg.lsns), msg.log_id, exc)
-        conn.send(RebuildStored(request_id=msg.request_id, status=status,
-                                node_index=self.node.index, need_copies=need))
+        self._spawn(self._answer(conn, msg, self._write_in_slices(rb)))
 
     def _on_rebuild_amend(self, conn: Peer, msg: RebuildAmend) -> None:
         status = self._copy_status(conn, msg.log_id)
@@ -542,27 +524,89 @@ class RebuildingRole(Role):
             conn.send(RebuildStored(request_id=msg.request_id, status=status,
                                     node_index=self.node.index))
             return
-        db = self.node.role("storage").db
-        self.node.loop.run_in_executor(self._write_exec, self._amend_copies, db,
-                                       msg).add_done_callback(
-            lambda fut: self._copies_written(conn, msg, fut))
+        self._spawn(self._answer(conn, msg, self._run_write(
+            amend_held, self._db(), msg.log_id, msg.lsns, msg.flags, msg.waves,
+            msg.copysets, sync=self._sync_writes())))
 
-    def _amend_copies(self, db: LogsDB, msg: RebuildAmend) -> np.ndarray:
-        """Amend the copies held of exactly the donor's version; the LSNs that need a full
-        copy instead (not held, or held older: ``newer_or_equal``)."""
-        sync = self.node.config.settings.append_store_durability == "sync_write"
-        amended = db.amend_records(msg.log_id, msg.lsns, msg.flags, msg.waves, msg.copysets,
-                                   sync=sync)
-        if amended.all():
-            return EMPTY_LSNS
-        rest = np.flatnonzero(~amended)
-        held = db.read_records_at(msg.log_id, msg.lsns[rest], payloads=False)
-        need = np.ones(len(rest), bool)
-        if len(held):
-            at = np.searchsorted(msg.lsns[rest], held.lsns)
-            need[at] = newer_or_equal(msg.flags[rest[at]], msg.waves[rest[at]], held.flags,
-                                      held.waves)
-        return np.ascontiguousarray(msg.lsns[rest[need]], np.uint64)
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = self.node.loop.create_task(work)
+        self._taking.add(task)
+        task.add_done_callback(self._taking.discard)
+
+    def _sync_writes(self) -> bool:
+        return self.node.config.settings.append_store_durability == "sync_write"
+
+    async def _run_write(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        return await self.node.loop.run_in_executor(self._write_exec,
+                                                    lambda: fn(*args, **kw))
+
+    async def _write_in_slices(self, rb: RecordBatch) -> np.ndarray:
+        """Write rebuilt copies (``copies.write_copies``); while appends come in, a slice
+        at a time, each after the STOREs waiting here are written, with pauses that
+        leave appends their share."""
+        db, sync = self._db(), self._sync_writes()
+        ends = np.cumsum((rb.offsets[1:] - rb.offsets[:-1]).astype(np.int64))
+        a = 0
+        while a < len(rb):
+            limit = self._slice_bytes(MESSAGE_BYTES)
+            done = int(ends[a - 1]) if a else 0
+            b = max(a + 1, int(np.searchsorted(ends, done + limit, "right")))
+            if b < len(rb) or a:
+                await self._stores_first()
+            started = time.monotonic()
+            await self._run_write(write_copies, db, rb.slice(a, b), sync=sync)
+            await self._yield_after(time.monotonic() - started)
+            a = b
+        return EMPTY_LSNS
+
+    async def _answer(self, conn: Peer, msg: RebuildStore | RebuildAmend,
+                      work: Awaitable[np.ndarray]) -> None:
+        """Do ``work`` (the LSNs it returns need full copies) and answer REBUILD_STORED."""
+        need = EMPTY_LSNS
+        try:
+            need = await work
+        except Exception as exc:
+            status = getattr(exc, "status", E.FAILED)
+            log.error("N%d: writing %d rebuilt copies or amendments of log %d: %s",
+                      self.node.index, len(msg.lsns), msg.log_id, exc)
+        else:
+            status = E.OK
+            if isinstance(msg, RebuildStore):
+                self.copies_taken += len(msg.lsns)
+            else:
+                self.copies_amended += len(msg.lsns) - len(need)
+        conn.send(RebuildStored(request_id=msg.request_id, status=status,
+                                node_index=self.node.index, need_copies=need))
+
+    # -- yielding to appends --------------------------------------------------------------
+    def _appends_active(self) -> bool:
+        """Are appends coming in here now (rebuilding yields to them)?"""
+        now = time.monotonic()
+        committer = self.node.role("storage").committer
+        if committer is not None:
+            self._yield.saw(committer.records, now)
+        return self._yield.active(now)
+
+    def _slice_bytes(self, default: int) -> int:
+        """Bytes of one unit of rebuilding work now."""
+        self._appends_active()
+        return self._yield.slice_bytes(default, time.monotonic())
+
+    async def _yield_after(self, worked: float) -> None:
+        """Leave appends their share after ``worked`` seconds of rebuilding work."""
+        self._appends_active()
+        pause = self._yield.pause(worked, time.monotonic())
+        if pause > 0:
+            await asyncio.sleep(pause)
+
+    async def _stores_first(self) -> None:
+        """While appends come in: until the STOREs waiting here are written (at most
+        ``STORE_WAIT`` s), so a rebuilding write does not hold them up."""
+        committer = self.node.role("storage").committer
+        if committer is None or not self._appends_active():
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(committer.flush(), STORE_WAIT)
 
     # -- progress -------------------------------------------------------------------------
     def metrics_snapshot(self) -> dict[str, Any]:
@@ -594,9 +638,9 @@ class _Sent(NamedTuple):
     reply: asyncio.Future[RebuildStored]
 
 
-def _chunks(rb: RecordBatch, rows: np.ndarray) -> list[np.ndarray]:
-    """``rows`` cut into runs of at most ``MESSAGE_BYTES`` payload bytes each."""
+def _chunks(rb: RecordBatch, rows: np.ndarray, limit: int) -> list[np.ndarray]:
+    """``rows`` cut into runs of at most ``limit`` payload bytes each."""
     sizes = (rb.offsets[1:] - rb.offsets[:-1])[rows].astype(np.int64)
-    cuts = np.searchsorted(np.cumsum(sizes), np.arange(MESSAGE_BYTES, int(sizes.sum()),
-                                                        MESSAGE_BYTES), "right")
+    cuts = np.searchsorted(np.cumsum(sizes), np.arange(limit, int(sizes.sum()), limit),
+                           "right")
     return [part for part in np.split(rows, cuts) if len(part)]
