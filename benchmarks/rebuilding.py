@@ -3,15 +3,18 @@
 For a 3-node (R=2) and a 5-node (R=3) local cluster: write ``--records`` records of 100 B
 (BufferedWriter, uncompressed blobs of ``--blob-bytes``) over 4 logs, measure single
 appends at ``--rate``/s on a fifth log (the baseline), then mark one node (not the fifth
-log's sequencer) unrecoverable and time the rebuilding until every donor reported,
-appending at the same rate all the while.  Unthrottled, and throttled to
-``--throttle-mb`` MB/s per donor.
+log's sequencer) unrecoverable and time the rebuilding until every donor reported.  Three
+rounds per cluster, each on a fresh one: appends idle during the rebuilding (its full
+speed), appending at the same rate all the while (what appends pay), and the same
+throttled to ``--throttle-mb`` MB/s per donor (0: no such round).
 
 Figures: payload MB/s and records/s re-replicated (from the donors' own counters, summed
 over the cluster: each record is counted once, by its donor; user records are the 100 B
 records inside the blobs), the ratio of that MB/s to the raw LogsDB write rate of the
 same blobs measured in the same run (one ``LogsDB.write_records`` writer, no cluster),
-and append p50/p99 during the rebuilding against the baseline.  Written to
+and append p50/p99 during the rebuilding against the baseline (p99's ratio too).  Two
+figures matter: rebuild MB/s against raw LogsDB when appends are idle, and append p99
+during a rebuilding at default settings against the quiet p99.  Written to
 ``benchmarks/last-rebuilding.md``.
 
     .venv/bin/python benchmarks/rebuilding.py [--records 10000000] [--throttle-mb 5]
@@ -116,10 +119,13 @@ def scrape_totals(cluster: ld.LocalCluster) -> tuple[float, float]:
 
 
 def rebuild_round(nodes: int, replication: int, throttle: int, args: argparse.Namespace,
-                  root: Path) -> dict[str, Any]:
+                  root: Path, appending: bool = True) -> dict[str, Any]:
+    """One cluster, one rebuilding; ``appending``: appends at ``--rate`` run during the
+    rebuilding (else they are idle: the rebuilding's full speed)."""
     with ld.LocalCluster(nodes=nodes, replication=replication,
                          logs=(*DATA_LOGS, LATENCY_LOG), root=root, log_level="WARNING",
-                         rebuilding_rate_bytes_per_s=throttle) as cluster, \
+                         rebuilding_rate_bytes_per_s=throttle,
+                         rebuilding_append_share=args.append_share) as cluster, \
             cluster.client(timeout=60.0) as client:
         blobs = load(client, args.records, args.blob_bytes)
         base = Appender(client, args.rate)
@@ -127,12 +133,12 @@ def rebuild_round(nodes: int, replication: int, throttle: int, args: argparse.Na
         baseline = base.stop()
         owner = sequencer_for(LATENCY_LOG, cluster.config.sequencer_weights())
         victim = max(i for i in range(nodes) if i != owner)
-        during = Appender(client, args.rate)
+        during = Appender(client, args.rate) if appending else None
         t0 = time.perf_counter()
         cluster.mark_unrecoverable(victim)
         cluster.wait_rebuilt([victim], timeout=args.timeout)
         seconds = time.perf_counter() - t0
-        lat = during.stop()
+        lat = during.stop() if during is not None else None
         records, nbytes = scrape_totals(cluster)
     user_records = records * (args.blob_bytes // SIZE) if records else 0.0
     return {"nodes": nodes, "r": replication, "throttle": throttle, "blobs": blobs,
@@ -167,18 +173,24 @@ def report(rounds: list[dict[str, Any]], raw: dict[str, float],
              f"{args.rate:g}/s on another log throughout.  Raw LogsDB write rate of the "
              f"same blobs (one writer, same run): {raw['mb_per_s']:,.0f} MB/s, "
              f"{raw['lsns_per_s']:,.0f} blobs/s.", "",
+             f"Rebuilding's share of a node while appends come in "
+             f"(rebuilding_append_share): {args.append_share:g}.", "",
              "| cluster | throttle per donor | rebuilt | seconds | MB/s | blobs/s | "
-             "records/s | MB/s / raw LogsDB | append p50 / p99 ms before | during |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "records/s | MB/s / raw LogsDB | append p50 / p99 ms before | during | "
+             "p99 during / before |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rounds:
         thr = "none" if not r["throttle"] else f"{r['throttle'] / 1e6:g} MB/s"
         b, d = r["baseline"], r["during"]
+        during = ("appends idle | - " if d is None else
+                  f"{d['p50']:.2f} / {d['p99']:.2f} ({d['failures']} failed) | "
+                  f"{d['p99'] / b['p99']:.1f}x")
         lines.append(
             f"| {r['nodes']} nodes, R={r['r']} | {thr} | {r['mb']:,.0f} MB, "
             f"{r['lsns']:,.0f} blobs | {r['seconds']:.1f} | {r['mb_per_s']:,.0f} | "
             f"{r['lsns_per_s']:,.0f} | {r['user_records_per_s']:,.0f} | "
             f"{r['mb_per_s'] / raw['mb_per_s']:.2f} | {b['p50']:.2f} / {b['p99']:.2f} | "
-            f"{d['p50']:.2f} / {d['p99']:.2f} ({d['failures']} failed) |")
+            f"{during} |")
     return "\n".join(lines) + "\n"
 
 
@@ -190,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate", type=float, default=200.0)
     p.add_argument("--baseline-seconds", type=float, default=5.0)
     p.add_argument("--throttle-mb", type=float, default=5.0)
+    p.add_argument("--append-share", type=float, default=0.25,
+                   help="rebuilding_append_share of the clusters (1: never yield)")
     p.add_argument("--timeout", type=float, default=900.0)
     p.add_argument("--out", type=Path, default=OUT_MD)
     args = p.parse_args(argv)
@@ -197,9 +211,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="ld-rebuild-") as tmp:
         raw = raw_logsdb_rate(args, Path(tmp))
         for nodes, r in ((3, 2), (5, 3)):
-            for throttle in (0, int(args.throttle_mb * 1e6)):
-                root = Path(tmp) / f"c{nodes}-{throttle}"
-                rounds.append(rebuild_round(nodes, r, throttle, args, root))
+            # Appends idle (full speed), appends running, and throttled if asked.
+            plan = [(0, False), (0, True)]
+            if args.throttle_mb > 0:
+                plan.append((int(args.throttle_mb * 1e6), True))
+            for k, (throttle, appending) in enumerate(plan):
+                root = Path(tmp) / f"c{nodes}-{k}"
+                rounds.append(rebuild_round(nodes, r, throttle, args, root, appending))
                 print(rounds[-1], flush=True)
     text = report(rounds, raw, args)
     print(text)

@@ -130,6 +130,12 @@ def sample_messages():
                        copysets=np.array([[4, 1], [4, 2]], np.int16),
                        payload_offsets=np.array([0, 2, 5], np.uint64), payloads=b"abcde"),
         p.RebuildStored(request_id=17, status=E.REBUILDING, node_index=4),
+        p.RebuildAmend(request_id=22, log_id=3, set_version=9,
+                       lsns=np.array([5, 9], np.uint64), flags=np.array([0, 64], np.uint32),
+                       waves=np.array([1, 2], np.uint32),
+                       copysets=np.array([[4, 1], [4, 2]], np.int16)),
+        p.RebuildStored(request_id=22, status=E.OK, node_index=1,
+                        need_copies=np.array([9], np.uint64)),
         p.GetReadStreams(request_id=18),
         p.ReadStreamList(
             request_id=18, status=E.OK, node_index=2, read_stream_id=np.array([3], np.uint64),

@@ -68,6 +68,7 @@ SETTING_BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "checker_interval_ms": (0, None),
     "checker_grace_period_ms": (0, None),
     "rebuilding_rate_bytes_per_s": (0, None),
+    "rebuilding_append_share": (0.01, 1.0),
     "self_rebuild_grace_period_ms": (0, None),
     "max_rebuilding_fraction": (0.0, 1.0),
     "client_idle_timeout_ms": (0, None),

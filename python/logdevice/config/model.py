@@ -301,6 +301,10 @@ class Settings:
     rebuilding_rate_bytes_per_s: int = 0
     rebuilding_poll_ms: int = 500
     rebuilding_batch_records: int = 8192
+    # While appends come in, rebuilding takes at most this share of a node's time, in
+    # small slices (appends keep their latency); at full speed when appends are idle.
+    # 1.0: never yield.
+    rebuilding_append_share: float = 0.25
     # Self-initiated rebuilding: a storage node the cluster has held dead this long is
     # rebuilt without its participation (0: never), unless more than this fraction of the
     # storage nodes (at least one node) are down or being rebuilt already.

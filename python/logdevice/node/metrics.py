@@ -157,6 +157,9 @@ class _Collector:
                           rb["bytes"])
             yield counter("logdevice_rebuilding_copies_taken_total",
                           "rebuilt copies other donors stored here", rb["copies_taken"])
+            yield counter("logdevice_rebuilding_copies_amended_total",
+                          "copies held here whose copyset other donors amended",
+                          rb["copies_amended"])
             for key, doc in (
                     ("set_version", "event-log version of the rebuilding set (0: none)"),
                     ("rebuilding_nodes", "nodes in the rebuilding set"),

@@ -10,13 +10,15 @@ and acts on what it says of the rebuilding set and of itself:
 - **Donating.**  A node that is a donor of the current set (not lost itself, not yet
   reported) walks every log it holds: it reads the copyset index in batches, keeps the
   records it donates (``rebuilding.plan.donor_mask``), reads them, picks their amended
-  copysets (``plan.amend_copysets``) and sends REBUILD_STORE: first to the nodes that
-  get a new copy, then (all stored) to the surviving members, whose copies are rewritten
-  with the amended copyset, and last it rewrites its own copy (or, on a drained node,
-  flags it DRAINED).  So a copyset never names a node that lacks the record, and a donor
-  that dies mid-way finds the record again on restart (its own copy is unchanged).  It
-  first waits until the log is released up to the tail it is about to scan (the records
-  are final then), paces itself to ``rebuilding_rate_bytes_per_s`` and saves its place
+  copysets (``plan.amend_copysets``) and sends REBUILD_STORE, payloads included, to the
+  nodes that get a new copy; then (all stored) REBUILD_AMEND, copysets only, to the
+  surviving members, which amend the copies they hold (``LogsDB.amend_records``: the
+  payload is neither sent nor written again; a member that lacks the copy or holds an
+  older one asks for it in full), and last it amends its own copy (or, on a drained
+  node, flags it DRAINED).  So a copyset never names a node that lacks the record, and a
+  donor that dies mid-way finds the record again on restart (its own copy is unchanged).
+  It first waits until the log is released up to the tail it is about to scan (the
+  records are final then), paces itself to ``rebuilding_rate_bytes_per_s`` and saves its place
   after each batch (``rebuilding.progress``).  When every log is done it appends
   SHARD_IS_REBUILT for the set; once every donor has, the set's nodes are
   AUTHORITATIVE_EMPTY.
@@ -30,7 +32,16 @@ and acts on what it says of the rebuilding set and of itself:
   aborts.
 - **Taking copies.**  REBUILD_STORE from a donor is written as given, replacing a copy
   already held unless that one is newer (a later wave, or written by recovery: the
-  donor's was stale), and answered with REBUILD_STORED.
+  donor's was stale), and answered with REBUILD_STORED.  REBUILD_AMEND amends only the
+  copies held of the donor's very version (same wave, recovery's or not alike); a newer
+  copy is left as it is, and the LSNs not held or held older go back in the answer's
+  ``need_copies``.
+
+- **Yielding to appends.**  While appends come in (the node's group committer wrote
+  STOREs lately), donors read and send and nodes write copies in small slices, a
+  rebuilding write waits for the STOREs queued before it, and after each slice of work
+  rebuilding pauses so that it takes at most ``rebuilding_append_share`` of the node's
+  time (``rebuilding.throttle.AppendYield``); with appends idle it runs at full speed.
 
 A change of the set (a second node lost mid-way) gives it a new version: a donor drops
 its pass and starts one for the new set.
@@ -44,9 +55,9 @@ import contextlib
 import itertools
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -61,16 +72,16 @@ from logdevice.epochstore import (
 from logdevice.epochstore.events import ShardView
 from logdevice.errors import E, LogDeviceError
 from logdevice.node.role import Peer, Role
-from logdevice.protocol import RebuildStore, RebuildStored
+from logdevice.protocol import RebuildAmend, RebuildStore, RebuildStored
+from logdevice.rebuilding.copies import amend_copies, amend_held, write_copies
 from logdevice.rebuilding.plan import (
     EpochPlacement,
     amend_copysets,
     destinations,
     donor_mask,
-    newer_or_equal,
 )
 from logdevice.rebuilding.progress import DonorProgress
-from logdevice.rebuilding.throttle import ByteRate
+from logdevice.rebuilding.throttle import AppendYield, ByteRate
 from logdevice.security.store import open_cluster_store
 from logdevice.storage.batch import RecordBatch
 from logdevice.storage.flags import FLAG_DRAINED
@@ -91,11 +102,16 @@ RETRY_DELAY = 1.0
 RELEASE_WAIT = 30.0
 #: Payload bytes per REBUILD_STORE (well under the frame limit).
 MESSAGE_BYTES = 4 << 20
+#: Records per REBUILD_AMEND (a few bytes each: flags, wave, copyset).
+AMEND_RECORDS = 65536
 #: About this many payload bytes per donor batch (fewer records when they are large).
 BATCH_BYTES = 16 << 20
 #: Batches of one log a donor moves at once.
 PIPELINE = 2
+#: Seconds a rebuilding write waits, at most, for the STOREs queued before it.
+STORE_WAIT = 0.05
 PROGRESS_FILE = "rebuilding.json"
+EMPTY_LSNS = np.empty(0, np.uint64)
 
 
 class RebuildingRole(Role):
@@ -112,19 +128,23 @@ class RebuildingRole(Role):
         self.progress: DonorProgress | None = None
         self.logs_total = 0
         self.copies_taken = 0  # records written for other donors
+        self.copies_amended = 0  # copies held here whose copyset other donors amended
         self._rate = ByteRate(settings.rebuilding_rate_bytes_per_s, time.monotonic())
+        self._yield = AppendYield(settings.rebuilding_append_share, time.monotonic())
+        self._taking: set[asyncio.Task[None]] = set()  # copies being written here
         self._store: EpochStore | None = None
         self._exec = ThreadPoolExecutor(1, thread_name_prefix="rebuild")
         self._write_exec = ThreadPoolExecutor(1, thread_name_prefix="rebuild-write")
         self._poller: asyncio.Task[None] | None = None
         self._donor: asyncio.Task[None] | None = None
         self._donor_version = 0
-        self._requests: dict[int, asyncio.Future[E]] = {}
+        self._requests: dict[int, asyncio.Future[RebuildStored]] = {}
         self._ids = itertools.count(1)
         self._stopping = False
 
     def handlers(self) -> Mapping[type, Any]:
-        return {RebuildStore: self._on_rebuild_store, RebuildStored: self._on_rebuild_stored}
+        return {RebuildStore: self._on_rebuild_store, RebuildAmend: self._on_rebuild_amend,
+                RebuildStored: self._on_rebuild_stored}
 
     # -- life cycle -----------------------------------------------------------------------
     async def start(self) -> None:
@@ -133,7 +153,7 @@ class RebuildingRole(Role):
 
     async def stop(self) -> None:
         self._stopping = True
-        for task in (self._poller, self._donor):
+        for task in (self._poller, self._donor, *self._taking):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -287,8 +307,7 @@ class RebuildingRole(Role):
         hi = await self._run(db.tail, log_id)
         await self._wait_released(log_id, hi)
         lo = progress.done_lsn.get(log_id, 0) + 1
-        size = await self._run(db.average_record_size, log_id)
-        per_batch = max(16, min(self.batch_records, int(BATCH_BYTES / max(size, 1.0))))
+        size = max(await self._run(db.average_record_size, log_id), 1.0)
         # Up to PIPELINE batches move at once (one is read while another's copies are on
         # the wire); progress advances only past batches that are done, in order.
         moving: collections.deque[tuple[asyncio.Task[None] | None, int]] = \
@@ -296,6 +315,10 @@ class RebuildingRole(Role):
         try:
             while lo <= hi or moving:
                 if lo <= hi and len(moving) < PIPELINE:
+                    # Smaller batches while appends come in: a read is one unit of work.
+                    per_batch = max(16, min(self.batch_records,
+                                            int(self._slice_bytes(BATCH_BYTES) / size)))
+                    started = time.monotonic()
                     csi = await self._run(db.read_csi, log_id, lo, hi,
                                           max_entries=per_batch)
                     mask = donor_mask(csi.copysets, csi.flags, me, rset)
@@ -303,6 +326,7 @@ class RebuildingRole(Role):
                     if mask.any():
                         rb = await self._run(db.read_records_at, log_id, csi.lsns[mask])
                         task = self.node.loop.create_task(self._move(db, rb, rset, progress))
+                    await self._yield_after(time.monotonic() - started)
                     lo = int(csi.next_lsn) if len(csi) else max(int(csi.next_lsn), lo + 1)
                     moving.append((task, min(lo - 1, hi)))
                     if lo <= hi and (task is None or not task.done()) \
@@ -348,7 +372,8 @@ class RebuildingRole(Role):
 
     async def _move(self, db: LogsDB, rb: RecordBatch, rset: RebuildingSet,
                     progress: DonorProgress) -> None:
-        """Copy the records of ``rb`` to their amended copysets, then amend our own."""
+        """Copy the records of ``rb`` to the nodes their amended copysets add, then amend
+        the surviving copies (no payloads), our own last."""
         me, log_id = self.node.index, rb.log_id
         while True:
             placement = self._placement(log_id, rset)
@@ -359,16 +384,17 @@ class RebuildingRole(Role):
                 log.warning("N%d: log %d: %d records have no eligible node for a new copy "
                             "now; retrying", me, log_id, int((~placed).sum()))
             elif (await self._send(rb, new_cs, copies, rset.version)
-                  and await self._send(rb, new_cs, amends, rset.version)):
+                  and await self._send_amends(rb, new_cs, amends, rset.version)):
                 break
             await asyncio.sleep(RETRY_DELAY)
         mine = (new_cs == me).any(axis=1)
         flags = rb.flags.copy()
         flags[~mine] |= np.uint32(FLAG_DRAINED)  # a drained node's copy: moved away
         own = np.where(mine[:, None], new_cs, rb.copysets)
-        batch = rb.compact()
-        await self._run(db.write_records, log_id, batch.lsns, batch.timestamps, flags, own,
-                        batch.payloads, batch.offsets, batch.waves)
+        amended = await self._run(amend_copies, db, log_id, rb.lsns, flags, rb.waves, own)
+        if not amended.all():  # rewritten since we read it: that newer copy stays as is
+            log.info("N%d: log %d: %d of our copies changed while donating; left as they "
+                     "are", me, log_id, int((~amended).sum()))
         progress.records += len(rb)
         progress.bytes += rb.nbytes
 
@@ -376,52 +402,101 @@ class RebuildingRole(Role):
                     targets: Mapping[int, np.ndarray], set_version: int) -> bool:
         """Send records (rows of ``rb``) with their amended copysets to each target node;
         True when every target stored them."""
-        if not targets:
-            return True
-        loop = self.node.loop
-        futures = []
+        sent = []
         for node, rows in targets.items():
-            for part in _chunks(rb, rows):
+            for part in _chunks(rb, rows, self._slice_bytes(MESSAGE_BYTES)):
+                started = time.monotonic()
                 sub = rb.take(part)
                 delay = self._rate.take(sub.nbytes, time.monotonic())
                 if delay > 0:
                     await asyncio.sleep(delay)
-                rid = next(self._ids)
-                fut: asyncio.Future[E] = loop.create_future()
-                self._requests[rid] = fut
-                futures.append((rid, fut))
-                msg = RebuildStore(request_id=rid, log_id=rb.log_id, set_version=set_version,
-                                   lsns=sub.lsns, timestamps=sub.timestamps, flags=sub.flags,
-                                   waves=sub.waves, copysets=copysets[part],
-                                   payload_offsets=sub.offsets,
-                                   payloads=sub.payloads.data)
-                if not self.node.send_to_node(node, msg):
-                    fut.set_result(E.CONNFAILED)
+                    started = time.monotonic()
+                sent.append(self._request(
+                    node, RebuildStore, log_id=rb.log_id, set_version=set_version,
+                    lsns=sub.lsns, timestamps=sub.timestamps, flags=sub.flags,
+                    waves=sub.waves, copysets=copysets[part], payload_offsets=sub.offsets,
+                    payloads=sub.payloads.data))
+                await self._yield_after(time.monotonic() - started)
+        replies = await self._replies(sent)
+        return self._all_ok(rb.log_id, "copy", replies)
+
+    async def _send_amends(self, rb: RecordBatch, copysets: np.ndarray,
+                           targets: Mapping[int, np.ndarray], set_version: int) -> bool:
+        """Amend the copies the target nodes hold (rows of ``rb``) to their new copysets;
+        a target that lacks a copy or holds an older one gets the full copy.  True when
+        every target amended or stored them."""
+        sent = []
+        for node, rows in targets.items():
+            for part in np.array_split(rows, -(-len(rows) // AMEND_RECORDS)):
+                sent.append(self._request(
+                    node, RebuildAmend, log_id=rb.log_id, set_version=set_version,
+                    lsns=rb.lsns[part], flags=rb.flags[part], waves=rb.waves[part],
+                    copysets=copysets[part]))
+        replies = await self._replies(sent)
+        if not self._all_ok(rb.log_id, "amendment", replies):
+            return False
+        need: dict[int, list[np.ndarray]] = {}
+        for x, reply in zip(sent, replies, strict=True):
+            if reply is not None and len(reply.need_copies):
+                need.setdefault(x.node, []).append(np.asarray(reply.need_copies, np.uint64))
+        if not need:
+            return True
+        full = {node: np.searchsorted(rb.lsns, np.concatenate(lsns))
+                for node, lsns in need.items()}
+        log.info("N%d: log %d: %d surviving copies were missing or older; sent in full",
+                 self.node.index, rb.log_id, sum(len(x) for x in full.values()))
+        return await self._send(rb, copysets, full, set_version)
+
+    def _request(self, node: int, kind: type[RebuildStore | RebuildAmend],
+                 **fields: Any) -> _Sent:
+        """Send a ``kind`` request with ``fields`` to ``node``; its REBUILD_STORED will
+        resolve the future (CONNFAILED at once when it cannot be sent)."""
+        rid = next(self._ids)
+        fut: asyncio.Future[RebuildStored] = self.node.loop.create_future()
+        self._requests[rid] = fut
+        if not self.node.send_to_node(node, kind(request_id=rid, **fields)):
+            fut.set_result(RebuildStored(request_id=rid, status=E.CONNFAILED,
+                                         node_index=node))
+        return _Sent(node, rid, fut)
+
+    async def _replies(self, sent: list[_Sent]) -> list[RebuildStored | None]:
+        """The answers to requests sent, in order; None where none came in time."""
+        if not sent:
+            return []
         try:
-            done, _ = await asyncio.wait([f for _, f in futures], timeout=COPY_TIMEOUT)
+            await asyncio.wait([x.reply for x in sent], timeout=COPY_TIMEOUT)
         finally:
-            for rid, _ in futures:
-                self._requests.pop(rid, None)
-        statuses = [f.result() if f in done else E.TIMEDOUT for _, f in futures]
+            for x in sent:
+                self._requests.pop(x.request_id, None)
+        return [x.reply.result() if x.reply.done() and not x.reply.cancelled() else None
+                for x in sent]
+
+    def _all_ok(self, log_id: int, what: str, replies: list[RebuildStored | None]) -> bool:
+        statuses = [E.TIMEDOUT if r is None else E(r.status) for r in replies]
         bad = [s for s in statuses if s != E.OK]
         if bad:
-            log.warning("N%d: log %d: %d of %d copy batches failed (%s); retrying",
-                        self.node.index, rb.log_id, len(bad), len(statuses), bad[0].name)
+            log.warning("N%d: log %d: %d of %d %s batches failed (%s); retrying",
+                        self.node.index, log_id, len(bad), len(statuses), what, bad[0].name)
         return not bad
 
     def _on_rebuild_stored(self, conn: Peer, msg: RebuildStored) -> None:
         fut = self._requests.pop(msg.request_id, None)
         if fut is not None and not fut.done():
-            fut.set_result(E(msg.status))
+            fut.set_result(msg)
 
     # -- taking copies --------------------------------------------------------------------
-    def _on_rebuild_store(self, conn: Peer, msg: RebuildStore) -> None:
-        storage = self.node.role("storage")
-        status = storage.node_request_status(conn, msg.log_id)
+    def _copy_status(self, conn: Peer, log_id: int) -> E:
+        """Whether this node takes rebuilt copies or amendments of ``log_id`` now."""
+        status = self.node.role("storage").node_request_status(conn, log_id)
         if status == E.OK and self._stopping:
             status = E.SHUTDOWN
         elif status == E.OK and self.node.index in self.view.rebuilding.lost:
             status = E.REBUILDING
+        return status
+
+    def _on_rebuild_store(self, conn: Peer, msg: RebuildStore) -> None:
+        storage = self.node.role("storage")
+        status = self._copy_status(conn, msg.log_id)
         if status != E.OK:
             conn.send(RebuildStored(request_id=msg.request_id, status=status,
                                     node_index=self.node.index))
@@ -450,39 +525,100 @@ class RebuildingRole(Role):
                                 node_index=self.node.index))
 
     def _take_copies(self, conn: Peer, msg: RebuildStore) -> None:
-        storage = self.node.role("storage")
-        self.node.loop.run_in_executor(self._write_exec, self._write_copies, storage.db,
-                                       msg).add_done_callback(
-            lambda fut: self._copies_written(conn, msg, fut))
-
-    def _write_copies(self, db: LogsDB, msg: RebuildStore) -> None:
-        """Write the copies, except where this node holds a newer one (``newer_or_equal``)."""
         rb = RecordBatch(msg.log_id, msg.lsns, msg.timestamps, msg.flags, msg.waves,
                          msg.copysets, np.zeros(len(msg.lsns), np.uint32),
                          np.frombuffer(msg.payloads, np.uint8), msg.payload_offsets, 0)
-        held = db.read_records_at(msg.log_id, msg.lsns, payloads=False)
-        if len(held):
-            at = np.searchsorted(rb.lsns, held.lsns)
-            keep = np.ones(len(rb), bool)
-            keep[at] = newer_or_equal(rb.flags[at], rb.waves[at], held.flags, held.waves)
-            if not keep.all():
-                rb = rb.take(np.flatnonzero(keep))
-        if len(rb):
-            sync = self.node.config.settings.append_store_durability == "sync_write"
-            db.write_records(rb.log_id, rb.lsns, rb.timestamps, rb.flags, rb.copysets,
-                             rb.payloads, rb.offsets, rb.waves, sync=sync)
+        self._spawn(self._answer(conn, msg, self._write_in_slices(rb)))
 
-    def _copies_written(self, conn: Peer, msg: RebuildStore, fut: asyncio.Future[None]) -> None:
-        exc = fut.exception()
-        if exc is None:
-            status = E.OK
-            self.copies_taken += len(msg.lsns)
-        else:
+    def _on_rebuild_amend(self, conn: Peer, msg: RebuildAmend) -> None:
+        status = self._copy_status(conn, msg.log_id)
+        if status != E.OK:
+            conn.send(RebuildStored(request_id=msg.request_id, status=status,
+                                    node_index=self.node.index))
+            return
+        self._spawn(self._answer(conn, msg, self._run_write(
+            amend_held, self._db(), msg.log_id, msg.lsns, msg.flags, msg.waves,
+            msg.copysets, sync=self._sync_writes())))
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = self.node.loop.create_task(work)
+        self._taking.add(task)
+        task.add_done_callback(self._taking.discard)
+
+    def _sync_writes(self) -> bool:
+        return self.node.config.settings.append_store_durability == "sync_write"
+
+    async def _run_write(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        return await self.node.loop.run_in_executor(self._write_exec,
+                                                    lambda: fn(*args, **kw))
+
+    async def _write_in_slices(self, rb: RecordBatch) -> np.ndarray:
+        """Write rebuilt copies (``copies.write_copies``); while appends come in, a slice
+        at a time, each after the STOREs waiting here are written, with pauses that
+        leave appends their share."""
+        db, sync = self._db(), self._sync_writes()
+        ends = np.cumsum((rb.offsets[1:] - rb.offsets[:-1]).astype(np.int64))
+        a = 0
+        while a < len(rb):
+            limit = self._slice_bytes(MESSAGE_BYTES)
+            done = int(ends[a - 1]) if a else 0
+            b = max(a + 1, int(np.searchsorted(ends, done + limit, "right")))
+            if b < len(rb) or a:
+                await self._stores_first()
+            started = time.monotonic()
+            await self._run_write(write_copies, db, rb.slice(a, b), sync=sync)
+            await self._yield_after(time.monotonic() - started)
+            a = b
+        return EMPTY_LSNS
+
+    async def _answer(self, conn: Peer, msg: RebuildStore | RebuildAmend,
+                      work: Awaitable[np.ndarray]) -> None:
+        """Do ``work`` (the LSNs it returns need full copies) and answer REBUILD_STORED."""
+        need = EMPTY_LSNS
+        try:
+            need = await work
+        except Exception as exc:
             status = getattr(exc, "status", E.FAILED)
-            log.error("N%d: writing %d rebuilt copies of log %d: %s", self.node.index,
-                      len(msg.lsns), msg.log_id, exc)
+            log.error("N%d: writing %d rebuilt copies or amendments of log %d: %s",
+                      self.node.index, len(msg.lsns), msg.log_id, exc)
+        else:
+            status = E.OK
+            if isinstance(msg, RebuildStore):
+                self.copies_taken += len(msg.lsns)
+            else:
+                self.copies_amended += len(msg.lsns) - len(need)
         conn.send(RebuildStored(request_id=msg.request_id, status=status,
-                                node_index=self.node.index))
+                                node_index=self.node.index, need_copies=need))
+
+    # -- yielding to appends --------------------------------------------------------------
+    def _appends_active(self) -> bool:
+        """Are appends coming in here now (rebuilding yields to them)?"""
+        now = time.monotonic()
+        committer = self.node.role("storage").committer
+        if committer is not None:
+            self._yield.saw(committer.records, now)
+        return self._yield.active(now)
+
+    def _slice_bytes(self, default: int) -> int:
+        """Bytes of one unit of rebuilding work now."""
+        self._appends_active()
+        return self._yield.slice_bytes(default, time.monotonic())
+
+    async def _yield_after(self, worked: float) -> None:
+        """Leave appends their share after ``worked`` seconds of rebuilding work."""
+        self._appends_active()
+        pause = self._yield.pause(worked, time.monotonic())
+        if pause > 0:
+            await asyncio.sleep(pause)
+
+    async def _stores_first(self) -> None:
+        """While appends come in: until the STOREs waiting here are written (at most
+        ``STORE_WAIT`` s), so a rebuilding write does not hold them up."""
+        committer = self.node.role("storage").committer
+        if committer is None or not self._appends_active():
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(committer.flush(), STORE_WAIT)
 
     # -- progress -------------------------------------------------------------------------
     def metrics_snapshot(self) -> dict[str, Any]:
@@ -494,7 +630,8 @@ class RebuildingRole(Role):
         out = {"set_version": rset.version, "rebuilding_nodes": len(rset.nodes),
                "records": p.records if p else 0, "bytes": p.bytes if p else 0,
                "logs_done": done_logs, "logs_total": self.logs_total if active else 0,
-               "copies_taken": self.copies_taken, "eta_seconds": 0.0,
+               "copies_taken": self.copies_taken, "copies_amended": self.copies_amended,
+               "eta_seconds": 0.0,
                "started_seconds": p.started if active and p is not None else 0.0,
                "refusing_stores": int(self.refuses_stores()),
                "refusing_nodes": len(self.view.refusing),
@@ -505,9 +642,17 @@ class RebuildingRole(Role):
         return out
 
 
-def _chunks(rb: RecordBatch, rows: np.ndarray) -> list[np.ndarray]:
-    """``rows`` cut into runs of at most ``MESSAGE_BYTES`` payload bytes each."""
+class _Sent(NamedTuple):
+    """A request a donor sent, and the future its REBUILD_STORED resolves."""
+
+    node: int
+    request_id: int
+    reply: asyncio.Future[RebuildStored]
+
+
+def _chunks(rb: RecordBatch, rows: np.ndarray, limit: int) -> list[np.ndarray]:
+    """``rows`` cut into runs of at most ``limit`` payload bytes each."""
     sizes = (rb.offsets[1:] - rb.offsets[:-1])[rows].astype(np.int64)
-    cuts = np.searchsorted(np.cumsum(sizes), np.arange(MESSAGE_BYTES, int(sizes.sum()),
-                                                        MESSAGE_BYTES), "right")
+    cuts = np.searchsorted(np.cumsum(sizes), np.arange(limit, int(sizes.sum()), limit),
+                           "right")
     return [part for part in np.split(rows, cuts) if len(part)]

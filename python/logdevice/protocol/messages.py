@@ -88,6 +88,7 @@ __all__ = [
     "GetPartitions",
     "PartitionList",
     "RebuildStore",
+    "RebuildAmend",
     "RebuildStored",
     "GetReadStreams",
     "ReadStreamList",
@@ -149,6 +150,7 @@ class MessageType(IntEnum):
     PARTITION_LIST = 63
     REBUILD_STORE = 80
     REBUILD_STORED = 81
+    REBUILD_AMEND = 82
     GET_READ_STREAMS = 90
     READ_STREAM_LIST = 91
     GET_RECOVERIES = 92
@@ -961,8 +963,8 @@ class RebuildStore(Message, eq=False):
     """Donor node -> storage node: copies of records of one log made by rebuilding.
 
     The columns are those of STORE; ``copysets[i]`` is record i's amended copyset.  The
-    receiver writes each record as given, replacing a copy it already holds (that is
-    how the copyset of a surviving copy is amended) unless its own copy is newer.
+    receiver writes each record as given, replacing a copy it already holds unless its
+    own copy is newer.  (Copies that survive get REBUILD_AMEND instead.)
     """
 
     TYPE = MessageType.REBUILD_STORE
@@ -982,15 +984,42 @@ class RebuildStore(Message, eq=False):
 
 
 @register
-class RebuildStored(Message):
-    """Storage node -> donor, answer to REBUILD_STORE (same ``request_id``): OK once the
-    copies are written, or why not (NOTFOUND, DISABLED, REBUILDING: the receiver is in
-    the rebuilding set itself, SHUTDOWN, ...)."""
+class RebuildAmend(Message, eq=False):
+    """Donor node -> storage node: new flags and copysets for copies of one log the
+    receiver already holds; no payloads.
+
+    Record i's copy is amended to ``flags[i]`` and ``copysets[i]`` where it is the copy
+    the donor holds (wave ``waves[i]``, written by recovery or not as ``flags[i]`` says).
+    A copy that is newer is left alone; LSNs the receiver lacks or holds in an older
+    version come back in REBUILD_STORED's ``need_copies``: they need a full copy.
+    """
+
+    TYPE = MessageType.REBUILD_AMEND
+    request_id: int
+    log_id: int
+    set_version: int
+    lsns: U64Array = EMPTY_U64
+    flags: U32Array = EMPTY_U32
+    waves: U32Array = EMPTY_U32
+    copysets: I16Matrix = EMPTY_I16_2D
+
+    def consistency_problem(self) -> str | None:
+        return _check_columns(len(self.lsns), {"flags": self.flags, "waves": self.waves,
+                                               "copysets": self.copysets})
+
+
+@register
+class RebuildStored(Message, eq=False):
+    """Storage node -> donor, answer to REBUILD_STORE or REBUILD_AMEND (same
+    ``request_id``): OK once the copies are written or amended, or why not (NOTFOUND,
+    DISABLED, REBUILDING: the receiver is in the rebuilding set itself, SHUTDOWN, ...).
+    ``need_copies``: the LSNs of a REBUILD_AMEND the receiver needs full copies of."""
 
     TYPE = MessageType.REBUILD_STORED
     request_id: int
     status: E
     node_index: int = -1
+    need_copies: U64Array = EMPTY_U64
 
 
 # ------------------------------------------------------------------------ admin tables

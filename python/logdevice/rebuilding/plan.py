@@ -173,8 +173,8 @@ def destinations(new: np.ndarray, old: np.ndarray, me: int
                  ) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
     """Where a donor sends each amended record: ``(copies, amends)``, each node -> indices
     of the records (rows).  ``copies``: nodes the amended copyset adds (they get a new
-    copy); ``amends``: members the record keeps, ``me`` left out (their copy is
-    rewritten with the amended copyset).  The donor sends the copies first and the
+    copy); ``amends``: members the record keeps, ``me`` left out (the copyset of their
+    copy is amended, the payload stays).  The donor sends the copies first and the
     amends only once every copy is stored, so a copyset never names a node that lacks
     the record."""
     new, old = np.asarray(new), np.asarray(old)

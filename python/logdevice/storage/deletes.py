@@ -1,11 +1,12 @@
 """Deleting single records of a log (purging copies that epoch recovery overruled).
 
-A record lives in one partition: its data key, and either its own copyset-index entry or
-a place in a range entry (a block or run of LSNs written together).  Deleting it removes
-the data key and the single entry, and rewrites every range entry that lists it as a run
-entry without it (keyed by its first remaining LSN: range entries never overlap, and a
-subset of one cannot overlap another).  Partition usage figures are left as they were:
-they are upper bounds already (a record written twice is counted twice).
+A record lives in one partition: its data key, perhaps an amendment, and either its own
+copyset-index entry or a place in a range entry (a block or run of LSNs written together).
+Deleting it removes the data key, the amendment and the single entry, and rewrites every
+range entry that lists it as a run entry without it (keyed by its first remaining LSN:
+range entries never overlap, and a subset of one cannot overlap another).  Partition
+usage figures are left as they were: they are upper bounds already (a record written
+twice is counted twice).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def delete_records(store: LogsDB, log_id: int, lsns: np.ndarray, *, sync: bool) 
         for lsn in lsns.tolist():
             batch.delete(K.data_key(log_id, lsn), cf)
             batch.delete(K.csi_key(log_id, lsn, K.CSI_SINGLE), cf)
+            batch.delete(K.amend_key(log_id, lsn), cf)
         for key, value in _range_entries(store, pid, log_id, lo, hi):
             first, kind = K.read_be(key, 9), key[17]
             r_lsns, r_flags, r_cs = K.decode_range(first, kind, value)

@@ -32,6 +32,22 @@ again later gets a single entry, and a single entry wins over a range entry.  Ke
 two kinds under different prefixes lets a reader find the one range entry that may cover
 an LSN with a single ``seek_for_prev``.
 
+Amendment entries, in the partition holding the record, at most one per record::
+
+    key   = b"a" | log id u64 BE | lsn u64 BE                               (17 bytes)
+    value = u32 flags | u32 wave | u8 k | u16 x k copyset
+
+An amendment changes the flags and copyset of a copy already held (rebuilding amends the
+copyset of the copies that survive, a drain flags a moved copy DRAINED) without writing
+its payload again: RocksDB cannot rewrite part of a value, and writing the whole value
+again would cost as much as the copy itself.  It wins over the flags and copyset of the
+record head, which stays as written; it names the copy it amends (its wave and whether
+recovery wrote it) and readers apply it to that copy only.  The amendment and a single CSI
+entry with the same flags and copyset are written together, after checking (under the
+write lock) that the copy held is the one named.  Writing the record again deletes its
+amendment in the same batch (the newest write wins, whichever kind it is), as do deletes
+of the record.  Amendments are not counted in the partition directory's bytes.
+
 Metadata column family (``meta``), values little-endian::
 
     b"t" | log  -> trim point        b"m" | log -> last released
@@ -52,6 +68,7 @@ from ldcore import storefmt
 from logdevice.errors import E, error_for
 
 DATA = b"d"
+AMEND = b"a"
 CSI = b"C"
 CSI_RANGE = b"B"
 CSI_SINGLE = 0
@@ -91,6 +108,10 @@ def check_log_id(log_id) -> int:
 
 def data_key(log_id: int, lsn: int) -> bytes:
     return DATA + _U64BE.pack(log_id) + _U64BE.pack(lsn)
+
+
+def amend_key(log_id: int, lsn: int) -> bytes:
+    return AMEND + _U64BE.pack(log_id) + _U64BE.pack(lsn)
 
 
 def csi_key(log_id: int, lsn: int, kind: int = CSI_SINGLE) -> bytes:
@@ -154,6 +175,14 @@ def data_keys(log_id: int, lsns: np.ndarray) -> np.ndarray:
     out[:, 0] = DATA[0]
     out[:, 1:9] = np.frombuffer(_U64BE.pack(log_id), np.uint8)
     out[:, 9:17] = _be_bytes(lsns)
+    return out.reshape(-1)
+
+
+def amend_keys(log_id: int, lsns: np.ndarray) -> np.ndarray:
+    """Keys of the amendments of records ``lsns`` of ``log_id``, back to back (17 bytes
+    each: data keys under the amendment prefix)."""
+    out = data_keys(log_id, lsns).reshape(-1, DATA_KEY_LEN)
+    out[:, 0] = AMEND[0]
     return out.reshape(-1)
 
 
@@ -328,6 +357,30 @@ def decode_csi(keys: np.ndarray, values: np.ndarray, value_offsets: np.ndarray):
         lsns_of_keys(keys, n, CSI_KEY_LEN),
         _field(rows, 0, "<u4").astype(np.uint32),
         _decode_copysets(values, value_offsets[:-1] + np.uint64(5), counts),
+    )
+
+
+def encode_amends(flags, waves, cs, counts) -> tuple[np.ndarray, np.ndarray]:
+    """Values of amendment entries: u32 flags | u32 wave | u8 k | u16 x k."""
+    n, width = cs.shape
+    full = np.zeros((n, 9 + 2 * width), np.uint8)
+    full[:, 0:4] = np.asarray(flags).astype("<u4").view(np.uint8).reshape(n, 4)
+    full[:, 4:8] = np.asarray(waves).astype("<u4").view(np.uint8).reshape(n, 4)
+    full[:, 8] = counts
+    full[:, 9:] = _copyset_bytes(cs)
+    return _pack_rows(full, 9 + 2 * counts)
+
+
+def decode_amends(keys: np.ndarray, values: np.ndarray, value_offsets: np.ndarray):
+    """Amendment entries -> (lsns u64, flags u32, waves u32, copysets int16 2-D)."""
+    n = len(value_offsets) - 1
+    rows = _rows(values, value_offsets, 9)
+    counts = rows[:, 8].astype(np.int64)
+    return (
+        lsns_of_keys(keys, n, DATA_KEY_LEN),
+        _field(rows, 0, "<u4").astype(np.uint32),
+        _field(rows, 4, "<u4").astype(np.uint32),
+        _decode_copysets(values, value_offsets[:-1] + np.uint64(9), counts),
     )
 
 

@@ -3,7 +3,8 @@
 Time partitions are column families ``p<id>`` holding data records and copyset index
 entries; a ``meta`` column family holds the partition directory and per-log metadata
 (trim point, last released, seal epoch, last clean epoch).  Formats: :mod:`.keys`.
-Writes: :mod:`.writes`; reads: :mod:`.reads`; deletes: :mod:`.deletes`; what those share
+Writes: :mod:`.writes`; reads: :mod:`.reads`; deletes: :mod:`.deletes`; amendments of
+copies held (new flags and copyset, same payload): :mod:`.amends`; what those share
 (the partitions and their directory): :mod:`.partitioned`.
 
 A record goes to the partition its timestamp falls in.  A new partition starts when a
@@ -26,7 +27,7 @@ from os import fspath
 import numpy as np
 
 from logdevice.errors import E, error_for
-from logdevice.storage import deletes, reads
+from logdevice.storage import amends, deletes, reads
 from logdevice.storage import keys as K
 from logdevice.storage.batch import CsiBatch, RecordBatch
 from logdevice.storage.partitioned import META_CF, PartitionedDB
@@ -257,6 +258,32 @@ class LogsDB:
         pw.add(log_id, lsns, timestamps, flags, copysets, payloads, offsets, waves,
                sticky_block=sticky_block)
         pw.commit(sync=sync)
+
+    def amend_records(self, log_id: int, lsns, flags, waves, copysets, *,
+                      sync: bool = False) -> np.ndarray:
+        """Give copies held here new ``flags`` and ``copysets`` without writing their
+        payloads again (:mod:`.amends`); reads return them amended from then on.
+
+        ``lsns`` strictly increasing; record i is amended only where the copy held has
+        wave ``waves[i]`` and the same ``FLAG_WRITTEN_BY_RECOVERY`` bit as ``flags[i]``
+        (the copy the caller read).  Bool per LSN: amended?  False: not held (or at or
+        below the trim point), or held in another version."""
+        log_id = K.check_log_id(log_id)
+        want = reads.checked_lsns(lsns)
+        n = len(want)
+        fl = np.ascontiguousarray(flags, np.uint32)
+        wv = np.ascontiguousarray(waves, np.uint32)
+        if fl.shape != (n,) or wv.shape != (n,):
+            raise error_for(E.INVALID_PARAM, f"logsdb: flags and waves need {n} entries")
+        cs, _ = K.normalize_copysets(copysets, n)
+        out = np.zeros(n, bool)
+        with self._gate, self.parts.lock:
+            live = want > np.uint64(self.trim_point(log_id))
+            if live.any():
+                out[live] = amends.amend_records(self, log_id, want[live], fl[live],
+                                                 wv[live], cs[live],
+                                                 sync=sync or self.sync_writes)
+        return out
 
     # ------------------------------------------------------------------ reads
 

@@ -5,6 +5,10 @@ A log's LSNs usually sit in partitions with disjoint LSN ranges, read one after 
 Where ranges overlap (records written with old timestamps), the overlapping partitions are
 read together and merged by LSN; a partition cut short by a limit caps what the merge may
 return (its ``horizon``), so nothing is skipped.
+
+Records come back with their amendments applied (flags and copyset of the copy as
+rebuilding last amended it; ``keys``): each partition read is followed by a read of the
+amendment entries over the same LSNs, which finds nothing at all in the usual case.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import numpy as np
 from logdevice.errors import E, error_for
 from logdevice.storage import keys as K
 from logdevice.storage.batch import CsiBatch, RecordBatch
+from logdevice.storage.flags import FLAG_WRITTEN_BY_RECOVERY
 from logdevice.storage.rocksdb import Chunk
 
 if TYPE_CHECKING:
@@ -40,6 +45,65 @@ def _records(log_id: int, ch: Chunk, payloads: bool = True) -> RecordBatch:
         log_id, K.lsns_of_keys(ch.keys, n, K.DATA_KEY_LEN), ts, fl, wv, cs, crc, ch.bodies,
         offsets, 0,
     )
+
+
+def _amendments(store: LogsDB, pid: int, log_id: int, rb: RecordBatch, *,
+                sparse: bool):
+    """The amendment entries of partition ``pid`` over the LSNs of ``rb`` (lsns, flags,
+    waves, copysets); ``sparse``: look up exactly those LSNs (a merge join) rather than
+    scan the range they span."""
+    lo, hi = int(rb.lsns[0]), int(rb.lsns[-1])
+    lower = K.amend_key(log_id, lo)
+    with store.parts.db.iterator(store.parts.cf(pid), lower,
+                                 _upper(K.AMEND, log_id, hi)) as it:
+        if sparse:
+            ch = it.read_keys(K.amend_keys(log_id, rb.lsns),
+                              K.fixed_offsets(len(rb), K.DATA_KEY_LEN))
+            return K.decode_amends(ch.keys, ch.bodies, ch.body_offsets)
+        # At most one amendment per record held, so len(rb) of them unless some are
+        # left over from a record no longer held (then read on).
+        it.seek(lower)
+        chunks = [it.read_many(len(rb) + 1, key_hint=K.DATA_KEY_LEN,
+                                body_hint=16 * len(rb))]
+        while chunks[-1].stop != "end":
+            chunks.append(it.read_many(4096, key_hint=K.DATA_KEY_LEN))
+    parts = [K.decode_amends(c.keys, c.bodies, c.body_offsets) for c in chunks]
+    if len(parts) == 1:
+        return parts[0]
+    width = max(p[3].shape[1] for p in parts)
+    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+            np.concatenate([p[2] for p in parts]),
+            np.concatenate([_pad(p[3], width) for p in parts]))
+
+
+def amendable(rb: RecordBatch, at: np.ndarray, flags: np.ndarray, waves: np.ndarray
+              ) -> np.ndarray:
+    """Bool per amendment: is record ``rb[at[i]]`` the copy it names (same wave, and
+    written by recovery or not alike)?"""
+    rec = np.uint32(FLAG_WRITTEN_BY_RECOVERY)
+    return (rb.waves[at] == waves) & (((rb.flags[at] ^ flags) & rec) == 0)
+
+
+def _amend(store: LogsDB, pid: int, log_id: int, rb: RecordBatch, *,
+           sparse: bool = False) -> RecordBatch:
+    """``rb`` (records of partition ``pid``) with the amendments that apply to them."""
+    if not len(rb):
+        return rb
+    lsns, flags, waves, cs = _amendments(store, pid, log_id, rb, sparse=sparse)
+    if not len(lsns):
+        return rb
+    at = np.minimum(np.searchsorted(rb.lsns, lsns), len(rb) - 1)
+    ok = (rb.lsns[at] == lsns)
+    ok[ok] = amendable(rb, at[ok], flags[ok], waves[ok])
+    if not ok.any():
+        return rb
+    at = at[ok]
+    width = max(rb.copysets.shape[1], cs.shape[1])
+    new_flags = rb.flags.copy()
+    new_flags[at] = flags[ok]
+    new_cs = _pad(rb.copysets, width).copy()
+    new_cs[at] = _pad(cs[ok], width)
+    return rb.replace(flags=new_flags, copysets=new_cs)
 
 
 def _merge(log_id: int, parts: list[RecordBatch]) -> RecordBatch:
@@ -82,7 +146,7 @@ def read_records(store: LogsDB, log_id: int, lo: int, hi: int, max_records: int,
                 it.seek(lower)
                 ch = it.read_many(n_left, b_left if max_bytes else 0, split_head=True,
                                   skip_body=not payloads, key_hint=K.DATA_KEY_LEN)
-            rb = _records(log_id, ch, payloads)
+            rb = _amend(store, pid, log_id, _records(log_id, ch, payloads))
             if ch.stop != "end":
                 horizon = min(horizon, int(rb.lsns[-1]))
             got.append(rb)
@@ -101,17 +165,19 @@ def read_records(store: LogsDB, log_id: int, lo: int, hi: int, max_records: int,
     return RecordBatch.concat_reads(log_id, parts, hi + 1)
 
 
-def read_records_at(store: LogsDB, log_id: int, lsns, payloads: bool = True) -> RecordBatch:
+def checked_lsns(lsns) -> np.ndarray:
+    """``lsns`` as uint64, INVALID_PARAM unless strictly increasing and 1-D."""
     want = np.ascontiguousarray(lsns, dtype=np.uint64)
     if want.ndim != 1 or (len(want) > 1 and bool(np.any(want[1:] <= want[:-1]))):
         raise error_for(E.INVALID_PARAM, "logsdb: lsns must be a strictly increasing 1-D array")
-    if not len(want):
-        return RecordBatch.empty(log_id, 0)
-    nxt = int(want[-1]) + 1
-    want = want[want > np.uint64(store.trim_point(log_id))]
-    if not len(want):
-        return RecordBatch.empty(log_id, nxt)
-    parts = []
+    return want
+
+
+def records_by_partition(store: LogsDB, log_id: int, want: np.ndarray, payloads: bool
+                         ) -> list[list[tuple[int, RecordBatch]]]:
+    """The records at LSNs ``want`` (checked, above the trim point) as written, without
+    amendments: per group of overlapping partitions, (pid, records found there)."""
+    out = []
     for group in store.parts.directory.groups(log_id, int(want[0]), int(want[-1])):
         got = []
         for pid, u in group:
@@ -126,9 +192,24 @@ def read_records_at(store: LogsDB, log_id: int, lsns, payloads: bool = True) -> 
                 ch = it.read_keys(K.data_keys(log_id, sel),
                                   K.fixed_offsets(len(sel), K.DATA_KEY_LEN), split_head=True,
                                   skip_body=not payloads)
-            got.append(_records(log_id, ch, payloads))
+            got.append((pid, _records(log_id, ch, payloads)))
         if got:
-            parts.append(got[0] if len(got) == 1 else _merge(log_id, got))
+            out.append(got)
+    return out
+
+
+def read_records_at(store: LogsDB, log_id: int, lsns, payloads: bool = True) -> RecordBatch:
+    want = checked_lsns(lsns)
+    if not len(want):
+        return RecordBatch.empty(log_id, 0)
+    nxt = int(want[-1]) + 1
+    want = want[want > np.uint64(store.trim_point(log_id))]
+    if not len(want):
+        return RecordBatch.empty(log_id, nxt)
+    parts = []
+    for group in records_by_partition(store, log_id, want, payloads):
+        got = [_amend(store, pid, log_id, rb, sparse=True) for pid, rb in group]
+        parts.append(got[0] if len(got) == 1 else _merge(log_id, got))
     return RecordBatch.concat_reads(log_id, parts, nxt)
 
 

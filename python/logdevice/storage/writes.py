@@ -14,7 +14,8 @@ An LSN rewritten into a different partition than the one holding it (recovery, r
 with old timestamps) is deleted from the old one in the same batch: every LSN lives in one
 partition.  CSI blocks are only written over LSN ranges the log has nowhere yet, and a
 single entry wins over a block when both cover an LSN, so rewrites never need to split
-a block.
+a block.  A write that may rewrite LSNs (its range meets the log's) deletes their
+amendments (``keys``) in the same batch: the copy written now is the newest.
 """
 
 from __future__ import annotations
@@ -189,6 +190,10 @@ class PendingWrite:
                                       K.fixed_offsets(len(moved), K.DATA_KEY_LEN), ocf)
                     batch.delete_many(K.csi_keys(log_id, moved, K.CSI_SINGLE),
                                       K.fixed_offsets(len(moved), K.CSI_KEY_LEN), ocf)
+                    batch.delete_many(K.amend_keys(log_id, moved),
+                                      K.fixed_offsets(len(moved), K.DATA_KEY_LEN), ocf)
+        if overlap:
+            batch.delete_many(K.amend_keys(log_id, lsns), K.fixed_offsets(m, K.DATA_KEY_LEN), cf)
         grouped = (sticky or store.csi_ranges) and not overlap
         self._put_csi(cf, log_id, lsns, fl, cs16, grouped)
         nbytes = int(offs[-1] - offs[0]) + int(head_offs[-1] - head_offs[0])
