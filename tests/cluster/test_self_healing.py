@@ -13,7 +13,8 @@ import pytest
 import logdevice as ld
 from logdevice.epochstore import AuthoritativeStatus as A
 from logdevice.security.store import open_cluster_store
-from tests.cluster.conftest import ldshell
+from tests.cluster.conftest import ldshell, read_back
+from tests.cluster.test_reader_failures import corrupt
 from tests.cluster.test_rebuilding import (
     LOGS,
     Load,
@@ -119,8 +120,8 @@ def test_too_many_dead_nodes_wait_and_say_why(local_cluster):
 
 
 def test_a_node_returning_mid_rebuilding_aborts_it_and_loses_nothing(local_cluster):
-    # Slow donors (100 kB/s each) so the node is back before the rebuilding ends.
-    cluster = healing_cluster(local_cluster, rebuilding_rate_bytes_per_s=100_000)
+    # Slow donors (20 kB/s each: tens of seconds) so the node is back before the end.
+    cluster = healing_cluster(local_cluster, rebuilding_rate_bytes_per_s=20_000)
     with ld.Client(cluster.config_path, timeout=30.0) as client:
         acked = {}
         for log_id in LOGS:
@@ -140,7 +141,7 @@ def test_a_node_returning_mid_rebuilding_aborts_it_and_loses_nothing(local_clust
 
 
 def test_operators_undo_a_drain_and_abort_a_rebuilding(local_cluster):
-    cluster = healing_cluster(local_cluster, rebuilding_rate_bytes_per_s=50_000)
+    cluster = healing_cluster(local_cluster, rebuilding_rate_bytes_per_s=10_000)
     with ld.Client(cluster.config_path, timeout=30.0) as client:
         acked = append_many(client, 1, 3000, b"z", pad=200)
     drained = non_sequencer(cluster)
@@ -190,6 +191,27 @@ def test_a_node_whose_write_ahead_log_is_damaged_is_rebuilt(local_cluster):
     cluster.wait_rebuilt([victim], timeout=120)
     wait_status(cluster, victim, A.FULLY_AUTHORITATIVE)  # acknowledged: serves again
     with ld.Client(cluster.config_path, timeout=30.0) as client:
+        assert_complete(client, acked)
+    p = ldshell(cluster, "check", "--json")
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_a_copy_failing_its_checksum_on_a_read_gets_its_node_rebuilt(local_cluster):
+    cluster = local_cluster(nodes=3, replication=2, logs=LOGS)
+    with ld.Client(cluster.config_path, timeout=30.0) as client:
+        acked = append_many(client, 1, 1000, b"c")
+    victim = non_sequencer(cluster)
+    cluster.stop(victim)
+    held = sorted(lsn for (_, lsn) in read_back(cluster, [1], [victim]))
+    corrupt(cluster, victim, 1, held[10:20])
+    cluster.start(victim)
+    with ld.Client(cluster.config_path, timeout=30.0) as client:
+        assert_complete(client, acked)  # all-send-all reads the damaged copies
+        marked = wait_event(cluster, lambda e: e["type"] == "SHARD_NEEDS_REBUILD"
+                            and e["node"] == victim)
+        assert "failed their checksum" in marked["reason"], marked
+        cluster.wait_rebuilt([victim], timeout=120)
+        wait_status(cluster, victim, A.FULLY_AUTHORITATIVE)
         assert_complete(client, acked)
     p = ldshell(cluster, "check", "--json")
     assert p.returncode == 0, p.stdout + p.stderr
