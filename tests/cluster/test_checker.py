@@ -24,7 +24,7 @@ import pytest
 
 from logdevice.checker.driver import CheckOptions, run_check
 from logdevice.storage.logsdb import LogsDB
-from tests.cluster.conftest import ldshell, scrape
+from tests.cluster.conftest import RawClient, ldshell, scrape
 
 pytestmark = pytest.mark.cluster
 
@@ -230,17 +230,37 @@ def test_paused_node_is_rechecked_not_reported_as_loss(local_cluster):
         assert report["rechecked_nodes"] == [2]
         assert report["summary"]["records"] == 100
 
-        # Silent through the re-check too: availability, never data loss.
+        # Silent through the re-check too, and no grace for nodes the cluster holds dead:
+        # availability, never data loss.
         cluster.pause(2)
         p = subprocess.run(
             [LDSHELL, "--config", str(cluster.config_path),
-             "--timeout", "1", "check", "--json", "--recheck-delay", "0.2"],
+             "--timeout", "1", "check", "--json", "--recheck-delay", "0.2",
+             "--down-grace-ms", "0"],
             capture_output=True, text=True, timeout=120)
         assert p.returncode == 1, p.stderr
         report = json.loads(p.stdout)
         assert report["violations"] == {"placement": 0, "durability": 0, "progress": 0,
                                         "availability": 1}
         assert {d["nodes_missing"][0] for d in report["details"]} == {2}
+
+        # Once the cluster holds it dead, within the grace period (the default: the
+        # self-rebuild grace period), it is down: counted apart, not a violation.
+        with RawClient(cluster) as raw:
+            deadline = time.monotonic() + 30
+            while 2 not in raw.view(0).dead_for_ms:
+                assert time.monotonic() < deadline, "N0 never held the paused N2 dead"
+                time.sleep(0.2)
+        p = subprocess.run(
+            [LDSHELL, "--config", str(cluster.config_path),
+             "--timeout", "1", "check", "--json", "--recheck-delay", "0.2"],
+            capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        report = json.loads(p.stdout)
+        assert report["violations"] == {"placement": 0, "durability": 0, "progress": 0,
+                                        "availability": 0}
+        assert list(report["down_nodes"]) == ["2"]
+        assert report["summary"]["unchecked"] > 0  # N2's copies: not checked, not lost
     finally:
         cluster.resume(2)
 
