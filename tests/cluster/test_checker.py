@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 from logdevice.checker.driver import CheckOptions, run_check
+from logdevice.storage.flags import FLAG_DRAINED
 from logdevice.storage.logsdb import LogsDB
 from tests.cluster.conftest import RawClient, ldshell, scrape
 
@@ -315,3 +316,110 @@ def test_node_budget_paces_the_check(local_cluster):
     served = [total(scrape(cluster, i), "logdevice_checker_records_served_total")
               for i in range(3)]
     assert sum(served) >= 4000  # every copy listed once: R=2 (more after a retried wave)
+
+
+# -- what earlier checks missed or raised wrongly ---------------------------------------------
+
+
+def _csi(db, log_id):
+    return db.read_csi(log_id, 1, max_entries=1_000_000)
+
+
+def _covered(details, kind):
+    """The LSNs the details of ``kind`` cover, as a set of (lo, hi) expanded runs."""
+    return [(d["lsn_lo"], d["lsn_hi"]) for d in details if d["kind"] == kind]
+
+
+def test_a_copy_lost_on_the_node_a_drain_moved_it_to_is_reported(local_cluster):
+    cluster = local_cluster(nodes=4, replication=2, logs=range(1, 2))
+    client = cluster.client(timeout=30.0)
+    try:
+        for i in range(200):
+            client.append(1, b"d%d" % i)
+    finally:
+        client.close()
+    cluster.drain(3)
+    cluster.wait_rebuilt([3], timeout=120)
+    # The drained node keeps its old copies (flagged DRAINED, old copysets): they are not
+    # holders, and nothing is wrong.
+    code, report = check_json(cluster, "--logs", "1")
+    assert code == 0, report
+    assert report["summary"]["records"] == 200
+
+    cluster.stop_all()
+    dbs = {i: LogsDB(cluster.logsdb_path(i)) for i in range(4)}
+    try:
+        drained = _csi(dbs[3], 1)
+        moved = drained.lsns[(drained.flags & np.uint32(FLAG_DRAINED)) != 0]
+        assert len(moved) > 0
+        # A moved record, and the node that took the new copy: one holding it now whose
+        # copy was not there before (not in the drained copy's old copyset).
+        lsn = int(moved[len(moved) // 2])
+        old = {int(x) for x in drained.copysets[drained.lsns.tolist().index(lsn)] if x >= 0}
+        takers = [i for i in range(3)
+                  if i not in old and lsn in _csi(dbs[i], 1).lsns.tolist()]
+        assert len(takers) == 1, (lsn, old, takers)
+        assert dbs[takers[0]].delete_records(1, [lsn]) == 1
+    finally:
+        for db in dbs.values():
+            db.close()
+    for i in range(4):
+        cluster.start(i)
+
+    code, report = check_json(cluster, "--logs", "1")
+    assert code == 1, report
+    assert report["violations"] == {"placement": 0, "durability": 1, "progress": 0,
+                                    "availability": 0}
+    (d,) = report["details"]
+    assert (d["kind"], d["lsn_lo"], d["lsn_hi"], d["nodes_missing"]) == (
+        "missing_copy", lsn, lsn, takers)
+
+
+def test_a_lost_tail_and_a_wholly_lost_epoch_are_reported(local_cluster):
+    cluster = local_cluster(nodes=3, replication=2, logs=range(1, 2))
+    client = cluster.client(timeout=30.0)
+    try:
+        first = [client.append(1, b"a%d" % i) for i in range(60)]
+    finally:
+        client.close()
+    # A restart of every node: the next append activates a new epoch, whose recovery
+    # ends the first one with a bridge record (the epoch store keeps where).
+    cluster.stop_all()
+    for i in range(3):
+        cluster.start(i)
+    client = cluster.client(timeout=30.0)
+    try:
+        later = [client.append(1, b"b%d" % i) for i in range(50)]
+    finally:
+        client.close()
+    old_epoch, new_epoch = first[0] >> 32, later[0] >> 32
+    assert {x >> 32 for x in first} == {old_epoch} and {x >> 32 for x in later} == {
+        new_epoch} and new_epoch > old_epoch
+    code, report = check_json(cluster, "--logs", "1")
+    assert code == 0, report  # bridges and hole plugs are records like any other
+
+    cluster.stop_all()
+    dbs = {i: LogsDB(cluster.logsdb_path(i)) for i in range(3)}
+    try:
+        # Everything of the old epoch (its records and its bridge) and the new epoch's
+        # last 10 records, on every node.
+        lost = set(later[-10:])
+        for db in dbs.values():
+            held = _csi(db, 1).lsns.tolist()
+            lost |= {x for x in held if x >> 32 == old_epoch}
+        assert len(lost) > 10 + len(first)  # the bridge, at least
+        for db in dbs.values():
+            db.delete_records(1, sorted(lost))
+    finally:
+        for db in dbs.values():
+            db.close()
+    for i in range(3):
+        cluster.start(i)
+
+    code, report = check_json(cluster, "--logs", "1")
+    assert code == 1, report
+    assert report["violations"]["durability"] == len(lost)
+    assert report["summary"]["no_replica"] == len(lost)
+    runs = _covered(report["details"], "no_replica")
+    assert sorted(x for lo, hi in runs for x in lost if lo <= x <= hi) == sorted(lost)
+    assert sum(hi - lo + 1 for lo, hi in runs) == len(lost)  # nothing else
