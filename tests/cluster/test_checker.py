@@ -423,3 +423,98 @@ def test_a_lost_tail_and_a_wholly_lost_epoch_are_reported(local_cluster):
     runs = _covered(report["details"], "no_replica")
     assert sorted(x for lo, hi in runs for x in lost if lo <= x <= hi) == sorted(lost)
     assert sum(hi - lo + 1 for lo, hi in runs) == len(lost)  # nothing else
+
+
+class CheckLoop:
+    """Runs ``run_check`` again and again in a thread until ``finish``; keeps the reports."""
+
+    def __init__(self, cluster) -> None:
+        self.cluster = cluster
+        self.reports: list = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.reports.append(run_check(self.cluster.config, CheckOptions(timeout=2.0)))
+
+    def finish(self) -> list:
+        self._stop.set()
+        self._thread.join(120)
+        assert not self._thread.is_alive(), "a check did not end"
+        return self.reports
+
+
+def _held_dead(cluster, node, by):
+    with RawClient(cluster) as raw:
+        return node in raw.view(by).dead_for_ms
+
+
+def test_a_rolling_restart_raises_no_alarm_but_lost_copies_still_do(local_cluster):
+    # Each node is down ~3.5 s, longer than the 2 s re-check, well within the grace
+    # period; the checker runs all the while, from here and on the nodes.
+    cluster = local_cluster(nodes=3, replication=2, logs=range(1, 3),
+                            self_rebuild_grace_period_ms=120_000, checker_interval_ms=300)
+    client = cluster.client(timeout=30.0)
+    try:
+        lsns = [client.append(1, b"r%d" % i) for i in range(100)]
+        for i in range(30):
+            client.append(2, b"s%d" % i)
+        loop = CheckLoop(cluster)
+        gauges = []  # the node-side checks' violation gauges, scraped along the way
+        try:
+            for node in range(3):
+                t0 = time.monotonic()
+                cluster.stop(node)
+                other = (node + 1) % 3
+                deadline = t0 + 30
+                while not _held_dead(cluster, node, other):
+                    assert time.monotonic() < deadline, f"N{other} never held N{node} dead"
+                    time.sleep(0.1)
+                if node == 1:  # ldshell too, while a node is down
+                    code, report = check_json(cluster)
+                    assert code == 0, report
+                    assert report["down_nodes"], report
+                while time.monotonic() < t0 + 3.5:  # stays down longer than the re-check
+                    for i in set(range(3)) - {node}:
+                        gauges.append(scrape(cluster, i))
+                    time.sleep(0.3)
+                cluster.start(node)
+                for i in range(5):  # new epochs, recovered ones, while the checks go on
+                    client.append(1, b"after-N%d-%d" % (node, i))
+        finally:
+            reports = loop.finish()
+        assert reports and not any(r.errors for r in reports), [r.errors for r in reports]
+        assert [r.violations for r in reports if any(r.violations.values())] == []
+        assert any(r.down_nodes for r in reports), "no check ran while a node was down"
+        for samples in gauges + [scrape(cluster, i) for i in range(3)]:
+            assert sum(samples.get(name, 0) for name in (
+                "logdevice_checker_records_not_adhering_to_placement",
+                "logdevice_checker_records_missing_copies",
+                "logdevice_checker_records_under_replicated_past_grace",
+                "logdevice_checker_unavailable_nodes_not_in_event_log")) == 0
+        runs = sum(total(scrape(cluster, i), "logdevice_checker_runs_total") for i in range(3))
+        assert runs > 0
+    finally:
+        client.close()
+
+    # Copies lost on N0 (deleted while it was stopped, nobody told) are found, also while
+    # another node is down, and the down node is no violation.
+    cluster.stop(0)
+    with LogsDB(cluster.logsdb_path(0)) as db:
+        victims = [x for x in _csi(db, 1).lsns.tolist() if x in set(lsns)][10:15]
+        assert len(victims) == 5 and db.delete_records(1, victims) == 5
+    cluster.start(0)
+    cluster.stop(2)
+    deadline = time.monotonic() + 30
+    while not _held_dead(cluster, 2, 0):
+        assert time.monotonic() < deadline, "N0 never held N2 dead"
+        time.sleep(0.1)
+    report = run_check(cluster.config, CheckOptions(logs=[1], timeout=2.0))
+    assert report.violations == {"placement": 0, "durability": 5, "progress": 0,
+                                 "availability": 0}, report.to_json()
+    assert all(d["nodes_missing"] == [0] for d in report.details)
+    assert sorted(x for d in report.details for x in victims
+                  if d["lsn_lo"] <= x <= d["lsn_hi"]) == victims
+    assert list(report.down_nodes) == [2]
