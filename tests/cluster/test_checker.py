@@ -23,8 +23,9 @@ import numpy as np
 import pytest
 
 from logdevice.checker.driver import CheckOptions, run_check
+from logdevice.storage.flags import FLAG_DRAINED
 from logdevice.storage.logsdb import LogsDB
-from tests.cluster.conftest import ldshell, scrape
+from tests.cluster.conftest import RawClient, ldshell, scrape
 
 pytestmark = pytest.mark.cluster
 
@@ -230,17 +231,37 @@ def test_paused_node_is_rechecked_not_reported_as_loss(local_cluster):
         assert report["rechecked_nodes"] == [2]
         assert report["summary"]["records"] == 100
 
-        # Silent through the re-check too: availability, never data loss.
+        # Silent through the re-check too, and no grace for nodes the cluster holds dead:
+        # availability, never data loss.
         cluster.pause(2)
         p = subprocess.run(
             [LDSHELL, "--config", str(cluster.config_path),
-             "--timeout", "1", "check", "--json", "--recheck-delay", "0.2"],
+             "--timeout", "1", "check", "--json", "--recheck-delay", "0.2",
+             "--down-grace-ms", "0"],
             capture_output=True, text=True, timeout=120)
         assert p.returncode == 1, p.stderr
         report = json.loads(p.stdout)
         assert report["violations"] == {"placement": 0, "durability": 0, "progress": 0,
                                         "availability": 1}
         assert {d["nodes_missing"][0] for d in report["details"]} == {2}
+
+        # Once the cluster holds it dead, within the grace period (the default: the
+        # self-rebuild grace period), it is down: counted apart, not a violation.
+        with RawClient(cluster) as raw:
+            deadline = time.monotonic() + 30
+            while 2 not in raw.view(0).dead_for_ms:
+                assert time.monotonic() < deadline, "N0 never held the paused N2 dead"
+                time.sleep(0.2)
+        p = subprocess.run(
+            [LDSHELL, "--config", str(cluster.config_path),
+             "--timeout", "1", "check", "--json", "--recheck-delay", "0.2"],
+            capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        report = json.loads(p.stdout)
+        assert report["violations"] == {"placement": 0, "durability": 0, "progress": 0,
+                                        "availability": 0}
+        assert list(report["down_nodes"]) == ["2"]
+        assert report["summary"]["unchecked"] > 0  # N2's copies: not checked, not lost
     finally:
         cluster.resume(2)
 
@@ -295,3 +316,209 @@ def test_node_budget_paces_the_check(local_cluster):
     served = [total(scrape(cluster, i), "logdevice_checker_records_served_total")
               for i in range(3)]
     assert sum(served) >= 4000  # every copy listed once: R=2 (more after a retried wave)
+
+
+# -- what earlier checks missed or raised wrongly ---------------------------------------------
+
+
+def _csi(db, log_id):
+    return db.read_csi(log_id, 1, max_entries=1_000_000)
+
+
+def _covered(details, kind):
+    """The LSNs the details of ``kind`` cover, as a set of (lo, hi) expanded runs."""
+    return [(d["lsn_lo"], d["lsn_hi"]) for d in details if d["kind"] == kind]
+
+
+def test_a_copy_lost_on_the_node_a_drain_moved_it_to_is_reported(local_cluster):
+    cluster = local_cluster(nodes=4, replication=2, logs=range(1, 2))
+    client = cluster.client(timeout=30.0)
+    try:
+        for i in range(200):
+            client.append(1, b"d%d" % i)
+    finally:
+        client.close()
+    cluster.drain(3)
+    cluster.wait_rebuilt([3], timeout=120)
+    # The drained node keeps its old copies (flagged DRAINED, old copysets): they are not
+    # holders, and nothing is wrong.
+    code, report = check_json(cluster, "--logs", "1")
+    assert code == 0, report
+    assert report["summary"]["records"] == 200
+
+    cluster.stop_all()
+    dbs = {i: LogsDB(cluster.logsdb_path(i)) for i in range(4)}
+    try:
+        drained = _csi(dbs[3], 1)
+        moved = drained.lsns[(drained.flags & np.uint32(FLAG_DRAINED)) != 0]
+        assert len(moved) > 0
+        # A moved record, and the node that took the new copy: one holding it now whose
+        # copy was not there before (not in the drained copy's old copyset).
+        lsn = int(moved[len(moved) // 2])
+        old = {int(x) for x in drained.copysets[drained.lsns.tolist().index(lsn)] if x >= 0}
+        takers = [i for i in range(3)
+                  if i not in old and lsn in _csi(dbs[i], 1).lsns.tolist()]
+        assert len(takers) == 1, (lsn, old, takers)
+        assert dbs[takers[0]].delete_records(1, [lsn]) == 1
+    finally:
+        for db in dbs.values():
+            db.close()
+    for i in range(4):
+        cluster.start(i)
+
+    code, report = check_json(cluster, "--logs", "1")
+    assert code == 1, report
+    assert report["violations"] == {"placement": 0, "durability": 1, "progress": 0,
+                                    "availability": 0}
+    (d,) = report["details"]
+    assert (d["kind"], d["lsn_lo"], d["lsn_hi"], d["nodes_missing"]) == (
+        "missing_copy", lsn, lsn, takers)
+
+
+def test_a_lost_tail_and_a_wholly_lost_epoch_are_reported(local_cluster):
+    cluster = local_cluster(nodes=3, replication=2, logs=range(1, 2))
+    client = cluster.client(timeout=30.0)
+    try:
+        first = [client.append(1, b"a%d" % i) for i in range(60)]
+    finally:
+        client.close()
+    # A restart of every node: the next append activates a new epoch, whose recovery
+    # ends the first one with a bridge record (the epoch store keeps where).
+    cluster.stop_all()
+    for i in range(3):
+        cluster.start(i)
+    client = cluster.client(timeout=30.0)
+    try:
+        later = [client.append(1, b"b%d" % i) for i in range(50)]
+    finally:
+        client.close()
+    old_epoch, new_epoch = first[0] >> 32, later[0] >> 32
+    assert {x >> 32 for x in first} == {old_epoch} and {x >> 32 for x in later} == {
+        new_epoch} and new_epoch > old_epoch
+    code, report = check_json(cluster, "--logs", "1")
+    assert code == 0, report  # bridges and hole plugs are records like any other
+
+    cluster.stop_all()
+    dbs = {i: LogsDB(cluster.logsdb_path(i)) for i in range(3)}
+    try:
+        # Everything of the old epoch (its records and its bridge) and the new epoch's
+        # last 10 records, on every node.
+        lost = set(later[-10:])
+        for db in dbs.values():
+            held = _csi(db, 1).lsns.tolist()
+            lost |= {x for x in held if x >> 32 == old_epoch}
+        assert len(lost) > 10 + len(first)  # the bridge, at least
+        for db in dbs.values():
+            db.delete_records(1, sorted(lost))
+    finally:
+        for db in dbs.values():
+            db.close()
+    for i in range(3):
+        cluster.start(i)
+
+    code, report = check_json(cluster, "--logs", "1")
+    assert code == 1, report
+    assert report["violations"]["durability"] == len(lost)
+    assert report["summary"]["no_replica"] == len(lost)
+    runs = _covered(report["details"], "no_replica")
+    assert sorted(x for lo, hi in runs for x in lost if lo <= x <= hi) == sorted(lost)
+    assert sum(hi - lo + 1 for lo, hi in runs) == len(lost)  # nothing else
+
+
+class CheckLoop:
+    """Runs ``run_check`` again and again in a thread until ``finish``; keeps the reports."""
+
+    def __init__(self, cluster) -> None:
+        self.cluster = cluster
+        self.reports: list = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.reports.append(run_check(self.cluster.config, CheckOptions(timeout=2.0)))
+
+    def finish(self) -> list:
+        self._stop.set()
+        self._thread.join(120)
+        assert not self._thread.is_alive(), "a check did not end"
+        return self.reports
+
+
+def _held_dead(cluster, node, by):
+    with RawClient(cluster) as raw:
+        return node in raw.view(by).dead_for_ms
+
+
+def test_a_rolling_restart_raises_no_alarm_but_lost_copies_still_do(local_cluster):
+    # Each node is down ~3.5 s, longer than the 2 s re-check, well within the grace
+    # period; the checker runs all the while, from here and on the nodes.
+    cluster = local_cluster(nodes=3, replication=2, logs=range(1, 3),
+                            self_rebuild_grace_period_ms=120_000, checker_interval_ms=300)
+    client = cluster.client(timeout=30.0)
+    try:
+        lsns = [client.append(1, b"r%d" % i) for i in range(100)]
+        for i in range(30):
+            client.append(2, b"s%d" % i)
+        loop = CheckLoop(cluster)
+        gauges = []  # the node-side checks' violation gauges, scraped along the way
+        try:
+            for node in range(3):
+                t0 = time.monotonic()
+                cluster.stop(node)
+                other = (node + 1) % 3
+                deadline = t0 + 30
+                while not _held_dead(cluster, node, other):
+                    assert time.monotonic() < deadline, f"N{other} never held N{node} dead"
+                    time.sleep(0.1)
+                if node == 1:  # ldshell too, while a node is down
+                    code, report = check_json(cluster)
+                    assert code == 0, report
+                    assert report["down_nodes"], report
+                while time.monotonic() < t0 + 3.5:  # stays down longer than the re-check
+                    for i in set(range(3)) - {node}:
+                        gauges.append(scrape(cluster, i))
+                    time.sleep(0.3)
+                cluster.start(node)
+                for i in range(5):  # new epochs, recovered ones, while the checks go on
+                    client.append(1, b"after-N%d-%d" % (node, i))
+        finally:
+            reports = loop.finish()
+        assert reports and not any(r.errors for r in reports), [r.errors for r in reports]
+        assert [r.violations for r in reports if any(r.violations.values())] == []
+        assert any(r.down_nodes for r in reports), "no check ran while a node was down"
+        for samples in gauges + [scrape(cluster, i) for i in range(3)]:
+            assert sum(samples.get(name, 0) for name in (
+                "logdevice_checker_records_not_adhering_to_placement",
+                "logdevice_checker_records_missing_copies",
+                "logdevice_checker_records_under_replicated_past_grace",
+                "logdevice_checker_unavailable_nodes_not_in_event_log")) == 0
+        runs = sum(total(scrape(cluster, i), "logdevice_checker_runs_total") for i in range(3))
+        assert runs > 0
+    finally:
+        client.close()
+
+    # Copies lost on N0 (deleted while it was stopped, nobody told) are found, also while
+    # another node is down, and the down node is no violation.  (Records whose other
+    # copy is on N1: with N2 down, one whose only other copy is there cannot be judged.)
+    cluster.stop(0)
+    with LogsDB(cluster.logsdb_path(0)) as db:
+        csi = _csi(db, 1)
+        with_n1 = [x for x, cs in zip(csi.lsns.tolist(), csi.copysets.tolist(), strict=True)
+                   if x in set(lsns) and sorted(c for c in cs if c >= 0) == [0, 1]]
+        victims = with_n1[5:10]
+        assert len(victims) == 5 and db.delete_records(1, victims) == 5
+    cluster.start(0)
+    cluster.stop(2)
+    deadline = time.monotonic() + 30
+    while not _held_dead(cluster, 2, 0):
+        assert time.monotonic() < deadline, "N0 never held N2 dead"
+        time.sleep(0.1)
+    report = run_check(cluster.config, CheckOptions(logs=[1], timeout=2.0))
+    assert report.violations == {"placement": 0, "durability": 5, "progress": 0,
+                                 "availability": 0}, report.to_json()
+    assert all(d["nodes_missing"] == [0] for d in report.details)
+    assert sorted(x for d in report.details for x in victims
+                  if d["lsn_lo"] <= x <= d["lsn_hi"]) == victims
+    assert list(report.down_nodes) == [2]

@@ -12,6 +12,7 @@ from logdevice.client.combine import (
     combine_head,
     combine_trim,
     f_majority,
+    storage_nodeset,
 )
 from logdevice.client.retry import WRITER_RETRYABLE, Backoff
 from logdevice.client.routing import Routing
@@ -21,6 +22,7 @@ from logdevice.errors import E, InvalidParamError, LogDeviceError, TimedOutError
 from logdevice.placement import sequencer_for
 from logdevice.protocol import ClusterView, DataSizeReply, FindTimeReply, Head, SequencerNode
 from logdevice.records import LSN_MAX, LSN_OLDEST
+from logdevice.shards import AuthoritativeStatus as AS
 
 
 class Clock:
@@ -95,6 +97,8 @@ def test_routing_everyone_suspected_still_routes(config):
 
 # ---------------------------------------------------------------------- combine
 
+THREE = storage_nodeset(range(3), 2)  # three nodes, R=2, all fully authoritative
+
 
 def ft(lo, hi, status=E.OK):
     return FindTimeReply(request_id=1, status=status, log_id=1, lo=lo, hi=hi)
@@ -109,21 +113,21 @@ def test_f_majority():
 def test_find_time_rule():
     # records at lsn 10 (t=100) on N0,N1; lsn 11 (t=200) on N1,N2; lsn 12 (t=300) on N0,N2
     answers = {0: ft(10, 12), 1: ft(10, 11), 2: ft(0, 11)}
-    assert combine_find_time(answers, 3, 2) == 11
+    assert combine_find_time(answers, THREE) == 11
     # all records older than the target: one past the last one
-    assert combine_find_time({0: ft(12, LSN_MAX), 1: ft(11, LSN_MAX)}, 3, 2) == 13
+    assert combine_find_time({0: ft(12, LSN_MAX), 1: ft(11, LSN_MAX)}, THREE) == 13
     # empty log
-    assert combine_find_time({0: ft(0, LSN_MAX), 1: ft(0, LSN_MAX)}, 3, 2) == LSN_OLDEST
+    assert combine_find_time({0: ft(0, LSN_MAX), 1: ft(0, LSN_MAX)}, THREE) == LSN_OLDEST
 
 
 def test_combine_needs_an_f_majority():
     with pytest.raises(LogDeviceError) as ei:
         combine_find_time({0: ft(1, 2), 1: TimedOutError(message="x"),
-                           2: TimedOutError(message="y")}, 3, 2)
+                           2: TimedOutError(message="y")}, THREE)
     assert ei.value.status == E.PARTIAL
     with pytest.raises(TimedOutError):
         combine_find_time({0: TimedOutError(), 1: TimedOutError(), 2: ft(0, 0, E.FAILED)},
-                          3, 2)
+                          THREE)
 
 
 def test_head_trim_and_data_size_rules():
@@ -131,14 +135,49 @@ def test_head_trim_and_data_size_rules():
         return Head(request_id=1, status=E.OK, log_id=1, trim_point=tp, timestamp=ts)
 
     answers = {0: head(10, 500), 1: head(10, 400), 2: head(5, 100)}
-    assert combine_head(answers, 3, 2) == HeadAttributes(10, 400)
-    assert combine_trim(answers, 3, 2) == 10
+    assert combine_head(answers, THREE) == HeadAttributes(10, 400)
+    assert combine_trim(answers, THREE) == 10
 
     def size(n):
         return DataSizeReply(request_id=1, status=E.OK, log_id=1, size=n)
 
-    assert combine_data_size({0: size(100), 1: size(100), 2: size(200)}, 3, 2) == 200
-    assert combine_data_size({0: size(100), 1: size(100), 2: TimedOutError()}, 3, 2) == 150
+    assert combine_data_size({0: size(100), 1: size(100), 2: size(200)}, THREE) == 200
+    assert combine_data_size({0: size(100), 1: size(100), 2: TimedOutError()}, THREE) == 150
+
+
+def test_combine_counts_an_f_majority_as_the_read_path_does():
+    def head(tp):
+        return Head(request_id=1, status=E.OK, log_id=1, trim_point=tp, timestamp=0)
+
+    # Two racks, copies in both: one rack answering in full covers every record, two
+    # nodes of different racks do not (by count, 4 - 2 + 1 = 3 would be needed).
+    racks = {0: "r.d.c.row.a", 1: "r.d.c.row.a", 2: "r.d.c.row.b", 3: "r.d.c.row.b"}
+    nodes = storage_nodeset(range(4), {"rack": 2, "node": 2}, racks)
+    assert combine_trim({0: head(5), 1: head(7), 2: TimedOutError(),
+                         3: TimedOutError()}, nodes) == 7
+    with pytest.raises(LogDeviceError) as ei:
+        combine_trim({0: head(5), 2: head(7), 1: TimedOutError(), 3: TimedOutError()},
+                     nodes)
+    assert ei.value.status == E.PARTIAL
+    # A node being rebuilt lost data: its answer does not count.
+    rebuilding = storage_nodeset(range(3), 2, statuses={1: AS.UNDERREPLICATION})
+    with pytest.raises(LogDeviceError) as ei:
+        combine_head({0: head(5), 1: head(9), 2: TimedOutError()}, rebuilding)
+    assert ei.value.status == E.PARTIAL
+    assert combine_head({0: head(5), 1: head(9), 2: head(6)}, rebuilding).trim_point == 9
+    # An authoritative-empty node is out of the nodeset: one of the other two suffices.
+    emptied = storage_nodeset(range(3), 2, statuses={2: AS.AUTHORITATIVE_EMPTY})
+    assert combine_trim({0: head(4), 1: TimedOutError(), 2: TimedOutError()}, emptied) == 4
+    # Too many lost data for any f-majority: every node that counts answered, nobody
+    # can say more (non-authoritative), so the answer stands.
+    lost = storage_nodeset(range(3), 2, statuses={1: AS.UNDERREPLICATION,
+                                                  2: AS.UNDERREPLICATION})
+    assert combine_trim({0: head(3), 1: TimedOutError(), 2: TimedOutError()}, lost) == 3
+    # data_size scales by the nodes that remain in the nodeset.
+    def size(n):
+        return DataSizeReply(request_id=1, status=E.OK, log_id=1, size=n)
+
+    assert combine_data_size({0: size(100), 1: size(100), 2: size(0)}, emptied) == 100
 
 
 # ---------------------------------------------------------------------- settings, backoff

@@ -10,7 +10,7 @@ client counts the bytes it received, so a check can report what it cost the netw
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +23,12 @@ from logdevice.checker.wire import unpack_availability, unpack_runs
 from logdevice.client.connection import Connection
 from logdevice.config import Config
 from logdevice.errors import E, LogDeviceError, TimedOutError, error_for
-from logdevice.protocol import GetMetadata, GetRecordAvailability, RecordAvailability
+from logdevice.protocol import (
+    GetClusterView,
+    GetMetadata,
+    GetRecordAvailability,
+    RecordAvailability,
+)
 from logdevice.security import ConnectSecurity
 
 __all__ = ["AvailabilityClient", "NodeStream", "Fetched", "REPLY_OVERHEAD", "DEFAULT_PAGE_RECORDS"]
@@ -126,17 +131,17 @@ class AvailabilityClient:
             out[log_id] = await self.fetch_log(node, log_id)
         return out
 
-    async def metadata(self, kind: str, log_ids: Iterable[int] = ()) -> Any:
-        """The body of a GET_METADATA of ``kind`` (see ``node.metadata_role``), from the
-        first node that answers: the checker never opens the epoch store."""
+    async def _any_node(self, make: Callable[[], Any], what: str,
+                        skip: Collection[int] = ()) -> Any:
+        """The reply to ``make()`` of the first node (in config order, ``skip`` left
+        out) that answers; TIMEDOUT when none does."""
         loop = asyncio.get_running_loop()
-        ids = np.array(list(log_ids), np.uint64)
-        last = "no node in the config"
+        last = "no node to ask"
         for n in self.config.nodes:
+            if n.index in skip:
+                continue
             try:
-                reply = await self.conn(n.index).request(
-                    GetMetadata(request_id=0, kind=kind, log_ids=ids),
-                    loop.time() + self.timeout)
+                reply = await self.conn(n.index).request(make(), loop.time() + self.timeout)
             except OSError as exc:
                 last = f"N{n.index}: {exc}"
                 continue
@@ -146,11 +151,25 @@ class AvailabilityClient:
                 last = f"N{n.index}: {exc}"
                 continue
             if reply.status != E.OK:
-                raise error_for(reply.status, f"N{n.index}: metadata ({kind}): "
-                                              f"{reply.message}")
-            return reply.body
-        raise TimedOutError(message=f"no node answered for the metadata ({kind}); last: "
-                                    f"{last}")
+                raise error_for(reply.status, f"N{n.index}: {what}: {reply.message}")
+            return reply
+        raise TimedOutError(message=f"no node answered for the {what}; last: {last}")
+
+    async def metadata(self, kind: str, log_ids: Iterable[int] = ()) -> Any:
+        """The body of a GET_METADATA of ``kind`` (see ``node.metadata_role``), from the
+        first node that answers: the checker never opens the epoch store."""
+        ids = np.array(list(log_ids), np.uint64)
+        reply = await self._any_node(
+            lambda: GetMetadata(request_id=0, kind=kind, log_ids=ids), f"metadata ({kind})")
+        return reply.body
+
+    async def dead_for_ms(self, skip: Collection[int] = ()) -> dict[int, int]:
+        """The cluster's view of who is down: each node the first node that answers (of
+        those not in ``skip``) holds dead, with for how long (ms), from its failure
+        detector (GET_CLUSTER_VIEW)."""
+        view = await self._any_node(lambda: GetClusterView(request_id=0), "cluster view",
+                                    skip)
+        return {int(n): int(ms) for n, ms in view.dead_for_ms.items()}
 
     async def close(self) -> None:
         for c in self.conns.values():

@@ -1,15 +1,18 @@
 """Slots for a log's LSNs: each epoch's ESN range laid out end to end (sans-I/O).
 
-Within an epoch, ESNs are dense up to the release pointer (every ESN is a record, a hole
-plug or a bridge), so the verdict works on one slot per LSN of each epoch present, from
-ESN 1 (or the live range's start) to the highest ESN any node holds.  Per-node holdings
-then become boolean arrays over the slots, filled by index (no sort, no search per
-record), and an empty slot is an LSN nobody holds.
+Within an epoch, ESNs are dense up to where the epoch ends (every ESN is a record, a hole
+plug or a bridge), so the verdict works on one slot per LSN of each epoch, from ESN 1 (or
+the live range's start) to the epoch's end.  Where an epoch ends is known from outside
+the holdings when the caller passes it (``ends``: recovery's bridge record, the release
+pointer): then an epoch's lost tail, or an epoch nobody holds anything of, still gets
+its slots.  Otherwise an epoch ends at the highest ESN any node holds.  Per-node
+holdings then become boolean arrays over the slots, filled by index (no sort, no search
+per record), and an empty slot is an LSN nobody holds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +21,7 @@ __all__ = ["Grid"]
 
 _ESN = np.uint64(0xFFFFFFFF)
 _SHIFT = np.uint64(32)
+_LSN_MAX = 2**64 - 1
 
 
 def _epochs(lsns: np.ndarray) -> np.ndarray:
@@ -47,17 +51,26 @@ class Grid:
         return int(self.base[-1] + self.length[-1]) if len(self.base) else 0
 
     @classmethod
-    def build(cls, lo: int, parts: Sequence[np.ndarray]) -> Grid:
-        """The grid of sorted uint64 LSN arrays ``parts`` (all at or above ``lo``)."""
+    def build(cls, lo: int, parts: Sequence[np.ndarray], ends: Mapping[int, int] | None = None,
+              hi: int = _LSN_MAX) -> Grid:
+        """The grid of sorted uint64 LSN arrays ``parts`` (all in ``[lo, hi]``), with each
+        epoch of ``ends`` (epoch -> its last ESN) laid out up to that ESN (within
+        ``[lo, hi]``) even where nobody holds it."""
         parts = [p for p in parts if len(p)]
-        if not parts:
+        expected = {}  # epoch -> its last LSN in [lo, hi]
+        for e, esn in (ends or {}).items():
+            end = min((int(e) << 32) | int(esn), hi)
+            if esn > 0 and max((int(e) << 32) | 1, lo) <= end:
+                expected[int(e)] = end
+        if not parts and not expected:
             z = np.empty(0, np.int64)
             return cls(np.empty(0, np.uint64), np.empty(0, np.uint64), z, z)
-        epochs = np.unique(np.concatenate([_epochs(p) for p in parts]))
-        top = np.zeros(len(epochs), np.uint64)
-        ends = (epochs + np.uint64(1)) << _SHIFT
+        epochs = np.unique(np.concatenate([_epochs(p) for p in parts]
+                                          + [np.array(sorted(expected), np.uint64)]))
+        top = np.array([expected.get(e, 0) for e in epochs.tolist()], np.uint64)
+        past = (epochs + np.uint64(1)) << _SHIFT
         for p in parts:
-            at = np.searchsorted(p, ends) - 1  # last LSN of p in each epoch (or before)
+            at = np.searchsorted(p, past) - 1  # last LSN of p in each epoch (or before)
             ok = at >= 0
             last = np.zeros(len(epochs), np.uint64)
             last[ok] = p[at[ok]]

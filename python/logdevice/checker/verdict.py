@@ -12,18 +12,24 @@ nodes the log involves get one bit each, so for slot i three bit rows say it all
 (the nodes holding it), M[i] (the nodes its copyset names) and M[i] & ~H[i] (the copies
 it is missing).  Then, per record:
 
-- **placement**: its copyset does not satisfy its epoch's replication property (failure
-  domains included); decided once per distinct copyset and replication.
+- **placement**: its copyset names a node outside its epoch's nodeset
+  (``outside_nodeset``), or does not satisfy its epoch's replication property, failure
+  domains included (``bad_copyset``); decided once per distinct copyset and placement.
 - **durability**: a missing copy on a node that answered and is fully authoritative: a
-  copy the copyset promises is gone.  Also durability: an LSN inside an epoch's stored
-  ESN range that no node holds (``no_replica``: ESNs are dense up to the release pointer,
-  so a hole there is a record with no copy left), judged only when every node answered.
+  copy the copyset promises is gone.  Also durability: an LSN inside an epoch's range
+  that no node holds (``no_replica``: ESNs are dense up to where the epoch ends, so a
+  hole there is a record with no copy left), judged only when every node answered.  An
+  epoch ends where the caller says (recovery's bridge record, the release pointer), so
+  a lost tail or a wholly lost epoch is found; otherwise at the highest ESN held.
 - **progress**: a missing copy on a node that is being rebuilt (UNDERREPLICATION /
   UNAVAILABLE in the event log) for longer than the grace period.
 - **availability**: a node that did not answer while fully authoritative (the event log
-  does not say it is unavailable).  Counted per node, not per record.
+  does not say it is unavailable) and not known to be down within the grace period.
+  Counted per node, not per record.
 
-Counted apart, never violations: copies missing on nodes being rebuilt or
+Counted apart, never violations: nodes that did not answer but that the cluster holds
+dead for less than the grace period (``down``: a restart, a short outage; self-initiated
+rebuilding takes over after it), copies missing on nodes being rebuilt or
 authoritative-empty (``rebuilding``), records held by fewer than R nodes
 (``under_replicated``), records held by nobody (``no_replica``), copies on nodes outside
 the copyset (``extra_copies``), and copies that could not be checked because a copyset
@@ -31,8 +37,8 @@ member did not answer (``unchecked``).
 
 Violations are reported as runs: records of consecutive LSNs with the same problem (same
 nodes missing, same bad copyset) make one detail with ``lsn_lo``, ``lsn_hi`` and
-``records``.  At most ``max_details`` details per category and log; the counts are
-always exact.
+``records``.  At most ``max_details`` details per category and log (``left_out`` counts
+the runs past that); the counts are always exact.
 """
 
 from __future__ import annotations
@@ -54,7 +60,7 @@ __all__ = ["NodeHoldings", "LogVerdict", "judge", "CATEGORIES", "SUMMARY_KEYS"]
 
 CATEGORIES = ("placement", "durability", "progress", "availability")
 SUMMARY_KEYS = ("records", "under_replicated", "no_replica", "extra_copies", "rebuilding",
-                "unchecked")
+                "unchecked", "outside_nodeset")
 MAX_DETAILS = 1000
 
 
@@ -136,8 +142,11 @@ class NodeHoldings:
 @dataclass
 class LogVerdict:
     """The outcome for one log over ``[lo, hi]``: per-category violation counts, details
-    (dicts, see the module docstring), the summary counts, and ``suspects``: nodes named
-    by a durability or availability violation (the driver asks them again)."""
+    (dicts, see the module docstring; ``left_out`` counts the runs of violations not
+    listed as details of their own), the summary counts, ``suspects``: nodes named by a
+    durability or availability violation (the driver asks them again), the nodes that
+    did not answer (``silent``, of which ``unavailable`` are violations) and the nodes
+    that did not answer but are down within the grace period (``down``)."""
 
     log_id: int
     lo: int
@@ -147,6 +156,9 @@ class LogVerdict:
     summary: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SUMMARY_KEYS, 0))
     suspects: set[int] = field(default_factory=set)
     silent: set[int] = field(default_factory=set)
+    unavailable: set[int] = field(default_factory=set)
+    down: set[int] = field(default_factory=set)
+    left_out: int = 0
 
     @property
     def clean(self) -> bool:
@@ -163,6 +175,9 @@ class LogVerdict:
             self.summary[name] += part.summary[name]
         self.suspects |= part.suspects
         self.silent |= part.silent
+        self.unavailable |= part.unavailable
+        self.down |= part.down
+        self.left_out += part.left_out
         shown: dict[tuple[str, str], int] = {}  # (category, kind) -> details kept
         last: dict[tuple[str, str], dict[str, Any]] = {}  # (category, kind) -> detail
         for d in self.details:
@@ -186,24 +201,26 @@ class LogVerdict:
                 self.details.append(dict(d))
                 shown[c, d["kind"]] = shown.get((c, d["kind"]), 0) + 1
                 last[c, d["kind"]] = self.details[-1]
-            elif folded is not None:
-                folded["lsn_hi"] = d["lsn_hi"]
-                folded["records"] += d["records"]
             else:
-                self.details.append({**d, "kind": "truncated", "nodes_missing": [],
-                                     "copysets": []})
-                last[c, "truncated"] = self.details[-1]
+                if d["kind"] != "truncated":  # (a truncated one's runs are counted)
+                    self.left_out += 1
+                if folded is not None:
+                    folded["lsn_hi"] = d["lsn_hi"]
+                    folded["records"] += d["records"]
+                else:
+                    self.details.append({**d, "kind": "truncated", "nodes_missing": [],
+                                         "copysets": []})
+                    last[c, "truncated"] = self.details[-1]
         for c in ("placement", "durability", "progress"):
             self.counts[c] += part.counts[c]
-        self.counts["availability"] = sum(d["category"] == "availability"
-                                          for d in self.details)
+        self.counts["availability"] = len(self.unavailable)
 
 
 def _joins(prev: dict[str, Any], d: dict[str, Any]) -> bool:
     """Is detail ``d`` the continuation of ``prev`` (the next LSN, the same problem)?"""
     return (prev["kind"] == d["kind"] != "truncated" and prev["lsn_hi"] + 1 == d["lsn_lo"]
             and prev["nodes_missing"] == d["nodes_missing"]
-            and (d["kind"] != "bad_copyset" or prev["copysets"] == d["copysets"]))
+            and (d["category"] != "placement" or prev["copysets"] == d["copysets"]))
 
 
 def _runs(mask: np.ndarray, key: np.ndarray,
@@ -278,25 +295,32 @@ def _count(cols: Sequence[np.ndarray], mask: Sequence[np.uint64] | None = None) 
                for c, m in zip(cols, mask, strict=True) if m)
 
 
-def _rep_per_slot(grid: Grid, epochs: Sequence[tuple[int, Any]],
-                  default: Replication) -> tuple[list[Replication], np.ndarray | None]:
-    """The replication properties in force in the grid's epochs, and each slot's index
-    into them (an epoch follows the last metadata entry at or below it); None instead of
-    the index when every slot has the first one."""
-    reps = [default]
-    index = {default: 0}
-    firsts = np.array([int(first) for first, _ in epochs], np.uint64)
-    seg_rep = np.zeros(len(grid.epochs), np.int64)
+#: How an epoch's records must be placed: its replication property and its nodeset
+#: (None: not known, not checked).
+Placement = tuple[Replication, frozenset[int] | None]
+
+
+def _placement_per_slot(grid: Grid, epochs: Sequence[Sequence[Any]],
+                        default: Replication) -> tuple[list[Placement], np.ndarray | None]:
+    """The placements in force in the grid's epochs, and each slot's index into them (an
+    epoch follows the last metadata entry at or below it); None instead of the index
+    when every slot has the first one."""
+    places: list[Placement] = [(default, None)]
+    index = {places[0]: 0}
+    firsts = np.array([int(entry[0]) for entry in epochs], np.uint64)
+    seg_place = np.zeros(len(grid.epochs), np.int64)
     entry_of = np.searchsorted(firsts, grid.epochs, side="right") - 1
     for seg, entry in enumerate(entry_of.tolist()):
         if entry >= 0:
-            rep = Replication(epochs[entry][1])
-            seg_rep[seg] = index.setdefault(rep, len(reps))
-            if seg_rep[seg] == len(reps):
-                reps.append(rep)
-    if bool((seg_rep == seg_rep[0]).all()):
-        return [reps[int(seg_rep[0])]], None
-    return reps, np.repeat(seg_rep, grid.length)
+            meta = epochs[entry]
+            nodeset = frozenset(int(x) for x in meta[2]) if len(meta) > 2 else None
+            place = (Replication(meta[1]), nodeset)
+            seg_place[seg] = index.setdefault(place, len(places))
+            if seg_place[seg] == len(places):
+                places.append(place)
+    if bool((seg_place == seg_place[0]).all()):
+        return [places[int(seg_place[0])]], None
+    return places, np.repeat(seg_place, grid.length)
 
 
 def judge(log_id: int, lo: int, hi: int,
@@ -306,7 +330,8 @@ def judge(log_id: int, lo: int, hi: int,
           statuses: Mapping[int, AuthoritativeStatus] | None = None,
           since_ms: Mapping[int, int] | None = None, now_ms: int = 0,
           grace_ms: int = 600_000, max_details: int = MAX_DETAILS,
-          epochs: Sequence[tuple[int, Any]] = ()) -> LogVerdict:
+          epochs: Sequence[Sequence[Any]] = (), ends: Mapping[int, int] | None = None,
+          down: Collection[int] = ()) -> LogVerdict:
     """Judge one log over ``[lo, hi]`` (its live range: trim point + 1 .. last released).
 
     Parameters
@@ -321,6 +346,9 @@ def judge(log_id: int, lo: int, hi: int,
         Nodes the log may have placed records on (all its epochs' nodesets).
     silent : collection of int
         Nodes asked that did not answer (after the re-check).
+    down : collection of int
+        Nodes asked that did not answer and that the cluster holds dead for less than
+        the grace period (a restart, a short outage): not violations, counted apart.
     locations : {node: location}
         For failure-domain requirements of the replication properties.
     statuses : {node: AuthoritativeStatus}
@@ -328,9 +356,14 @@ def judge(log_id: int, lo: int, hi: int,
     since_ms, now_ms, grace_ms
         When each non-fully-authoritative node left that state, the time now, and how
         long under-replication may last before it is a progress violation.
-    epochs : sequence of (first_epoch, replication)
+    epochs : sequence of (first_epoch, replication[, nodeset])
         The log's metadata history, ascending: records of epoch e were placed under the
-        replication of the last entry whose first epoch is at most e.
+        replication (and on the nodeset, when given) of the last entry whose first epoch
+        is at most e.
+    ends : {epoch: last ESN}, optional
+        Where epochs end (recovery's bridge record, the release pointer): every ESN up
+        to there is a record someone must hold, also where no node holds anything past
+        it.  Epochs it does not name end at the highest ESN a node holds.
 
     Notes
     -----
@@ -341,7 +374,7 @@ def judge(log_id: int, lo: int, hi: int,
     statuses = statuses or {}
     since_ms = since_ms or {}
     full = AuthoritativeStatus.FULLY_AUTHORITATIVE
-    v = LogVerdict(log_id, lo, hi, silent=set(silent))
+    v = LogVerdict(log_id, lo, hi, silent=set(silent), down=set(down) - set(silent))
     # (node, page) pairs: a node's pages hold disjoint LSN ranges, so the merge below
     # takes each as a holder of its own at the node's bit.
     pages = [(x, page.within(lo, hi)) for x, h in holdings.items()
@@ -355,19 +388,21 @@ def judge(log_id: int, lo: int, hi: int,
     for x in sorted(v.silent):
         if status(x) == full:
             v.counts["availability"] += 1
+            v.unavailable.add(x)
             v.suspects.add(x)
             v.details.append({"category": "availability", "kind": "not_answering",
                               "log_id": log_id, "lsn_lo": lo, "lsn_hi": hi, "records": 0,
                               "nodes_missing": [x], "copysets": []})
 
-    grid = Grid.build(lo, [h.lsns for _, h in pages])
+    grid = Grid.build(lo, [h.lsns for _, h in pages], ends, hi)
     G = grid.size
     if G == 0:
         return v
 
     # One table of the distinct copysets of every page, and each page's rows in it.
-    width = max(h.table.shape[1] for _, h in pages)
-    stacked = np.concatenate([_pad(h.table, width) for _, h in pages])
+    width = max((h.table.shape[1] for _, h in pages), default=0)
+    stacked = (np.concatenate([_pad(h.table, width) for _, h in pages]) if pages
+               else np.empty((0, 0), np.int16))
     lengths, runs, table = to_runs(stacked)
     global_row = np.repeat(runs, lengths).astype(np.intp)
     to_table, at = [], 0
@@ -377,7 +412,7 @@ def judge(log_id: int, lo: int, hi: int,
     D = len(table)
 
     named = sorted({int(x) for x in np.unique(table) if x >= 0})
-    nodes = sorted(set(nodeset) | set(held) | v.silent | set(named))
+    nodes = sorted(set(nodeset) | set(held) | v.silent | v.down | set(named))
     bits = _NodeBits(nodes)
     member_of = bits.members(table)  # row D: no copyset
 
@@ -405,19 +440,30 @@ def judge(log_id: int, lo: int, hi: int,
     v.summary["unchecked"] = _count(member, bits.of(unheld_full))
     v.summary["extra_copies"] = _count([h & ~m for h, m in zip(hold, member, strict=True)])
 
-    # Replication per epoch: R for under-replication, the property for placement.
-    reps, rep_slot = _rep_per_slot(grid, epochs, Replication(replication))
-    r_of = np.array([rep.r for rep in reps], np.int64)
-    r_slot = r_of[0] if rep_slot is None else r_of[rep_slot]
+    # Placement per epoch: R for under-replication, the property and the nodeset for
+    # placement.
+    places, place_slot = _placement_per_slot(grid, epochs, Replication(replication))
+    r_of = np.array([rep.r for rep, _ in places], np.int64)
+    r_slot = r_of[0] if place_slot is None else r_of[place_slot]
     v.summary["under_replicated"] = int(np.count_nonzero(present & (copies < r_slot)))
-    # Placement: once per distinct copyset and replication property.
-    bad = np.zeros((len(reps), D + 1), bool)
-    for k, rep in enumerate(reps):
-        bad[k, :D] = [not satisfies(_copyset_list(row), rep, locations) for row in table]
-    if not bool(bad.any()):
-        place_rows = np.zeros(G, bool)
-    else:
-        place_rows = present & (bad[0][cs_slot] if rep_slot is None else bad[rep_slot, cs_slot])
+    # Placement: once per distinct copyset and placement.
+    bad = np.zeros((len(places), D + 1), bool)
+    outside = np.zeros((len(places), D + 1), bool)
+    copysets = [_copyset_list(row) for row in table]
+    for k, (rep, members) in enumerate(places):
+        bad[k, :D] = [not satisfies(cs, rep, locations) for cs in copysets]
+        if members is not None:
+            outside[k, :D] = [not members.issuperset(cs) for cs in copysets]
+
+    def per_slot(flags: np.ndarray) -> np.ndarray:
+        if not bool(flags.any()):
+            return np.zeros(G, bool)
+        return present & (flags[0][cs_slot] if place_slot is None
+                          else flags[place_slot, cs_slot])
+
+    outside_rows = per_slot(outside)
+    v.summary["outside_nodeset"] = int(np.count_nonzero(outside_rows))
+    place_rows = per_slot(bad) & ~outside_rows  # each record counted once
 
     out = v.details
 
@@ -440,6 +486,7 @@ def judge(log_id: int, lo: int, hi: int,
                         "lsn_lo": lo_lsn[r], "lsn_hi": hi_lsn[r], "records": e - s + 1,
                         "nodes_missing": nodes_missing, "copysets": run_cs[:8]})
         if len(starts) > max_details:
+            v.left_out += len(starts) - max_details
             rest = idx[idx >= starts[max_details]]
             out.append({"category": category, "kind": "truncated", "log_id": log_id,
                         "lsn_lo": lo_lsn[max_details], "lsn_hi": hi_lsn[-1],
@@ -453,6 +500,7 @@ def judge(log_id: int, lo: int, hi: int,
             return np.unique(missing, axis=0, return_inverse=True)[1].reshape(-1)
         return key_of
 
+    emit("placement", "outside_nodeset", outside_rows, lambda idx: cs_slot[idx], None)
     emit("placement", "bad_copyset", place_rows, lambda idx: cs_slot[idx], None)
     emit("durability", "missing_copy", dur_rows, pattern(full_bits), full_bits)
     emit("progress", "under_replicated_past_grace", prog_rows, pattern(late_bits),
@@ -463,8 +511,8 @@ def judge(log_id: int, lo: int, hi: int,
                                            for g, m in zip(gone, mask, strict=True)]))
 
     # LSNs nobody holds inside an epoch's range: records with no copy left.  Judged only
-    # when every node answered (a silent one might hold them).
-    if not v.silent:
+    # when every node answered (a silent or down one might hold them).
+    if not v.silent and not v.down:
         lost = ~present
         if bool(lost.any()):
             v.summary["no_replica"] = int(np.count_nonzero(lost))

@@ -36,13 +36,14 @@ from logdevice.client.checkpointed_reader import CheckpointedReader
 from logdevice.client.combine import HeadAttributes, TailAttributes
 from logdevice.client.context import ClientContext
 from logdevice.client.group_reader import GroupReader
+from logdevice.client.metadata import decode_statuses
 from logdevice.client.payloads import as_payload
 from logdevice.client.reader import AsyncReader, Reader
 from logdevice.client.reader_core import ReaderOptionKwargs
 from logdevice.client.settings import ClientSettingKwargs, ClientSettings
 from logdevice.config import Config, LogGroup
 from logdevice.epochstore.checkpoints import validate_name
-from logdevice.errors import E, InvalidParamError, TimedOutError, error_for
+from logdevice.errors import E, InvalidParamError, LogDeviceError, TimedOutError, error_for
 from logdevice.protocol import (
     DataSize,
     FindTime,
@@ -412,9 +413,21 @@ class Client:
 
     async def _storage(self, log_id: int, make: Any, rule: Any, group: LogGroup,
                        timeout: float) -> Any:
-        r = group.replication_factor
-        answers = await self._core.storage_call(log_id, make, timeout, r)
-        return rule(answers, len(answers), r)
+        """``make()`` to every storage node of the log, the answers combined by ``rule``
+        over an f-majority as the read path counts one (failure domains, the nodes'
+        authoritative statuses as the nodes tell them)."""
+        loop = self._loop.loop
+        start = loop.time()
+        answers = await self._core.storage_call(log_id, make, timeout,
+                                                group.replication_factor)
+        try:
+            statuses, _since = decode_statuses(await self._ctx.metadata.fetch(
+                "shard_statuses", timeout=max(0.1, timeout - (loop.time() - start))))
+        except LogDeviceError:  # no node could say: every node counts as it answered
+            statuses = {}
+        locations = {n.index: n.location for n in self.config.nodes}
+        return rule(answers, combine.storage_nodeset(answers, group.replication.to_dict(),
+                                                     locations, statuses))
 
     # ------------------------------------------------------------------ checkpoints
 

@@ -1,11 +1,16 @@
 """Turning per-node answers into one answer (sans-I/O): head, trim, find_time, data_size.
 
-The storage-side calls go to every storage node that may hold the log (``n`` nodes) and
-each answers for the copies it holds.  Every record has R copies on R distinct nodes, so
-answers from an **f-majority** (``n - R + 1`` nodes) cover at least one copy of every
-record: fewer, and some record may be held only by nodes that did not answer.  Each rule
-below needs an f-majority of OK answers; otherwise it raises ``E.PARTIAL`` (some nodes
-answered OK) or the most common failure (none did: TIMEDOUT, CONNFAILED, ...).
+The storage-side calls go to every storage node that may hold the log and each answers
+for the copies it holds.  Answers from an **f-majority** cover at least one copy of every
+record: fewer, and some record may be held only by nodes that did not answer.  The rule
+is the read path's (``readstream.fmajority.FailureDomainNodeSet``): failure domains from
+the log's replication property (``{"rack": 2, "node": 3}``: enough complete racks, or
+enough nodes), and the nodes' authoritative status from the event log (an
+AUTHORITATIVE_EMPTY node is out of the nodeset; an UNDERREPLICATION one lost data, so its
+answer never counts).  Each rule below needs OK answers that form an f-majority, or
+that come from every node that can count when too many lost data for one
+(NON_AUTHORITATIVE: nobody else can say more); otherwise it raises ``E.PARTIAL`` (some
+nodes answered OK) or the most common failure (none did: TIMEDOUT, CONNFAILED, ...).
 
 Rules
 -----
@@ -28,23 +33,26 @@ find_time(ms)
     LogDevice.
 data_size
     Every byte is stored R times: the estimate is ``sum(sizes) / R``, scaled by
-    ``n / answered`` when some nodes did not answer.
+    ``n / answered`` when some nodes did not answer (``n``: the nodes in the nodeset
+    that are not authoritative-empty; those do not count).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from logdevice.errors import E, LogDeviceError, error_for
+from logdevice.readstream.fmajority import FailureDomainNodeSet, FMajorityResult
 from logdevice.records import LSN_MAX, LSN_OLDEST
 
 __all__ = [
     "TailAttributes",
     "HeadAttributes",
     "f_majority",
+    "storage_nodeset",
     "split_answers",
     "combine_trim",
     "combine_head",
@@ -90,8 +98,22 @@ class HeadAttributes:
 
 
 def f_majority(n: int, replication: int) -> int:
-    """Answers needed from ``n`` nodes so every R-node copyset has one answering member."""
+    """How many of ``n`` nodes make an f-majority by count alone (R copies, no failure
+    domains, every node fully authoritative): when waiting for stragglers may stop."""
     return max(1, min(n, n - replication + 1))
+
+
+def storage_nodeset(nodes: Iterable[int], replication: Any,
+                    locations: Mapping[int, Any] | None = None,
+                    statuses: Mapping[int, int] | None = None) -> FailureDomainNodeSet:
+    """The nodes a storage-side call went to, as the read path judges them: with the
+    log's replication property, the nodes' locations and their authoritative statuses
+    (nodes not named are fully authoritative)."""
+    nodeset = FailureDomainNodeSet(nodes, replication, locations)
+    for node, status in (statuses or {}).items():
+        if node in nodeset.status:
+            nodeset.set_status(node, status)
+    return nodeset
 
 
 def split_answers(answers: Mapping[int, Any]) -> tuple[dict[int, Any], dict[int, E]]:
@@ -111,35 +133,37 @@ def split_answers(answers: Mapping[int, Any]) -> tuple[dict[int, Any], dict[int,
     return ok, failed
 
 
-def _require(what: str, answers: Mapping[int, Any], n: int, replication: int) -> dict[int, Any]:
+def _require(what: str, answers: Mapping[int, Any],
+             nodeset: FailureDomainNodeSet) -> dict[int, Any]:
     ok, failed = split_answers(answers)
-    need = f_majority(n, replication)
-    if len(ok) >= need:
+    result = nodeset.check(ok.keys())
+    if ok and result != FMajorityResult.NONE:
         return ok
     detail = ", ".join(f"N{k}: {v.name}" for k, v in sorted(failed.items())) or "no answers"
-    msg = f"{what}: {len(ok)} of {n} nodes answered OK, need {need} ({detail})"
+    msg = (f"{what}: {len(ok)} of {len(nodeset.nodes)} nodes answered OK, not an "
+           f"f-majority of those that count ({detail})")
     if ok:
         raise LogDeviceError(E.PARTIAL, msg)
     status = Counter(failed.values()).most_common(1)[0][0] if failed else E.TIMEDOUT
     raise error_for(status, msg)
 
 
-def combine_trim(answers: Mapping[int, Any], n: int, replication: int) -> int:
+def combine_trim(answers: Mapping[int, Any], nodeset: FailureDomainNodeSet) -> int:
     """The trim point after a trim (see the module rules)."""
-    ok = _require("trim", answers, n, replication)
+    ok = _require("trim", answers, nodeset)
     return max(int(a.trim_point) for a in ok.values())
 
 
-def combine_head(answers: Mapping[int, Any], n: int, replication: int) -> HeadAttributes:
-    ok = _require("get_head_attributes", answers, n, replication)
+def combine_head(answers: Mapping[int, Any], nodeset: FailureDomainNodeSet) -> HeadAttributes:
+    ok = _require("get_head_attributes", answers, nodeset)
     trim_point = max(int(a.trim_point) for a in ok.values())
     stamps = [int(a.timestamp) for a in ok.values()
               if int(a.trim_point) == trim_point and int(a.timestamp) > 0]
     return HeadAttributes(trim_point, min(stamps) if stamps else 0)
 
 
-def combine_find_time(answers: Mapping[int, Any], n: int, replication: int) -> int:
-    ok = _require("find_time", answers, n, replication)
+def combine_find_time(answers: Mapping[int, Any], nodeset: FailureDomainNodeSet) -> int:
+    ok = _require("find_time", answers, nodeset)
     hi = min(int(a.hi) for a in ok.values())
     if hi != LSN_MAX:
         return hi
@@ -147,7 +171,9 @@ def combine_find_time(answers: Mapping[int, Any], n: int, replication: int) -> i
     return lo + 1 if lo else LSN_OLDEST
 
 
-def combine_data_size(answers: Mapping[int, Any], n: int, replication: int) -> int:
-    ok = _require("data_size", answers, n, replication)
-    total = sum(int(a.size) for a in ok.values())
-    return round(total / max(1, replication) * (n / len(ok)))
+def combine_data_size(answers: Mapping[int, Any], nodeset: FailureDomainNodeSet) -> int:
+    ok = _require("data_size", answers, nodeset)
+    # Authoritative-empty nodes hold nothing that counts (it was copied elsewhere).
+    sizes = [int(a.size) for node, a in ok.items() if node in set(nodeset.effective)]
+    scale = len(nodeset.effective) / max(1, len(sizes))
+    return round(sum(sizes) / max(1, nodeset.replication_factor) * scale)

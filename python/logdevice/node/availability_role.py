@@ -4,7 +4,9 @@ For a log and an LSN range the node answers which records it holds, as BP-34's c
 availability (``ldcore.availability.encode``) plus their copysets as runs
 (``logdevice.checker.runs``), both packed for the wire unless asked not to
 (``logdevice.checker.wire``).  Everything comes from the copyset index: no payload is
-read, so a check costs a few bytes of I/O per record.
+read, so a check costs a few bytes of I/O per record.  Drained copies (``FLAG_DRAINED``:
+moved to another node, kept here with their old copyset) are not listed: the node no
+longer holds them for anyone, and their old copyset must not stand for the record's.
 
 The role also answers GET_PARTITIONS (the LogsDB partition directory, for ldshell).
 
@@ -35,6 +37,7 @@ from logdevice.protocol import (
     PartitionList,
     RecordAvailability,
 )
+from logdevice.storage.flags import FLAG_DRAINED
 
 if TYPE_CHECKING:
     from logdevice.node.server import Node
@@ -83,8 +86,12 @@ def availability_page(db: LogsDB, log_id: int, lo: int, hi: int, max_records: in
                       compress: bool = True) -> dict[str, Any]:
     """The fields of a RECORD_AVAILABILITY for ``[lo, hi]`` from ``db`` (one page)."""
     csi = db.read_csi(log_id, lo, hi, max_entries=max_records)
-    lengths, index, distinct = to_runs(csi.copysets)
-    bp34 = availability.encode(np.asarray(csi.lsns, dtype=np.uint64))
+    held = (np.asarray(csi.flags, np.uint32) & np.uint32(FLAG_DRAINED)) == 0
+    lsns, copysets = csi.lsns, csi.copysets
+    if not held.all():
+        lsns, copysets = lsns[held], copysets[held]
+    lengths, index, distinct = to_runs(copysets)
+    bp34 = availability.encode(np.asarray(lsns, dtype=np.uint64))
     fields: dict[str, Any] = {
         "next_lsn": int(csi.next_lsn), "done": bool(csi.next_lsn > hi),
         "trim_point": db.trim_point(log_id), "copysets": distinct, "records": len(csi),

@@ -10,7 +10,9 @@ expires.  The check is throttled where it reads: every storage node answers it w
 its ``checker_records_per_second`` budget.
 
 Results go to the log (each violation in full, by the driver; a summary line here) and
-to the node's metrics (``metrics_snapshot``, read by ``node.metrics``).
+to the node's metrics (``metrics_snapshot``, read by ``node.metrics``): the violations,
+the summary, the nodes that were down within the grace period (counted apart) and the
+details left out of the report.
 """
 
 from __future__ import annotations
@@ -90,11 +92,14 @@ class CheckerRole(Role):
         self._exec.shutdown(wait=False, cancel_futures=True)
 
     def metrics_snapshot(self) -> dict[str, Any]:
-        """Runs so far and the last report's counts (zeros before the first)."""
+        """Runs so far and the last report's counts (zeros before the first): violations,
+        summary, and ``other``: nodes down within the grace period, details left out."""
         if self.last is None:
-            return {"runs": self.runs, "violations": {}, "summary": {}}
+            return {"runs": self.runs, "violations": {}, "summary": {}, "other": {}}
         return {"runs": self.runs, "violations": self.last.violations,
-                "summary": self.last.summary}
+                "summary": self.last.summary,
+                "other": {"down_nodes": len(self.last.down_nodes),
+                          "details_left_out": self.last.details_left_out}}
 
     async def _run(self) -> None:
         loop = self.node.loop
@@ -116,9 +121,10 @@ class CheckerRole(Role):
                                        security=access.link if access is not None else None)
                 report = await loop.run_in_executor(self._exec, run_check, config, options)
                 self.last, self.runs = report, self.runs + 1
-                log.info("N%d: periodic check #%d of %d logs in %.2f s: violations %s, %s",
-                         self.node.index, self.runs, len(report.verdicts), report.seconds,
-                         report.violations, report.summary)
+                log.info("N%d: periodic check #%d of %d logs in %.2f s: violations %s, %s, "
+                         "down %s", self.node.index, self.runs, len(report.verdicts),
+                         report.seconds, report.violations, report.summary,
+                         sorted(report.down_nodes))
                 for e in report.errors:
                     log.error("N%d: periodic check could not run: %s", self.node.index, e)
             await asyncio.sleep(self.interval)

@@ -53,6 +53,12 @@ CHECKER_GAUGES = {
     "logdevice_checker_records_less_than_r_copies": (
         "summary", "under_replicated", "records held by fewer nodes than the replication"),
     "logdevice_checker_records_checked": ("summary", "records", "records checked"),
+    "logdevice_checker_records_outside_nodeset": (
+        "summary", "outside_nodeset", "records whose copyset leaves their epoch's nodeset"),
+    "logdevice_checker_nodes_down_within_grace": (
+        "other", "down_nodes", "silent nodes the cluster holds dead within the grace period"),
+    "logdevice_checker_details_left_out": (
+        "other", "details_left_out", "violation runs not listed in the report"),
 }
 SNAPSHOT_TIMEOUT = 2.0
 

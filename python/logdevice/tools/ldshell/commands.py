@@ -138,7 +138,8 @@ def info(ctx: ShellContext, node: int, as_json: bool = False,
 
 def check(ctx: ShellContext, logs_: list[int] | None, as_json: bool = False,
           report_path: str | None = None, recheck_delay: float = 2.0,
-          out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> int:
+          out: IO[str] = sys.stdout, err: IO[str] = sys.stderr,
+          down_grace_ms: int | None = None) -> int:
     """Run the checker; 0 clean, 1 violations, 2 could not run."""
     def say(text: str) -> None:
         err.write(f"ldshell check: {text}\n")
@@ -146,7 +147,8 @@ def check(ctx: ShellContext, logs_: list[int] | None, as_json: bool = False,
 
     report = run_check(ctx.config, CheckOptions(logs=logs_, timeout=ctx.timeout,
                                                 recheck_delay=recheck_delay, on_event=say,
-                                                security=ctx.security))
+                                                security=ctx.security,
+                                                down_grace_ms=down_grace_ms))
     data = report.to_json()
     if report_path:
         with open(report_path, "w") as f:
@@ -162,12 +164,18 @@ def check(ctx: ShellContext, logs_: list[int] | None, as_json: bool = False,
                                    for c, n in data["violations"].items()])
     _print_table(counts, f"checked {data['summary']['logs']} log(s), "
                          f"{data['summary']['records']} record(s) in {data['seconds']} s", out)
+    if data["down_nodes"]:
+        out.write("down within the grace period (not violations): " + ", ".join(
+            f"N{n} ({ms / 1000:.1f} s)" for n, ms in data["down_nodes"].items()) + "\n")
     if data["details"]:
         rows = [{"category": d["category"], "kind": d["kind"], "log": d["log_id"],
                  "lsn_lo": lsn_str(d["lsn_lo"]), "lsn_hi": lsn_str(d["lsn_hi"]),
                  "records": d["records"], "nodes_missing": d["nodes_missing"],
                  "copysets": d.get("copysets", [])} for d in data["details"][:200]]
         _print_table(pa.Table.from_pylist(rows), "violations", out)
+    left_out = data["details_left_out"] + max(0, len(data["details"]) - 200)
+    if left_out:
+        out.write(f"{left_out} more violation run(s) not listed\n")
     return report.exit_code
 
 

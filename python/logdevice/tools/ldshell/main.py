@@ -101,6 +101,10 @@ def _commands_parser(top: bool = True) -> argparse.ArgumentParser:
     s.add_argument("--report", metavar="PATH", help="also write the JSON report there")
     s.add_argument("--recheck-delay", type=float, default=2.0,
                    help="seconds before nodes that did not answer are asked again")
+    s.add_argument("--down-grace-ms", type=int, default=None,
+                   help="a silent node the cluster holds dead for less than this is down, "
+                        "not a violation (default: the self_rebuild_grace_period_ms "
+                        "setting, or checker_grace_period_ms when that is 0)")
     s = sub.add_parser("trim", help="trim a log up to an LSN")
     s.add_argument("log", type=int)
     s.add_argument("lsn", type=_lsn)
@@ -147,7 +151,8 @@ def run(ctx: ShellContext, args: argparse.Namespace) -> int:
     if c == "info":
         return commands.info(ctx, args.node, args.json)
     if c == "check":
-        return commands.check(ctx, args.logs, args.json, args.report, args.recheck_delay)
+        return commands.check(ctx, args.logs, args.json, args.report, args.recheck_delay,
+                              down_grace_ms=args.down_grace_ms)
     if c == "trim":
         return commands.trim(ctx, args.log, args.lsn, force=args.force)
     if c in ("drain", "mark-unrecoverable"):
