@@ -3,10 +3,12 @@
 For a 3-node (R=2) and a 5-node (R=3) local cluster: write ``--records`` records of 100 B
 (BufferedWriter, uncompressed blobs of ``--blob-bytes``) over 4 logs, measure single
 appends at ``--rate``/s on a fifth log (the baseline), then mark one node (not the fifth
-log's sequencer) unrecoverable and time the rebuilding until every donor reported.  Three
-rounds per cluster, each on a fresh one: appends idle during the rebuilding (its full
-speed), appending at the same rate all the while (what appends pay), and the same
-throttled to ``--throttle-mb`` MB/s per donor (0: no such round).
+log's sequencer) unrecoverable and time the rebuilding until every donor reported.  Up to
+four rounds per cluster, each on a fresh one: appends idle during the rebuilding (its full
+speed), appending at the same rate all the while (what appends pay), the same
+throttled to ``--throttle-mb`` MB/s per donor (0: no such round), and one where the node
+is killed and the cluster rebuilds it by itself after ``--grace-ms`` (the time from its
+death to rebuilt, grace period excluded).
 
 Figures: payload MB/s and records/s re-replicated (from the donors' own counters, summed
 over the cluster: each record is counted once, by its donor; user records are the 100 B
@@ -119,13 +121,17 @@ def scrape_totals(cluster: ld.LocalCluster) -> tuple[float, float]:
 
 
 def rebuild_round(nodes: int, replication: int, throttle: int, args: argparse.Namespace,
-                  root: Path, appending: bool = True) -> dict[str, Any]:
+                  root: Path, appending: bool = True, death: bool = False) -> dict[str, Any]:
     """One cluster, one rebuilding; ``appending``: appends at ``--rate`` run during the
-    rebuilding (else they are idle: the rebuilding's full speed)."""
+    rebuilding (else they are idle: the rebuilding's full speed).  ``death``: the node
+    is killed and the cluster starts the rebuilding itself after ``--grace-ms``; the
+    time counted is from the kill to rebuilt, less the grace period."""
+    grace_ms = args.grace_ms if death else 0
     with ld.LocalCluster(nodes=nodes, replication=replication,
                          logs=(*DATA_LOGS, LATENCY_LOG), root=root, log_level="WARNING",
                          rebuilding_rate_bytes_per_s=throttle,
-                         rebuilding_append_share=args.append_share) as cluster, \
+                         rebuilding_append_share=args.append_share,
+                         self_rebuild_grace_period_ms=grace_ms) as cluster, \
             cluster.client(timeout=60.0) as client:
         blobs = load(client, args.records, args.blob_bytes)
         base = Appender(client, args.rate)
@@ -135,17 +141,34 @@ def rebuild_round(nodes: int, replication: int, throttle: int, args: argparse.Na
         victim = max(i for i in range(nodes) if i != owner)
         during = Appender(client, args.rate) if appending else None
         t0 = time.perf_counter()
-        cluster.mark_unrecoverable(victim)
+        if death:
+            cluster.kill(victim)
+            wait_in_rebuilding_set(cluster, victim, args.timeout)
+        else:
+            cluster.mark_unrecoverable(victim)
         cluster.wait_rebuilt([victim], timeout=args.timeout)
-        seconds = time.perf_counter() - t0
+        seconds = time.perf_counter() - t0 - grace_ms / 1000
         lat = during.stop() if during is not None else None
         records, nbytes = scrape_totals(cluster)
     user_records = records * (args.blob_bytes // SIZE) if records else 0.0
     return {"nodes": nodes, "r": replication, "throttle": throttle, "blobs": blobs,
+            "trigger": "death" if death else "operator",
             "seconds": seconds, "lsns": records, "mb": nbytes / 1e6,
             "mb_per_s": nbytes / 1e6 / seconds, "lsns_per_s": records / seconds,
             "user_records_per_s": user_records / seconds, "baseline": baseline,
             "during": lat}
+
+
+def wait_in_rebuilding_set(cluster: ld.LocalCluster, node: int, timeout: float) -> None:
+    """Until the cluster has put ``node`` in the rebuilding set by itself."""
+    from logdevice.security.store import open_cluster_store
+
+    deadline = time.monotonic() + timeout
+    with open_cluster_store(cluster.config) as store:
+        while node not in store.rebuilding_set().nodes:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"N{node} not in the rebuilding set after {timeout} s")
+            time.sleep(0.05)
 
 
 def raw_logsdb_rate(args: argparse.Namespace, root: Path) -> dict[str, float]:
@@ -175,10 +198,13 @@ def report(rounds: list[dict[str, Any]], raw: dict[str, float],
              f"{raw['lsns_per_s']:,.0f} blobs/s.", "",
              f"Rebuilding's share of a node while appends come in "
              f"(rebuilding_append_share): {args.append_share:g}.", "",
-             "| cluster | throttle per donor | rebuilt | seconds | MB/s | blobs/s | "
+             "Started by: operator (mark-unrecoverable), or death (the node killed, the "
+             "cluster starts the rebuilding itself after the grace period; seconds are "
+             "from the kill to rebuilt, grace period excluded).", "",
+             "| cluster | started by | throttle per donor | rebuilt | seconds | MB/s | blobs/s | "
              "records/s | MB/s / raw LogsDB | append p50 / p99 ms before | during | "
              "p99 during / before |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rounds:
         thr = "none" if not r["throttle"] else f"{r['throttle'] / 1e6:g} MB/s"
         b, d = r["baseline"], r["during"]
@@ -186,7 +212,7 @@ def report(rounds: list[dict[str, Any]], raw: dict[str, float],
                   f"{d['p50']:.2f} / {d['p99']:.2f} ({d['failures']} failed) | "
                   f"{d['p99'] / b['p99']:.1f}x")
         lines.append(
-            f"| {r['nodes']} nodes, R={r['r']} | {thr} | {r['mb']:,.0f} MB, "
+            f"| {r['nodes']} nodes, R={r['r']} | {r['trigger']} | {thr} | {r['mb']:,.0f} MB, "
             f"{r['lsns']:,.0f} blobs | {r['seconds']:.1f} | {r['mb_per_s']:,.0f} | "
             f"{r['lsns_per_s']:,.0f} | {r['user_records_per_s']:,.0f} | "
             f"{r['mb_per_s'] / raw['mb_per_s']:.2f} | {b['p50']:.2f} / {b['p99']:.2f} | "
@@ -204,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--throttle-mb", type=float, default=5.0)
     p.add_argument("--append-share", type=float, default=0.25,
                    help="rebuilding_append_share of the clusters (1: never yield)")
+    p.add_argument("--grace-ms", type=int, default=5_000,
+                   help="self_rebuild_grace_period_ms of the death rounds")
     p.add_argument("--timeout", type=float, default=900.0)
     p.add_argument("--out", type=Path, default=OUT_MD)
     args = p.parse_args(argv)
@@ -212,12 +240,15 @@ def main(argv: list[str] | None = None) -> int:
         raw = raw_logsdb_rate(args, Path(tmp))
         for nodes, r in ((3, 2), (5, 3)):
             # Appends idle (full speed), appends running, and throttled if asked.
-            plan = [(0, False), (0, True)]
+            # Then a node that dies and is rebuilt by the cluster itself.
+            plan = [(0, False, False), (0, True, False)]
             if args.throttle_mb > 0:
-                plan.append((int(args.throttle_mb * 1e6), True))
-            for k, (throttle, appending) in enumerate(plan):
+                plan.append((int(args.throttle_mb * 1e6), True, False))
+            plan.append((0, False, True))
+            for k, (throttle, appending, death) in enumerate(plan):
                 root = Path(tmp) / f"c{nodes}-{k}"
-                rounds.append(rebuild_round(nodes, r, throttle, args, root, appending))
+                rounds.append(rebuild_round(nodes, r, throttle, args, root, appending,
+                                            death))
                 print(rounds[-1], flush=True)
     text = report(rounds, raw, args)
     print(text)
