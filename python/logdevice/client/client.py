@@ -89,8 +89,9 @@ class Client:
         ``max_payload_size``, ``initial_backoff``, ``max_backoff``,
         ``view_refresh_interval``, ``suspect_time``, ``append_checksum``,
         ``max_redirects``, ``max_appends_in_flight``, ``unreachable_timeout``,
-        ``tls_cert``, ``tls_key``, ``token``.  Another name: ``InvalidParamError``
-        listing these.
+        ``keepalive_timeout``, ``view_max_age``, ``append_batch_bytes``,
+        ``append_linger``, ``tls_cert``, ``tls_key``, ``token``.  Another name:
+        ``InvalidParamError`` listing these.
 
     Examples
     --------
