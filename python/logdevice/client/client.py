@@ -276,7 +276,8 @@ class Client:
         NotFoundError, TooBigError, InvalidParamError
             Bad input (nothing sent).
         TimedOutError
-            Not acknowledged within the timeout (it may still be stored).
+            Not acknowledged within the timeout, or its sequencer node stopped answering
+            for ``keepalive_timeout`` (it may still be stored).
         LogDeviceError
             The sequencer refused it (SEQNOBUFS, OVERLOADED, NOSPC, ...) or the
             connection dropped after it was sent (PEER_CLOSED).
