@@ -90,8 +90,9 @@ class Client:
         ``max_payload_size``, ``initial_backoff``, ``max_backoff``,
         ``view_refresh_interval``, ``suspect_time``, ``append_checksum``,
         ``max_redirects``, ``max_appends_in_flight``, ``unreachable_timeout``,
-        ``tls_cert``, ``tls_key``, ``token``.  Another name: ``InvalidParamError``
-        listing these.
+        ``keepalive_timeout``, ``view_max_age``, ``append_batch_bytes``,
+        ``append_linger``, ``tls_cert``, ``tls_key``, ``token``.  Another name:
+        ``InvalidParamError`` listing these.
 
     Examples
     --------
@@ -276,7 +277,8 @@ class Client:
         NotFoundError, TooBigError, InvalidParamError
             Bad input (nothing sent).
         TimedOutError
-            Not acknowledged within the timeout (it may still be stored).
+            Not acknowledged within the timeout, or its sequencer node stopped answering
+            for ``keepalive_timeout`` (it may still be stored).
         LogDeviceError
             The sequencer refused it (SEQNOBUFS, OVERLOADED, NOSPC, ...) or the
             connection dropped after it was sent (PEER_CLOSED).

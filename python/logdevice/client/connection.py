@@ -16,6 +16,13 @@ Failure rules:
   reconnect loop).
 - a request not answered by its deadline fails with ``TimedOutError`` (the connection
   stays up: a slow node is not a dead one).
+- keepalive (``keepalive_timeout``, see ``keepalive``): while requests are outstanding,
+  a node silent for ``probe_after`` is sent a GET_CLUSTER_VIEW (its answer goes to
+  ``on_probe_reply``); one silent for ``keepalive_timeout`` is given up: the connection
+  is closed, what is pending fails with ``TimedOutError`` at once (not answered; the
+  node may still carry it out) and ``on_silent(node)`` is called.  A paused or cut-off
+  node is noticed within the cluster's dead timeout instead of at each request's own
+  deadline.
 - an ``Error`` reply is raised as ``error_for(status, message)``.
 - ``close()`` fails what is pending with ``E.SHUTDOWN`` and refuses new requests.
 
@@ -31,12 +38,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+from collections.abc import Callable
 from typing import Any
 
+from logdevice.client.keepalive import Keepalive, Verdict
 from logdevice.errors import E, LogDeviceError, TimedOutError, error_for
 from logdevice.protocol import (
     Error,
     FrameDecoder,
+    GetClusterView,
     Hello,
     HelloReply,
     ProtocolError,
@@ -89,7 +99,10 @@ class _Protocol(asyncio.Protocol):
             self.transport.writelines(out)
 
     def data_received(self, data: bytes) -> None:
-        self.owner.bytes_received += len(data)
+        owner = self.owner
+        owner.bytes_received += len(data)
+        if owner.keepalive is not None:
+            owner.keepalive.heard(self.loop.time())
         try:
             msgs = self.decoder.feed(data)
         except ProtocolError as exc:
@@ -139,6 +152,9 @@ class Connection:
         no token.  A TLS handshake the node refuses (a certificate it does not trust)
         fails like any other connect, with CONNFAILED; a token it does not know, with
         ACCESS.
+    keepalive_timeout : float, optional
+        Seconds of silence, with requests outstanding, after which the node is given up
+        (see the module docstring); None or 0: never.
 
     Notes
     -----
@@ -147,7 +163,8 @@ class Connection:
 
     def __init__(self, node_index: int, host: str, port: int, cluster: str, *,
                  connect_timeout: float = 2.0, location: str = "",
-                 security: ConnectSecurity | None = None) -> None:
+                 security: ConnectSecurity | None = None,
+                 keepalive_timeout: float | None = None) -> None:
         self.node_index = node_index
         self.security = security if security is not None else PLAIN
         self.host = host
@@ -164,6 +181,11 @@ class Connection:
         self.connects = 0  # successful connects so far (tests, stats)
         self.bytes_received = 0
         self.listener: Any = None  # read streams: see the module docstring
+        self.keepalive = Keepalive(keepalive_timeout) if keepalive_timeout else None
+        self._keepalive_timer: asyncio.TimerHandle | None = None
+        self.on_silent: Callable[[int], None] | None = None  # the node was given up
+        self.on_probe_reply: Callable[[Any], None] | None = None  # a probe's answer
+        self.silences = 0  # times the node was given up for silence (tests, stats)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "up" if self.connected else "down"
@@ -265,6 +287,12 @@ class Connection:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()
         timer = loop.call_at(deadline, self._expire, rid) if deadline is not None else None
+        ka = self.keepalive
+        if ka is not None:
+            if not self._pending:
+                ka.start(loop.time())
+            if self._keepalive_timer is None:
+                self._keepalive_timer = loop.call_later(ka.tick, self._keepalive_check)
         self._pending[rid] = (fut, timer)
         proto.queue(buffers)
         return fut
@@ -291,6 +319,43 @@ class Connection:
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             proto.drain_waiters.append(waiter)
             await waiter
+
+    # ------------------------------------------------------------------ keepalive
+
+    def _keepalive_check(self) -> None:
+        self._keepalive_timer = None
+        ka, proto = self.keepalive, self._proto
+        if ka is None or proto is None or proto.lost:
+            return
+        loop = asyncio.get_running_loop()
+        verdict = ka.check(loop.time(), bool(self._pending))
+        if verdict is Verdict.GONE:
+            self.silences += 1
+            self._lost(proto, E.TIMEDOUT,
+                       f"no word for {ka.dead_after:g} s while {len(self._pending)} "
+                       f"request(s) waited (hung or cut off): gave the node up (what was "
+                       f"sent may still be carried out)")
+            if self.on_silent is not None:
+                self.on_silent(self.node_index)
+            return
+        if verdict is Verdict.PROBE:
+            self._probe(loop.time() + ka.dead_after)
+        if self._pending:
+            self._keepalive_timer = loop.call_later(ka.tick, self._keepalive_check)
+
+    def _probe(self, deadline: float) -> None:
+        """Ask the node something it answers at once (a live node breaks its silence)."""
+        try:
+            fut = self.send(GetClusterView(request_id=0), deadline)
+        except LogDeviceError:
+            return
+        fut.add_done_callback(self._probe_answered)
+
+    def _probe_answered(self, fut: asyncio.Future[Any]) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            return
+        if self.on_probe_reply is not None:
+            self.on_probe_reply(fut.result())
 
     def _expire(self, rid: int) -> None:
         entry = self._pending.pop(rid, None)
@@ -330,9 +395,15 @@ class Connection:
             waiter.set_exception(error_for(E.CONNFAILED, f"N{self.node_index}: {why}"))
         if self._proto is proto:
             self._proto = None
+            self._stop_keepalive()
             self._fail_pending(status, f"N{self.node_index}: {why}")
             if self.listener is not None:
                 self.listener.on_connection_lost(self.node_index)
+
+    def _stop_keepalive(self) -> None:
+        if self._keepalive_timer is not None:
+            self._keepalive_timer.cancel()
+            self._keepalive_timer = None
 
     def _fail_pending(self, status: E, why: str) -> None:
         pending, self._pending = self._pending, {}
@@ -352,6 +423,7 @@ class Connection:
         if self._connecting is not None and not self._connecting.done():
             self._connecting.cancel()
         proto, self._proto = self._proto, None
+        self._stop_keepalive()
         self._fail_pending(E.SHUTDOWN, f"connection to N{self.node_index} closed by the client")
         if proto is not None and proto.transport is not None:
             proto.flush()  # what was posted this turn (a STOP) still goes out

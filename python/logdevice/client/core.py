@@ -11,7 +11,20 @@ demand) and the ``Routing`` state.  Two kinds of request:
   around.  All of this repeats until the call's deadline, then ``TimedOutError``.  A
   connection that drops *after* the request was written fails the call with PEER_CLOSED
   instead of retrying (the records may have been stored: retrying could append them
-  twice; LogDevice does the same).
+  twice; LogDevice does the same).  GET_TAIL, which changes nothing, is retried.
+- a hung or cut-off sequencer: connections give up a node that stays silent for the
+  keepalive timeout (``keepalive``: the cluster's dead timeout) while requests wait.
+  The client then suspects the node, fetches a fresh view from another node at once and
+  re-routes; if the cluster still holds the node alive (a partition between this client
+  and that node only), the log's requests go to the next node of the hash flagged
+  ``NO_REDIRECT``, which takes the log over (``routing``).  The appends that were
+  waiting fail at once with TIMEDOUT (they may have been stored), as at their deadline:
+  BufferedWriter retries its blobs (the new sequencer recognises one already stored),
+  single appends report it; GET_TAIL is sent again.
+- the view is kept fresh: fetched again in the background every ``view_max_age`` while
+  sequencer requests are out, after every timeout and every silent node; a fetch asks
+  one node and, if it has not answered within a third of the keepalive timeout, the
+  next one as well (a hung node must not hold the view back).
 - storage requests (GET_HEAD, TRIM, FIND_TIME, DATA_SIZE) go to every storage node at
   once; the answers are combined by ``combine``.  Once an f-majority has answered OK, the
   call waits at most ``straggler_grace`` more for the rest (a paused node must not hold
@@ -41,6 +54,7 @@ from logdevice.protocol import (
     Appended,
     AppendedBatch,
     AppendFlag,
+    ClusterView,
     GetClusterView,
     GetTail,
     Tail,
@@ -53,6 +67,7 @@ __all__ = ["ClientCore"]
 
 # Storage calls: once an f-majority answered, wait at most this much for the others.
 STRAGGLER_GRACE = 0.5
+_NO_REDIRECT = int(AppendFlag.NO_REDIRECT)
 
 
 class ClientCore:
@@ -77,6 +92,9 @@ class ClientCore:
         self._unreachable_since: float | None = None
         self._refused: set[int] = set()  # nodes whose connection failed since
         self._view_task: asyncio.Task[None] | None = None
+        self._view_urgent = False  # the fetch in flight follows a failure: requests wait
+        self._poller: asyncio.Task[None] | None = None  # background view refreshes
+        self._sequencer_calls = 0  # sequencer requests in progress
         self._closed = False
 
     def set_config(self, config: Config) -> None:
@@ -98,9 +116,22 @@ class ClientCore:
             nc = self.config.node(node)
             c = Connection(node, nc.host, nc.port, self.config.cluster,
                            connect_timeout=self.settings.connect_timeout,
-                           security=self.security)
+                           security=self.security,
+                           keepalive_timeout=self.settings.keepalive_timeout)
+            c.on_silent = self._on_silent
+            c.on_probe_reply = self._on_view
             self.conns[node] = c
         return c
+
+    def _on_silent(self, node: int) -> None:
+        """A connection gave ``node`` up for silence: route around it and learn at once
+        from another node whether the cluster holds it dead."""
+        self.routing.suspect(node)
+        self.refresh_soon(urgent=True)
+
+    def _on_view(self, view: Any) -> None:
+        if isinstance(view, ClusterView) and view.status == E.OK:
+            self.routing.update_view(view)
 
     # ------------------------------------------------------------------ reachability
 
@@ -141,26 +172,81 @@ class ClientCore:
         if remaining > 0:
             await asyncio.wait({task}, timeout=remaining)
 
+    def refresh_soon(self, *, urgent: bool = False) -> None:
+        """Start fetching the view in the background unless a fetch is under way;
+        ``urgent``: it follows a failure, sequencer requests wait for it (bounded)."""
+        task = self._view_task
+        if task is None or task.done():
+            deadline = asyncio.get_running_loop().time() + self.settings.connect_timeout
+            self._view_task = asyncio.ensure_future(self._fetch_view(deadline))
+            self._view_urgent = urgent
+        elif urgent:
+            self._view_urgent = True
+
+    async def _await_urgent_view(self, deadline: float) -> None:
+        task = self._view_task
+        if self._view_urgent and task is not None and not task.done():
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining > 0:
+                await asyncio.wait({task}, timeout=remaining)
+
     async def _fetch_view(self, deadline: float) -> None:
+        """Ask the view sources in turn, one more whenever an answer failed or none came
+        for ``hedge`` seconds (those asked before keep their chance); the first OK view
+        wins."""
         loop = asyncio.get_running_loop()
-        for node in self.routing.view_sources():
-            now = loop.time()
-            if now >= deadline:
-                return
-            c = self.conn(node)
-            try:
-                view = await c.request(GetClusterView(request_id=0),
-                                       min(deadline, now + self.settings.connect_timeout))
-            except LogDeviceError as exc:
-                self.routing.suspect(node)
-                if exc.status == E.CONNFAILED:
-                    self._refused.add(node)
-                continue
-            self._reached()
-            if view.status == E.OK:
-                self.routing.clear_suspect(node)
-                self.routing.update_view(view)
-                return
+        keepalive = self.settings.keepalive_timeout
+        hedge = keepalive / 3 if keepalive > 0 else self.settings.connect_timeout
+        sources = iter(self.routing.view_sources())
+        asking: dict[asyncio.Future[Any], int] = {}
+        try:
+            while True:
+                now = loop.time()
+                if now >= deadline:
+                    return
+                node = next(sources, None)
+                if node is not None:
+                    asking[asyncio.ensure_future(self.conn(node).request(
+                        GetClusterView(request_id=0),
+                        min(deadline, now + self.settings.connect_timeout)))] = node
+                if not asking:
+                    return
+                done, _ = await asyncio.wait(set(asking), timeout=min(hedge, deadline - now),
+                                             return_when=asyncio.FIRST_COMPLETED)
+                for answered in done:
+                    node = asking.pop(answered)
+                    exc = answered.exception()
+                    if exc is not None:
+                        if isinstance(exc, LogDeviceError):
+                            self.routing.suspect(node)
+                            if exc.status == E.CONNFAILED:
+                                self._refused.add(node)
+                        continue
+                    view = answered.result()
+                    self._reached()
+                    if view.status == E.OK:
+                        self.routing.clear_suspect(node)
+                        self.routing.update_view(view)
+                        return
+        finally:
+            for unanswered in asking:
+                unanswered.cancel()
+            self._view_urgent = False
+
+    def _sequencer_call_started(self) -> None:
+        self._sequencer_calls += 1
+        if self.settings.view_max_age > 0 and (self._poller is None or self._poller.done()):
+            self._poller = asyncio.ensure_future(self._poll_view())
+
+    async def _poll_view(self) -> None:
+        """While sequencer requests are out, keep the view at most ``view_max_age`` old."""
+        period = self.settings.view_max_age
+        while not self._closed and self._sequencer_calls > 0:
+            age = self.routing.view_age()
+            if age >= period:
+                self.refresh_soon()
+                age = 0.0
+            await asyncio.sleep(period - age)
 
     # ------------------------------------------------------------------ sequencer requests
 
@@ -168,8 +254,9 @@ class ClientCore:
                      timeout: float) -> Appended:
         """APPEND one BufferedWriter blob (single records go in ``append_batch``) to
         ``log_id``'s sequencer, within the log's in-flight limit; the OK ``Appended``."""
-        def make(remaining_ms: int) -> Append:
-            return Append(request_id=0, log_id=log_id, payload=payload, flags=flags,
+        def make(remaining_ms: int, no_redirect: bool) -> Append:
+            return Append(request_id=0, log_id=log_id, payload=payload,
+                          flags=flags | _NO_REDIRECT if no_redirect else flags,
                           timeout_ms=remaining_ms, checksum=checksum)
 
         slots = self.append_slots(log_id)
@@ -219,8 +306,11 @@ class ClientCore:
                 payloads=buffer, checksums=np.array([checksums[i] for i in todo], np.uint32)
                 if checksums is not None else EMPTY_U32)
 
-            def make(remaining_ms: int, batch: AppendBatch = batch) -> AppendBatch:
-                return msgspec.structs.replace(batch, timeout_ms=remaining_ms)
+            def make(remaining_ms: int, no_redirect: bool,
+                     batch: AppendBatch = batch) -> AppendBatch:
+                return msgspec.structs.replace(
+                    batch, timeout_ms=remaining_ms,
+                    flags=batch.flags | _NO_REDIRECT if no_redirect else batch.flags)
 
             self.stats["append_batches"] += 1
             try:
@@ -240,8 +330,8 @@ class ClientCore:
                 else:
                     outcomes[i] = error_for(E(status), f"append to log {log_id}: "
                                                        f"{reply.message or E(status).name}")
-            if reply.redirect_to is not None:
-                self.routing.redirect(log_id, reply.redirect_to)  # a newer sequencer
+            if reply.redirect_to is not None:  # a newer sequencer
+                self.routing.redirect(log_id, reply.redirect_to)
             if not retry:
                 return outcomes
             self.stats["refusals_retried"] += len(retry)
@@ -250,25 +340,41 @@ class ClientCore:
 
     async def get_tail(self, log_id: int, timeout: float) -> Tail:
         reply: Tail = await self._sequencer_request(
-            log_id, lambda _ms: GetTail(request_id=0, log_id=log_id), timeout, "get_tail")
+            log_id, lambda _ms, no_redirect: GetTail(request_id=0, log_id=log_id,
+                                                     no_redirect=no_redirect),
+            timeout, "get_tail", repeatable=True)
         return reply
 
-    async def _sequencer_request(self, log_id: int, make: Callable[[int], Any], timeout: float,
-                                 what: str) -> Any:
+    async def _sequencer_request(self, log_id: int, make: Callable[[int, bool], Any],
+                                 timeout: float, what: str, *,
+                                 repeatable: bool = False) -> Any:
+        """Send ``make(remaining_ms, no_redirect)`` to ``log_id``'s sequencer until it is
+        answered (see the module docstring); ``repeatable``: the request changes nothing,
+        so one whose connection dropped is sent again."""
+        self._sequencer_call_started()
+        try:
+            return await self._route_request(log_id, make, timeout, what, repeatable)
+        finally:
+            self._sequencer_calls -= 1
+
+    async def _route_request(self, log_id: int, make: Callable[[int, bool], Any],
+                             timeout: float, what: str, repeatable: bool) -> Any:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         backoff = Backoff(self.settings.initial_backoff, self.settings.max_backoff)
         redirects = 0
+        redirected_by: set[int] = set()  # nodes that redirected this request
         last = "no attempt"
         routing = self.routing
         if routing.view_time is None:
             await self.refresh_view(deadline)
         while True:
+            await self._await_urgent_view(deadline)
             now = loop.time()
             if now >= deadline:
                 raise TimedOutError(message=f"{what} to log {log_id}: not acknowledged within "
                                             f"{timeout:g} s (last: {last})")
-            node = routing.sequencer(log_id)
+            node, no_redirect = routing.route(log_id)
             if node is None:
                 last = "no sequencer node is alive"
                 self._unreachable(f"{what} to log {log_id}", last)
@@ -278,12 +384,22 @@ class ClientCore:
             try:
                 if not c.connected:
                     await c.connect(deadline)
-                reply = await c.request(make(max(1, int((deadline - loop.time()) * 1000))),
-                                        deadline)
-            except TimedOutError:
+                reply = await c.request(
+                    make(max(1, int((deadline - loop.time()) * 1000)), no_redirect), deadline)
+            except TimedOutError as exc:
                 last = f"N{node} did not answer"
-                continue  # the loop head raises with the full story
+                self.refresh_soon(urgent=True)  # who sequences the log now?
+                if not c.connected and not repeatable and loop.time() < deadline:
+                    # Given up for silence before the deadline: it may have been carried
+                    # out, so it is not sent again (as at the deadline).
+                    raise error_for(E.TIMEDOUT, f"{what} to log {log_id}: {exc.message}"
+                                    ) from None
+                continue  # the loop head raises with the full story, or tries again
             except LogDeviceError as exc:
+                if exc.status == E.PEER_CLOSED and repeatable:
+                    last = f"N{node}: {exc.message}"
+                    await self._back_off(backoff, deadline, refresh=True)
+                    continue
                 if exc.status != E.CONNFAILED:
                     raise
                 last = f"N{node}: {exc.message}"
@@ -301,16 +417,26 @@ class ClientCore:
                 if target is not None and target != node and redirects < \
                         self.settings.max_redirects and self.config.has_node(target):
                     redirects += 1
-                    routing.redirect(log_id, target)
-                    last = f"N{node} redirected to N{target}"
-                    continue
+                    redirected_by.add(node)
+                    if target in redirected_by:
+                        # Two nodes send us to each other (their views disagree for a
+                        # moment): ask the one the other names to serve the log.
+                        routing.take_over(log_id, target)
+                        last = f"N{node} redirected back to N{target}"
+                        continue
+                    if routing.redirect(log_id, target, node):
+                        last = f"N{node} redirected to N{target}"
+                        continue
+                    last = f"N{node} redirected to N{target}, which our view holds dead"
+                else:
+                    last = f"N{node}: no sequencer for log {log_id}"
                 redirects = 0
+                redirected_by.clear()
                 routing.forget(log_id)
-                last = f"N{node}: no sequencer for log {log_id}"
                 await self._back_off(backoff, deadline, refresh=True)
                 continue
             if status == E.PREEMPTED and reply.redirect_to is not None:
-                routing.redirect(log_id, reply.redirect_to)  # for the next call
+                routing.redirect(log_id, reply.redirect_to, node)  # for the next call
             if status in REFUSAL_RETRYABLE and not getattr(reply, "lsn", 0):
                 # Refused before an LSN was taken: nothing was stored, try again.
                 last = f"N{node}: {getattr(reply, 'message', '') or status.name}"
@@ -414,7 +540,8 @@ class ClientCore:
 
     async def close(self) -> None:
         self._closed = True
-        if self._view_task is not None and not self._view_task.done():
-            self._view_task.cancel()
+        for task in (self._view_task, self._poller):
+            if task is not None and not task.done():
+                task.cancel()
         for c in list(self.conns.values()):
             await c.aclose()

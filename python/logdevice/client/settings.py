@@ -1,9 +1,10 @@
 """Client-side settings: the ``**settings`` of ``ld.Client(config_path, timeout, **settings)``.
 
 Defaults come from the cluster config's ``settings`` where a matching one exists
-(connect timeout, payload limit), so a client and the nodes agree without repeating
-themselves; anything passed to ``Client`` overrides them.  Unknown names are an error
-(``InvalidParamError``), so a typo does not silently keep a default.
+(connect timeout, payload limit, the dead timeout for the keepalive), so a client and
+the nodes agree without repeating themselves; anything passed to ``Client`` overrides
+them.  Unknown names are an error (``InvalidParamError``), so a typo does not silently
+keep a default.
 """
 
 from __future__ import annotations
@@ -46,6 +47,15 @@ class ClientSettings:
     unreachable_timeout : float
         When no node of the cluster could be reached for this long, calls fail with
         CONNFAILED instead of waiting out their whole timeout.
+    keepalive_timeout : float
+        A node that sends nothing for this long while requests wait on it is given up
+        (hung or cut off): the connection is closed, the node routed around and the
+        cluster view fetched again (``client.keepalive``).  Default: the cluster's
+        ``dead_timeout_ms``; 0 turns it off.
+    view_max_age : float
+        While sequencer requests are out, the cluster view is fetched again in the
+        background when it is older than this; 0 turns it off (views are then fetched
+        only when routing fails).
     max_appends_in_flight : int
         Appends one client has outstanding per log; more wait in the client (back-pressure)
         instead of overflowing the sequencer's window.  Also capped by the log group's
@@ -78,6 +88,8 @@ class ClientSettings:
     max_redirects: int = 3
     max_appends_in_flight: int = 1000
     unreachable_timeout: float = 2.0
+    keepalive_timeout: float = 3.0
+    view_max_age: float = 1.0
     append_batch_bytes: int = 1024 * 1024
     append_linger: float = 0.0
     tls_cert: str | None = None  # client certificate (PEM) for mutual TLS
@@ -95,6 +107,7 @@ class ClientSettings:
         base = cls(
             connect_timeout=config.settings.connect_timeout_ms / 1000.0,
             max_payload_size=config.settings.max_payload_size,
+            keepalive_timeout=config.settings.dead_timeout_ms / 1000.0,
         )
         known = {f.name: f for f in fields(cls)}
         clean: dict[str, Any] = {}
@@ -140,6 +153,8 @@ class ClientSettingKwargs(TypedDict, total=False):
     max_redirects: int
     max_appends_in_flight: int
     unreachable_timeout: float
+    keepalive_timeout: float
+    view_max_age: float
     append_batch_bytes: int
     append_linger: float
     tls_cert: str | os.PathLike[str] | None

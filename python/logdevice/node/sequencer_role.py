@@ -9,6 +9,18 @@ deactivated: their appends not yet acknowledged are answered PREEMPTED with
 ``redirect_to`` the new owner (the record may or may not have been stored: the client may
 retry there, at the price of a possible duplicate).
 
+Takeovers.  A client that cannot reach the log's sequencer node while the cluster still
+holds it alive (a partition between the two only) sends its APPEND (or GET_TAIL) to
+another node flagged ``NO_REDIRECT``: that node serves the log itself, activating a
+sequencer (a new epoch, whose recovery seals the old one) if it has none, and keeps it
+across view changes until it is preempted in turn.  What keeps the log from flapping
+between the two: the storage nodes name the node that sealed an epoch in their PREEMPTED
+answers (``Stored.sealed_by``), so the old sequencer, once preempted, redirects the
+log's requests to that node while the failure detector holds it alive instead of
+reactivating on the next plain append; and clients send ``NO_REDIRECT`` only after they
+failed to reach a node themselves.  (Two clients each cut off from a different one of
+two nodes can still move the log back and forth, one epoch per move, as in LogDevice.)
+
 Batches.  APPEND_BATCH carries several records of one log (a client's appends that queued
 while earlier ones were in flight).  The sequencer takes them in one step, in order, so
 the records it accepts get consecutive LSNs; each then runs as its own appender (STOREs
@@ -104,6 +116,7 @@ log = logging.getLogger("logdevice.node.sequencer")
 _APPEND_FLAGS = int(AppendFlag.CHECKSUM | AppendFlag.BUFFERED_WRITER_BLOB)
 _CHECKSUM = int(AppendFlag.CHECKSUM)
 _BLOB = int(AppendFlag.BUFFERED_WRITER_BLOB)
+_NO_REDIRECT = int(AppendFlag.NO_REDIRECT)
 #: Seconds between sweeps of unanswered STORE bookkeeping.
 SWEEP_INTERVAL = 5.0
 
@@ -188,6 +201,8 @@ class SequencerRole(Role):
         self._rids = itertools.count(1)
         self._timers: dict[Sequencer, tuple[float, asyncio.TimerHandle]] = {}
         self._owners: dict[int, int | None] = {}
+        self._taken_over: set[int] = set()  # logs served here for NO_REDIRECT requests
+        self._preempted_by: dict[int, int] = {}  # log -> the node that sealed our epoch
         self.sender = StoreSender(node, self._payload_of, self._sequencer_of)
         self._epoch_store = epoch_store
         self._epoch_exec = ThreadPoolExecutor(1, thread_name_prefix="epochstore")
@@ -242,13 +257,26 @@ class SequencerRole(Role):
         self._owners.clear()
         me = self.node.index
         for log_id in list(self.sequencers):
-            if self.owner(log_id) != me:
+            if self.owner(log_id) == me:
+                self._taken_over.discard(log_id)  # ours by placement now
+            elif log_id not in self._taken_over:
                 log.info("log %d: sequencer moves to N%s", log_id, self.owner(log_id))
                 self.deactivate(log_id, E.PREEMPTED)
         self._fd_down.difference_update(up)
         self._fd_down.update(down)
         for n in (*down, *up):
             self._health_changed(n)
+
+    def sealed_here(self, log_id: int, seal_epoch: int, by: int) -> None:
+        """This node's storage sealed ``log_id`` up to ``seal_epoch`` for node ``by``'s
+        recovery: if that covers our sequencer's epoch, another node took the log over
+        (it would otherwise learn so only from its next STORE, and answer tails and
+        appends as if it still had the log)."""
+        seq = self.sequencers.get(log_id)
+        if seq is None or seq.epoch > seal_epoch or by == self.node.index:
+            return
+        log.warning("log %d epoch %d: preempted (N%d sealed it)", log_id, seq.epoch, by)
+        self.deactivate(log_id, E.PREEMPTED, by=by)
 
     def set_refusing(self, nodes: frozenset[int]) -> None:
         """Storage nodes the event log says take no new copies (rebuilding, drained)."""
@@ -289,22 +317,52 @@ class SequencerRole(Role):
         conn.send(table_reply(RecoveryList, msg.request_id, self.node.index,
                               self.recoveries.describe()))
 
-    def _check(self, log_id: int) -> tuple[E, int | None, str]:
-        """(status, redirect, message) for a request on ``log_id``; OK if we serve it."""
+    def _check(self, log_id: int, no_redirect: bool = False) -> tuple[E, int | None, str]:
+        """(status, redirect, message) for a request on ``log_id``; OK if we serve it.
+        ``no_redirect``: the request asks this node to serve the log (see Takeovers)."""
         if self._stopping:
             return E.SHUTDOWN, None, "the node is shutting down"
         if not self.node.config.has_log(log_id):
             return E.NOTFOUND, None, f"log {log_id} is not in the config"
+        if no_redirect:
+            self._claim(log_id)
+        if log_id in self._taken_over:
+            return E.OK, None, ""
         owner = self.owner(log_id)
         if owner != self.node.index:
             if owner is None:
                 return E.NOSEQUENCER, None, "no sequencer node is alive"
             return E.NOSEQUENCER, owner, f"log {log_id} is sequenced by N{owner}"
+        taker = self._taker(log_id)
+        if taker is not None and log_id not in self.sequencers:
+            return E.NOSEQUENCER, taker, f"log {log_id} was taken over by N{taker}"
         return E.OK, None, ""
+
+    def _claim(self, log_id: int) -> None:
+        """A client that cannot reach the log's sequencer asks us to serve the log."""
+        self._preempted_by.pop(log_id, None)
+        if log_id in self.sequencers or log_id in self._taken_over:
+            return
+        owner = self.owner(log_id)
+        if owner != self.node.index:
+            log.info("log %d: taking it over from N%s for a client that cannot reach it",
+                     log_id, owner)
+            self._taken_over.add(log_id)
+
+    def _taker(self, log_id: int) -> int | None:
+        """The node that took ``log_id`` from us, while the failure detector holds it
+        alive."""
+        taker = self._preempted_by.get(log_id)
+        return taker if taker is not None and taker in self.fd.live else None
+
+    def _redirect_for(self, log_id: int) -> int | None:
+        """Where a request this node no longer serves should go."""
+        taker = self._taker(log_id)
+        return taker if taker is not None else self.owner(log_id)
 
     def _on_append(self, conn: Peer, msg: Append, refreshed: bool = False) -> None:
         log_id = msg.log_id
-        status, redirect, why = self._check(log_id)
+        status, redirect, why = self._check(log_id, bool(msg.flags & _NO_REDIRECT))
         if status == E.NOTFOUND and not refreshed and self.node.after_fresh_logs_config(
                 lambda: self._on_append(conn, msg, refreshed=True)):
             return  # a log created a moment ago? asked again after a fresh read
@@ -353,7 +411,7 @@ class SequencerRole(Role):
         consecutive LSNs (unless the window fills up part-way: the rest are refused
         SEQNOBUFS, before taking an LSN)."""
         log_id = msg.log_id
-        status, redirect, why = self._check(log_id)
+        status, redirect, why = self._check(log_id, bool(msg.flags & _NO_REDIRECT))
         if status == E.NOTFOUND and not refreshed and self.node.after_fresh_logs_config(
                 lambda: self._on_append_batch(conn, msg, refreshed=True)):
             return
@@ -419,7 +477,7 @@ class SequencerRole(Role):
         return found if found is not None else (0, 0)
 
     def _on_get_tail(self, conn: Peer, msg: GetTail, refreshed: bool = False) -> None:
-        status, redirect, _ = self._check(msg.log_id)
+        status, redirect, _ = self._check(msg.log_id, msg.no_redirect)
         if status == E.NOTFOUND and not refreshed and self.node.after_fresh_logs_config(
                 lambda: self._on_get_tail(conn, msg, refreshed=True)):
             return
@@ -452,7 +510,7 @@ class SequencerRole(Role):
                 self._send_tail(seq, conn, request_id)
             else:
                 conn.send(Tail(request_id=request_id, status=E.NOSEQUENCER, log_id=log_id,
-                               redirect_to=self.owner(log_id)))
+                               redirect_to=self._redirect_for(log_id)))
 
     def _on_stored(self, conn: Peer, msg: Stored) -> None:
         node = conn.peer_node if conn.peer_node is not None else msg.node_index
@@ -471,7 +529,8 @@ class SequencerRole(Role):
             log.warning("log %d epoch %d: preempted (sealed on N%d)", seq.log_id, seq.epoch,
                         node)
             if self.sequencers.get(seq.log_id) is seq:
-                self.deactivate(seq.log_id, E.PREEMPTED)
+                self.deactivate(seq.log_id, E.PREEMPTED,
+                                by=msg.sealed_by if msg.sealed_by >= 0 else None)
 
     # -- activation -------------------------------------------------------------------------
     def _enqueue(self, log_id: int, item: tuple[Any, ...]) -> None:
@@ -530,6 +589,7 @@ class SequencerRole(Role):
             status = exc.status if isinstance(exc, LogDeviceError) else E.FAILED
             log.error("log %d: activation failed: %s", log_id, exc,
                       exc_info=not isinstance(exc, LogDeviceError))
+            self._taken_over.discard(log_id)
             self._fail_queue(log_id, status, f"sequencer activation failed: {exc}")
             return
         status, redirect, why = self._check(log_id)
@@ -558,12 +618,14 @@ class SequencerRole(Role):
                 needs_recovery=recover)
         except LogDeviceError as exc:
             log.error("log %d: cannot start a sequencer: %s", log_id, exc)
+            self._taken_over.discard(log_id)
             self._fail_queue(log_id, exc.status, str(exc))
             return
         log.info("log %d: sequencer active in epoch %d on nodeset %s", log_id, epoch,
                  list(md.nodeset))
         self.sequencers[log_id] = seq
         self._live[(log_id, epoch)] = seq
+        self._preempted_by.pop(log_id, None)
         self._built_from[log_id] = group
         if recover:
             self.recoveries.start(seq, state, statuses)
@@ -698,15 +760,19 @@ class SequencerRole(Role):
         self._answer_tail_waiters(seq.log_id, None)
         self._run(seq, seq.retire())
 
-    def deactivate(self, log_id: int, status: E) -> None:
-        """Stop the log's sequencer (``status`` answers what it still holds)."""
+    def deactivate(self, log_id: int, status: E, by: int | None = None) -> None:
+        """Stop the log's sequencer (``status`` answers what it still holds); ``by``:
+        the node whose newer epoch preempted it, if known (requests go there next)."""
         seq = self.sequencers.pop(log_id, None)
         if seq is None:
             return
-        redirect = self.owner(log_id) if status == E.PREEMPTED else None
+        self._taken_over.discard(log_id)
+        if by is not None and by != self.node.index and self.node.config.has_node(by):
+            self._preempted_by[log_id] = by
+        redirect = self._redirect_for(log_id) if status == E.PREEMPTED else None
         self.recoveries.abort(log_id)
         self._answer_tail_waiters(log_id, None)
-        self._refuse_held_blobs(log_id, E.NOSEQUENCER, self.owner(log_id))
+        self._refuse_held_blobs(log_id, E.NOSEQUENCER, self._redirect_for(log_id))
         actions = seq.deactivate(status)
         self._live.pop((log_id, seq.epoch), None)
         self._built_from.pop(log_id, None)

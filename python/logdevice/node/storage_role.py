@@ -28,7 +28,10 @@
   sealed epochs get PREEMPTED), let the STOREs accepted before it reach the disk, then
   answer SEALED with what the node knows of the epoch in recovery: its last known good
   LSN (the highest LNG its STOREs carried, or its release pointer when that lies in the
-  epoch) and the highest LSN it stores there.  A seal already higher: PREEMPTED.
+  epoch) and the highest LSN it stores there.  A seal already higher: PREEMPTED.  The
+  node remembers (in memory only) which node sealed each log last and names it in the
+  STORED(PREEMPTED) answers of that log (``sealed_by``), so a preempted sequencer knows
+  where the log went; this node's own sequencer of the log hears of the seal at once.
 
 Back-pressure: when STOREs waiting for the writer exceed ``MAX_QUEUED_BYTES`` the role
 stops reading from the connections that send them until the queue drains.
@@ -152,6 +155,7 @@ class StorageRole(Role):
         self._stopping = False
         self._sticky: dict[int, bool] = {}
         self._lng: dict[tuple[int, int], int] = {}  # (log, epoch) -> highest LNG in STOREs
+        self._sealers: dict[int, tuple[int, int]] = {}  # log -> (seal epoch, sealing node)
         self.purger: Purger | None = None
         self._held: dict[int, tuple[int, int]] = {}  # log -> (lsn, epoch) waiting for a purge
         # log -> [(lsn, future)]: trims waiting for the release pointer to reach lsn
@@ -396,7 +400,9 @@ class StorageRole(Role):
                                status=E.OK, lsns=msg.lsns, statuses=job.statuses)
             else:
                 reply = Stored(request_id=msg.request_id, log_id=msg.log_id, node_index=me,
-                               status=job.status)
+                               status=job.status,
+                               sealed_by=self._sealer_of(msg.log_id, msg.epoch)
+                               if job.status == E.PREEMPTED else -1)
             job.conn.send(reply)
         self.node.flush_pending()  # STORED is on the append's critical path: no turn later
         if self._paused and self.committer is not None \
@@ -404,6 +410,11 @@ class StorageRole(Role):
             for conn in self._paused:
                 conn.resume_reading("storage")
             self._paused.clear()
+
+    def _sealer_of(self, log_id: int, epoch: int) -> int:
+        """The node whose seal covers ``epoch`` of ``log_id``, if this node saw it (-1)."""
+        sealer = self._sealers.get(log_id)
+        return sealer[1] if sealer is not None and sealer[0] >= epoch else -1
 
     def on_connection_closed(self, conn: Peer) -> None:
         self._paused.discard(conn)
@@ -553,6 +564,12 @@ class StorageRole(Role):
             if sealed > msg.seal_epoch:
                 conn.send(self._sealed(msg, E.PREEMPTED, seal_epoch=sealed))
                 return
+            known = self._sealers.get(msg.log_id)
+            if conn.peer_node is not None and (known is None or known[0] <= msg.seal_epoch):
+                self._sealers[msg.log_id] = (msg.seal_epoch, conn.peer_node)
+                if self.node.has_role("sequencer"):  # our own sequencer may be the one sealed
+                    self.node.role("sequencer").sealed_here(msg.log_id, msg.seal_epoch,
+                                                            conn.peer_node)
             if self.committer is not None:
                 await self.committer.flush()  # STOREs accepted before the seal are on disk
             epoch = msg.epoch or msg.seal_epoch

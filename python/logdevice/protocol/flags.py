@@ -4,7 +4,8 @@
   with the record in LogsDB).  Bit positions follow LogDevice's local log store record
   format.  HOLE, BRIDGE, WRITTEN_BY_RECOVERY and DRAINED are defined once, in
   ``ldcore.scd`` (its kernel reads them), and imported here.
-- ``AppendFlag``: on APPEND (the record flags a client may set).
+- ``AppendFlag``: on APPEND and APPEND_BATCH (the record flags a client may set, and
+  ``NO_REDIRECT``, a request to the node that is never stored).
 - ``StartFlag``: on START, with LogDevice's numbering.
 
 All are ``IntFlag`` so they combine with ``|`` and work against numpy flag arrays
@@ -47,11 +48,17 @@ class RecordFlag(IntFlag):
 
 
 class AppendFlag(IntFlag):
-    """Flags a client sets on APPEND (same bits as ``RecordFlag``)."""
+    """Flags a client sets on APPEND (record flags keep ``RecordFlag``'s bits).
+
+    ``NO_REDIRECT``: the client could not reach the node the cluster says sequences the
+    log; the receiving node serves the append itself, activating a sequencer for the log
+    (a new epoch) if it has none, instead of redirecting (LogDevice's flag of the same
+    name).  It is not a record flag: the sequencer never stores it."""
 
     NONE = 0
     CHECKSUM = RecordFlag.CHECKSUM
     BUFFERED_WRITER_BLOB = RecordFlag.BUFFERED_WRITER_BLOB
+    NO_REDIRECT = 1 << 24
 
 
 class StartFlag(IntFlag):

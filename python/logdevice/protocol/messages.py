@@ -445,7 +445,9 @@ class Stored(Message, eq=False):
     """Storage node -> sequencer, answer to STORE (same ``request_id``).
 
     ``statuses[i]`` (uint16 ``E`` values) is the outcome for ``lsns[i]``.  Empty arrays
-    mean the whole batch had ``status`` (e.g. NOTFOUND, DISABLED, NOSPC).
+    mean the whole batch had ``status`` (e.g. NOTFOUND, DISABLED, NOSPC).  With PREEMPTED,
+    ``sealed_by`` is the node whose recovery sealed the epoch, when this node knows it
+    (-1: unknown): the preempted sequencer sends the log's appends there.
     """
 
     TYPE = MessageType.STORED
@@ -455,6 +457,7 @@ class Stored(Message, eq=False):
     status: E = E.OK
     lsns: U64Array = EMPTY_U64
     statuses: U16Array = EMPTY_U16
+    sealed_by: int = -1
 
     def consistency_problem(self) -> str | None:
         return _check_columns(len(self.lsns), {"statuses": self.statuses})
@@ -645,11 +648,13 @@ class ClusterView(Message):
 
 @register
 class GetTail(Message):
-    """Client -> the log's sequencer node: tail of the log (also answers is_log_empty)."""
+    """Client -> the log's sequencer node: tail of the log (also answers is_log_empty).
+    ``no_redirect``: as ``AppendFlag.NO_REDIRECT`` on APPEND."""
 
     TYPE = MessageType.GET_TAIL
     request_id: int
     log_id: int
+    no_redirect: bool = False
 
 
 @register
