@@ -247,9 +247,10 @@ class Run:
                     for log_id in LOGS:
                         tail = client.get_tail_lsn(log_id)
                         if tail < last.get(log_id, 0):
+                            at = time.monotonic() - self.t0
                             self.tail_regressions.append(
-                                f"log {log_id}: tail {ldlsn.to_string(tail)} after "
-                                f"{ldlsn.to_string(last[log_id])}")
+                                f"[{at:6.1f}s] log {log_id}: tail {ldlsn.to_string(tail)} "
+                                f"after {ldlsn.to_string(last[log_id])}")
                         last[log_id] = max(last.get(log_id, 0), tail)
             except ld.LogDeviceError:
                 continue  # no answer in time: nothing to compare
