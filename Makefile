@@ -18,9 +18,11 @@ bench: $(STAMPS)/build
 	bash ci/bench.sh $(ARGS)
 
 # A long chaos run against a local cluster: SECONDS (default 600), SEED (default random),
-# REPLICATION (default 3).  Exit status 1 and the replay command on any violation.
+# REPLICATION (default 3); PARTITIONS=1 puts the nodes in network namespaces and cuts links
+# (root), NEVER_RETURN=1 kills a node for good (the cluster must rebuild it by itself).
+# Exit status 1 and the replay command on any violation.
 chaos: $(STAMPS)/build
-	$(PY) -m tests.chaos.driver --seconds $(or $(SECONDS),600) --replication $(or $(REPLICATION),3) $(if $(SEED),--seed $(SEED))
+	$(PY) -m tests.chaos.driver --seconds $(or $(SECONDS),600) --replication $(or $(REPLICATION),3) $(if $(SEED),--seed $(SEED)) $(if $(PARTITIONS),--partitions) $(if $(NEVER_RETURN),--never-return)
 
 # The documentation site (docs/_build/html); warnings (broken references) are errors.
 docs: $(STAMPS)/build

@@ -12,6 +12,7 @@ PACKAGES=(
   redis-server                        # peer system in the write and peer benchmarks
   nats-server                         # NATS JetStream, peer system in benchmarks/peers.py
   iptables                            # tests that cut links (a client with no route to ZooKeeper)
+  iproute2                            # ip netns: the chaos runs with network partitions
 )
 [ "${LD_WITH_BENCH_PEERS:-1}" = 1 ] || PACKAGES=("${PACKAGES[@]/redis-server}")
 [ "${LD_WITH_BENCH_PEERS:-1}" = 1 ] || PACKAGES=("${PACKAGES[@]/nats-server}")

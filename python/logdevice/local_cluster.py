@@ -24,6 +24,13 @@ client certificate of that CA for principal ``name``.  ``security={...}`` adds t
 config's ``security`` section (principals, the default ACL, ``tls.require_client_cert``);
 per-log-group ACLs are the ``acl`` log attribute.  Security without TLS gets a generated
 node secret unless one is given.  The cluster's own probes act as a node.
+``security={"insecure": True}`` is the config's way of running nodes beyond loopback
+without security, on purpose (nothing is generated then).
+
+Nodes on addresses that are not this process's (each node in a network namespace of its
+own, say) take ``ports=[(data, admin), ...]`` chosen by the caller and
+``command_prefix=lambda i: ["ip", "netns", "exec", f"ns{i}"]``: node ``i``'s command line
+starts with that prefix (which must exec the node, so that signals reach it).
 
 Processes never outlive the cluster: ``close()`` (also on ``__exit__``, on interpreter
 exit, and on any error while starting) resumes paused nodes, sends SIGTERM, waits a
@@ -54,7 +61,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
@@ -145,6 +152,13 @@ class LocalCluster:
         options...); with it or ``tls``, security is on.  Without TLS the nodes share a
         generated secret, and on a ZooKeeper store they authenticate with a generated
         credential; both are in files under ``<root>/secrets/``, never in the config.
+        ``{"insecure": True}`` (without ``tls``) is written as it is: no security.
+    ports : sequence of (int, int), optional
+        Each node's data and admin port (default: ports free on its host a moment ago,
+        which needs the host to be an address of this process's network namespace).
+    command_prefix : callable, optional
+        ``command_prefix(i)``: the argv node ``i``'s command line starts with (a command
+        that execs the rest, e.g. ``ip netns exec NAME``).
     **options
         Log-group attributes (``max_writes_in_flight``, ``sticky_copysets``,
         ``store_timeout_ms``, ``nodeset_size``...) and settings (``heartbeat_interval_ms``,
@@ -158,7 +172,10 @@ class LocalCluster:
                  weights: Any = None, epoch_store: str | None = None,
                  hosts: Sequence[str] | None = None, ready_timeout: float = 30.0,
                  log_level: str = "INFO", tls: bool = False,
-                 security: Mapping[str, Any] | None = None, **options: Any) -> None:
+                 security: Mapping[str, Any] | None = None,
+                 ports: Sequence[tuple[int, int]] | None = None,
+                 command_prefix: Callable[[int], Sequence[str]] | None = None,
+                 **options: Any) -> None:
         settings = dict(LOCAL_SETTINGS)
         log_attrs: dict[str, Any] = {}
         for key, value in options.items():
@@ -176,23 +193,30 @@ class LocalCluster:
         self.n = nodes
         self.ready_timeout = ready_timeout
         self.log_level = log_level
+        self._command_prefix = command_prefix
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
         self._paused: set[int] = set()
         self._closed = False
         self._lock = threading.RLock()
         if hosts is not None and len(hosts) != nodes:
             raise ValueError(f"hosts has {len(hosts)} entries for {nodes} nodes")
+        if ports is not None and len(ports) != nodes:
+            raise ValueError(f"ports has {len(ports)} entries for {nodes} nodes")
         self.separate_roots = hosts is not None
         host_list = list(hosts) if hosts is not None else ["127.0.0.1"] * nodes
         self._ca: Any = None  # trustme.CA with tls=True
         self.node_security = PLAIN  # what the cluster's probes present (set below)
         try:
             section = self._security_section(tls, security, host_list, epoch_store)
-            # A data port and an admin (metrics) port for each node, free on its host.
-            per_host = {h: iter(free_ports(2 * host_list.count(h), h))
-                        for h in dict.fromkeys(host_list)}
-            data_ports = [next(per_host[h]) for h in host_list]
-            admin_ports = [next(per_host[h]) for h in host_list]
+            if ports is not None:
+                data_ports = [int(p[0]) for p in ports]
+                admin_ports = [int(p[1]) for p in ports]
+            else:
+                # A data port and an admin (metrics) port for each node, free on its host.
+                per_host = {h: iter(free_ports(2 * host_list.count(h), h))
+                            for h in dict.fromkeys(host_list)}
+                data_ports = [next(per_host[h]) for h in host_list]
+                admin_ports = [next(per_host[h]) for h in host_list]
             self.config: Config = make_local_config(
                 nodes, replication, logs, root=self.root, ports=data_ports,
                 admin_ports=admin_ports, host=host_list,
@@ -230,6 +254,8 @@ class LocalCluster:
         then ``extra`` on top (its ``tls`` keys merged into the generated ones)."""
         if not tls and extra is None:
             return None
+        if not tls and extra is not None and "insecure" in extra:
+            return dict(extra)  # the config's parser says what else may go with it
         section: dict[str, Any] = {}
         if tls:
             try:
@@ -338,7 +364,8 @@ class LocalCluster:
 
     # -- processes --------------------------------------------------------------------------
     def _spawn(self, i: int) -> None:
-        cmd = [sys.executable, "-m", "logdevice.node.main", "--config",
+        prefix = list(self._command_prefix(i)) if self._command_prefix is not None else []
+        cmd = [*prefix, sys.executable, "-m", "logdevice.node.main", "--config",
                str(self.node_config_path(i)),
                "--node-index", str(i), "--log-level", self.log_level]
         with open(self.log_path(i), "ab") as err:
