@@ -8,7 +8,8 @@
 # cluster checker on a 10 M-record log (benchmarks/last-checker.md), rebuilding a lost node
 # of a 3- and a 5-node cluster holding 10 M records (benchmarks/last-rebuilding.md), the
 # write path with TLS on vs off (benchmarks/last-tls.md), a node under 100 hostile
-# connections while a writer appends (benchmarks/last-hostile.md), and ours against Redis
+# connections while a writer appends (benchmarks/last-hostile.md), appends around a hung
+# sequencer (benchmarks/last-failover.md), and ours against Redis
 # Streams and NATS JetStream on the same workloads (benchmarks/peers.py: benchmarks/last-peers.md, plots
 # in benchmarks/plots/last-peers-*.png).
 # Arguments go to pytest.
@@ -37,6 +38,7 @@ if [ "${LD_BENCH_E2E:-1}" = 1 ]; then
   .venv/bin/python benchmarks/rebuilding.py  # LD_REBUILD_RECORDS (default 10 M)
   .venv/bin/python benchmarks/tls.py  # TLS on vs off; LD_TLS_RECORDS (default 1 M)
   .venv/bin/python benchmarks/hostile.py  # 100 hostile connections vs a 1,000/s writer
+  .venv/bin/python benchmarks/failover.py  # appends around a hung (SIGSTOP) sequencer
   if [ "${LD_WITH_BENCH_PEERS:-1}" = 1 ]; then
     # shellcheck disable=SC2086  # LD_PEERS_ARGS is a list of arguments
     .venv/bin/python benchmarks/peers.py ${LD_PEERS_ARGS:-}

@@ -2,21 +2,22 @@
 faults, then a check of the log store's promises against what the writers were told.
 
 Load: a synchronous appender, an asynchronous appender (bounded in flight) and a
-BufferedWriter per log, tailing readers started at the beginning, and a tail watcher that
-asks a fresh client for every log's tail over and over.  Faults (at most R - 1 nodes
-faulty at a time): SIGKILL and restart, SIGSTOP and SIGCONT, either of them on the
-sequencer node of a busy log, now and then every node killed at once, and now and then
-one node's store wiped before it restarts (a lost disk: the other nodes rebuild its
-records; the next wipe waits until that rebuilding is over, so no record ever loses
-more than one copy this way).  Now and then a rolling restart: every node stopped
-cleanly and started again, one at a time, each down a few seconds.
+BufferedWriter per log, tailing readers started at the beginning, and a tail watcher
+that asks a fresh client for every log's tail over and over. Faults (at most R - 1 nodes
+faulty at a time): SIGKILL and restart, SIGSTOP and SIGCONT (one pause in five longer
+than the clients' timeout), either of them on the sequencer node of a busy log, now and
+then every node killed at once, and now and then one node's store wiped before it
+restarts (a lost disk: the other nodes rebuild its records; the next wipe waits until
+that rebuilding is over, so no record ever loses more than one copy this way). Now and
+then a rolling restart: every node stopped cleanly and started again, one at a time,
+each down a few seconds.
 
-With ``partitions`` (needs root and ``ip netns``; see ``tests/chaos/netns.py``) every node
-runs in a network namespace of its own on a ZooKeeper epoch store, the driver (clients,
-checker, ZooKeeper) in a hub namespace joined to them by a bridge, and half the faults
-cut links for a seeded while: a node isolated from everything; a node (often a busy
-log's sequencer) cut from its peers but not from clients; a minority cut from the
-majority; a node cut from ZooKeeper.
+With ``partitions`` (needs root and ``ip netns``; see ``tests/chaos/netns.py``) every
+node runs in a network namespace of its own on a ZooKeeper epoch store, the driver
+(clients, checker, ZooKeeper) in a hub namespace joined to them by a bridge, and half
+the faults cut links for a seeded while: a node isolated from everything; a node (often
+a busy log's sequencer) cut from its peers but not from clients; a minority cut from the
+majority; a node cut from ZooKeeper (one cut in five longer than the clients' timeout).
 
 With ``never_return`` one node is killed and never restarted (``kill_forever``): the
 cluster must notice and rebuild it by itself (self-initiated rebuilding, after
@@ -83,6 +84,10 @@ PARTITIONS = ("isolate", "cut_peers", "split", "cut_zk")
 #: Seconds a node stays down in a rolling restart (at most), and what a rolling restart
 #: needs left of the run to be scheduled (per node: down, then back up under load).
 ROLLING_DOWN = 3.0
+#: The clients' timeout; now and then a pause or a cut lasts longer than it (seconds), so
+#: a client that waited on a silent node instead of routing around it would show.
+CLIENT_TIMEOUT = 15.0
+LONG_FAULT = (CLIENT_TIMEOUT + 1.0, CLIENT_TIMEOUT + 5.0)
 ROLLING_PER_NODE = 6.0
 #: How long a node killed for good may take to be rebuilt (from its kill).
 REBUILD_DEADLINE = 180.0
@@ -188,7 +193,7 @@ class Run:
             sent = time.monotonic()
             time.sleep(self.pace)
             try:
-                lsn = client.append(log_id, p, timeout=15.0)
+                lsn = client.append(log_id, p, timeout=CLIENT_TIMEOUT)
             except ld.LogDeviceError:
                 self.ledger.fail()
                 continue
@@ -204,7 +209,7 @@ class Run:
             for _ in range(32):
                 p = self._payload(f"async{log_id}", seq)
                 seq += 1
-                batch.append((p, client.append_async(log_id, p, timeout=15.0)))
+                batch.append((p, client.append_async(log_id, p, timeout=CLIENT_TIMEOUT)))
             for p, fut in batch:
                 try:
                     lsn = fut.result(60)
@@ -306,10 +311,20 @@ class Run:
             # A minority: as many as may be faulty, fewer than half of the nodes up.
             size = max(1, min(cap, (len(up) - 1) // 2)) if kind == "split" else 1
             nodes = tuple(candidates[:size])
-            return Fault(at, kind, nodes, rng.uniform(0.5, 5.0), log_id, hit(nodes))
+            return Fault(at, kind, nodes, self._hold(rng.uniform(0.5, 5.0), at), log_id,
+                         hit(nodes))
         nodes = tuple(candidates[:rng.randint(1, cap)])
-        kind = "kill" if rng.random() < 0.5 else "pause"
-        return Fault(at, kind, nodes, duration, log_id, hit(nodes))
+        if rng.random() < 0.5:
+            return Fault(at, "kill", nodes, duration, log_id, hit(nodes))
+        return Fault(at, "pause", nodes, self._hold(duration, at), log_id, hit(nodes))
+
+    def _hold(self, short: float, at: float) -> float:
+        """How long a pause or a cut lasts: ``short``, or one time in five (when the run
+        has room for it) longer than the clients' timeout."""
+        lo, hi = LONG_FAULT
+        if self.seconds - at > hi + 10.0 and self.rng.random() < 0.2:
+            return self.rng.uniform(lo, hi)
+        return short
 
     def _inject(self, cluster: ld.LocalCluster) -> None:
         end = self.t0 + self.seconds
@@ -441,7 +456,7 @@ class Run:
         return self.report
 
     def _run(self, cluster: ld.LocalCluster) -> None:
-        clients = [cluster.client(timeout=15.0) for _ in range(3)]
+        clients = [cluster.client(timeout=CLIENT_TIMEOUT) for _ in range(3)]
         tails: dict[tuple[int, int], list[Any]] = {}
         threads = []
         for k, log_id in enumerate(LOGS):

@@ -23,13 +23,13 @@ from logdevice.shards import AuthoritativeStatus as S
 __all__ = ["explain_waits"]
 
 
-def _last_reasons(events: Iterable[Mapping[str, Any]]) -> dict[int, tuple[str, str]]:
-    """node -> (event type, reason) of its last event that says why."""
-    out: dict[int, tuple[str, str]] = {}
+def _last_events(events: Iterable[Mapping[str, Any]]) -> dict[int, Mapping[str, Any]]:
+    """node -> its last event that says why it is where it is."""
+    out: dict[int, Mapping[str, Any]] = {}
     for ev in events:
         if ev["type"] in (SHARD_NEEDS_REBUILD, SHARD_REBUILD_DEFERRED, SHARD_ABORT_REBUILD,
                           SHARD_ACK_REBUILT):
-            out[int(ev["node"])] = (ev["type"], str(ev.get("reason", "")))
+            out[int(ev["node"])] = ev
     return out
 
 
@@ -38,12 +38,13 @@ def explain_waits(storage_nodes: Iterable[int], rset: RebuildingSet,
                   events: Iterable[Mapping[str, Any]], grace_period_ms: int
                   ) -> dict[int, str]:
     """One sentence for each storage node that is dead or not fully authoritative."""
-    last = _last_reasons(events)
+    last = _last_events(events)
     out: dict[int, str] = {}
     for node in sorted(storage_nodes):
         status = statuses.get(node, S.FULLY_AUTHORITATIVE)
         dead = dead_for_ms.get(node)
-        kind, reason = last.get(node, ("", ""))
+        ev = last.get(node, {})
+        kind, reason = ev.get("type", ""), str(ev.get("reason", ""))
         why = f" ({reason})" if reason else ""
         if node in rset.nodes:
             pending = sorted((rset.donors or frozenset()) - rset.done)
@@ -53,10 +54,13 @@ def explain_waits(storage_nodes: Iterable[int], rset: RebuildingSet,
             if dead_donors:
                 text += f"; donors down: {_nodes(dead_donors)} (the rebuilding waits for them)"
             out[node] = text
+        elif status == S.AUTHORITATIVE_EMPTY and dead is not None:
+            out[node] = "rebuilt; down: it acknowledges when it comes back"
+        elif status == S.AUTHORITATIVE_EMPTY and ev.get("drain"):
+            out[node] = (f"drained: it holds no records; 'ldshell undrain {node}' to take "
+                         f"records again, or remove it from the config")
         elif status == S.AUTHORITATIVE_EMPTY:
-            out[node] = ("rebuilt; " + ("down: acknowledges when it comes back" if dead is not None
-                                        else "drained" if kind != SHARD_NEEDS_REBUILD
-                                        else "acknowledging"))
+            out[node] = "rebuilt; acknowledging at its next read of the event log"
         elif dead is not None:
             seconds = dead / 1000
             if grace_period_ms <= 0:
