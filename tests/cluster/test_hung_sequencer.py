@@ -163,6 +163,47 @@ def test_appends_go_on_while_the_sequencer_is_hung(local_cluster):
                         appender.blobs_acked)
 
 
+#: Appends to the stopped node time out after this: a fraction of a millisecond past a
+#: whole one, where the client loop's millisecond timers (uvloop) may fire just before
+#: the deadline by the loop's own clock.
+SHORT_TIMEOUT = 0.3004
+
+
+def test_an_append_that_timed_out_is_not_sent_again(local_cluster):
+    # The keepalive is off: the connection to the stopped node stays up, so each append
+    # ends at its own deadline, not when the node is given up.
+    cluster = local_cluster(nodes=3, replication=2, logs=range(1, 31))
+    with RawClient(cluster) as raw:
+        hung = raw.owner(LOG)
+        logs = [log for log in range(1, 31) if raw.owner(log) == hung]
+    assert len(logs) >= 3, logs
+    with cluster.client(timeout=WAIT, keepalive_timeout=0) as client:
+        for log in logs:  # sequencers active, the connection up
+            client.append(log, b"first")
+        cluster.pause(hung)
+        try:
+            # One APPEND_BATCH per log, each with its own deadline; a moment apart, so
+            # that the deadlines fall at different points of their millisecond.
+            late = {}
+            for log in logs:
+                late[log] = client.append_async(log, b"late", timeout=SHORT_TIMEOUT)
+                time.sleep(0.0003)
+            for fut in late.values():
+                with pytest.raises(ld.TimedOutError):
+                    fut.result(WAIT)
+        finally:
+            cluster.resume(hung)
+        # What the node received while stopped, it stores once resumed and before these
+        # (same connection, in order).
+        markers = {log: client.append(log, b"marker") for log in logs}
+        for log, marker in markers.items():
+            with client.create_reader() as r:
+                r.start_reading(log, ld.LSN_OLDEST, marker)
+                payloads = [bytes(i.payload) for i in r if isinstance(i, ld.DataRecord)]
+            assert payloads.count(b"late") <= 1, (log, payloads)
+            assert payloads[-1] == b"marker", (log, payloads)
+
+
 # -- the partition ---------------------------------------------------------------------------
 
 #: The partitioned client: appends to LOG (a single record and a BufferedWriter payload at
