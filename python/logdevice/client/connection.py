@@ -19,10 +19,13 @@ Failure rules:
 - keepalive (``keepalive_timeout``, see ``keepalive``): while requests are outstanding,
   a node silent for ``probe_after`` is sent a GET_CLUSTER_VIEW (its answer goes to
   ``on_probe_reply``); one silent for ``keepalive_timeout`` is given up: the connection
-  is closed, what is pending fails with ``TimedOutError`` at once (not answered; the
-  node may still carry it out) and ``on_silent(node)`` is called.  A paused or cut-off
-  node is noticed within the cluster's dead timeout instead of at each request's own
-  deadline.
+  is reset, what is pending fails with ``TimedOutError`` at once (not answered; the
+  node may still carry what it already received) and ``on_silent(node)`` is called.  A
+  paused or cut-off node is noticed within the cluster's dead timeout instead of at each
+  request's own deadline.  Reset, not closed: a closed socket's kernel goes on
+  retransmitting what the node had not acknowledged, so a request given up during a
+  partition would otherwise reach the node when the partition heals, after the client
+  reported it and perhaps retried it elsewhere.
 - an ``Error`` reply is raised as ``error_for(status, message)``.
 - ``close()`` fails what is pending with ``E.SHUTDOWN`` and refuses new requests.
 
@@ -38,6 +41,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import socket
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -60,6 +65,19 @@ __all__ = ["Connection"]
 _WRITE_HIGH_WATER = 8 * 1024 * 1024
 # Seconds a closing TLS connection waits for the node's close_notify before it is cut.
 _TLS_CLOSE_TIMEOUT = 1.0
+# SO_LINGER on, 0 s: close() resets the connection and drops unsent data.
+_LINGER_RESET = struct.pack("ii", 1, 0)
+
+
+def _discard_unsent(transport: Any) -> None:
+    """Make closing ``transport`` reset the connection: the kernel drops what the node has
+    not acknowledged yet instead of sending it on after the close.  A request given up
+    for silence (a partition) must not reach the node later, when the network heals: it
+    was reported "may be stored", and a retry may already have gone elsewhere."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
 
 
 class _Protocol(asyncio.Protocol):
@@ -389,6 +407,8 @@ class Connection:
 
     def _lost(self, proto: _Protocol, status: E, why: str) -> None:
         if proto.transport is not None:
+            if not proto.lost:  # we give it up (silent node, bad frame): reset it
+                _discard_unsent(proto.transport)
             proto.transport.abort()
         waiter = self._hello_waiter
         if waiter is not None and not waiter.done():

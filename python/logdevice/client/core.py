@@ -389,9 +389,15 @@ class ClientCore:
             except TimedOutError as exc:
                 last = f"N{node} did not answer"
                 self.refresh_soon(urgent=True)  # who sequences the log now?
-                if not c.connected and not repeatable and loop.time() < deadline:
-                    # Given up for silence before the deadline: it may have been carried
-                    # out, so it is not sent again (as at the deadline).
+                if not repeatable:
+                    # Given up for silence, or its deadline passed: it may have been
+                    # carried out, so it is never sent again.  (Not left to the loop
+                    # head's clock check: uvloop rounds timers to the millisecond, so
+                    # the deadline's timer may fire just before the deadline.)
+                    if c.connected or loop.time() >= deadline:
+                        raise TimedOutError(
+                            message=f"{what} to log {log_id}: not acknowledged within "
+                                    f"{timeout:g} s (last: {last})") from None
                     raise error_for(E.TIMEDOUT, f"{what} to log {log_id}: {exc.message}"
                                     ) from None
                 continue  # the loop head raises with the full story, or tries again
