@@ -43,6 +43,14 @@ sequencer starts releasing (``_recovered``); a failed recovery is retried, a pre
 one deactivates the sequencer.  SEALED and the digest streams' STARTED / RECORDS / GAP
 come back to this role; GET_RECOVERIES is answered with ``Recoveries.describe``.
 
+Tails.  GET_TAIL is answered with the sequencer's release pointer, never before recovery
+settled the earlier epochs, and never before a seal check (``seal_check``) sent after the
+request arrived said that no newer epoch sealed ours: a sequencer that heard nothing of
+a takeover (cut off while another node's recovery sealed its epoch, or storing nothing
+since) would otherwise answer an older tail than the newer sequencer already did.  A
+check that finds a seal deactivates the sequencer and the request is redirected (to the
+sealing node while it is alive); one that cannot decide in time is answered AGAIN.
+
 Driving the state machines.  Actions come back from every sequencer call: ``SendStore``
 and ``Release`` go to ``StoreSender`` (one STORE frame per node and log per loop turn, one
 RELEASE per node), ``AckAppend`` / ``Reject`` become APPENDED on the client's connection
@@ -82,12 +90,14 @@ from logdevice.protocol import (
     Appended,
     AppendedBatch,
     AppendFlag,
+    CheckSeal,
     Gap,
     GetRecoveries,
     GetTail,
     Records,
     RecoveryList,
     Sealed,
+    SealState,
     Started,
     Stored,
     Tail,
@@ -106,6 +116,13 @@ from logdevice.sequencer import (
     SequencerState,
 )
 from logdevice.sequencer.producers import ADMIT_NEW, ADMIT_WAIT, ProducerTable
+from logdevice.sequencer.seal_check import (
+    Confirmed,
+    Preempted,
+    SealChecks,
+    SendCheckSeal,
+    Undecided,
+)
 
 if TYPE_CHECKING:
     from logdevice.node.failure_detector import FailureDetectorRole
@@ -195,6 +212,11 @@ class SequencerRole(Role):
         self._live: dict[tuple[int, int], Sequencer] = {}  # (log, epoch) -> not deactivated
         self._activating: dict[int, list[tuple[Any, ...]]] = {}  # log -> queued requests
         self._tail_waiters: dict[int, list[tuple[Peer, int]]] = {}  # log -> GET_TAILs held
+        # GET_TAILs wait for a seal check (see Tails); a cut-off sequencer gives up on
+        # one after the failure detector's dead timeout.
+        self.seal_checks = SealChecks(self.settings.dead_timeout_ms / 1000,
+                                      clock=node.loop.time)
+        self._seal_timer: tuple[float, asyncio.TimerHandle] | None = None
         self.producers = ProducerTable()
         self._held_blobs: dict[int, list[tuple[Peer, Append]]] = {}  # log -> see _on_append
         self._appends: dict[int, _Append] = {}
@@ -222,7 +244,8 @@ class SequencerRole(Role):
         return {Append: self._on_append, AppendBatch: self._on_append_batch,
                 GetTail: self._on_get_tail, Stored: self._on_stored,
                 Sealed: rec.on_sealed, Started: rec.on_started, Records: rec.on_records,
-                Gap: rec.on_gap, GetRecoveries: self._on_get_recoveries}
+                Gap: rec.on_gap, GetRecoveries: self._on_get_recoveries,
+                SealState: self._on_seal_state}
 
     async def start(self) -> None:
         self._sweeper = self.node.loop.call_later(SWEEP_INTERVAL, self._sweep)
@@ -231,6 +254,8 @@ class SequencerRole(Role):
         self._stopping = True
         if self._sweeper is not None:
             self._sweeper.cancel()
+        if self._seal_timer is not None:
+            self._seal_timer[1].cancel()
         self.recoveries.stop()
         for log_id in list(self.sequencers):
             self.deactivate(log_id, E.SHUTDOWN)
@@ -498,19 +523,80 @@ class SequencerRole(Role):
             # (the client's timeout bounds it) rather than let the tail go back.
             self._tail_waiters.setdefault(seq.log_id, []).append((conn, request_id))
             return
-        lsn, ts = seq.tail()
-        conn.send(Tail(request_id=request_id, status=E.OK, log_id=seq.log_id, lsn=lsn,
-                       timestamp=ts))
+        # Another node may have taken the log over without our hearing of it (we were
+        # cut off, or stored nothing since): its storage nodes say (see seal_check).
+        self._run_seal_checks(self.seal_checks.request(
+            seq.log_id, seq.epoch, seq.nodeset, seq.replication.r, (conn, request_id)))
 
     def _answer_tail_waiters(self, log_id: int, seq: Sequencer | None) -> None:
         """Recovery finished (``seq``), or the sequencer went away (None: the clients
         ask the log's sequencer again)."""
-        for conn, request_id in self._tail_waiters.pop(log_id, []):
+        waiters = self._tail_waiters.pop(log_id, [])
+        if seq is None:
+            waiters += self.seal_checks.cancel(log_id)
+        for conn, request_id in waiters:
             if seq is not None:
                 self._send_tail(seq, conn, request_id)
             else:
-                conn.send(Tail(request_id=request_id, status=E.NOSEQUENCER, log_id=log_id,
-                               redirect_to=self._redirect_for(log_id)))
+                self._no_tail(log_id, conn, request_id)
+
+    def _no_tail(self, log_id: int, conn: Peer, request_id: int) -> None:
+        conn.send(Tail(request_id=request_id, status=E.NOSEQUENCER, log_id=log_id,
+                       redirect_to=self._redirect_for(log_id)))
+
+    def _on_seal_state(self, conn: Peer, msg: SealState) -> None:
+        node = conn.peer_node if conn.peer_node is not None else msg.node_index
+        self._run_seal_checks(self.seal_checks.on_reply(
+            msg.request_id, node, msg.status, msg.seal_epoch, msg.sealed_by))
+
+    def _run_seal_checks(self, actions: list) -> None:
+        for a in actions:
+            t = type(a)
+            if t is SendCheckSeal:
+                if not self.node.send_to_node(a.node, CheckSeal(
+                        request_id=a.request_id, log_id=a.log_id, epoch=a.epoch)):
+                    # No link: that node cannot vouch for us now.
+                    self._run_seal_checks(self.seal_checks.on_reply(
+                        a.request_id, a.node, E.CONNFAILED))
+            elif t is Confirmed:
+                seq = self.sequencers.get(a.log_id)
+                for conn, request_id in a.waiters:
+                    if seq is None or seq.epoch != a.epoch:
+                        self._no_tail(a.log_id, conn, request_id)
+                        continue
+                    lsn, ts = seq.tail()
+                    conn.send(Tail(request_id=request_id, status=E.OK, log_id=a.log_id,
+                                   lsn=lsn, timestamp=ts))
+            elif t is Preempted:
+                seq = self.sequencers.get(a.log_id)
+                if seq is not None and seq.epoch <= a.seal_epoch:
+                    log.warning("log %d epoch %d: preempted (a storage node holds it "
+                                "sealed up to epoch %d, by N%s)", a.log_id, seq.epoch,
+                                a.seal_epoch, a.sealed_by)
+                    self.deactivate(a.log_id, E.PREEMPTED, by=a.sealed_by)
+                for conn, request_id in a.waiters:
+                    self._no_tail(a.log_id, conn, request_id)
+            elif t is Undecided:
+                for conn, request_id in a.waiters:
+                    # Cannot tell whether our tail is still the log's: the client
+                    # tries again (nothing was changed).
+                    conn.send(Tail(request_id=request_id, status=E.AGAIN, log_id=a.log_id))
+        self._arm_seal_checks()
+
+    def _arm_seal_checks(self) -> None:
+        deadline = self.seal_checks.next_deadline()
+        if deadline is None:
+            return
+        armed = self._seal_timer
+        if armed is not None:
+            if armed[0] <= deadline:
+                return
+            armed[1].cancel()
+        self._seal_timer = (deadline, self.node.loop.call_at(deadline, self._on_seal_timer))
+
+    def _on_seal_timer(self) -> None:
+        self._seal_timer = None
+        self._run_seal_checks(self.seal_checks.on_timer())
 
     def _on_stored(self, conn: Peer, msg: Stored) -> None:
         node = conn.peer_node if conn.peer_node is not None else msg.node_index

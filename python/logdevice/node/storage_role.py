@@ -32,6 +32,8 @@
   node remembers (in memory only) which node sealed each log last and names it in the
   STORED(PREEMPTED) answers of that log (``sealed_by``), so a preempted sequencer knows
   where the log went; this node's own sequencer of the log hears of the seal at once.
+- CHECK_SEAL (from a node's sequencer, before it answers a tail): SEAL_STATE with how far
+  the log is sealed here (a closed epoch counts) and by whom, if known.
 
 Back-pressure: when STOREs waiting for the writer exceed ``MAX_QUEUED_BYTES`` the role
 stops reading from the connections that send them until the queue drains.
@@ -54,6 +56,7 @@ from logdevice.node.purging import Purger
 from logdevice.node.role import Peer, Role
 from logdevice.node.shard_check import mark_damaged, mark_if_data_lost
 from logdevice.protocol import (
+    CheckSeal,
     DataSize,
     DataSizeReply,
     FindTime,
@@ -64,6 +67,7 @@ from logdevice.protocol import (
     ReleaseBatch,
     Seal,
     Sealed,
+    SealState,
     Store,
     Stored,
     Trim,
@@ -175,7 +179,8 @@ class StorageRole(Role):
         return {Store: self._on_store, Release: self._on_release,
                 ReleaseBatch: self._on_release_batch, Trim: self._on_trim,
                 GetHead: self._on_get_head, FindTime: self._on_find_time,
-                DataSize: self._on_data_size, Seal: self._on_seal}
+                DataSize: self._on_data_size, Seal: self._on_seal,
+                CheckSeal: self._on_check_seal}
 
     async def start(self) -> None:
         if self.node.has_role("rebuilding"):
@@ -586,6 +591,23 @@ class StorageRole(Role):
             conn.send(self._sealed(msg, exc.status))
             return
         conn.send(self._sealed(msg, E.OK, last_known_good=lng, max_seen_lsn=max_seen))
+
+    def _on_check_seal(self, conn: Peer, msg: CheckSeal) -> None:
+        """How far the log is sealed here: a sequencer checks it was not preempted
+        before it answers a tail.  A closed epoch (recovery decided it) counts as
+        sealed, as it does for STOREs."""
+        status = self.node_request_status(conn, msg.log_id)
+        if status != E.OK:
+            conn.send(SealState(request_id=msg.request_id, status=status, log_id=msg.log_id,
+                                node_index=self.node.index))
+            return
+        assert self.db is not None  # node_request_status said DISABLED otherwise
+        sealed = self.db.sealed_epoch(msg.log_id)
+        if self.purger is not None:
+            sealed = max(sealed, self.purger.clean_epoch(msg.log_id))
+        conn.send(SealState(request_id=msg.request_id, status=E.OK, log_id=msg.log_id,
+                            node_index=self.node.index, seal_epoch=sealed,
+                            sealed_by=self._sealer_of(msg.log_id, sealed) if sealed else -1))
 
     # -- admin queries ----------------------------------------------------------------------
     def _check_query(self, log_id: int) -> E:

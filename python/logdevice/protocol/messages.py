@@ -78,6 +78,8 @@ __all__ = [
     "DataSizeReply",
     "Seal",
     "Sealed",
+    "CheckSeal",
+    "SealState",
     "GetCheckpoints",
     "SetCheckpoints",
     "Checkpoints",
@@ -139,6 +141,8 @@ class MessageType(IntEnum):
     DATA_SIZE_REPLY = 49
     SEAL = 50
     SEALED = 51
+    CHECK_SEAL = 52
+    SEAL_STATE = 53
     GET_CHECKPOINTS = 70
     SET_CHECKPOINTS = 71
     CHECKPOINTS = 72
@@ -798,6 +802,32 @@ class Sealed(Message):
     last_known_good: int = 0
     max_seen_lsn: int = 0
     epoch: int = 0
+
+
+@register
+class CheckSeal(Message):
+    """Sequencer node -> storage node, before answering GET_TAIL: how far is ``log_id``
+    sealed?  (``epoch``: the asking sequencer's.)  Changes nothing."""
+
+    TYPE = MessageType.CHECK_SEAL
+    request_id: int
+    log_id: int
+    epoch: int
+
+
+@register
+class SealState(Message):
+    """Storage node -> sequencer node, answer to CHECK_SEAL: ``seal_epoch`` is the
+    highest epoch of the log the node refuses STOREs of (0: none), ``sealed_by`` the
+    node whose seal that is (-1: not known here)."""
+
+    TYPE = MessageType.SEAL_STATE
+    request_id: int
+    status: E
+    log_id: int = 0
+    node_index: int = -1
+    seal_epoch: int = 0
+    sealed_by: int = -1
 
 
 # ------------------------------------------------------------------------ checkpoints
