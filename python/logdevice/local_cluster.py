@@ -594,8 +594,8 @@ class LocalCluster:
         self.wait_alive(set(self.running()) - self._paused, timeout)
 
     def wait_alive(self, expected: Iterable[int], timeout: float | None = None) -> None:
-        """Wait until every node in ``expected`` answers HELLO and its view's ``alive`` set
-        is exactly ``expected``.  TimeoutError names the node that is not there and quotes
+        """Wait until every node in ``expected`` answers HELLO, its view's ``alive`` set
+        is exactly ``expected`` and it places sequencers on none but them.  TimeoutError names the node that is not there and quotes
         the end of its log."""
         expected = set(expected)
         timeout = self.ready_timeout if timeout is None else timeout
@@ -614,10 +614,12 @@ class LocalCluster:
                 except Exception as exc:
                     last[i] = f"not answering: {exc}"
                     continue
-                if set(view.alive) == expected:
+                placed = {s.node_index for s in view.sequencers}
+                if set(view.alive) == expected and placed <= expected:
                     pending.discard(i)
                 else:
-                    last[i] = f"sees alive {sorted(view.alive)}, expected {sorted(expected)}"
+                    last[i] = (f"sees alive {sorted(view.alive)}, places sequencers on "
+                               f"{sorted(placed)}, expected {sorted(expected)}")
             if not pending:
                 return
             if time.monotonic() > deadline:

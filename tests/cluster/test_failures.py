@@ -119,6 +119,9 @@ def test_sequencer_killed_logs_move(local_cluster):
     finally:
         streamer.stop()
     alive = [i for i in range(4) if i != victim]
+    # Clients route around the dead node as soon as its connection breaks, which can be
+    # before the failure detectors declare it dead: wait for the cluster's view.
+    cluster.wait_alive(alive, timeout=15.0)
     new_owners = _owners(cluster, logs, alive)
     with RawClient(cluster) as raw:
         for log_id in logs:
