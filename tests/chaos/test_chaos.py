@@ -43,3 +43,17 @@ def test_short_partition_run(tmp_path):
     assert report["checks"] >= 2  # during the run and at its end
     assert violations(report) == 0, "\n".join(
         [summary(report), *report["problems"], *log])
+
+
+def test_short_never_return_run(tmp_path):
+    """One node killed for good: the cluster notices, rebuilds it by itself, and every
+    acknowledged record is still there."""
+    log: list[str] = []
+    run = Run(seconds=45.0, seed=5, replication=3, root=tmp_path / "cluster",
+              log=log.append, never_return=True)
+    report = run.run()
+    print(summary(report))
+    assert "kill_forever" in {f.kind for f in run.faults}
+    assert report["acked"] > 1000
+    assert violations(report) == 0, "\n".join(
+        [summary(report), *report["problems"], *log])
