@@ -595,8 +595,8 @@ class LocalCluster:
 
     def wait_alive(self, expected: Iterable[int], timeout: float | None = None) -> None:
         """Wait until every node in ``expected`` answers HELLO, its view's ``alive`` set
-        is exactly ``expected`` and it places sequencers on none but them.  TimeoutError names the node that is not there and quotes
-        the end of its log."""
+        is exactly ``expected`` and it places sequencers on none but them.  TimeoutError
+        names the node that is not there and quotes the end of its log."""
         expected = set(expected)
         timeout = self.ready_timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
