@@ -91,6 +91,8 @@ LONG_FAULT = (CLIENT_TIMEOUT + 1.0, CLIENT_TIMEOUT + 5.0)
 ROLLING_PER_NODE = 6.0
 #: How long a node killed for good may take to be rebuilt (from its kill).
 REBUILD_DEADLINE = 180.0
+#: Details of the checker's alarms logged per check.
+DETAILS_SHOWN = 10
 
 
 @dataclass
@@ -426,6 +428,15 @@ class Run:
             if count:
                 at = time.monotonic() - self.t0
                 self.log(f"[{at:6.1f}s] checker: {count} {category}")
+        # What each alarm is about (few: a check keeps its details bounded anyway).
+        for d in report.details[:DETAILS_SHOWN]:
+            self.log(f"    {d['category']}/{d['kind']} log {d['log_id']} "
+                     f"{ldlsn.to_string(d['lsn_lo'])}..{ldlsn.to_string(d['lsn_hi'])} "
+                     f"({d['records']} records) missing on {d['nodes_missing']} "
+                     f"copysets {d['copysets']}")
+        if report.details and (report.down_nodes or report.rechecked_nodes):
+            self.log(f"    down {report.down_nodes}, re-checked "
+                     f"{sorted(report.rechecked_nodes)}")
 
     # -- the run ----------------------------------------------------------------------------
     def _partitioned(self, stack: contextlib.ExitStack) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import asyncio
 import numpy as np
 
 from logdevice.checker.client import AvailabilityClient
-from logdevice.checker.driver import _epoch_ends
+from logdevice.checker.driver import CheckOptions, _Check, _epoch_ends, down_limit_ms
 from logdevice.checker.grid import Grid
 from logdevice.checker.report import Report
 from logdevice.checker.verdict import NodeHoldings, judge
@@ -159,3 +159,21 @@ def test_drained_copies_are_not_listed_by_the_node(tmp_path):
         got = asyncio.run(client.fetch_log(0, 1))
         assert got.holdings.lsns.tolist() == [4, 7]
         assert np.array_equal(got.holdings.copysets, [[0, 1], [0, 2]])
+
+
+
+def test_a_node_just_past_the_grace_period_is_down_until_the_event_log_can_say_so(tmp_path):
+    # The supervisor may hold a node dead up to a dead timeout after the node asked does,
+    # and writes the event log at its next poll: until then a node killed for good (or
+    # slow to restart) cannot be in the event log, so it is down, not unavailable.
+    assert down_limit_ms(3000, dead_timeout_ms=3000, poll_ms=500) == 6500
+    cfg = make_local_config(3, 2, logs=[1], root=tmp_path, ports=[1, 2, 3])
+    s = cfg.settings
+    check = _Check(cfg, CheckOptions())
+    assert check.down_limit_ms == (s.self_rebuild_grace_period_ms + s.dead_timeout_ms
+                                   + s.rebuilding_poll_ms)
+    asyncio.run(check.asker.close())
+    # A grace given explicitly is exact.
+    check = _Check(cfg, CheckOptions(down_grace_ms=0))
+    assert check.down_limit_ms == 0
+    asyncio.run(check.asker.close())

@@ -15,8 +15,9 @@ One check (``run_check`` / ``check_cluster``):
    delayed re-check, once per node and check; a slow or paused node is not data loss).
    One still silent is looked up in the cluster's view (GET_CLUSTER_VIEW): held dead for
    less than the grace period (``self_rebuild_grace_period_ms``, or
-   ``checker_grace_period_ms`` when self-rebuilding is off) it is *down*, counted apart
-   (a restart is no violation); held alive, it is asked again until it answers or the
+   ``checker_grace_period_ms`` when self-rebuilding is off), plus the time the rebuilding
+   supervisor needs to put it in the event log (``down_limit_ms``), it is *down*,
+   counted apart (a restart is no violation); held alive, it is asked again until it answers or the
    cluster holds it dead (bounded by the failure detector's dead timeout: a node that
    just came back, or just went); otherwise it is silent: an availability violation.
 3. Each window is judged over the log's live range (highest trim point + 1 .. highest
@@ -57,7 +58,8 @@ from logdevice.errors import E, LogDeviceError
 from logdevice.security import ConnectSecurity
 from logdevice.shards import AuthoritativeStatus
 
-__all__ = ["CheckOptions", "Metadata", "read_metadata", "check_cluster", "run_check"]
+__all__ = ["CheckOptions", "Metadata", "read_metadata", "check_cluster", "run_check",
+           "down_limit_ms"]
 
 log = logging.getLogger("logdevice.checker")
 
@@ -173,6 +175,13 @@ class _Check:
         self.down_grace_ms = (options.down_grace_ms if options.down_grace_ms is not None
                               else settings.self_rebuild_grace_period_ms
                               or settings.checker_grace_period_ms)
+        # Given explicitly, the grace is exact; else, with self-rebuilding on, the event
+        # log's lag behind the failure detector is allowed for.
+        self.down_limit_ms = (down_limit_ms(self.down_grace_ms, settings.dead_timeout_ms,
+                                            settings.rebuilding_poll_ms)
+                              if options.down_grace_ms is None
+                              and settings.self_rebuild_grace_period_ms
+                              else self.down_grace_ms)
         # A node silent but held alive is asked again until the failure detector would
         # have held it dead (a node just back, or just gone), no longer.
         self.settle_s = settings.dead_timeout_ms / 1000 + options.recheck_delay
@@ -223,7 +232,7 @@ class _Check:
     async def _settle(self, streams: dict[int, NodeStream], failed: list[int],
                       want: int) -> list[int]:
         """Of nodes that still fail after their re-check: those the cluster holds dead for
-        less than ``down_grace_ms`` go to ``self.down``; those it holds alive are asked
+        less than ``down_limit_ms`` go to ``self.down``; those it holds alive are asked
         again (every ``SETTLE_POLL`` s, at most ``settle_s``) until they answer or it
         holds them dead.  Returns the rest: silent (availability violations)."""
         loop = asyncio.get_running_loop()
@@ -240,7 +249,7 @@ class _Check:
             for x in pending:
                 if x not in dead:
                     alive.append(x)
-                elif dead[x] < self.down_grace_ms:
+                elif dead[x] < self.down_limit_ms:
                     self.say(f"N{x} is down (dead for {dead[x] / 1000:.1f} s, within the "
                              f"grace period): counted apart")
                     self.down[x] = dead[x]
@@ -348,6 +357,15 @@ class _Check:
         self.report.bytes_received = self.asker.bytes_received
         self.report.seconds = time.monotonic() - t0
         return self.report
+
+
+def down_limit_ms(grace_ms: int, dead_timeout_ms: int, poll_ms: int) -> int:
+    """How long a node may be held dead and still be *down* (counted apart): the grace
+    period, plus the time the event log may lag behind: the rebuilding supervisor's
+    failure detector may hold the node dead up to a dead timeout later than the node
+    asked, and it acts at its next poll.  Until then a node just past the grace period
+    cannot be in the event log yet (a node killed for good, a slow restart)."""
+    return grace_ms + dead_timeout_ms + poll_ms
 
 
 def _epoch_ends(recovered: dict[int, int], released: int) -> dict[int, int]:
