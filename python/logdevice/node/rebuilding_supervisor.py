@@ -36,7 +36,7 @@ from logdevice.epochstore.events import (
 from logdevice.errors import LogDeviceError
 from logdevice.node.role import Role
 from logdevice.rebuilding.requests import needs_rebuild_event
-from logdevice.rebuilding.supervisor import ClusterHealth, Decision, decide
+from logdevice.rebuilding.supervisor import ClusterHealth, decide
 from logdevice.security.store import open_cluster_store
 
 if TYPE_CHECKING:
@@ -58,7 +58,6 @@ class RebuildingSupervisorRole(Role):
         self.grace_period = settings.self_rebuild_grace_period_ms / 1000
         self.max_fraction = settings.max_rebuilding_fraction
         self.interval = settings.rebuilding_poll_ms / 1000
-        self.decisions: list[Decision] = []  # the last tick's (this node acting)
         self._fold = ShardStatusFold()
         self._deferred: dict[int, str] = {}  # node -> the last reason in the event log
         self._aborted_ms: dict[int, int] = {}  # node -> when an operator aborted (ms)
@@ -96,16 +95,14 @@ class RebuildingSupervisorRole(Role):
     async def _tick(self) -> None:
         fd = self.node.role("failure_detector")
         if min(fd.live) != self.node.index:
-            self.decisions = []
             return
         dead_for = fd.dead_for()
         storage = {n.index for n in self.node.config.storage_nodes()}
         if not any(n in storage and t >= self.grace_period for n, t in dead_for.items()):
-            self.decisions = []
             return  # nothing to decide: no epoch store read
         held = {n: fd.held_dead_by(n) for n in dead_for}
-        self.decisions = await self.node.loop.run_in_executor(
-            self._exec, self._decide_and_act, dead_for, held)
+        await self.node.loop.run_in_executor(self._exec, self._decide_and_act, dead_for,
+                                             held)
 
     # -- the role's thread ------------------------------------------------------------------
     def _catch_up(self, store: EpochStore) -> None:
@@ -119,8 +116,7 @@ class RebuildingSupervisorRole(Role):
                 if kind == SHARD_ABORT_REBUILD and ev.get("operator"):
                     self._aborted_ms[node] = int(ev.get("time_ms", 0))
 
-    def _decide_and_act(self, dead_for: dict[int, float], held: dict[int, int]
-                        ) -> list[Decision]:
+    def _decide_and_act(self, dead_for: dict[int, float], held: dict[int, int]) -> None:
         if self._store is None:
             self._store = open_cluster_store(self.node.config)
         store, config = self._store, self.node.config
@@ -134,8 +130,7 @@ class RebuildingSupervisorRole(Role):
             storage_nodes=frozenset(n.index for n in config.storage_nodes()),
             dead_for=dead_for, held_dead_by=held, statuses=self._fold.statuses(),
             rebuilding=self._fold.rebuilding_set().nodes, held_back=held_back)
-        decisions = decide(health, self.grace_period, self.max_fraction)
-        for d in decisions:
+        for d in decide(health, self.grace_period, self.max_fraction):
             if d.action == "rebuild":
                 event = needs_rebuild_event(config, d.node, reason=d.reason)
                 event["self_initiated"] = True
@@ -151,4 +146,3 @@ class RebuildingSupervisorRole(Role):
                 log.warning("N%d: not rebuilding N%d yet: %s", self.node.index, d.node,
                             d.reason)
             self._catch_up(store)
-        return decisions
