@@ -9,4 +9,5 @@ def merge_holders(
     lengths: npt.ArrayLike,
     holders: Sequence[tuple[npt.ArrayLike, npt.ArrayLike, npt.ArrayLike, npt.ArrayLike, int]],
     member_of: npt.ArrayLike,
+    unknown: npt.ArrayLike | None = None,
 ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint16], npt.NDArray[np.int64]]: ...

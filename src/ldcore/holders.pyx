@@ -8,7 +8,10 @@
 # ``merge_holders`` turns those lists into, per slot, the bit row of the nodes holding
 # it, how many do, and the copyset the verdict judges it by.  Holders may disagree on a
 # copyset (a store wave that timed out leaves copies naming an older copyset): the first
-# copyset whose members all hold the slot wins, else the first one seen.  Two passes
+# copyset whose members all hold the slot wins, else the first one seen.  Members that
+# did not answer (``unknown``) count as holding it for that choice: the wave that won
+# may name a node that is restarting, and the older copyset of a stale copy must not be
+# judged instead (its missing member would look like a lost copy).  Two passes
 # over the lists (the second walks the runs), nothing allocated per record.
 #
 # cython: boundscheck=False, wraparound=False
@@ -30,7 +33,7 @@ cdef Py_ssize_t _slot(uint64_t lsn, const uint64_t[::1] start, const int64_t[::1
     return base[s] + <Py_ssize_t>(lsn - start[s])
 
 
-def merge_holders(starts, bases, lengths, holders, member_of):
+def merge_holders(starts, bases, lengths, holders, member_of, unknown=None):
     """Per-slot holder bits, holder counts and chosen copyset rows.
 
     Parameters
@@ -45,6 +48,8 @@ def merge_holders(starts, bases, lengths, holders, member_of):
         node's bit (``position // 64`` is its word).
     member_of : uint64 2-D array
         One bit row per copyset: its members.  The last row is the "no copyset" row.
+    unknown : uint64 array, optional
+        The bits of the nodes that did not answer (one word per word of ``member_of``).
 
     Returns
     -------
@@ -65,6 +70,11 @@ def merge_holders(starts, bases, lengths, holders, member_of):
         raise ValueError("member_of must be a 2-D array with a last 'no copyset' row")
     cdef const uint64_t[:, ::1] members = members_a
     cdef Py_ssize_t words = members.shape[1], none = members.shape[0] - 1
+    unknown_a = (np.zeros(words, np.uint64) if unknown is None
+                 else np.ascontiguousarray(unknown, dtype=np.uint64))
+    if unknown_a.shape != (words,):
+        raise ValueError(f"unknown must have {words} words, got shape {unknown_a.shape}")
+    cdef const uint64_t[::1] unk = unknown_a
     cdef Py_ssize_t segments = start.shape[0]
     cdef Py_ssize_t size = base[segments - 1] + length[segments - 1] if segments else 0
     lists = []
@@ -134,7 +144,7 @@ def merge_holders(starts, bases, lengths, holders, member_of):
                         continue
                     ok = True
                     for w in range(words):
-                        if members[r, w] & ~hold[s, w]:
+                        if members[r, w] & ~(hold[s, w] | unk[w]):
                             ok = False
                             break
                     if ok or chosen[s] == none:

@@ -298,3 +298,23 @@ def test_a_failing_check_exits_2_not_1(monkeypatch, tmp_path):
     report = driver.run_check(config)
     assert report.exit_code == 2
     assert report.errors == ["internal error: ValueError: cannot reshape array"]
+
+
+def test_a_stale_copyset_is_not_judged_while_the_new_one_has_a_member_restarting():
+    # Store wave 1 of ESN 1 named [1, 0, 2] and failed (N1 went down); wave 2 named
+    # [3, 2, 4] and was acknowledged; N0 keeps its stale wave-1 copy (and is asked
+    # first).  N3 is restarting: the wave-2 copyset must still be the one judged.
+    def holding(node, copysets):
+        return NodeHoldings.from_rows(node, _lsns([1] if copysets else []),
+                                      np.array(copysets or np.zeros((0, 3)), np.int16))
+
+    holdings = {0: holding(0, [[1, 0, 2]]), 1: holding(1, []),
+                2: holding(2, [[3, 2, 4]]), 4: holding(4, [[3, 2, 4]])}
+    hi = int(_lsns([1])[0])
+    v = judge(1, 1, hi, holdings, replication=3, nodeset=range(5), down=[3])
+    assert v.counts["durability"] == 0, v.details  # N1 "missing" only in the stale copyset
+    assert v.summary["unchecked"] == 1  # N3's copy could not be checked
+    # N3 answering without it: no copyset is complete, a missing copy is reported.
+    lost = judge(1, 1, hi, holdings | {3: holding(3, [])}, replication=3,
+                 nodeset=range(5))
+    assert lost.counts["durability"] == 1

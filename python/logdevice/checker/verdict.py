@@ -420,7 +420,8 @@ def judge(log_id: int, lo: int, hi: int,
     hold_rows, copies, cs_slot = merge_holders(
         grid.start, grid.base, grid.length,
         [(h.lsns, h.run_lengths, h.run_rows, rows, bits.pos[x])
-         for (x, h), rows in zip(pages, to_table, strict=True)], member_of)
+         for (x, h), rows in zip(pages, to_table, strict=True)], member_of,
+        np.array(bits.of([x for x in nodes if x not in held]), np.uint64))
     present = cs_slot < D
     v.summary["records"] = int(np.count_nonzero(present))
 
