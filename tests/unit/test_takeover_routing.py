@@ -11,15 +11,9 @@ from logdevice.client.routing import Routing
 from logdevice.config import make_local_config
 from logdevice.placement import sequencer_for
 from logdevice.protocol import ClusterView, SequencerNode
+from tests.unit.test_client_unit import Clock
 
 NODES = range(5)
-
-
-class Clock:
-    t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 @pytest.fixture

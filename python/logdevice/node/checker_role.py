@@ -18,7 +18,6 @@ details left out of the report.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
@@ -31,7 +30,7 @@ from logdevice.checker.report import Report
 from logdevice.config import Config
 from logdevice.epochstore import LogEpochState
 from logdevice.errors import LogDeviceError
-from logdevice.node.role import Role
+from logdevice.node.role import Role, cancel_and_wait
 from logdevice.security.store import open_cluster_store
 
 if TYPE_CHECKING:
@@ -83,10 +82,7 @@ class CheckerRole(Role):
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     def close(self) -> None:
         self._exec.shutdown(wait=False, cancel_futures=True)

@@ -19,7 +19,6 @@ A node that comes back while its self-initiated rebuilding runs aborts it itself
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -34,7 +33,7 @@ from logdevice.epochstore.events import (
     ShardStatusFold,
 )
 from logdevice.errors import LogDeviceError
-from logdevice.node.role import Role
+from logdevice.node.role import Role, cancel_and_wait
 from logdevice.rebuilding.requests import needs_rebuild_event
 from logdevice.rebuilding.supervisor import ClusterHealth, decide
 from logdevice.security.store import open_cluster_store
@@ -71,10 +70,7 @@ class RebuildingSupervisorRole(Role):
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     def close(self) -> None:
         self._exec.shutdown(wait=True)

@@ -24,6 +24,8 @@ Neither closes the connection.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -103,3 +105,11 @@ class Role:
     def on_config_change(self, old: Config, new: Config) -> None:
         """``node.config`` is now ``new`` (runtime log groups created, changed, removed):
         drop what was derived from ``old``."""
+
+
+async def cancel_and_wait(task: asyncio.Task[None] | None) -> None:
+    """Cancel a role's background task (if any) and wait until it has ended."""
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
