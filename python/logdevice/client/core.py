@@ -45,6 +45,7 @@ from logdevice.client.combine import f_majority
 from logdevice.client.connection import Connection
 from logdevice.client.retry import REFUSAL_RETRYABLE, Backoff
 from logdevice.client.routing import Routing
+from logdevice.client.send_order import SendOrder
 from logdevice.client.settings import ClientSettings
 from logdevice.config import Config
 from logdevice.errors import E, LogDeviceError, TimedOutError, error_for
@@ -85,6 +86,7 @@ class ClientCore:
                                                    tls_key=settings.tls_key,
                                                    token=settings.token)
         self._append_slots: dict[int, AppendSlots] = {}  # log -> records in flight
+        self._send_orders: dict[int, SendOrder] = {}  # log -> its blobs being sent
         # Back-pressure figures: appends that waited for room among those in flight, and
         # refusals (window full, overloaded, ...) retried; APPEND_BATCH frames sent.
         self.stats = {"appends_waited": 0, "refusals_retried": 0, "append_batches": 0}
@@ -259,20 +261,33 @@ class ClientCore:
                           flags=flags | _NO_REDIRECT if no_redirect else flags,
                           timeout_ms=remaining_ms, checksum=checksum)
 
+        # The ticket is taken before anything is awaited: blobs are ordered as their
+        # sends start (slots are granted in the same order).
+        order = self._send_orders.get(log_id)
+        if order is None:
+            order = self._send_orders[log_id] = SendOrder()
+        ticket = order.take()
         slots = self.append_slots(log_id)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         try:
-            if await slots.acquire(timeout):
-                self.stats["appends_waited"] += 1
-        except TimedOutError:
-            raise TimedOutError(message=f"append to log {log_id}: no room among the "
-                                        f"appends in flight within {timeout:g} s") from None
-        try:
-            reply: Appended = await self._sequencer_request(
-                log_id, make, max(0.0, deadline - loop.time()), "append")
+            try:
+                if await slots.acquire(timeout):
+                    self.stats["appends_waited"] += 1
+            except TimedOutError:
+                raise TimedOutError(message=f"append to log {log_id}: no room among the "
+                                            f"appends in flight within {timeout:g} s"
+                                    ) from None
+            try:
+                reply: Appended = await self._sequencer_request(
+                    log_id, make, max(0.0, deadline - loop.time()), "append",
+                    order=(order, ticket))
+            finally:
+                slots.release(1)
         finally:
-            slots.release(1)
+            order.done(ticket)
+            if not order.active:
+                del self._send_orders[log_id]
         return reply
 
     def append_slots(self, log_id: int) -> AppendSlots:
@@ -347,18 +362,22 @@ class ClientCore:
 
     async def _sequencer_request(self, log_id: int, make: Callable[[int, bool], Any],
                                  timeout: float, what: str, *,
-                                 repeatable: bool = False) -> Any:
+                                 repeatable: bool = False,
+                                 order: tuple[SendOrder, int] | None = None) -> Any:
         """Send ``make(remaining_ms, no_redirect)`` to ``log_id``'s sequencer until it is
         answered (see the module docstring); ``repeatable``: the request changes nothing,
-        so one whose connection dropped is sent again."""
+        so one whose connection dropped is sent again; ``order``: each attempt is written
+        only in its ticket's turn (``send_order``)."""
         self._sequencer_call_started()
         try:
-            return await self._route_request(log_id, make, timeout, what, repeatable)
+            return await self._route_request(log_id, make, timeout, what, repeatable,
+                                             order)
         finally:
             self._sequencer_calls -= 1
 
     async def _route_request(self, log_id: int, make: Callable[[int, bool], Any],
-                             timeout: float, what: str, repeatable: bool) -> Any:
+                             timeout: float, what: str, repeatable: bool,
+                             order: tuple[SendOrder, int] | None) -> Any:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         backoff = Backoff(self.settings.initial_backoff, self.settings.max_backoff)
@@ -384,8 +403,12 @@ class ClientCore:
             try:
                 if not c.connected:
                     await c.connect(deadline)
-                reply = await c.request(
-                    make(max(1, int((deadline - loop.time()) * 1000)), no_redirect), deadline)
+                if order is None:
+                    reply = await c.request(make(max(1, int((deadline - loop.time()) * 1000)),
+                                                 no_redirect), deadline)
+                else:
+                    reply = await self._ordered_request(c, make, no_redirect, deadline,
+                                                        order)
             except TimedOutError as exc:
                 last = f"N{node} did not answer"
                 self.refresh_soon(urgent=True)  # who sequences the log now?
@@ -451,6 +474,28 @@ class ClientCore:
                 continue
             raise error_for(status, f"{what} to log {log_id} on N{node}: "
                                     f"{getattr(reply, 'message', '') or status.name}")
+
+    @staticmethod
+    async def _ordered_request(c: Connection, make: Callable[[int, bool], Any],
+                               no_redirect: bool, deadline: float,
+                               order: tuple[SendOrder, int]) -> Any:
+        """``c.request`` of one ordered attempt: written in its ticket's turn."""
+        sends, ticket = order
+        sends.unwritten(ticket)  # again, if an earlier attempt came back
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(max(0.0, deadline - loop.time())):
+                await sends.turn(ticket)
+        except TimeoutError:
+            raise TimedOutError(message="an earlier blob of the log was still being "
+                                        "sent at the deadline") from None
+        if not c.connected:
+            await c.connect(deadline)
+        reply = c.send(make(max(1, int((deadline - loop.time()) * 1000)), no_redirect),
+                       deadline)
+        sends.written(ticket)
+        await c.drain()
+        return await reply
 
     async def _back_off(self, backoff: Backoff, deadline: float, *, refresh: bool) -> None:
         loop = asyncio.get_running_loop()
