@@ -14,7 +14,7 @@ loop thread sends, retries and resolves futures, and runs the time trigger.
 Modes:
 
 - ``"independent"``: every blob is sent as soon as it is encoded; many may be in flight
-  per log, so blobs of one log may be stored out of the order they were cut.
+  per log (a retried one may then land after blobs cut after it).
 - ``"one_at_a_time"``: per log, the next blob is sent only when the previous one is
   finished (acknowledged, or failed after its retries): blobs of a log get increasing
   LSNs in the order they were cut, retries included.
@@ -22,7 +22,13 @@ Modes:
 Failures with a retryable status (``retry.WRITER_RETRYABLE``: NOSEQUENCER, SEQNOBUFS,
 TIMEDOUT, OVERLOADED, CONNFAILED, PEER_CLOSED, ...) are retried up to ``retries`` times
 with exponential backoff; others (or the last one) fail every payload of the blob.  A
-retried blob may be stored twice if an earlier attempt was stored but not acknowledged.
+retried blob is the same blob (the writer's id and the blob's sequence number are in its
+header), so the sequencer answers it with its first attempt's LSN if that attempt was
+stored, also after any number of sequencer failovers (``sequencer.writer_recall``).
+
+Order: in both modes a log's blobs are written to the wire in the order they were cut
+(``send_order``), so they get LSNs in that order unless one of them failed and was
+retried while later ones were already on their way.
 
 Memory: bytes buffered plus bytes in flight are counted against ``memory_limit_bytes``;
 beyond it ``append`` waits (``block=True``) or raises ``NoBufsError`` (E.NOBUFS).

@@ -71,6 +71,7 @@ SETTING_BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "rebuilding_append_share": (0.01, 1.0),
     "self_rebuild_grace_period_ms": (0, None),
     "max_rebuilding_fraction": (0.0, 1.0),
+    "idempotence_window_ms": (0, None),
     "client_idle_timeout_ms": (0, None),
 }
 # Settings that take one of a few words.

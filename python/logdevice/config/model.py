@@ -310,6 +310,11 @@ class Settings:
     # storage nodes (at least one node) are down or being rebuilt already.
     self_rebuild_grace_period_ms: int = 600_000
     max_rebuilding_fraction: float = 0.25
+    # A sequencer that takes a log over recognises retried BufferedWriter blobs whose
+    # first attempt it did not see, if the first attempt is at most this old (it asks
+    # the storage nodes which writers' blobs they hold this far back; 0: it does not,
+    # and a retry whose first attempt's acknowledgement was lost is stored again).
+    idempotence_window_ms: int = 900_000
     frame_timeout_ms: int = 30_000  # a frame half-sent and then stalled this long: close
     max_connections: int = 4_096  # inbound connections a node holds; more are closed at once
     max_connections_per_principal: int = 1_024  # of those, one principal's (nodes: no limit)

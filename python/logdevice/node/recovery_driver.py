@@ -80,8 +80,7 @@ class RecoveryHost(Protocol):
     def drop_payload(self, rid: Any) -> None: ...
     def on_epoch_store(self, fn: Callable[[EpochStore], Any]) -> asyncio.Future[Any]: ...
     def recovered(self, seq: Sequencer, last_released: int, last_timestamp: int,
-                  nodes: Collection[int],
-                  producers: Collection[tuple[int, int, int, int]] = ()) -> None: ...
+                  nodes: Collection[int]) -> None: ...
     def deactivate(self, log_id: int, status: E) -> None: ...
 
 #: Seconds before a failed recovery is tried again (doubling up to RETRY_MAX).
@@ -397,7 +396,7 @@ class Recoveries:
                      list(driver.machine.epochs), done.last_released)
             if current:
                 self.role.recovered(seq, done.last_released, done.last_timestamp,
-                                     done.nodes, done.producers)
+                                     done.nodes)
             return
         self.failed += 1
         if done.status in (E.CANCELLED, E.SHUTDOWN):

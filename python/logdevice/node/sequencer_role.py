@@ -74,6 +74,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ldcore import codec
+from ldcore import lsn as ldlsn
 from ldcore.checksum import crc32c
 from logdevice.config import Config, LogGroup
 from logdevice.config.log_groups import affects_sequencer
@@ -83,6 +84,7 @@ from logdevice.node.recovery_driver import Recoveries, RecoveryDriver
 from logdevice.node.role import Peer, Role
 from logdevice.node.stats import AppendStats
 from logdevice.node.store_sender import StoreSender
+from logdevice.node.writer_recall import WriterRecallDriver
 from logdevice.placement import score, sequencer_for
 from logdevice.protocol import (
     Append,
@@ -101,6 +103,7 @@ from logdevice.protocol import (
     Started,
     Stored,
     Tail,
+    WriterBlobs,
     table_reply,
 )
 from logdevice.security.store import open_cluster_store
@@ -115,7 +118,12 @@ from logdevice.sequencer import (
     Sequencer,
     SequencerState,
 )
-from logdevice.sequencer.producers import ADMIT_NEW, ADMIT_WAIT, ProducerTable
+from logdevice.sequencer.producers import (
+    ADMIT_CONFLICT,
+    ADMIT_NEW,
+    ADMIT_WAIT,
+    ProducerTable,
+)
 from logdevice.sequencer.seal_check import (
     Confirmed,
     Preempted,
@@ -218,6 +226,7 @@ class SequencerRole(Role):
                                       clock=node.loop.time)
         self._seal_timer: tuple[float, asyncio.TimerHandle] | None = None
         self.producers = ProducerTable()
+        self.writers = WriterRecallDriver(node, self.producers, self._take_held_blobs)
         self._held_blobs: dict[int, list[tuple[Peer, Append]]] = {}  # log -> see _on_append
         self._appends: dict[int, _Append] = {}
         self._rids = itertools.count(1)
@@ -245,7 +254,7 @@ class SequencerRole(Role):
                 GetTail: self._on_get_tail, Stored: self._on_stored,
                 Sealed: rec.on_sealed, Started: rec.on_started, Records: rec.on_records,
                 Gap: rec.on_gap, GetRecoveries: self._on_get_recoveries,
-                SealState: self._on_seal_state}
+                SealState: self._on_seal_state, WriterBlobs: self.writers.on_reply}
 
     async def start(self) -> None:
         self._sweeper = self.node.loop.call_later(SWEEP_INTERVAL, self._sweep)
@@ -256,6 +265,7 @@ class SequencerRole(Role):
             self._sweeper.cancel()
         if self._seal_timer is not None:
             self._seal_timer[1].cancel()
+        self.writers.stop()
         self.recoveries.stop()
         for log_id in list(self.sequencers):
             self.deactivate(log_id, E.SHUTDOWN)
@@ -402,16 +412,28 @@ class SequencerRole(Role):
         producer = self._producer_of(msg)
         if producer[0]:
             seq = self.sequencers.get(log_id)
-            if seq is None or seq.needs_recovery:
-                # Until recovery has said which blobs the earlier epochs hold, a retried
-                # blob cannot be told from a new one: hold it.
+            if seq is None or seq.needs_recovery or not self.writers.knows_writers(seq):
+                # Until recovery settled the earlier epochs and the storage nodes said
+                # which writers' blobs they hold, a retried blob cannot be told from a
+                # new one: hold it.
                 self._held_blobs.setdefault(log_id, []).append((conn, msg))
                 if seq is None:
                     self._enqueue(log_id, ("noop",))
+                elif not seq.needs_recovery:
+                    self.writers.recall(seq)
                 return
-            verdict = self.producers.admit(log_id, *producer, (conn, msg.request_id))
+            crc = msg.checksum if msg.flags & _CHECKSUM else crc32c(msg.payload)
+            verdict = self.producers.admit(log_id, *producer, (conn, msg.request_id), crc)
             if verdict is ADMIT_WAIT:
                 return  # answered with the first attempt
+            if verdict.verdict == ADMIT_CONFLICT:
+                where = f" (at {ldlsn.to_string(verdict.lsn)})" if verdict.lsn else ""
+                conn.send(Appended(
+                    request_id=msg.request_id, status=E.INVALID_PARAM,
+                    message=f"blob {producer[1]} of writer {producer[0]:#x} was appended "
+                            f"before with another payload{where}: a writer id must not "
+                            f"be reused for other data"))
+                return
             if verdict is not ADMIT_NEW:  # done: the blob is stored already
                 conn.send(Appended(request_id=msg.request_id, status=E.OK, lsn=verdict.lsn,
                                    timestamp=verdict.timestamp))
@@ -738,20 +760,24 @@ class SequencerRole(Role):
         return bool(state.last_clean_epoch < state.epoch - 1)
 
     def recovered(self, seq: Sequencer, last_released: int, last_timestamp: int,
-                   nodes: Collection[int],
-                   producers: Collection[tuple[int, int, int, int]] = ()) -> None:
+                   nodes: Collection[int]) -> None:
         """Recovery finished: release the recovered epochs (their nodesets may differ from
         the current one) and let the sequencer release its own records."""
         self.sender.release(seq.log_id, last_released, set(nodes) | set(seq.nodeset),
                             seq.epoch)
         self._run(seq, seq.on_recovery_done(last_released, last_timestamp))
         self._answer_tail_waiters(seq.log_id, seq)
-        for producer, blob_seq, lsn, timestamp in producers:
-            self.producers.remember(seq.log_id, producer, blob_seq, lsn, timestamp)
         self._take_held_blobs(seq.log_id)
 
     def _take_held_blobs(self, log_id: int) -> None:
-        """The log's sequencer is ready for idempotent appends: serve the held ones."""
+        """The log's sequencer settled its earlier epochs, or recalled its writers: serve
+        the held idempotent blobs (after recalling the writers, if not done yet)."""
+        if log_id not in self._held_blobs:
+            return
+        seq = self.sequencers.get(log_id)
+        if seq is not None and not self.writers.knows_writers(seq):
+            self.writers.recall(seq)
+            return
         for conn, msg in self._held_blobs.pop(log_id, []):
             self._on_append(conn, msg)
 
@@ -857,6 +883,7 @@ class SequencerRole(Role):
             self._preempted_by[log_id] = by
         redirect = self._redirect_for(log_id) if status == E.PREEMPTED else None
         self.recoveries.abort(log_id)
+        self.writers.forget(log_id)
         self._answer_tail_waiters(log_id, None)
         self._refuse_held_blobs(log_id, E.NOSEQUENCER, self._redirect_for(log_id))
         actions = seq.deactivate(status)

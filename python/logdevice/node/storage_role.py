@@ -34,6 +34,9 @@
   where the log went; this node's own sequencer of the log hears of the seal at once.
 - CHECK_SEAL (from a node's sequencer, before it answers a tail): SEAL_STATE with how far
   the log is sealed here (a closed epoch counts) and by whom, if known.
+- GET_WRITER_BLOBS (from a node's sequencer, before it takes retried BufferedWriter
+  blobs): WRITER_BLOBS naming the idempotent writers' blobs held here in a time window
+  (``storage.producers``); AGAIN while a purge runs, REBUILDING while being rebuilt.
 
 Back-pressure: when STOREs waiting for the writer exceed ``MAX_QUEUED_BYTES`` the role
 stops reading from the connections that send them until the queue drains.
@@ -62,6 +65,7 @@ from logdevice.protocol import (
     FindTime,
     FindTimeReply,
     GetHead,
+    GetWriterBlobs,
     Head,
     Release,
     ReleaseBatch,
@@ -72,6 +76,7 @@ from logdevice.protocol import (
     Stored,
     Trim,
     Trimmed,
+    WriterBlobs,
 )
 from logdevice.security.store import open_cluster_store
 from logdevice.storage.logsdb import LogsDB
@@ -180,7 +185,7 @@ class StorageRole(Role):
                 ReleaseBatch: self._on_release_batch, Trim: self._on_trim,
                 GetHead: self._on_get_head, FindTime: self._on_find_time,
                 DataSize: self._on_data_size, Seal: self._on_seal,
-                CheckSeal: self._on_check_seal}
+                CheckSeal: self._on_check_seal, GetWriterBlobs: self._on_get_writer_blobs}
 
     async def start(self) -> None:
         if self.node.has_role("rebuilding"):
@@ -608,6 +613,36 @@ class StorageRole(Role):
         conn.send(SealState(request_id=msg.request_id, status=E.OK, log_id=msg.log_id,
                             node_index=self.node.index, seal_epoch=sealed,
                             sealed_by=self._sealer_of(msg.log_id, sealed) if sealed else -1))
+
+    def _on_get_writer_blobs(self, conn: Peer, msg: GetWriterBlobs) -> None:
+        """The blobs of idempotent writers held here since ``since_ms``: a new sequencer
+        learns which retried blobs are stored already.  Served once this node caught up
+        with the recoveries before the sequencer's epoch (as a release would wait), so no
+        overruled copy is named; never from copies being rebuilt."""
+        def refuse(status: E) -> None:
+            conn.send(WriterBlobs(request_id=msg.request_id, status=status,
+                                  log_id=msg.log_id, node_index=self.node.index))
+
+        status = self.node_request_status(conn, msg.log_id)
+        if status == E.OK and self._rebuilding is not None \
+                and self._rebuilding.refuses_stores():
+            status = E.REBUILDING
+        if status == E.OK and self.purger is not None \
+                and self.purger.must_wait(msg.log_id, msg.epoch):
+            status = E.AGAIN
+        if status != E.OK:
+            refuse(status)
+            return
+        self._run_query(
+            conn, msg, self._read_exec,
+            lambda db: db.writer_blobs(msg.log_id, msg.since_ms),
+            lambda r, st: WriterBlobs(
+                request_id=msg.request_id, status=st, log_id=msg.log_id,
+                node_index=self.node.index, lsns=r.lsns, producers=r.producers,
+                seqs=r.seqs, timestamps=r.timestamps, checksums=r.checksums)
+            if r is not None else
+            WriterBlobs(request_id=msg.request_id, status=st, log_id=msg.log_id,
+                        node_index=self.node.index))
 
     # -- admin queries ----------------------------------------------------------------------
     def _check_query(self, log_id: int) -> E:

@@ -80,6 +80,8 @@ __all__ = [
     "Sealed",
     "CheckSeal",
     "SealState",
+    "GetWriterBlobs",
+    "WriterBlobs",
     "GetCheckpoints",
     "SetCheckpoints",
     "Checkpoints",
@@ -143,6 +145,8 @@ class MessageType(IntEnum):
     SEALED = 51
     CHECK_SEAL = 52
     SEAL_STATE = 53
+    GET_WRITER_BLOBS = 54
+    WRITER_BLOBS = 55
     GET_CHECKPOINTS = 70
     SET_CHECKPOINTS = 71
     CHECKPOINTS = 72
@@ -828,6 +832,46 @@ class SealState(Message):
     node_index: int = -1
     seal_epoch: int = 0
     sealed_by: int = -1
+
+
+@register
+class GetWriterBlobs(Message):
+    """Sequencer node -> storage node, before it takes a retried BufferedWriter blob:
+    the blobs held here of writers that name themselves, with timestamps of at least
+    ``since_ms``.  (``epoch``: the asking sequencer's; the node first catches up with the
+    recoveries of the epochs before it, as for a release.)  Changes nothing."""
+
+    TYPE = MessageType.GET_WRITER_BLOBS
+    request_id: int
+    log_id: int
+    epoch: int
+    since_ms: int
+
+
+@register
+class WriterBlobs(Message):
+    """Storage node -> sequencer node, answer to GET_WRITER_BLOBS: per blob, its LSN,
+    writer (producer id), the writer's sequence number for it, its timestamp and the
+    crc32c of its payload.  AGAIN:
+    a purge is under way, ask again; REBUILDING: this node's copies are being rebuilt,
+    its answer would miss some."""
+
+    TYPE = MessageType.WRITER_BLOBS
+    request_id: int
+    status: E
+    log_id: int = 0
+    node_index: int = -1
+    lsns: U64Array = EMPTY_U64
+    producers: U64Array = EMPTY_U64
+    seqs: U64Array = EMPTY_U64
+    timestamps: I64Array = EMPTY_I64
+    checksums: U32Array = EMPTY_U32
+
+    def consistency_problem(self) -> str | None:
+        return _check_columns(len(self.lsns), {"producers": self.producers,
+                                               "seqs": self.seqs,
+                                               "timestamps": self.timestamps,
+                                               "checksums": self.checksums})
 
 
 # ------------------------------------------------------------------------ checkpoints

@@ -10,15 +10,18 @@ blobs in flight, so the window is larger):
 - a sequence number seen and acknowledged: answer with the same LSN, store nothing;
 - one still in flight: the retry waits for the first attempt and gets its answer;
 - one that failed before it was stored (no LSN taken): forgotten, so the retry goes on
-  as a new append.
+  as a new append;
+- one whose payload differs from the first attempt's (crc32c): refused (CONFLICT).  A
+  writer id given to two writers with different data (a rerun of a task whose input
+  changed) must fail loudly, not have its blobs answered with another blob's LSN.
 
-The table lives in the sequencer node, in memory.  After a failover the new sequencer
-learns from epoch recovery which blobs the old epoch holds past its last known good
-record (``remember``) before it takes idempotent appends, so a blob whose first attempt
-landed there is not appended again.  A blob acknowledged below that point whose
-acknowledgement was lost in the crash is the one case left: at least once there.  The
-least recently used producers are forgotten beyond ``max_producers``.  Sans-I/O:
-``admit`` says what to do with an APPEND, ``finish`` who to answer once it is done.
+The table lives in the sequencer node, in memory.  A sequencer that takes a log over
+fills it from the log's own copies before it takes idempotent appends
+(``writer_recall``: the storage nodes name the writers' blobs of the idempotence window,
+whatever epoch they are in), so a blob whose first attempt landed before any number of
+failovers is not appended again.  The least recently used producers are forgotten beyond
+``max_producers``.  Sans-I/O: ``admit`` says what to do with an APPEND, ``finish`` who to
+answer once it is done.
 """
 
 from __future__ import annotations
@@ -37,8 +40,9 @@ DEFAULT_MAX_PRODUCERS = 10_000
 
 
 class Admit(NamedTuple):
-    """``admit``'s verdict: NEW (append it), WAIT (answered with the first attempt), or
-    DONE (answer now with ``lsn``/``timestamp``)."""
+    """``admit``'s verdict: NEW (append it), WAIT (answered with the first attempt),
+    DONE (answer now with ``lsn``/``timestamp``) or CONFLICT (the first attempt, at
+    ``lsn`` if stored, had another payload: refuse)."""
 
     verdict: str
     lsn: int = 0
@@ -47,14 +51,16 @@ class Admit(NamedTuple):
 
 ADMIT_NEW = Admit("new")
 ADMIT_WAIT = Admit("wait")
+ADMIT_CONFLICT = "conflict"
 
 
 class _Entry:
-    __slots__ = ("lsn", "timestamp", "waiters")
+    __slots__ = ("lsn", "timestamp", "checksum", "waiters")
 
-    def __init__(self) -> None:
+    def __init__(self, checksum: int) -> None:
         self.lsn = 0  # 0 while in flight
         self.timestamp = 0
+        self.checksum = checksum  # crc32c of the blob
         self.waiters: list[Any] = []  # opaque to the table: whoever answers an APPEND
 
 
@@ -67,9 +73,12 @@ class ProducerTable:
         self.max_producers = max_producers
         self._seen: OrderedDict[tuple[int, int], OrderedDict[int, _Entry]] = OrderedDict()
         self.duplicates = 0  # retries answered without storing anything
+        self.conflicts = 0  # "retries" with another payload, refused
 
-    def admit(self, log_id: int, producer: int, seq: int, waiter: Any) -> Admit:
-        """An APPEND of blob ``seq`` from ``producer`` arrived (``waiter`` answers it)."""
+    def admit(self, log_id: int, producer: int, seq: int, waiter: Any,
+              checksum: int) -> Admit:
+        """An APPEND of blob ``seq`` from ``producer`` arrived (``waiter`` answers it;
+        ``checksum``: the blob's crc32c)."""
         key = (log_id, producer)
         recent = self._seen.get(key)
         if recent is None:
@@ -80,23 +89,29 @@ class ProducerTable:
             self._seen.move_to_end(key)
         entry = recent.get(seq)
         if entry is None:
-            entry = recent[seq] = _Entry()
+            entry = recent[seq] = _Entry(checksum)
             entry.waiters.append(waiter)
             while len(recent) > self.window:
                 recent.popitem(last=False)
             return ADMIT_NEW
+        if entry.checksum != checksum:
+            self.conflicts += 1
+            return Admit(ADMIT_CONFLICT, entry.lsn, entry.timestamp)
         self.duplicates += 1
         if entry.lsn:
             return Admit("done", entry.lsn, entry.timestamp)
         entry.waiters.append(waiter)
         return ADMIT_WAIT
 
-    def remember(self, log_id: int, producer: int, seq: int, lsn: int,
-                 timestamp: int) -> None:
-        """Blob ``seq`` of ``producer`` is stored at ``lsn`` (epoch recovery found it: a
-        retry of it must not be appended again)."""
-        if self.admit(log_id, producer, seq, None) is ADMIT_NEW:
+    def remember(self, log_id: int, producer: int, seq: int, lsn: int, timestamp: int,
+                 checksum: int) -> None:
+        """Blob ``seq`` of ``producer`` (crc32c ``checksum``) is stored at ``lsn`` (the
+        storage nodes say so: a retry of it must not be appended again)."""
+        verdict = self.admit(log_id, producer, seq, None, checksum)
+        if verdict is ADMIT_NEW:
             self.finish(log_id, producer, seq, E.OK, lsn, timestamp)
+        elif verdict.verdict == ADMIT_CONFLICT:
+            self.conflicts -= 1  # the table's entry stays: it is what this node stored
         else:
             self.duplicates -= 1  # not a retry, just known twice
 

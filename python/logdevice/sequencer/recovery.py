@@ -59,11 +59,9 @@ from enum import IntEnum
 from random import Random
 from typing import Any, NamedTuple
 
-from ldcore import codec
 from ldcore import lsn as ldlsn
 from logdevice.epochstore.outcome import EpochOutcome
 from logdevice.errors import E
-from logdevice.protocol.flags import FLAG_BUFFERED_WRITER_BLOB
 from logdevice.readstream.fmajority import FailureDomainNodeSet, FMajorityResult
 from logdevice.sequencer.actions import SendStore
 from logdevice.sequencer.copyset import CopysetSelector
@@ -138,9 +136,6 @@ class Done(NamedTuple):
     last_timestamp: int = 0
     nodes: tuple[int, ...] = ()
     message: str = ""
-    # (producer id, blob sequence number, lsn, timestamp) of the idempotent writers' blobs
-    # recovery kept: the new sequencer must not append a retry of them again.
-    producers: tuple[tuple[int, int, int, int], ...] = ()
 
 
 class RecoveryEpoch(NamedTuple):
@@ -238,7 +233,6 @@ class _Epoch:
         self.pending = 0
         self.last_lsn = 0  # the epoch's last LSN after recovery (its bridge record)
         self.outcome: EpochOutcome | None = None  # what the mutation makes of the epoch
-        self.producers: list[tuple[int, int, int, int]] = []  # blobs kept, see Done
         self.unheard: tuple[int, ...] = ()  # nodes whose digest recovery did without
 
     def sealed(self) -> set[int]:
@@ -253,21 +247,6 @@ class _Epoch:
             return True
         st = self.streams.get(node)
         return st is not None and st.failed
-
-
-def _producers_of(plan: Iterable[Decision]) -> list[tuple[int, int, int, int]]:
-    """(producer id, sequence number, lsn, timestamp) of the BufferedWriter blobs among
-    recovery's decisions that name their writer."""
-    out = []
-    for d in plan:
-        if d.flags & FLAG_BUFFERED_WRITER_BLOB and d.payload:
-            try:
-                found = codec.producer_of(d.payload)
-            except codec.CodecError:
-                continue  # a damaged blob: readers report it, it names nobody
-            if found is not None:
-                out.append((found[0], found[1], d.lsn, d.timestamp))
-    return out
 
 
 class EpochRecovery:
@@ -584,7 +563,6 @@ class EpochRecovery:
         ep.outcome = EpochOutcome.from_plan(ep.epoch, lng_esn,
                                             (ldlsn.esn_of(d.lsn) for d in plan),
                                             (d.flags for d in plan))
-        ep.producers = _producers_of(plan)
         for d in plan:
             m = _Mutation(d)
             ep.mutations[d.lsn] = m
@@ -839,9 +817,7 @@ class EpochRecovery:
         self._streams.clear()
         self._payloads.clear()
         if status == E.OK:
-            producers = tuple(p for ep in self.epochs.values() for p in ep.producers)
-            self.result = Done(self.log_id, E.OK, self.tail_lsn, self.tail_ts, self.nodes(),
-                               producers=producers)
+            self.result = Done(self.log_id, E.OK, self.tail_lsn, self.tail_ts, self.nodes())
         else:
             self.result = Done(self.log_id, status, message=message)
         out.append(self.result)

@@ -48,6 +48,15 @@ write lock) that the copy held is the one named.  Writing the record again delet
 amendment in the same batch (the newest write wins, whichever kind it is), as do deletes
 of the record.  Amendments are not counted in the partition directory's bytes.
 
+Writer entries, in the partition holding the record, one per BufferedWriter blob that
+names its writer (an idempotent producer, see :mod:`.producers`)::
+
+    key   = b"w" | log id u64 BE | lsn u64 BE                               (17 bytes)
+    value = u64 producer id | u64 blob sequence number | i64 timestamp (ms)
+
+An entry may outlive its record (a recovery hole plug or a purge overwrote or deleted the
+copy): readers of the entries check the record is still the blob.
+
 Metadata column family (``meta``), values little-endian::
 
     b"t" | log  -> trim point        b"m" | log -> last released
@@ -69,6 +78,7 @@ from logdevice.errors import E, error_for
 
 DATA = b"d"
 AMEND = b"a"
+WRITER = b"w"
 CSI = b"C"
 CSI_RANGE = b"B"
 CSI_SINGLE = 0
@@ -112,6 +122,14 @@ def data_key(log_id: int, lsn: int) -> bytes:
 
 def amend_key(log_id: int, lsn: int) -> bytes:
     return AMEND + _U64BE.pack(log_id) + _U64BE.pack(lsn)
+
+
+def writer_key(log_id: int, lsn: int) -> bytes:
+    return WRITER + _U64BE.pack(log_id) + _U64BE.pack(lsn)
+
+
+#: A writer entry's value: producer id, blob sequence number, timestamp.
+WRITER_VALUE = struct.Struct("<QQq")
 
 
 def csi_key(log_id: int, lsn: int, kind: int = CSI_SINGLE) -> bytes:

@@ -27,7 +27,7 @@ from os import fspath
 import numpy as np
 
 from logdevice.errors import E, error_for
-from logdevice.storage import amends, deletes, reads
+from logdevice.storage import amends, deletes, producers, reads
 from logdevice.storage import keys as K
 from logdevice.storage.batch import CsiBatch, RecordBatch
 from logdevice.storage.partitioned import META_CF, PartitionedDB
@@ -344,6 +344,13 @@ class LogsDB:
             rb = reads.read_records_at(self, log_id, lsns, bool(payloads))
         rb.next_lsn = min(rb.next_lsn, LSN_MAX)
         return rb
+
+    def writer_blobs(self, log_id: int, since_ms: int) -> producers.WriterEntries:
+        """The BufferedWriter blobs held here that name their writer, with timestamps of
+        at least ``since_ms`` (:mod:`.producers`)."""
+        log_id = K.check_log_id(log_id)
+        with self._gate:
+            return producers.scan(self, log_id, int(since_ms))
 
     def find_time(self, log_id: int, ms: int) -> int:
         """First LSN above the trim point whose timestamp is >= ``ms`` (exact when

@@ -27,6 +27,7 @@ import numpy as np
 from ldcore import storefmt
 from logdevice.errors import E, error_for
 from logdevice.storage import keys as K
+from logdevice.storage import producers
 from logdevice.storage.partitions import Usage
 
 if TYPE_CHECKING:
@@ -196,6 +197,8 @@ class PendingWrite:
             batch.delete_many(K.amend_keys(log_id, lsns), K.fixed_offsets(m, K.DATA_KEY_LEN), cf)
         grouped = (sticky or store.csi_ranges) and not overlap
         self._put_csi(cf, log_id, lsns, fl, cs16, grouped)
+        for key, value in producers.writer_entries(log_id, lsns, ts, fl, payloads, offs):
+            batch.put(key, value, cf)
         nbytes = int(offs[-1] - offs[0]) + int(head_offs[-1] - head_offs[0])
         if m == 1:
             t = int(ts[0])
