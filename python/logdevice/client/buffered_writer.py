@@ -89,6 +89,7 @@ class BufferedWriterKwargs(TypedDict, total=False):
     backoff: float | tuple[float, float]
     memory_limit_bytes: int | None
     block: bool
+    writer_id: int | None
 
 
 #: The names ``BufferedWriterKwargs`` allows.
@@ -133,6 +134,14 @@ class BufferedWriter:
         Limit on buffered + in-flight payload bytes (default 256 MiB; None: no limit).
     block : bool
         Over the memory limit, ``append`` waits (True) or raises ``NoBufsError``.
+    writer_id : int or None
+        The writer's id in every blob header (1 .. 2**64 - 1; default: random).  A writer
+        that repeats another's work (a rerun of a failed task) may take the same id:
+        blob n of the rerun is then recognised as blob n of the first run and answered
+        with its LSN, not stored again, as long as the blobs are cut the same way
+        (``time_trigger=None`` and the same payloads, calls and ``flush`` points).  A
+        blob n with other contents is refused (INVALID_PARAM): never give one id to two
+        writers of different data.
     """
 
     def __init__(self, client: Client | ClientContext, *, size_trigger: int | None = 1_000_000,
@@ -141,7 +150,7 @@ class BufferedWriter:
                  mode: Literal["independent", "one_at_a_time"] | str = "independent",
                  retries: int = 3, backoff: float | tuple[float, float] = (0.05, 2.0),
                  memory_limit_bytes: int | None = 256 * 1024 * 1024,
-                 block: bool = True) -> None:
+                 block: bool = True, writer_id: int | None = None) -> None:
         mode = str(mode).lower()
         if mode not in MODES:
             raise InvalidParamError(message=f"mode must be one of {MODES}, got {mode!r}")
@@ -158,6 +167,10 @@ class BufferedWriter:
                                          or time_trigger < 0):
             raise InvalidParamError(message=f"time_trigger must be >= 0 seconds or None, "
                                             f"got {time_trigger!r}")
+        if writer_id is not None and (isinstance(writer_id, bool) or not isinstance(
+                writer_id, int) or not 0 < writer_id < 2**64):
+            raise InvalidParamError(message=f"writer_id must be an int in 1 .. 2**64 - 1, "
+                                            f"got {writer_id!r}")
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise InvalidParamError(message=f"retries must be an int >= 0, got {retries!r}")
         lo, hi = (backoff, max(backoff, 2.0)) if isinstance(backoff, int | float) else backoff
@@ -194,7 +207,7 @@ class BufferedWriter:
         self._tasks: set[asyncio.Task[None]] = set()
         # Goes into every blob's header with the blob's sequence number, so the sequencer
         # recognises a retried blob and does not store it twice.
-        self._producer_id = secrets.randbits(64) | 1
+        self.writer_id = secrets.randbits(64) | 1 if writer_id is None else writer_id
         self.stats = {"blobs": 0, "payloads": 0, "retries": 0, "failed_blobs": 0,
                       "blob_bytes": 0, "payload_bytes": 0}
         ctx.on_close(self._abort)
@@ -355,7 +368,7 @@ class BufferedWriter:
             try:
                 b.blob = encode_batch(b, compression=self.compression,
                                       level=self.compression_level,
-                                      producer=(self._producer_id, b.seq + 1))
+                                      producer=(self.writer_id, b.seq + 1))
             except Exception as exc:  # a codec bug must not kill the thread silently
                 err = LogDeviceError(E.BADPAYLOAD, f"could not encode the batch: {exc}")
                 self._loop.call_soon(self._finish, b, None, err)

@@ -2,18 +2,34 @@
 
 Each Spark task opens a ``Client`` and a ``BufferedWriter``, appends the ``payload``
 column of each Arrow batch with one ``append_many`` per log (rows routed by the ``log``
-option or a ``log_id`` column, grouped with numpy, not row by row), flushes, waits for
-every append and returns the LSN ranges it wrote as its commit message.
+option or a ``log_id`` column, grouped with numpy, not row by row), waits for every
+append and returns the LSN ranges it wrote as its commit message.
 
-Delivery is at least once.  A task reports success only after every one of its appends
-was acknowledged, but its appends are not undone when it or the job fails: a retried or
-speculative task appends its rows again, and a failed job leaves the rows of its finished
-tasks (the driver logs them on abort) and possibly part of the failed task's.
+Exactly once (the default, ``exactly_once=true``).  A task's writer takes an id derived
+from the write job (batch writes: a token the driver draws once per job; streaming: the
+query's id, stable across restarts from the checkpoint, and the micro-batch id) and the
+task's partition, and cuts its blobs only by size and at row positions, never by time.
+A retried or speculative attempt of the same task therefore sends the same blobs under
+the same id and blob numbers, and the sequencer answers each blob the first attempt
+stored with that attempt's LSN instead of storing it again (also after sequencer
+failovers, within the cluster's ``idempotence_window_ms``).  What this needs from Spark:
+a task's rerun sees the same rows in the same order (true for deterministic plans; a
+rerun whose rows differ has its changed blobs refused with INVALID_PARAM and fails
+rather than dropping rows).  Limits: a rerun must come within the idempotence window
+(15 minutes by default), and a task writes at most ``producers.DEFAULT_WINDOW`` (1,024)
+blobs per log for all of them to be recognised.  A failed job still leaves the rows of
+its finished tasks in the logs (logs are append-only; the driver logs what on abort).
+
+``exactly_once=false`` gives each attempt a random writer id and lets ``time_trigger``
+cut blobs: at least once (a rerun appends its rows again).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import secrets
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +45,7 @@ from logdevice.errors import InvalidParamError
 from logdevice.spark.options import (
     Credentials,
     connect,
+    parse_bool,
     parse_credentials,
     parse_float,
     parse_int,
@@ -41,6 +58,9 @@ __all__ = ["WriteOptions", "WrittenRanges", "LogDeviceWriter", "LogDeviceStreamW
 log = logging.getLogger("logdevice.spark")
 
 _INT_TYPES = ("LongType", "IntegerType", "ShortType", "ByteType")
+#: Exactly once: the writer flushes after this many payload bytes (a cut that depends on
+#: the rows only) and keeps at most two such windows in flight.
+FLUSH_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -50,6 +70,7 @@ class WriteOptions:
     writer_options: tuple[tuple[str, Any], ...] = ()
     timeout: float = 120.0
     credentials: Credentials = ()
+    exactly_once: bool = True
 
     @classmethod
     def parse(cls, options: Mapping[str, str], schema: Any) -> WriteOptions:
@@ -65,13 +86,18 @@ class WriteOptions:
         bw: list[tuple[str, Any]] = []
         if "size_trigger" in opts:
             bw.append(("size_trigger", parse_int(opts, "size_trigger", 0, minimum=1)))
+        exactly_once = parse_bool(opts, "exactly_once", True)
         if "time_trigger" in opts:
+            if exactly_once:
+                raise InvalidParamError(message="option time_trigger cuts blobs by time, "
+                                                "so a rerun of a task would cut them "
+                                                "differently: it needs exactly_once=false")
             bw.append(("time_trigger", parse_float(opts, "time_trigger", 1.0)))
         if "compression" in opts:
             bw.append(("compression", str(opts["compression"]).lower()))
         return cls(config=require(opts, "config"), log_id=log_id, writer_options=tuple(bw),
                    timeout=parse_float(opts, "write_timeout", 120.0),
-                   credentials=parse_credentials(opts))
+                   credentials=parse_credentials(opts), exactly_once=exactly_once)
 
 
 @dataclass
@@ -102,37 +128,71 @@ def _payload_parts(col: Any) -> tuple[Any, np.ndarray]:
     return data, offs - base
 
 
-def write_batches(opts: WriteOptions, batches: Iterator[Any]) -> WrittenRanges:
-    """Append every row of ``batches`` and wait for all of it; the LSN ranges written."""
+def task_writer_id(job: str) -> int:
+    """The writer id of this Spark task of write job ``job``: the same for every attempt
+    of the task (and, streaming, for a rerun of the micro-batch after a restart)."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        raise InvalidParamError(message="the logdevice sink writes from Spark tasks only")
+    query = ctx.getLocalProperty("sql.streaming.queryId")
+    batch = ctx.getLocalProperty("streaming.sql.batchId")
+    key = f"{query or job}/{batch or ''}/{ctx.partitionId()}"
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big") | 1
+
+
+def write_batches(opts: WriteOptions, batches: Iterator[Any],
+                  writer_id: int | None = None) -> WrittenRanges:
+    """Append every row of ``batches`` and wait for all of it; the LSN ranges written.
+    ``writer_id``: write exactly once under this id (see the module docstring)."""
     # pyarrow (optional): loaded on the workers that write, not by register()
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    pending: list[tuple[int, Any]] = []
+    options = dict(opts.writer_options)
+    if writer_id is not None:
+        # Blobs cut by size and at row positions only; memory bounded by waiting below.
+        options.update(writer_id=writer_id, time_trigger=None, memory_limit_bytes=None)
+    done: dict[int, list[np.ndarray]] = {}
+    pending: deque[tuple[int, int, Any]] = deque()  # (flush number, log, future)
+    flushes = unflushed = 0
     with connect(opts.config, opts.credentials) as client, \
-            client.create_buffered_writer(**dict(opts.writer_options)) as writer:
+            client.create_buffered_writer(**options) as writer:
+        def append(log_id: int, col: Any) -> None:
+            nonlocal unflushed
+            data, offsets = _payload_parts(col)
+            pending.append((flushes, log_id, writer.append_many(log_id, (data, offsets))))
+            unflushed += int(offsets[-1])
+
+        def collect(upto: int) -> None:
+            while pending and pending[0][0] < upto:
+                _, log_id, fut = pending.popleft()
+                done.setdefault(log_id, []).append(np.asarray(fut.result(opts.timeout)))
+
         for rb in batches:
             if rb.num_rows == 0:
                 continue
             payload = rb.column(rb.schema.get_field_index("payload"))
             if opts.log_id is not None:
-                pending.append((opts.log_id, writer.append_many(
-                    opts.log_id, _payload_parts(payload))))
-                continue
-            ids_col = rb.column(rb.schema.get_field_index("log_id"))
-            if ids_col.null_count:
-                raise InvalidParamError(message="the logdevice sink cannot route rows "
-                                                "with a null log_id")
-            ids = ids_col.to_numpy(zero_copy_only=False).astype(np.int64)
-            for log_id in np.unique(ids).tolist():
-                rows = np.flatnonzero(ids == log_id)
-                part = payload if len(rows) == len(ids) else pc.take(payload, pa.array(rows))
-                pending.append((int(log_id), writer.append_many(int(log_id),
-                                                                _payload_parts(part))))
+                append(opts.log_id, payload)
+            else:
+                ids_col = rb.column(rb.schema.get_field_index("log_id"))
+                if ids_col.null_count:
+                    raise InvalidParamError(message="the logdevice sink cannot route rows "
+                                                    "with a null log_id")
+                ids = ids_col.to_numpy(zero_copy_only=False).astype(np.int64)
+                for log_id in np.unique(ids).tolist():
+                    rows = np.flatnonzero(ids == log_id)
+                    append(int(log_id), payload if len(rows) == len(ids)
+                           else pc.take(payload, pa.array(rows)))
+            if writer_id is not None and unflushed >= FLUSH_BYTES:
+                writer.flush()  # every blob so far is cut: its future can be waited for
+                flushes += 1
+                unflushed = 0
+                collect(flushes - 1)  # at most two windows in flight
         writer.flush()
-        done: dict[int, list[np.ndarray]] = {}
-        for log_id, fut in pending:
-            done.setdefault(log_id, []).append(np.asarray(fut.result(opts.timeout)))
+        collect(flushes + 1)
     ranges = []
     for log_id, arrays in sorted(done.items()):
         lsns = np.concatenate(arrays)
@@ -149,13 +209,16 @@ def _describe(messages: Sequence[WriterCommitMessage | None]) -> tuple[int, int,
 
 
 class LogDeviceWriter(DataSourceArrowWriter):
-    """Batch writes (``df.write.format("logdevice")``), at least once."""
+    """Batch writes (``df.write.format("logdevice")``), exactly once unless
+    ``exactly_once=false``."""
 
     def __init__(self, opts: WriteOptions) -> None:
         self.opts = opts
+        self.job = secrets.token_hex(16)  # drawn once per write job, on the driver
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return write_batches(self.opts, iterator)
+        return write_batches(self.opts, iterator, task_writer_id(self.job)
+                             if self.opts.exactly_once else None)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
         rows, _, ranges = _describe(messages)
@@ -169,13 +232,16 @@ class LogDeviceWriter(DataSourceArrowWriter):
 
 
 class LogDeviceStreamWriter(DataSourceStreamArrowWriter):
-    """Streaming writes (``writeStream.format("logdevice")``), at least once."""
+    """Streaming writes (``writeStream.format("logdevice")``), exactly once unless
+    ``exactly_once=false``."""
 
     def __init__(self, opts: WriteOptions) -> None:
         self.opts = opts
+        self.job = secrets.token_hex(16)  # if the query's id cannot be read in a task
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return write_batches(self.opts, iterator)
+        return write_batches(self.opts, iterator, task_writer_id(self.job)
+                             if self.opts.exactly_once else None)
 
     def commit(self, messages: list[WriterCommitMessage | None],  # type: ignore[override]
                batchId: int) -> None:
@@ -187,5 +253,6 @@ class LogDeviceStreamWriter(DataSourceStreamArrowWriter):
         rows, failed, ranges = _describe(messages)
         log.warning("logdevice sink: micro-batch %d aborted; %d tasks failed (what they "
                     "appended before failing stays in the logs); finished tasks wrote %d "
-                    "rows that stay in the logs (written again if the batch is retried): "
+                    "rows that stay in the logs (a rerun of the batch is answered with "
+                    "them, not written again, with exactly_once): "
                     "%s", batchId, failed, rows, ranges)
