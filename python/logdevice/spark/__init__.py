@@ -15,9 +15,12 @@ Read options (all strings, as Spark passes them)
     executor.  ``logs`` (required): ``"1,2,10-20"``.  ``from_lsn``/``until_lsn``
     (inclusive; default oldest .. the tail at planning time), ``from_time``/``until_time``
     (ms since the epoch or ISO 8601; from inclusive, until exclusive; turned into LSNs with
-    ``find_time``).  ``fail_on_data_loss`` (default ``true``): a DATALOSS gap fails the
-    query naming the log and the LSN range; ``false`` skips it with a warning in the
-    executor log.  TRIM, BRIDGE and HOLE gaps hold no records and are always skipped.
+    ``find_time``).  ``fail_on_data_loss`` (default ``true``): records the query asked
+    for but cannot get fail it (status DATALOSS) naming the log and the LSN range: a
+    DATALOSS gap, an explicit ``from_lsn`` (or a stream's checkpointed offset) at or
+    below the trim point, a trim that races the read; ``false`` skips them with a
+    warning and counts them (see ``loss``).  The default start is the trim point, not
+    loss.  BRIDGE and HOLE gaps hold no records and are skipped.
     ``records_per_partition``, ``bytes_per_partition``: how much one task reads (the plan
     uses trim points, tails, storage size estimates and ``find_time``; it reads no payload).
     ``batch_records``: rows per Arrow batch.  ``read_timeout``: seconds without progress
