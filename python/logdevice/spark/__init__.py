@@ -31,9 +31,14 @@ Read options (all strings, as Spark passes them)
 Streaming read options
     ``config``, ``logs``, ``fail_on_data_loss``, ``batch_records``, ``read_timeout`` as
     above; ``starting_offsets``: ``earliest`` (default), ``latest`` or JSON
-    ``{"<log>": lsn}``; ``max_records_per_trigger``: admission control (an estimate from
+    ``{"<log>": lsn}``, or ``starting_timestamp`` (ms or ISO 8601: per log the first
+    record at or after it, by ``find_time``; not with ``starting_offsets``), both used
+    only without a checkpoint; ``max_records_per_trigger``: admission control (an estimate from
     LSN counts, so a trigger reads at most about that many LSNs).  Offsets are
-    ``{"<log>": next_lsn}``.  Every micro-batch reads LSN ranges that were released when
+    ``{"<log>": next_lsn}``.  ``query.lastProgress``'s ``sources[i].latestOffset`` shows
+    per log ``latest`` (tail + 1), ``lag`` (LSNs left behind the tail after the
+    micro-batch) and ``skipped`` (trimmed ranges skipped with
+    ``fail_on_data_loss=false``).  Every micro-batch reads LSN ranges that were released when
     it was planned, and released records never change, so a query restarted from its
     checkpoint re-reads exactly the same ranges: with an idempotent sink (Spark's file
     sink) every record lands exactly once.
