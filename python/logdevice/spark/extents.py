@@ -13,12 +13,14 @@ cannot split it.  The result is what ``plan.plan_extents`` cuts into partitions.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from logdevice.errors import LogDeviceError, TimedOutError
 from logdevice.records import LSN_MAX, LSN_OLDEST, DataRecord
+from logdevice.spark.fanout import fan_out
 from logdevice.spark.loss import LossCounter, below_trim_point
 from logdevice.spark.options import ReadOptions, connect
 from logdevice.spark.plan import LSN_FIRST, LogExtent, slice_count
@@ -105,6 +107,17 @@ def first_timestamp(client: Any, log_id: int, lo: int, hi: int) -> int | None:
 
 def log_extents(config: str, logs: Sequence[int], opts: ReadOptions,
                 skipped: LossCounter | None = None) -> list[LogExtent]:
-    """``log_extent`` of each log, through one client."""
+    """``log_extent`` of each log, through one client, many logs at a time
+    (``fanout``)."""
+    lock = threading.Lock()
+
+    def one(log_id: int) -> LogExtent:
+        mine = LossCounter()  # counted apart: the calls run in several threads
+        ext = log_extent(client, log_id, opts, mine)
+        if skipped is not None:
+            with lock:
+                skipped.add(mine)
+        return ext
+
     with connect(config, opts.credentials) as client:
-        return [log_extent(client, log_id, opts, skipped) for log_id in logs]
+        return fan_out(one, logs)

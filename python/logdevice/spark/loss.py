@@ -68,6 +68,13 @@ class LossCounter:
     lost_ranges: int = 0
     lost_lsns: int = 0
 
+    def add(self, other: LossCounter) -> None:
+        """Count what ``other`` counted too."""
+        self.trimmed_ranges += other.trimmed_ranges
+        self.trimmed_lsns += other.trimmed_lsns
+        self.lost_ranges += other.lost_ranges
+        self.lost_lsns += other.lost_lsns
+
     def handle(self, lost: LostRange, fail_on_data_loss: bool) -> None:
         """Raise ``loss_error(lost)``, or count the range and log a warning."""
         if fail_on_data_loss:

@@ -39,6 +39,7 @@ from ldcore import lsn as ldlsn
 from logdevice.errors import InvalidParamError
 from logdevice.spark.batch import SlicePartition
 from logdevice.spark.extents import first_record
+from logdevice.spark.fanout import fan_out
 from logdevice.spark.loss import LossCounter, below_trim_point
 from logdevice.spark.offsets import Offsets, cap_offsets, lsn_lag, parse_starting_offsets
 from logdevice.spark.options import (
@@ -115,19 +116,21 @@ class LogDeviceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def _positions(self) -> tuple[Offsets, Offsets]:
         """Per log: (first LSN past the trim point, tail + 1)."""
-        earliest: Offsets = {}
-        latest: Offsets = {}
         with connect(self.opts.config, self.opts.credentials) as client:
-            for log_id in self.opts.logs:
-                earliest[str(log_id)] = max(LSN_FIRST,
-                                             client.get_head_attributes(log_id).trim_point + 1)
-                latest[str(log_id)] = max(LSN_FIRST, client.get_tail_lsn(log_id) + 1)
-        return earliest, latest
+            def one(log_id: int) -> tuple[int, int]:
+                return (max(LSN_FIRST, client.get_head_attributes(log_id).trim_point + 1),
+                        max(LSN_FIRST, client.get_tail_lsn(log_id) + 1))
+
+            found = fan_out(one, self.opts.logs)
+        keys = [str(log_id) for log_id in self.opts.logs]
+        return ({k: f[0] for k, f in zip(keys, found, strict=True)},
+                {k: f[1] for k, f in zip(keys, found, strict=True)})
 
     def _at_time(self, ms: int) -> Offsets:
         """Per log: the first LSN of a record at or after ``ms`` (``find_time``)."""
         with connect(self.opts.config, self.opts.credentials) as client:
-            return {str(log_id): client.find_time(log_id, ms) for log_id in self.opts.logs}
+            found = fan_out(lambda log_id: client.find_time(log_id, ms), self.opts.logs)
+        return {str(log_id): lsn for log_id, lsn in zip(self.opts.logs, found, strict=True)}
 
     # ------------------------------------------------------------------ Spark's calls
 
