@@ -172,3 +172,42 @@ def test_stream_restarted_past_a_trim_fails_or_skips_and_reports(spark, local_cl
     skipped = [r["skipped"]["1"] for r in _reports(q) if "skipped" in r]
     assert skipped and skipped[-1]["trimmed_ranges"] == 1
     assert skipped[-1]["trimmed_lsns"] == second[9] - first[-1]
+
+
+def test_unreachable_metadata_is_never_reported_as_loss(spark, zookeeper_factory,
+                                                        local_cluster):
+    """A wiped node in the rebuilding set (its "nothing here" must not count) and the
+    epoch store (ZooKeeper) stopped: executors cannot learn the log's placement, so a
+    read either delivers every record or fails saying so, never with DATALOSS.  With
+    ZooKeeper back the same read delivers every record."""
+    from logdevice.shards import AuthoritativeStatus
+    from tests.cluster.test_reader_failures import HOLD_OFF_REBUILDING, wipe_and_start, write
+
+    zk = zookeeper_factory()
+    cluster = local_cluster(nodes=4, replication=2, logs=range(1, 3),
+                            epoch_store=zk.uri("/spark"),
+                            rebuilding_poll_ms=HOLD_OFF_REBUILDING)
+    cfg = str(cluster.config_path)
+    with ld.Client(cluster.config_path, timeout=20.0) as client:
+        lsns = write(client, LOG, 600)
+    with RawClient(cluster) as raw:
+        owner = raw.owner(LOG)
+    wiped = next(i for i in range(cluster.n) if i != owner)
+    cluster.stop(wiped)
+    wipe_and_start(cluster, wiped)
+    assert cluster.shard_statuses() == {wiped: AuthoritativeStatus.UNDERREPLICATION}
+
+    def load():
+        return spark.read.format("logdevice").option("config", cfg).option("logs", "1").load()
+
+    zk.stop()
+    try:
+        got = sorted(r.lsn for r in load().collect())
+    except PySparkException as e:
+        text = str(e)
+        assert "DATALOSS" not in text and "records lost" not in text, text
+        assert "cannot read its metadata" in text, text
+    else:
+        assert got == lsns
+    zk.start()
+    assert sorted(r.lsn for r in load().collect()) == lsns
