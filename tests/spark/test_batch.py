@@ -12,7 +12,7 @@ from pyspark.errors import PySparkException
 import logdevice as ld
 import logdevice.spark
 from logdevice.spark.plan import Slice
-from logdevice.spark.read import read_slices
+from logdevice.spark.read import ReadStats, read_slices
 from tests.spark.conftest import read_all, rows_of
 
 pytestmark = pytest.mark.cluster
@@ -153,14 +153,23 @@ def test_filter_pushdown_narrows_the_plan(spark, logs):
         spark.conf.unset("spark.sql.python.filterPushdown.enabled")
 
 
-def test_trimmed_ranges_are_skipped(spark, logs):
+def test_trimmed_ranges_are_loss_unless_skipped(spark, logs):
     cluster, _, info = logs
-    kept = info["trimmed"][15:]
+    trimmed = info["trimmed"]
+    kept = trimmed[15:]
+    # The default start is the trim point: no loss.
     assert sorted(r.lsn for r in load(spark, cluster, str(TRIMMED)).collect()) == kept
-    # A range that starts below the trim point reads a TRIM gap, then the records.
-    rows = [x for b in read_slices(str(cluster.config_path), [Slice(TRIMMED, 1, kept[-1])])
+    # A slice that starts below the trim point reads a TRIM gap: loss.
+    with pytest.raises(ld.LogDeviceError, match=r"log 5: LSN range \[\d+, \d+\] was "
+                                                r"trimmed.*fail_on_data_loss=false") as info_:
+        list(read_slices(str(cluster.config_path), [Slice(TRIMMED, 1, kept[-1])]))
+    assert info_.value.status == ld.E.DATALOSS
+    stats = ReadStats()
+    rows = [x for b in read_slices(str(cluster.config_path), [Slice(TRIMMED, 1, kept[-1])],
+                                   fail_on_data_loss=False, stats=stats)
             for x in b.column("lsn").to_pylist()]
     assert rows == kept
+    assert stats.trimmed_ranges == 1 and stats.trimmed_lsns >= 15
 
 
 def test_partitions_follow_the_range_size_not_the_log_size(spark, logs):

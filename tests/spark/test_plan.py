@@ -8,8 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ldcore import lsn as ldlsn
-from logdevice.errors import InvalidParamError
-from logdevice.spark.offsets import advance, cap_offsets, parse_starting_offsets
+from logdevice.errors import E, InvalidParamError, LogDeviceError
+from logdevice.spark.loss import LossCounter, LostRange, below_trim_point
+from logdevice.spark.offsets import advance, cap_offsets, lsn_lag, parse_starting_offsets
 from logdevice.spark.options import ReadOptions, parse_logs
 from logdevice.spark.plan import (
     LSN_FIRST,
@@ -139,3 +140,38 @@ def test_filters_narrow_the_options():
     assert rest == keep  # timestamps are re-checked by Spark; lsn and log_id are exact
     n, rest = narrow(o, [EqualTo(("lsn",), 77)])
     assert (n.from_lsn, n.until_lsn, rest) == (77, 77, [])
+
+
+def test_lsn_lag_counts_possible_records():
+    assert lsn_lag(L(2, 5), L(2, 15)) == 10
+    assert lsn_lag(L(2, 15), L(2, 15)) == 0 and lsn_lag(L(2, 20), L(2, 15)) == 0
+    assert lsn_lag(L(2, 5), L(4, 8)) == 7  # the tail epoch's ESNs below the end
+
+
+def test_below_trim_point():
+    assert below_trim_point(3, 10, 50, 20) == LostRange(3, 10, 20, "trimmed")
+    assert below_trim_point(3, 10, 15, 20) == LostRange(3, 10, 15, "trimmed")
+    assert below_trim_point(3, 21, 50, 20) is None
+
+
+def test_loss_counter_raises_or_counts():
+    c = LossCounter()
+    with pytest.raises(LogDeviceError, match=r"log 3: LSN range \[10, 20\] was trimmed") as e:
+        c.handle(LostRange(3, 10, 20, "trimmed"), fail_on_data_loss=True)
+    assert e.value.status == E.DATALOSS
+    c.handle(LostRange(3, 10, 20, "trimmed"), fail_on_data_loss=False)
+    c.handle(LostRange(3, 30, 31, "lost"), fail_on_data_loss=False)
+    assert (c.trimmed_ranges, c.trimmed_lsns, c.lost_ranges, c.lost_lsns) == (1, 11, 1, 2)
+
+
+def test_stream_options_starting_timestamp():
+    from logdevice.spark.stream import StreamOptions
+
+    o = StreamOptions.parse({"config": "c", "logs": "1",
+                             "starting_timestamp": "2026-01-01T00:00:00"})
+    assert o.starting_timestamp == 1767225600000
+    with pytest.raises(InvalidParamError, match="starting_offsets or starting_timestamp"):
+        StreamOptions.parse({"config": "c", "logs": "1", "starting_timestamp": "5",
+                             "starting_offsets": "latest"})
+    with pytest.raises(InvalidParamError, match="starting_timestamp"):
+        StreamOptions.parse({"config": "c", "logs": "1", "starting_timestamp": "soon"})

@@ -142,3 +142,38 @@ def test_capped_stream_crosses_a_sequencer_change_quickly(spark, local_cluster, 
     assert max(batches) <= 20 and len(batches) <= 8, batches
     rows = spark.read.parquet(str(tmp_path / "out")).collect()
     assert sorted(r.lsn for r in rows) == first + second
+
+
+def _latest_reports(q) -> list[dict]:
+    reports = []
+    for p in q.recentProgress:
+        latest = p["sources"][0].get("latestOffset")
+        reports.append(json.loads(latest) if isinstance(latest, str) else latest)
+    return [r for r in reports if r]
+
+
+def test_starting_timestamp_and_lag_in_progress(spark, local_cluster, tmp_path):
+    cluster = local_cluster(nodes=3, replication=2, logs=range(1, 3))
+    cfg = str(cluster.config_path)
+    with ld.Client(cluster.config_path) as client:
+        old = [client.append(1, b"old-%d" % i) for i in range(10)]
+        t_old = client.get_tail_attributes(1).last_timestamp
+        wait_for(lambda: time.time() * 1000 > t_old + 5, 10, "the clock to move on")
+        split_ms = int(time.time() * 1000)
+        new = [client.append(1, b"new-%d" % i) for i in range(25)]
+        new += [client.append(2, b"two-%d" % i) for i in range(5)]
+    assert old[-1] < new[0]
+    q = (spark.readStream.format("logdevice").option("config", cfg).option("logs", "1,2")
+         .option("starting_timestamp", str(split_ms))
+         .option("max_records_per_trigger", "10").load()
+         .writeStream.format("parquet").option("path", str(tmp_path / "out"))
+         .option("checkpointLocation", str(tmp_path / "ckpt"))
+         .trigger(availableNow=True).start())
+    assert q.awaitTermination(120) and q.exception() is None
+    got = sorted(bytes(r.payload) for r in spark.read.parquet(str(tmp_path / "out")).collect())
+    assert got == sorted([b"new-%d" % i for i in range(25)] + [b"two-%d" % i for i in range(5)])
+    # Per log: what is left behind the tail after each micro-batch, down to nothing.
+    lags = [r["lag"] for r in _latest_reports(q)]
+    assert lags and lags[0]["1"] > 0
+    assert lags[-1] == {"1": 0, "2": 0}
+    assert all(set(r["latest"]) == {"1", "2"} for r in _latest_reports(q))

@@ -15,9 +15,12 @@ Read options (all strings, as Spark passes them)
     executor.  ``logs`` (required): ``"1,2,10-20"``.  ``from_lsn``/``until_lsn``
     (inclusive; default oldest .. the tail at planning time), ``from_time``/``until_time``
     (ms since the epoch or ISO 8601; from inclusive, until exclusive; turned into LSNs with
-    ``find_time``).  ``fail_on_data_loss`` (default ``true``): a DATALOSS gap fails the
-    query naming the log and the LSN range; ``false`` skips it with a warning in the
-    executor log.  TRIM, BRIDGE and HOLE gaps hold no records and are always skipped.
+    ``find_time``).  ``fail_on_data_loss`` (default ``true``): records the query asked
+    for but cannot get fail it (status DATALOSS) naming the log and the LSN range: a
+    DATALOSS gap, an explicit ``from_lsn`` (or a stream's checkpointed offset) at or
+    below the trim point, a trim that races the read; ``false`` skips them with a
+    warning and counts them (see ``loss``).  The default start is the trim point, not
+    loss.  BRIDGE and HOLE gaps hold no records and are skipped.
     ``records_per_partition``, ``bytes_per_partition``: how much one task reads (the plan
     uses trim points, tails, storage size estimates and ``find_time``; it reads no payload).
     ``batch_records``: rows per Arrow batch.  ``read_timeout``: seconds without progress
@@ -28,9 +31,14 @@ Read options (all strings, as Spark passes them)
 Streaming read options
     ``config``, ``logs``, ``fail_on_data_loss``, ``batch_records``, ``read_timeout`` as
     above; ``starting_offsets``: ``earliest`` (default), ``latest`` or JSON
-    ``{"<log>": lsn}``; ``max_records_per_trigger``: admission control (an estimate from
+    ``{"<log>": lsn}``, or ``starting_timestamp`` (ms or ISO 8601: per log the first
+    record at or after it, by ``find_time``; not with ``starting_offsets``), both used
+    only without a checkpoint; ``max_records_per_trigger``: admission control (an estimate from
     LSN counts, so a trigger reads at most about that many LSNs).  Offsets are
-    ``{"<log>": next_lsn}``.  Every micro-batch reads LSN ranges that were released when
+    ``{"<log>": next_lsn}``.  ``query.lastProgress``'s ``sources[i].latestOffset`` shows
+    per log ``latest`` (tail + 1), ``lag`` (LSNs left behind the tail after the
+    micro-batch) and ``skipped`` (trimmed ranges skipped with
+    ``fail_on_data_loss=false``).  Every micro-batch reads LSN ranges that were released when
     it was planned, and released records never change, so a query restarted from its
     checkpoint re-reads exactly the same ranges: with an idempotent sink (Spark's file
     sink) every record lands exactly once.

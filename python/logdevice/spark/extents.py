@@ -13,12 +13,15 @@ cannot split it.  The result is what ``plan.plan_extents`` cuts into partitions.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from logdevice.errors import LogDeviceError, TimedOutError
-from logdevice.records import LSN_MAX, DataRecord
+from logdevice.records import LSN_MAX, LSN_OLDEST, DataRecord
+from logdevice.spark.fanout import fan_out
+from logdevice.spark.loss import LossCounter, below_trim_point
 from logdevice.spark.options import ReadOptions, connect
 from logdevice.spark.plan import LSN_FIRST, LogExtent, slice_count
 
@@ -27,12 +30,21 @@ __all__ = ["log_extent", "log_extents", "first_record", "first_timestamp"]
 log = logging.getLogger("logdevice.spark")
 
 
-def log_extent(client: Any, log_id: int, opts: ReadOptions) -> LogExtent:
-    """The range of ``log_id`` that ``opts`` asks for, bounded by what the log holds now."""
+def log_extent(client: Any, log_id: int, opts: ReadOptions,
+               skipped: LossCounter | None = None) -> LogExtent:
+    """The range of ``log_id`` that ``opts`` asks for, bounded by what the log holds now.
+
+    An explicit ``from_lsn`` at or below the trim point is loss (``loss``): it raises, or
+    with ``fail_on_data_loss=false`` the trimmed part is counted in ``skipped``."""
     head = client.get_head_attributes(log_id)
     tail = client.get_tail_attributes(log_id)
-    lo = max(opts.from_lsn, head.trim_point + 1, LSN_FIRST)
     hi = min(opts.until_lsn, tail.last_released_real_lsn)
+    if opts.from_lsn > LSN_OLDEST:  # LSN_OLDEST is the default: "from the trim point"
+        lost = below_trim_point(log_id, max(opts.from_lsn, LSN_FIRST), hi, head.trim_point)
+        if lost is not None:
+            (skipped if skipped is not None else LossCounter()).handle(
+                lost, opts.fail_on_data_loss)
+    lo = max(opts.from_lsn, head.trim_point + 1, LSN_FIRST)
     if opts.from_time is not None:
         lo = max(lo, client.find_time(log_id, opts.from_time))
     if opts.until_time is not None:
@@ -93,7 +105,19 @@ def first_timestamp(client: Any, log_id: int, lo: int, hi: int) -> int | None:
     return int(rec.timestamp) if rec is not None else None
 
 
-def log_extents(config: str, logs: Sequence[int], opts: ReadOptions) -> list[LogExtent]:
-    """``log_extent`` of each log, through one client."""
+def log_extents(config: str, logs: Sequence[int], opts: ReadOptions,
+                skipped: LossCounter | None = None) -> list[LogExtent]:
+    """``log_extent`` of each log, through one client, many logs at a time
+    (``fanout``)."""
+    lock = threading.Lock()
+
+    def one(log_id: int) -> LogExtent:
+        mine = LossCounter()  # counted apart: the calls run in several threads
+        ext = log_extent(client, log_id, opts, mine)
+        if skipped is not None:
+            with lock:
+                skipped.add(mine)
+        return ext
+
     with connect(config, opts.credentials) as client:
-        return [log_extent(client, log_id, opts) for log_id in logs]
+        return fan_out(one, logs)

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from logdevice.errors import InvalidParamError
 from logdevice.records import LSN_MAX
 
-__all__ = ["Offsets", "parse_starting_offsets", "cap_offsets", "advance"]
+__all__ = ["Offsets", "parse_starting_offsets", "cap_offsets", "advance", "lsn_lag"]
 
 from ldcore import lsn as ldlsn
 
@@ -90,3 +90,14 @@ def cap_offsets(start: Mapping[str, int], latest: Mapping[str, int], max_rows: i
             if budget <= 0:
                 break
     return end
+
+
+def lsn_lag(pos: int, end: int) -> int:
+    """LSNs from ``pos`` up to ``end`` (exclusive), as a count of possible records: the
+    difference inside one epoch; across epochs the ESNs of ``end``'s epoch before it (a
+    floor: what is left of earlier epochs is not known without reading)."""
+    if pos >= end:
+        return 0
+    if ldlsn.epoch_of(pos) == ldlsn.epoch_of(end - 1):
+        return end - pos
+    return int(ldlsn.esn_of(end - 1))

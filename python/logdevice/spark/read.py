@@ -5,15 +5,17 @@ its own ``Client`` from the config path (nothing is shared with the driver but t
 and plain numbers), reads each slice with one ``Reader`` and closes both, also when Spark
 stops consuming early.
 
-Gaps: TRIM, BRIDGE and HOLE carry no records and are skipped.  DATALOSS means records
-that were acknowledged are gone; by default it fails the task with ``LogDeviceError``
-(status DATALOSS) naming the log and the LSN range.  With ``fail_on_data_loss=False``
-the range is skipped, counted in ``ReadStats`` and logged as a warning.
+Gaps: BRIDGE and HOLE carry no records and are skipped.  DATALOSS gaps, and TRIM gaps
+(every slice was planned above the trim point or asked for explicitly, so a TRIM gap
+means records the query should have read were trimmed first), are loss, handled as
+``loss`` says: by default the task fails with ``LogDeviceError`` (status DATALOSS) naming
+the log and the LSN range; with ``fail_on_data_loss=False`` the range is skipped, counted
+in ``ReadStats`` and logged as a warning.  ACCESS and NOTINCONFIG gaps fail the task
+always: skipping them would drop records silently.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -22,39 +24,38 @@ from typing import Any
 from logdevice.errors import E, TimedOutError, error_for
 from logdevice.records import GapType
 from logdevice.spark.arrow import to_spark_batch
+from logdevice.spark.loss import LossCounter, LostRange
 from logdevice.spark.options import Credentials, connect
 from logdevice.spark.plan import LSN_FIRST, Slice
 
 __all__ = ["ReadStats", "read_slices", "DEFAULT_POLL"]
 
-log = logging.getLogger("logdevice.spark")
 
 #: Longest single wait for a batch; the read's own timeout is checked between waits.
 DEFAULT_POLL = 1.0
 
 
 @dataclass
-class ReadStats:
-    """What a read delivered and skipped."""
+class ReadStats(LossCounter):
+    """What a read delivered, and the ranges it skipped (``LossCounter``)."""
 
     records: int = 0
     batches: int = 0
-    dataloss_gaps: int = 0
-    dataloss_lsns: int = 0
+
+
+_LOSS_CAUSE = {GapType.DATALOSS: "lost", GapType.TRIM: "trimmed"}
+_REFUSED = {GapType.ACCESS: E.ACCESS, GapType.NOTINCONFIG: E.NOTINSERVERCONFIG}
 
 
 def _check_gaps(gaps: Iterable[Any], fail_on_data_loss: bool, stats: ReadStats) -> None:
     for g in gaps:
-        if g.type != GapType.DATALOSS:
-            continue
-        if fail_on_data_loss:
-            raise error_for(E.DATALOSS, f"log {g.log_id}: records lost in LSN range "
-                                        f"[{g.lo}, {g.hi}] (DATALOSS gap); set option "
-                                        "fail_on_data_loss=false to skip lost ranges")
-        stats.dataloss_gaps += 1
-        stats.dataloss_lsns += g.hi - g.lo + 1
-        log.warning("log %d: skipping lost LSN range [%d, %d] (DATALOSS gap; "
-                    "fail_on_data_loss=false)", g.log_id, g.lo, g.hi)
+        status = _REFUSED.get(g.type)
+        if status is not None:
+            raise error_for(status, f"log {g.log_id}: LSNs [{g.lo}, {g.hi}] not delivered "
+                                    f"({g.type.name} gap)")
+        cause = _LOSS_CAUSE.get(g.type)
+        if cause is not None:
+            stats.handle(LostRange(g.log_id, g.lo, g.hi, cause), fail_on_data_loss)
 
 
 def read_slices(config: str, slices: Iterable[Slice], *, fail_on_data_loss: bool = True,
@@ -70,7 +71,7 @@ def read_slices(config: str, slices: Iterable[Slice], *, fail_on_data_loss: bool
         The cluster's config path (as the executors see it).
     slices : iterable of Slice
     fail_on_data_loss : bool
-        Raise on a DATALOSS gap (default) or skip it.
+        Raise on a DATALOSS or TRIM gap (default) or skip it (see ``loss``).
     batch_records : int
         Most rows per yielded batch.
     read_timeout : float

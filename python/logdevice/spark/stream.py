@@ -3,7 +3,21 @@
 Offsets and admission control are in ``offsets``; a micro-batch's records are read by
 ``read.read_slices`` exactly as a batch query's.  The reader asks the cluster only for
 tails and trim points (on the driver); partitions follow from the offsets alone, so
-Spark re-planning a micro-batch after a restart gets the same partitions.
+Spark re-planning a micro-batch after a restart gets the same partitions (trimmed LSNs
+aside, which no read could deliver anyway).
+
+Data loss.  A micro-batch whose start lies at or below a log's trim point (the query fell
+behind retention, or restarts from a checkpoint older than a trim) fails in
+``latestOffset`` with status DATALOSS naming the log and the trimmed range; with
+``fail_on_data_loss=false`` the range is skipped and counted.  A trim that races the
+read is seen by the executors as a TRIM gap and handled the same way (``read``).
+
+Progress.  PySpark's Python stream reader has no custom-metrics hook
+(``ReportsSourceMetrics`` is not offered to Python sources); what ``reportLatestOffset``
+returns is shown as ``sources[i].latestOffset`` in ``query.lastProgress`` and used for
+nothing else.  So that is where the reader reports, per log: ``latest`` (tail + 1, the
+offset), ``lag`` (``offsets.lsn_lag`` from the planned end to the tail) and ``skipped``
+(trimmed ranges skipped with ``fail_on_data_loss=false``, as counted on the driver).
 """
 
 from __future__ import annotations
@@ -25,7 +39,9 @@ from ldcore import lsn as ldlsn
 from logdevice.errors import InvalidParamError
 from logdevice.spark.batch import SlicePartition
 from logdevice.spark.extents import first_record
-from logdevice.spark.offsets import Offsets, cap_offsets, parse_starting_offsets
+from logdevice.spark.fanout import fan_out
+from logdevice.spark.loss import LossCounter, below_trim_point
+from logdevice.spark.offsets import Offsets, cap_offsets, lsn_lag, parse_starting_offsets
 from logdevice.spark.options import (
     DEFAULT_BATCH_RECORDS,
     DEFAULT_READ_TIMEOUT,
@@ -37,6 +53,7 @@ from logdevice.spark.options import (
     parse_float,
     parse_int,
     parse_logs,
+    parse_time_ms,
     require,
 )
 from logdevice.spark.plan import LSN_FIRST, LogExtent, LogPartition, plan_extents
@@ -52,6 +69,7 @@ class StreamOptions:
     config: str
     logs: tuple[int, ...]
     starting_offsets: str = "earliest"
+    starting_timestamp: int | None = None
     max_records_per_trigger: int | None = None
     fail_on_data_loss: bool = True
     records_per_partition: int = DEFAULT_RECORDS_PER_PARTITION
@@ -65,10 +83,14 @@ class StreamOptions:
         logs = tuple(parse_logs(require(opts, "logs")))
         starting = str(opts.get("starting_offsets", "earliest"))
         parse_starting_offsets(starting, logs)  # fail at once on a bad value
+        starting_ts = parse_time_ms(opts, "starting_timestamp")
+        if starting_ts is not None and starting.strip().lower() != "earliest":
+            raise InvalidParamError(message="give option starting_offsets or "
+                                            "starting_timestamp, not both")
         cap = parse_int(opts, "max_records_per_trigger", 0, minimum=1) \
             if "max_records_per_trigger" in opts else None
         return cls(config=require(opts, "config"), logs=logs, starting_offsets=starting,
-                   max_records_per_trigger=cap,
+                   starting_timestamp=starting_ts, max_records_per_trigger=cap,
                    fail_on_data_loss=parse_bool(opts, "fail_on_data_loss", True),
                    records_per_partition=parse_int(opts, "records_per_partition",
                                                    DEFAULT_RECORDS_PER_PARTITION, minimum=1),
@@ -84,26 +106,41 @@ class LogDeviceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def __init__(self, options: StreamOptions) -> None:
         self.opts = options
         self._latest: Offsets | None = None  # tails + 1 at the last latestOffset
+        self._lag: Offsets = {}  # per log: offsets.lsn_lag from the planned end to the tail
         self._target: Offsets | None = None  # Trigger.AvailableNow's end
+        self._readable: Offsets = {}  # per log: first LSN past the trim point, last seen
+        self._skipped: dict[str, LossCounter] = {}  # fail_on_data_loss=false, per log
+        self._skipped_through: Offsets = {}  # per log: skipped LSNs below this are counted
 
     # ------------------------------------------------------------------ cluster calls
 
     def _positions(self) -> tuple[Offsets, Offsets]:
         """Per log: (first LSN past the trim point, tail + 1)."""
-        earliest: Offsets = {}
-        latest: Offsets = {}
         with connect(self.opts.config, self.opts.credentials) as client:
-            for log_id in self.opts.logs:
-                earliest[str(log_id)] = max(LSN_FIRST,
-                                             client.get_head_attributes(log_id).trim_point + 1)
-                latest[str(log_id)] = max(LSN_FIRST, client.get_tail_lsn(log_id) + 1)
-        return earliest, latest
+            def one(log_id: int) -> tuple[int, int]:
+                return (max(LSN_FIRST, client.get_head_attributes(log_id).trim_point + 1),
+                        max(LSN_FIRST, client.get_tail_lsn(log_id) + 1))
+
+            found = fan_out(one, self.opts.logs)
+        keys = [str(log_id) for log_id in self.opts.logs]
+        return ({k: f[0] for k, f in zip(keys, found, strict=True)},
+                {k: f[1] for k, f in zip(keys, found, strict=True)})
+
+    def _at_time(self, ms: int) -> Offsets:
+        """Per log: the first LSN of a record at or after ``ms`` (``find_time``)."""
+        with connect(self.opts.config, self.opts.credentials) as client:
+            found = fan_out(lambda log_id: client.find_time(log_id, ms), self.opts.logs)
+        return {str(log_id): lsn for log_id, lsn in zip(self.opts.logs, found, strict=True)}
 
     # ------------------------------------------------------------------ Spark's calls
 
     def initialOffset(self) -> dict:
-        wanted = parse_starting_offsets(self.opts.starting_offsets, self.opts.logs)
         earliest, latest = self._positions()
+        if self.opts.starting_timestamp is not None:
+            # Records older than the trim point are gone: start at the oldest one left.
+            at = self._at_time(self.opts.starting_timestamp)
+            return {k: min(max(at[k], earliest[k]), latest[k]) for k in earliest}
+        wanted = parse_starting_offsets(self.opts.starting_offsets, self.opts.logs)
         out: Offsets = {}
         for log_id, pos in wanted.items():
             key = str(log_id)
@@ -124,20 +161,36 @@ class LogDeviceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         start = self._complete(start)
-        latest = self._target if self._target is not None else self._positions()[1]
-        self._latest = latest
+        earliest, tails = self._positions()
+        self._readable = earliest
+        self._check_trimmed(start, earliest)
+        latest = self._target if self._target is not None else tails
+        self._latest = tails
         # Never move backwards (a start past the tail: the log was read to a later tail
         # of an earlier sequencer); never go past what is released.
         top = {k: max(v, latest[k]) if k in latest else v for k, v in start.items()}
+        end = top
         if isinstance(limit, ReadMaxRows):
-            return self._past_finished_epochs(cap_offsets(start, top, limit.max_rows), top)
-        return top
+            # Trimmed LSNs cost nothing to skip, so the cap counts from the readable ones.
+            readable = {k: min(max(v, earliest.get(k, v)), top[k]) for k, v in start.items()}
+            end = self._past_finished_epochs(cap_offsets(readable, top, limit.max_rows),
+                                             top)
+        self._lag = {k: lsn_lag(end[k], tails[k]) for k in end if k in tails}
+        return end
 
     def reportLatestOffset(self) -> dict | None:
-        return dict(self._latest) if self._latest is not None else None
+        if self._latest is None:
+            return None
+        report: dict[str, Any] = {"latest": dict(self._latest), "lag": dict(self._lag)}
+        if self._skipped:
+            report["skipped"] = {k: vars(c) for k, c in sorted(self._skipped.items())}
+        return report
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         start = self._complete(start)
+        # LSNs known to be trimmed were handled by latestOffset: no task reads them.
+        start = {k: max(v, min(self._readable.get(k, v), int(end.get(k, v))))
+                 for k, v in start.items()}
         extents = [LogExtent(int(k), int(start[k]), int(v) - 1)
                    for k, v in sorted(end.items(), key=lambda kv: int(kv[0]))
                    if k in start and int(v) > int(start[k])]
@@ -174,6 +227,19 @@ class LogDeviceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 rec = first_record(client, int(k), boundary, top[k] - 1)
                 out[k] = rec.lsn if rec is not None else top[k]
         return out
+
+    def _check_trimmed(self, start: Offsets, earliest: Offsets) -> None:
+        """A start at or below a log's trim point is loss: raise, or count it once."""
+        for k, pos in start.items():
+            if k not in earliest:
+                continue
+            lo = max(pos, self._skipped_through.get(k, 0))
+            lost = below_trim_point(int(k), lo, earliest[k] - 1, earliest[k] - 1)
+            if lost is None:
+                continue
+            self._skipped.setdefault(k, LossCounter()).handle(lost,
+                                                              self.opts.fail_on_data_loss)
+            self._skipped_through[k] = lost.hi + 1
 
     def _complete(self, offsets: Mapping[str, Any]) -> Offsets:
         """``offsets`` with an entry for every log of the option (a log added to the
