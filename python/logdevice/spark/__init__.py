@@ -54,7 +54,7 @@ from __future__ import annotations
 from typing import Any
 
 from logdevice.spark.arrow import SPARK_SCHEMA, arrow_schema
-from logdevice.spark.options import parse_credentials
+from logdevice.spark.options import parse_config, parse_credentials, ship_config
 from logdevice.spark.ranges import ranges_reader
 
 __all__ = ["SPARK_SCHEMA", "arrow_schema", "register", "read_ranges"]
@@ -68,10 +68,11 @@ def register(spark: Any) -> None:
     spark.dataSource.register(LogDeviceDataSource)
 
 
-def read_ranges(df: Any, config: str, *, fail_on_data_loss: bool = True,
-                batch_records: int = 65_536, read_timeout: float = 120.0,
-                tls_cert: str | None = None, tls_key: str | None = None,
-                token: str | None = None) -> Any:
+def read_ranges(df: Any, config: str | None = None, *, config_json: str | None = None,
+                fail_on_data_loss: bool = True, batch_records: int = 65_536,
+                read_timeout: float = 120.0, tls_cert: str | None = None,
+                tls_key: str | None = None, tls_ca: str | None = None,
+                token: str | None = None, token_file: str | None = None) -> Any:
     """The records of the LSN ranges listed in ``df``, through ``mapInArrow``.
 
     Parameters
@@ -79,9 +80,10 @@ def read_ranges(df: Any, config: str, *, fail_on_data_loss: bool = True,
     df : pyspark.sql.DataFrame
         Columns ``log_id``, ``from_lsn``, ``until_lsn`` (integers; inclusive ranges).
         Each row is read by the task that holds it, so repartition ``df`` to spread them.
-    config : str
-        The cluster config path (as the executors see it).
-    fail_on_data_loss, batch_records, read_timeout, tls_cert, tls_key, token
+    config, config_json : str
+        The cluster config: its path (read here, on the driver) or the document itself;
+        exactly one.  Executors get the document, not the path.
+    fail_on_data_loss, batch_records, read_timeout, tls_cert, tls_key, tls_ca, token, token_file
         As the data source's options of the same names.
 
     Returns
@@ -89,8 +91,10 @@ def read_ranges(df: Any, config: str, *, fail_on_data_loss: bool = True,
     pyspark.sql.DataFrame
         ``SPARK_SCHEMA`` rows, range by range.
     """
+    given = {"config": config, "config_json": config_json, "tls_cert": tls_cert,
+             "tls_key": tls_key, "tls_ca": tls_ca, "token": token, "token_file": token_file}
+    opts = {k: v for k, v in given.items() if v is not None}
     return df.select("log_id", "from_lsn", "until_lsn").mapInArrow(
-        ranges_reader(config, fail_on_data_loss, batch_records, read_timeout,
-                      parse_credentials({"tls_cert": tls_cert, "tls_key": tls_key,
-                                         "token": token})),
+        ranges_reader(ship_config(parse_config(opts)), fail_on_data_loss, batch_records,
+                      read_timeout, parse_credentials(opts)),
         SPARK_SCHEMA)

@@ -19,7 +19,7 @@ from typing import Any
 
 from logdevice.errors import LogDeviceError, TimedOutError
 from logdevice.records import LSN_MAX, DataRecord
-from logdevice.spark.options import ReadOptions, connect
+from logdevice.spark.options import ConfigRef, ReadOptions, connect
 from logdevice.spark.plan import LSN_FIRST, LogExtent, slice_count
 
 __all__ = ["log_extent", "log_extents", "first_record", "first_timestamp"]
@@ -93,7 +93,7 @@ def first_timestamp(client: Any, log_id: int, lo: int, hi: int) -> int | None:
     return int(rec.timestamp) if rec is not None else None
 
 
-def log_extents(config: str, logs: Sequence[int], opts: ReadOptions) -> list[LogExtent]:
+def log_extents(config: ConfigRef, logs: Sequence[int], opts: ReadOptions) -> list[LogExtent]:
     """``log_extent`` of each log, through one client."""
     with connect(config, opts.credentials) as client:
         return [log_extent(client, log_id, opts) for log_id in logs]
