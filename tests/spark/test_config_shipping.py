@@ -72,7 +72,7 @@ def test_camel_case_options_work_and_unknown_ones_fail_at_planning(spark, cluste
             .option("fromLsn", str(lsns[7])).load().collect())
     assert sorted(bytes(r.payload) for r in rows) == [b"k-7", b"k-8", b"k-9"]
     with pytest.raises(PySparkException, match=r"unknown option 'fromlsm' for a logdevice "
-                                               r"batch read; did you mean 'from_lsn'\?"
+                                               r"batch read \(did you mean 'from_lsn'\?\)"
                                                r".*Valid options.*until_lsn"):
         (spark.read.format("logdevice").option("config", cfg).option("logs", "4")
          .option("fromLsm", "3").load().collect())

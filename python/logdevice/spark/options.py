@@ -139,7 +139,7 @@ def _unknown(key: str, name: str | None, use: str) -> str:
         why = f"unknown option {key!r} for a logdevice {use}"
         close = difflib.get_close_matches(_normal(key), [_normal(n) for n in valid], n=1)
         if close:
-            why += f"; did you mean {_BY_NORMAL[close[0]]!r}?"
+            why += f" (did you mean {_BY_NORMAL[close[0]]!r}?)"
     return (f"{why}.  Valid options (case and underscores do not matter): "
             f"{', '.join(valid)}")
 
