@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,14 @@ def test_every_use_has_config_and_credentials():
         names = {n for n, uses in OPTIONS.items() if use in uses}
         assert {"config", "config_json", "token", "token_file", "tls_cert", "tls_key",
                 "tls_ca"} <= names
+
+
+def test_the_readme_lists_every_option():
+    text = README.read_text()
+    section = text[text.index("## Using it from Spark"):]
+    section = section[:section.index("\n## ", 3)]
+    missing = [n for n in OPTIONS if not re.search(rf"`{n}`", section)]
+    assert not missing, f"README's Spark section does not list {missing}"
 
 
 def test_config_path_is_read_on_the_driver_and_shipped(tmp_path):

@@ -10,9 +10,21 @@ Rows: ``log_id bigint, lsn bigint, batch_offset int, timestamp timestamp, payloa
 (``SPARK_SCHEMA``); records of a BufferedWriter blob share an LSN and differ in
 ``batch_offset``.
 
-Read options (all strings, as Spark passes them)
-    ``config`` (required): the cluster config path, the same on the driver and every
-    executor.  ``logs`` (required): ``"1,2,10-20"``.  ``from_lsn``/``until_lsn``
+Options are strings, as Spark passes them; keys are matched without case and without
+underscores (``from_lsn``, ``fromLsn`` and ``FROM_LSN`` are one option), and a key that is
+no option of that kind of query fails it at planning time with ``InvalidParamError``
+naming the valid ones (the names: ``options.OPTIONS``; types, defaults and meanings: the
+README's Spark section).
+
+Every query
+    ``config`` (a path, read once on the driver) or ``config_json`` (the document itself):
+    the cluster config, shipped to the executors inside the query, so they need no config
+    file.  ``token`` or ``token_file`` (read on the driver), ``tls_cert``/``tls_key``: the
+    principal the query acts as; ``tls_ca``: the CA file to trust instead of the config's
+    ``security.tls.ca`` (certificate, key and CA paths must exist on every executor).
+
+Read options
+    ``logs`` (required): ``"1,2,10-20"``.  ``from_lsn``/``until_lsn``
     (inclusive; default oldest .. the tail at planning time), ``from_time``/``until_time``
     (ms since the epoch or ISO 8601; from inclusive, until exclusive; turned into LSNs with
     ``find_time``).  ``fail_on_data_loss`` (default ``true``): a DATALOSS gap fails the
@@ -26,19 +38,20 @@ Read options (all strings, as Spark passes them)
     ``timestamp`` conditions of the query narrow the plan (see ``pushdown``).
 
 Streaming read options
-    ``config``, ``logs``, ``fail_on_data_loss``, ``batch_records``, ``read_timeout`` as
-    above; ``starting_offsets``: ``earliest`` (default), ``latest`` or JSON
-    ``{"<log>": lsn}``; ``max_records_per_trigger``: admission control (an estimate from
-    LSN counts, so a trigger reads at most about that many LSNs).  Offsets are
+    ``logs``, ``fail_on_data_loss``, ``records_per_partition``, ``batch_records``,
+    ``read_timeout`` as above; ``starting_offsets``: ``earliest`` (default), ``latest`` or
+    JSON ``{"<log>": lsn}``; ``max_records_per_trigger``: admission control (an estimate
+    from LSN counts, so a trigger reads at most about that many LSNs).  Offsets are
     ``{"<log>": next_lsn}``.  Every micro-batch reads LSN ranges that were released when
     it was planned, and released records never change, so a query restarted from its
     checkpoint re-reads exactly the same ranges: with an idempotent sink (Spark's file
     sink) every record lands exactly once.
 
 Write options
-    ``config`` (required); ``log``: the log to write every row to, or else a ``log_id``
-    column routes each row.  The DataFrame needs a ``payload`` column (binary or string).
-    ``size_trigger``, ``time_trigger``, ``compression``: the BufferedWriter's.
+    ``log``: the log to write every row to, or else a ``log_id`` column routes each row.
+    The DataFrame needs a ``payload`` column (binary or string).  ``size_trigger``,
+    ``time_trigger``, ``compression``: the BufferedWriter's; ``write_timeout``: seconds a
+    task waits for its appends.
     Delivery is **at least once**: each task flushes its BufferedWriter and waits for
     every append before it reports success, and reports the LSN ranges it wrote; a task
     that fails after some appends, or a task that Spark retries or runs speculatively,
@@ -46,7 +59,8 @@ Write options
     what their successful tasks wrote on the driver.
 
 ``read_ranges(df, config)`` reads ranges a pipeline computed itself: one row per
-``(log_id, from_lsn, until_lsn)`` in, the records of those ranges out.
+``(log_id, from_lsn, until_lsn)`` in, the records of those ranges out (it takes
+``config_json`` and the security options as keyword arguments).
 """
 
 from __future__ import annotations
