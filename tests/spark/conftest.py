@@ -1,4 +1,5 @@
-"""Fixtures for the Spark tests: one real local-mode SparkSession for the whole run and
+"""Fixtures for the Spark tests: one real local-mode SparkSession for the whole run, a
+real Spark standalone cluster for the tests that need executors in other processes, and
 real LocalClusters (the cluster tests' factories).
 
 Starting a session costs ~10-15 s, so every test of tests/spark shares ``spark``; tests
@@ -21,6 +22,7 @@ from tests.cluster.conftest import (  # noqa: F401  (fixtures and the report hoo
     module_cluster,
     pytest_runtest_makereport,
 )
+from tests.spark.standalone import StandaloneSpark
 
 
 @pytest.fixture(scope="session")
@@ -44,6 +46,26 @@ def spark() -> Iterator[Any]:
     logdevice.spark.register(session)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneSpark]:
+    """A Spark standalone master and one worker (2 cores, 1 GiB) on 127.0.0.1, for the
+    whole run (started when a test first asks; ~10 s), killed with their process groups.
+
+    Not a ``SparkSession``: this process holds the local-mode session of ``spark``, and a
+    process can hold one ``SparkContext``.  Tests run driver programs against the master
+    instead (``run_driver`` / ``start_driver``, scripts in ``tests/spark/drivers/`` using
+    ``standalone_app``), which read their JSON result; that is how jobs run on a real
+    cluster, and it keeps ``spark`` intact.  ``executor_pids(app_id)`` names the executor
+    JVMs (to kill one mid-task, say); logs are under the fixture's directory and quoted
+    in every failure.
+    """
+    cluster = StandaloneSpark(tmp_path_factory.mktemp("spark-standalone")).start()
+    try:
+        yield cluster
+    finally:
+        cluster.close()
 
 
 def read_all(client: Any, log_id: int, until: int, lo: int = 1) -> list[tuple]:

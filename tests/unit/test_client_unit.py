@@ -18,7 +18,13 @@ from logdevice.client.retry import WRITER_RETRYABLE, Backoff
 from logdevice.client.routing import Routing
 from logdevice.client.settings import ClientSettings
 from logdevice.config import make_local_config
-from logdevice.errors import E, InvalidParamError, LogDeviceError, TimedOutError
+from logdevice.errors import (
+    AccessError,
+    E,
+    InvalidParamError,
+    LogDeviceError,
+    TimedOutError,
+)
 from logdevice.placement import sequencer_for
 from logdevice.protocol import ClusterView, DataSizeReply, FindTimeReply, Head, SequencerNode
 from logdevice.records import LSN_MAX, LSN_OLDEST
@@ -128,6 +134,15 @@ def test_combine_needs_an_f_majority():
     with pytest.raises(TimedOutError):
         combine_find_time({0: TimedOutError(), 1: TimedOutError(), 2: ft(0, 0, E.FAILED)},
                           THREE)
+
+
+
+def test_a_refusal_by_every_node_says_why():
+    refused = {i: AccessError(message=f"N{i}: <anonymous> may not read log 1")
+               for i in range(3)}
+    with pytest.raises(AccessError, match=r"\(N0: ACCESS, N1: ACCESS, N2: ACCESS\): "
+                                          r"N0: <anonymous> may not read log 1$"):
+        combine_head(refused, THREE)
 
 
 def test_head_trim_and_data_size_rules():

@@ -58,7 +58,7 @@ def test_setting_kwargs_are_the_client_settings_fields():
     kwargs = _hints(ClientSettingKwargs)
     assert set(kwargs) == set(fields)
     for name, hint in kwargs.items():
-        if name in ("tls_cert", "tls_key"):  # paths: also os.PathLike
+        if name in ("tls_cert", "tls_key", "tls_ca"):  # paths: also os.PathLike
             assert hint == str | os.PathLike[str] | None
         else:
             assert hint == fields[name], name

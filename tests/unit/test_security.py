@@ -410,3 +410,19 @@ def test_tls_files_that_do_not_load_name_their_field(tmp_path):
         ConnectSecurity.for_client(cfg, tls_cert="nope.pem", tls_key="nope.key")
     with pytest.raises(InvalidParamError, match="tls_key without tls_cert"):
         ConnectSecurity.for_client(cfg, tls_key="k.pem")
+
+
+def test_a_client_may_trust_its_own_ca_file_instead_of_the_configs(tmp_path):
+    d = tls_config(tmp_path)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "ca.pem").rename(tmp_path / "mine" / "ca.pem")
+    cfg = load(tmp_path, d)  # names ca.pem, which this machine does not have
+    with pytest.raises(InvalidConfigError, match=r"security.tls.ca: cannot load"):
+        ConnectSecurity.for_client(cfg)
+    ctx = ConnectSecurity.for_client(cfg, tls_ca=str(tmp_path / "mine" / "ca.pem")).ssl
+    assert ctx is not None and ctx.cert_store_stats()["x509_ca"] == 1
+    with pytest.raises(InvalidParamError, match=r"tls_ca .*nope.pem: cannot load"):
+        ConnectSecurity.for_client(cfg, tls_ca=str(tmp_path / "nope.pem"))
+    plain = load(tmp_path, secure_config())  # security without TLS: a CA is of no use
+    with pytest.raises(InvalidParamError, match="does not use TLS"):
+        ConnectSecurity.for_client(plain, tls_ca=str(tmp_path / "mine" / "ca.pem"))

@@ -91,7 +91,7 @@ class Client:
         ``view_refresh_interval``, ``suspect_time``, ``append_checksum``,
         ``max_redirects``, ``max_appends_in_flight``, ``unreachable_timeout``,
         ``keepalive_timeout``, ``view_max_age``, ``append_batch_bytes``,
-        ``append_linger``, ``tls_cert``, ``tls_key``, ``token``.  Another name:
+        ``append_linger``, ``tls_cert``, ``tls_key``, ``tls_ca``, ``token``.  Another name:
         ``InvalidParamError`` listing these.
 
     Examples

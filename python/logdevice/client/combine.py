@@ -145,7 +145,10 @@ def _require(what: str, answers: Mapping[int, Any],
     if ok:
         raise LogDeviceError(E.PARTIAL, msg)
     status = Counter(failed.values()).most_common(1)[0][0] if failed else E.TIMEDOUT
-    raise error_for(status, msg)
+    # What a node said about it (an ACCESS names the principal and the right it lacks).
+    why = next((a.message for _, a in sorted(answers.items())
+                if isinstance(a, LogDeviceError) and a.status == status and a.message), "")
+    raise error_for(status, f"{msg}: {why}" if why else msg)
 
 
 def combine_trim(answers: Mapping[int, Any], nodeset: FailureDomainNodeSet) -> int:

@@ -84,7 +84,8 @@ class ClientCore:
         # loaded once, here: a certificate that cannot be loaded fails the constructor).
         self.security = ConnectSecurity.for_client(config, tls_cert=settings.tls_cert,
                                                    tls_key=settings.tls_key,
-                                                   token=settings.token)
+                                                   token=settings.token,
+                                                   tls_ca=settings.tls_ca)
         self._append_slots: dict[int, AppendSlots] = {}  # log -> records in flight
         self._send_orders: dict[int, SendOrder] = {}  # log -> its blobs being sent
         # Back-pressure figures: appends that waited for room among those in flight, and

@@ -20,7 +20,7 @@ from logdevice.errors import InvalidParamError
 __all__ = ["ClientSettings", "ClientSettingKwargs"]
 
 #: Settings that are strings (file paths, the token), None when unset.
-_PATH_OR_SECRET = frozenset({"tls_cert", "tls_key", "token"})
+_PATH_OR_SECRET = frozenset({"tls_cert", "tls_key", "tls_ca", "token"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +73,10 @@ class ClientSettings:
     tls_cert, tls_key : str or None
         The client certificate (and its key, unless in the same file) presented to nodes
         of a cluster with ``security.tls``: the client is the principal named by its CN.
+    tls_ca : str or None
+        The CA certificates (PEM) this client checks node certificates against, instead
+        of the file the config's ``security.tls.ca`` names (for a client that has the
+        config but not that file at that path).
     token : str or None
         The token of a principal of the cluster's ``security.principals``, sent in HELLO.
         Without a certificate or a token the client is the anonymous principal.
@@ -94,6 +98,7 @@ class ClientSettings:
     append_linger: float = 0.0
     tls_cert: str | None = None  # client certificate (PEM) for mutual TLS
     tls_key: str | None = None  # its private key (PEM), unless in tls_cert's file
+    tls_ca: str | None = None  # the CA file to trust instead of security.tls.ca's
     token: str | None = None  # a principal's token, sent in HELLO
 
     def __repr__(self) -> str:  # a token must not end up in logs
@@ -159,4 +164,5 @@ class ClientSettingKwargs(TypedDict, total=False):
     append_linger: float
     tls_cert: str | os.PathLike[str] | None
     tls_key: str | os.PathLike[str] | None
+    tls_ca: str | os.PathLike[str] | None
     token: str | None

@@ -29,23 +29,26 @@ class ConnectSecurity:
 
     @classmethod
     def for_client(cls, config: Config, *, tls_cert: str | None = None,
-                   tls_key: str | None = None, token: str | None = None) -> ConnectSecurity:
+                   tls_key: str | None = None, token: str | None = None,
+                   tls_ca: str | None = None) -> ConnectSecurity:
         """A client of ``config``'s cluster, with its certificate and/or token (neither:
-        the anonymous principal).  ``InvalidParamError`` for credentials the cluster does
-        not use, or files that cannot be loaded."""
+        the anonymous principal); ``tls_ca`` replaces the config's CA file.
+        ``InvalidParamError`` for credentials the cluster does not use, or files that
+        cannot be loaded."""
         security = config.security
+        tls_files = tls_cert is not None or tls_key is not None or tls_ca is not None
         if security is None:
-            if tls_cert is not None or tls_key is not None or token is not None:
+            if tls_files or token is not None:
                 raise InvalidParamError(message=f"cluster {config.cluster!r} has no security "
-                                                "section: tls_cert, tls_key and token are "
-                                                "not used")
+                                                "section: tls_cert, tls_key, tls_ca and "
+                                                "token are not used")
             return PLAIN
         if security.tls is None:
-            if tls_cert is not None or tls_key is not None:
+            if tls_files:
                 raise InvalidParamError(message=f"cluster {config.cluster!r} does not use TLS:"
-                                                " tls_cert and tls_key are not used")
+                                                " tls_cert, tls_key and tls_ca are not used")
             return cls(None, token or "")
-        return cls(client_context(config, tls_cert, tls_key), token or "")
+        return cls(client_context(config, tls_cert, tls_key, ca=tls_ca), token or "")
 
     @classmethod
     def for_node(cls, config: Config) -> ConnectSecurity:

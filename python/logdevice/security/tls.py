@@ -56,13 +56,20 @@ def server_context(config: Config) -> ssl.SSLContext:
 
 
 def client_context(config: Config, cert: str | None = None, key: str | None = None, *,
-                   as_node: bool = False) -> ssl.SSLContext:
-    """What a client (``cert``/``key``: its own certificate, optional) or, with
-    ``as_node``, a node dialing a peer (the node certificate) connects with."""
+                   ca: str | None = None, as_node: bool = False) -> ssl.SSLContext:
+    """What a client (``cert``/``key``: its own certificate, optional; ``ca``: the CA file
+    to trust instead of the config's) or, with ``as_node``, a node dialing a peer (the
+    node certificate) connects with."""
     tls = _tls(config)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies the server and its host name
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    _load_ca(ctx, config, tls)
+    if ca is None:
+        _load_ca(ctx, config, tls)
+    else:
+        try:
+            ctx.load_verify_locations(cafile=ca)
+        except (OSError, ssl.SSLError) as exc:
+            raise InvalidParamError(message=f"tls_ca {ca}: cannot load: {exc}") from None
     if as_node:
         _load_node_cert(ctx, config, tls)
     elif cert is not None:

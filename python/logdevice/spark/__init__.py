@@ -10,9 +10,21 @@ Rows: ``log_id bigint, lsn bigint, batch_offset int, timestamp timestamp, payloa
 (``SPARK_SCHEMA``); records of a BufferedWriter blob share an LSN and differ in
 ``batch_offset``.
 
-Read options (all strings, as Spark passes them)
-    ``config`` (required): the cluster config path, the same on the driver and every
-    executor.  ``logs`` (required): ``"1,2,10-20"``.  ``from_lsn``/``until_lsn``
+Options are strings, as Spark passes them; keys are matched without case and without
+underscores (``from_lsn``, ``fromLsn`` and ``FROM_LSN`` are one option), and a key that is
+no option of that kind of query fails it at planning time with ``InvalidParamError``
+naming the valid ones (the names: ``options.OPTIONS``; types, defaults and meanings: the
+README's Spark section).
+
+Every query
+    ``config`` (a path, read once on the driver) or ``config_json`` (the document itself):
+    the cluster config, shipped to the executors inside the query, so they need no config
+    file.  ``token`` or ``token_file`` (read on the driver), ``tls_cert``/``tls_key``: the
+    principal the query acts as; ``tls_ca``: the CA file to trust instead of the config's
+    ``security.tls.ca`` (certificate, key and CA paths must exist on every executor).
+
+Read options
+    ``logs`` (required): ``"1,2,10-20"``.  ``from_lsn``/``until_lsn``
     (inclusive; default oldest .. the tail at planning time), ``from_time``/``until_time``
     (ms since the epoch or ISO 8601; from inclusive, until exclusive; turned into LSNs with
     ``find_time``).  ``fail_on_data_loss`` (default ``true``): records the query asked
@@ -29,8 +41,8 @@ Read options (all strings, as Spark passes them)
     ``timestamp`` conditions of the query narrow the plan (see ``pushdown``).
 
 Streaming read options
-    ``config``, ``logs``, ``fail_on_data_loss``, ``batch_records``, ``read_timeout`` as
-    above; ``starting_offsets``: ``earliest`` (default), ``latest`` or JSON
+    ``logs``, ``fail_on_data_loss``, ``records_per_partition``, ``batch_records``,
+    ``read_timeout`` as above; ``starting_offsets``: ``earliest`` (default), ``latest`` or JSON
     ``{"<log>": lsn}``, or ``starting_timestamp`` (ms or ISO 8601: per log the first
     record at or after it, by ``find_time``; not with ``starting_offsets``), both used
     only without a checkpoint; ``max_records_per_trigger``: admission control (an estimate from
@@ -44,9 +56,10 @@ Streaming read options
     sink) every record lands exactly once.
 
 Write options
-    ``config`` (required); ``log``: the log to write every row to, or else a ``log_id``
-    column routes each row.  The DataFrame needs a ``payload`` column (binary or string).
-    ``size_trigger``, ``time_trigger``, ``compression``: the BufferedWriter's.
+    ``log``: the log to write every row to, or else a ``log_id`` column routes each row.
+    The DataFrame needs a ``payload`` column (binary or string).  ``size_trigger``,
+    ``time_trigger``, ``compression``: the BufferedWriter's; ``write_timeout``: seconds a
+    task waits for its appends.
     Delivery is **at least once**: each task flushes its BufferedWriter and waits for
     every append before it reports success, and reports the LSN ranges it wrote; a task
     that fails after some appends, or a task that Spark retries or runs speculatively,
@@ -54,7 +67,8 @@ Write options
     what their successful tasks wrote on the driver.
 
 ``read_ranges(df, config)`` reads ranges a pipeline computed itself: one row per
-``(log_id, from_lsn, until_lsn)`` in, the records of those ranges out.
+``(log_id, from_lsn, until_lsn)`` in, the records of those ranges out (it takes
+``config_json`` and the security options as keyword arguments).
 """
 
 from __future__ import annotations
@@ -62,7 +76,7 @@ from __future__ import annotations
 from typing import Any
 
 from logdevice.spark.arrow import SPARK_SCHEMA, arrow_schema
-from logdevice.spark.options import parse_credentials
+from logdevice.spark.options import parse_config, parse_credentials, ship_config
 from logdevice.spark.ranges import ranges_reader
 
 __all__ = ["SPARK_SCHEMA", "arrow_schema", "register", "read_ranges"]
@@ -76,10 +90,11 @@ def register(spark: Any) -> None:
     spark.dataSource.register(LogDeviceDataSource)
 
 
-def read_ranges(df: Any, config: str, *, fail_on_data_loss: bool = True,
-                batch_records: int = 65_536, read_timeout: float = 120.0,
-                tls_cert: str | None = None, tls_key: str | None = None,
-                token: str | None = None) -> Any:
+def read_ranges(df: Any, config: str | None = None, *, config_json: str | None = None,
+                fail_on_data_loss: bool = True, batch_records: int = 65_536,
+                read_timeout: float = 120.0, tls_cert: str | None = None,
+                tls_key: str | None = None, tls_ca: str | None = None,
+                token: str | None = None, token_file: str | None = None) -> Any:
     """The records of the LSN ranges listed in ``df``, through ``mapInArrow``.
 
     Parameters
@@ -87,9 +102,10 @@ def read_ranges(df: Any, config: str, *, fail_on_data_loss: bool = True,
     df : pyspark.sql.DataFrame
         Columns ``log_id``, ``from_lsn``, ``until_lsn`` (integers; inclusive ranges).
         Each row is read by the task that holds it, so repartition ``df`` to spread them.
-    config : str
-        The cluster config path (as the executors see it).
-    fail_on_data_loss, batch_records, read_timeout, tls_cert, tls_key, token
+    config, config_json : str
+        The cluster config: its path (read here, on the driver) or the document itself;
+        exactly one.  Executors get the document, not the path.
+    fail_on_data_loss, batch_records, read_timeout, tls_cert, tls_key, tls_ca, token, token_file
         As the data source's options of the same names.
 
     Returns
@@ -97,8 +113,10 @@ def read_ranges(df: Any, config: str, *, fail_on_data_loss: bool = True,
     pyspark.sql.DataFrame
         ``SPARK_SCHEMA`` rows, range by range.
     """
+    given = {"config": config, "config_json": config_json, "tls_cert": tls_cert,
+             "tls_key": tls_key, "tls_ca": tls_ca, "token": token, "token_file": token_file}
+    opts = {k: v for k, v in given.items() if v is not None}
     return df.select("log_id", "from_lsn", "until_lsn").mapInArrow(
-        ranges_reader(config, fail_on_data_loss, batch_records, read_timeout,
-                      parse_credentials({"tls_cert": tls_cert, "tls_key": tls_key,
-                                         "token": token})),
+        ranges_reader(ship_config(parse_config(opts)), fail_on_data_loss, batch_records,
+                      read_timeout, parse_credentials(opts)),
         SPARK_SCHEMA)

@@ -22,7 +22,7 @@ from logdevice.errors import LogDeviceError, TimedOutError
 from logdevice.records import LSN_MAX, LSN_OLDEST, DataRecord
 from logdevice.spark.fanout import fan_out
 from logdevice.spark.loss import LossCounter, below_trim_point
-from logdevice.spark.options import ReadOptions, connect
+from logdevice.spark.options import ConfigRef, ReadOptions, connect
 from logdevice.spark.plan import LSN_FIRST, LogExtent, slice_count
 
 __all__ = ["log_extent", "log_extents", "first_record", "first_timestamp"]
@@ -105,7 +105,7 @@ def first_timestamp(client: Any, log_id: int, lo: int, hi: int) -> int | None:
     return int(rec.timestamp) if rec is not None else None
 
 
-def log_extents(config: str, logs: Sequence[int], opts: ReadOptions,
+def log_extents(config: ConfigRef, logs: Sequence[int], opts: ReadOptions,
                 skipped: LossCounter | None = None) -> list[LogExtent]:
     """``log_extent`` of each log, through one client, many logs at a time
     (``fanout``)."""

@@ -1,9 +1,9 @@
 """``read_ranges``' per-task function: Arrow batches of ranges in, records out.
 
 The function Spark runs for ``mapInArrow`` must pickle small: it is a module-level class
-holding the config path and the read settings, no client.  Each input row is one range,
-read through ``read.read_slices`` (ranges are few; the per-range Python loop is not on the
-per-record path).
+holding the config (shipped by the driver) and the read settings, no client.  Each input
+row is one range, read through ``read.read_slices`` (ranges are few; the per-range Python
+loop is not on the per-record path).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from logdevice.errors import InvalidParamError
 from logdevice.records import LSN_MAX
-from logdevice.spark.options import Credentials
+from logdevice.spark.options import ConfigRef, Credentials
 from logdevice.spark.plan import Slice
 from logdevice.spark.read import read_slices
 
@@ -21,7 +21,7 @@ __all__ = ["ranges_reader"]
 
 
 class _RangesReader:
-    def __init__(self, config: str, fail_on_data_loss: bool, batch_records: int,
+    def __init__(self, config: ConfigRef, fail_on_data_loss: bool, batch_records: int,
                  read_timeout: float, credentials: Credentials = ()) -> None:
         self.config = config
         self.credentials = credentials
@@ -50,6 +50,6 @@ class _RangesReader:
                                credentials=self.credentials)
 
 
-def ranges_reader(config: str, fail_on_data_loss: bool, batch_records: int,
+def ranges_reader(config: ConfigRef, fail_on_data_loss: bool, batch_records: int,
                   read_timeout: float, credentials: Credentials = ()) -> _RangesReader:
     return _RangesReader(config, fail_on_data_loss, batch_records, read_timeout, credentials)

@@ -1,9 +1,9 @@
 """Executor side of every read: LSN slices in, Spark-shaped Arrow batches out.
 
 Batch partitions, streaming micro-batches and ``read_ranges`` all end here.  A call opens
-its own ``Client`` from the config path (nothing is shared with the driver but that path
-and plain numbers), reads each slice with one ``Reader`` and closes both, also when Spark
-stops consuming early.
+its own ``Client`` from the config the driver shipped (nothing is shared with the driver
+but that config and plain numbers), reads each slice with one ``Reader`` and closes both,
+also when Spark stops consuming early.
 
 Gaps: BRIDGE and HOLE carry no records and are skipped.  DATALOSS gaps, and TRIM gaps
 (every slice was planned above the trim point or asked for explicitly, so a TRIM gap
@@ -25,7 +25,7 @@ from logdevice.errors import E, TimedOutError, error_for
 from logdevice.records import GapType
 from logdevice.spark.arrow import to_spark_batch
 from logdevice.spark.loss import LossCounter, LostRange
-from logdevice.spark.options import Credentials, connect
+from logdevice.spark.options import ConfigRef, Credentials, connect
 from logdevice.spark.plan import LSN_FIRST, Slice
 
 __all__ = ["ReadStats", "read_slices", "DEFAULT_POLL"]
@@ -58,7 +58,7 @@ def _check_gaps(gaps: Iterable[Any], fail_on_data_loss: bool, stats: ReadStats) 
             stats.handle(LostRange(g.log_id, g.lo, g.hi, cause), fail_on_data_loss)
 
 
-def read_slices(config: str, slices: Iterable[Slice], *, fail_on_data_loss: bool = True,
+def read_slices(config: ConfigRef, slices: Iterable[Slice], *, fail_on_data_loss: bool = True,
                 batch_records: int = 65_536, read_timeout: float = 120.0,
                 stats: ReadStats | None = None, credentials: Credentials = ()
                 ) -> Iterator[Any]:
@@ -67,8 +67,9 @@ def read_slices(config: str, slices: Iterable[Slice], *, fail_on_data_loss: bool
 
     Parameters
     ----------
-    config : str
-        The cluster's config path (as the executors see it).
+    config : ConfigRef
+        The cluster config: shipped by the driver (``options.ShippedConfig``) or a path
+        (as the executors see it).
     slices : iterable of Slice
     fail_on_data_loss : bool
         Raise on a DATALOSS or TRIM gap (default) or skip it (see ``loss``).

@@ -43,13 +43,16 @@ from pyspark.sql.datasource import (
 
 from logdevice.errors import InvalidParamError
 from logdevice.spark.options import (
+    WRITE,
+    ConfigRef,
     Credentials,
     connect,
+    option_values,
     parse_bool,
+    parse_config,
     parse_credentials,
     parse_float,
     parse_int,
-    require,
 )
 
 __all__ = ["WriteOptions", "WrittenRanges", "LogDeviceWriter", "LogDeviceStreamWriter",
@@ -65,7 +68,7 @@ FLUSH_BYTES = 64 << 20
 
 @dataclass(frozen=True)
 class WriteOptions:
-    config: str
+    config: ConfigRef
     log_id: int | None  # None: the log_id column routes rows
     writer_options: tuple[tuple[str, Any], ...] = ()
     timeout: float = 120.0
@@ -74,7 +77,7 @@ class WriteOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str], schema: Any) -> WriteOptions:
-        opts = {str(k).lower(): v for k, v in options.items()}
+        opts = option_values(options, WRITE)
         names = {f.name: type(f.dataType).__name__ for f in schema.fields}
         if names.get("payload") not in ("BinaryType", "StringType"):
             raise InvalidParamError(message="the logdevice sink needs a binary or string "
@@ -95,7 +98,7 @@ class WriteOptions:
             bw.append(("time_trigger", parse_float(opts, "time_trigger", 1.0)))
         if "compression" in opts:
             bw.append(("compression", str(opts["compression"]).lower()))
-        return cls(config=require(opts, "config"), log_id=log_id, writer_options=tuple(bw),
+        return cls(config=parse_config(opts), log_id=log_id, writer_options=tuple(bw),
                    timeout=parse_float(opts, "write_timeout", 120.0),
                    credentials=parse_credentials(opts), exactly_once=exactly_once)
 

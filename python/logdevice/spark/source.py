@@ -3,7 +3,8 @@
 ``LogDeviceDataSource`` hands Spark a batch reader (``batch``, or ``pushdown``'s when
 ``filter_pushdown`` is on), a stream reader (``stream``) and batch and stream writers
 (``sink``).  Spark pickles these objects to its Python workers, so they hold only the
-parsed options; clients are opened inside the calls that need them.
+parsed options, with the cluster config read here, on the driver
+(``options.with_shipped_config``); clients are opened inside the calls that need them.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader
 from logdevice.errors import InvalidParamError
 from logdevice.spark.arrow import SPARK_SCHEMA
 from logdevice.spark.batch import LogDeviceBatchReader
-from logdevice.spark.options import ReadOptions
+from logdevice.spark.options import ReadOptions, with_shipped_config
 from logdevice.spark.pushdown import LogDeviceFilteringReader
 from logdevice.spark.sink import LogDeviceStreamWriter, LogDeviceWriter, WriteOptions
 from logdevice.spark.stream import LogDeviceStreamReader, StreamOptions
@@ -35,21 +36,22 @@ class LogDeviceDataSource(DataSource):
         return SPARK_SCHEMA
 
     def reader(self, schema: Any) -> DataSourceReader:
-        opts = ReadOptions.parse(self.options)
+        opts = with_shipped_config(ReadOptions.parse(self.options))
         if opts.filter_pushdown:
             return LogDeviceFilteringReader(opts)
         return LogDeviceBatchReader(opts)
 
     def streamReader(self, schema: Any) -> Any:
-        return LogDeviceStreamReader(StreamOptions.parse(self.options))
+        return LogDeviceStreamReader(with_shipped_config(StreamOptions.parse(self.options)))
 
     def writer(self, schema: Any, overwrite: bool) -> Any:
         _append_only(overwrite)
-        return LogDeviceWriter(WriteOptions.parse(self.options, schema))
+        return LogDeviceWriter(with_shipped_config(WriteOptions.parse(self.options, schema)))
 
     def streamWriter(self, schema: Any, overwrite: bool) -> Any:
         _append_only(overwrite)
-        return LogDeviceStreamWriter(WriteOptions.parse(self.options, schema))
+        return LogDeviceStreamWriter(
+            with_shipped_config(WriteOptions.parse(self.options, schema)))
 
 
 def _append_only(overwrite: bool) -> None:

@@ -46,9 +46,13 @@ from logdevice.spark.options import (
     DEFAULT_BATCH_RECORDS,
     DEFAULT_READ_TIMEOUT,
     DEFAULT_RECORDS_PER_PARTITION,
+    STREAM_READ,
+    ConfigRef,
     Credentials,
     connect,
+    option_values,
     parse_bool,
+    parse_config,
     parse_credentials,
     parse_float,
     parse_int,
@@ -66,7 +70,7 @@ log = logging.getLogger("logdevice.spark")
 
 @dataclass(frozen=True)
 class StreamOptions:
-    config: str
+    config: ConfigRef
     logs: tuple[int, ...]
     starting_offsets: str = "earliest"
     starting_timestamp: int | None = None
@@ -79,7 +83,7 @@ class StreamOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> StreamOptions:
-        opts = {str(k).lower(): v for k, v in options.items()}
+        opts = option_values(options, STREAM_READ)
         logs = tuple(parse_logs(require(opts, "logs")))
         starting = str(opts.get("starting_offsets", "earliest"))
         parse_starting_offsets(starting, logs)  # fail at once on a bad value
@@ -89,7 +93,7 @@ class StreamOptions:
                                             "starting_timestamp, not both")
         cap = parse_int(opts, "max_records_per_trigger", 0, minimum=1) \
             if "max_records_per_trigger" in opts else None
-        return cls(config=require(opts, "config"), logs=logs, starting_offsets=starting,
+        return cls(config=parse_config(opts), logs=logs, starting_offsets=starting,
                    starting_timestamp=starting_ts, max_records_per_trigger=cap,
                    fail_on_data_loss=parse_bool(opts, "fail_on_data_loss", True),
                    records_per_partition=parse_int(opts, "records_per_partition",
