@@ -50,8 +50,9 @@ def spark() -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def spark_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneSpark]:
-    """A Spark standalone master and one worker (2 cores, 1 GiB) on 127.0.0.1, for the
-    whole run (started when a test first asks; ~10 s), killed with their process groups.
+    """A Spark standalone master and two workers (2 cores, 1 GiB each) on 127.0.0.1 and
+    127.0.0.2 (two hosts, so speculative attempts can run), for the whole run (started
+    when a test first asks; ~10 s), killed with their process groups.
 
     Not a ``SparkSession``: this process holds the local-mode session of ``spark``, and a
     process can hold one ``SparkContext``.  Tests run driver programs against the master
@@ -61,7 +62,8 @@ def spark_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stand
     JVMs (to kill one mid-task, say); logs are under the fixture's directory and quoted
     in every failure.
     """
-    cluster = StandaloneSpark(tmp_path_factory.mktemp("spark-standalone")).start()
+    cluster = StandaloneSpark(tmp_path_factory.mktemp("spark-standalone"),
+                              workers=("127.0.0.1", "127.0.0.2")).start()
     try:
         yield cluster
     finally:

@@ -99,18 +99,22 @@ def _cmdline(pid: int) -> list[str]:
 
 
 class StandaloneSpark:
-    """A master and a worker (``cores`` cores, ``memory`` for executors) on 127.0.0.1.
+    """A master on 127.0.0.1 and one worker per address of ``workers`` (each ``cores``
+    cores, ``memory`` for executors).  Two workers on two loopback addresses look like
+    two hosts to Spark, which launches a speculative copy of a task only on another host.
 
-    ``start`` returns once the worker registered with the master (the master's
-    ``/json/`` lists it ALIVE) or fails quoting both logs; ``close`` kills both process
-    groups.  ``master_url`` is what drivers connect to.
+    ``start`` returns once every worker registered with the master (the master's
+    ``/json/`` lists it ALIVE) or fails quoting the logs; ``close`` kills every process
+    group.  ``master_url`` is what drivers connect to.
     """
 
-    def __init__(self, root: Path, *, cores: int = 2, memory: str = "1g") -> None:
+    def __init__(self, root: Path, *, workers: Sequence[str] = ("127.0.0.1",),
+                 cores: int = 2, memory: str = "1g") -> None:
         self.root = Path(root)
+        self.workers = tuple(workers)
         self.cores = cores
         self.memory = memory
-        self.port, self.web_port, self.worker_web_port = free_ports(3)
+        self.port, self.web_port = free_ports(2)
         self.master_url = f"spark://127.0.0.1:{self.port}"
         self.work_dir = self.root / "work"  # executors' directories and logs
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -134,12 +138,13 @@ class StandaloneSpark:
         })
         return env
 
-    def _spawn(self, name: str, args: Sequence[str]) -> None:
+    def _spawn(self, name: str, args: Sequence[str], host: str = "127.0.0.1") -> None:
+        # A worker's executors inherit its environment: they bind where it does.
+        env = {**self.env(), "SPARK_LOCAL_IP": host}
         with open(self.root / f"{name}.log", "wb") as log:
             self._procs[name] = subprocess.Popen(
                 [str(SPARK_CLASS), *args], stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, cwd=self.root, env=self.env(),
-                start_new_session=True)
+                stderr=subprocess.STDOUT, cwd=self.root, env=env, start_new_session=True)
 
     def start(self, timeout: float = 120.0) -> StandaloneSpark:
         for d in ("local", "conf", "work"):
@@ -148,11 +153,12 @@ class StandaloneSpark:
             self._spawn("master", ["org.apache.spark.deploy.master.Master",
                                    "--host", "127.0.0.1", "--port", str(self.port),
                                    "--webui-port", str(self.web_port)])
-            self._spawn("worker", ["org.apache.spark.deploy.worker.Worker", self.master_url,
-                                   "--cores", str(self.cores), "--memory", self.memory,
-                                   "--host", "127.0.0.1",
-                                   "--webui-port", str(self.worker_web_port),
-                                   "--work-dir", str(self.work_dir)])
+            for i, host in enumerate(self.workers):
+                self._spawn(f"worker{i}", [
+                    "org.apache.spark.deploy.worker.Worker", self.master_url,
+                    "--cores", str(self.cores), "--memory", self.memory, "--host", host,
+                    "--webui-port", str(free_ports(1)[0]),
+                    "--work-dir", str(self.work_dir / f"worker{i}")], host)
             self._wait_for_worker(timeout)
         except BaseException:
             self.close()
@@ -169,7 +175,8 @@ class StandaloneSpark:
                                          + self.logs())
             try:
                 state = self.master_state()
-                if any(w.get("state") == "ALIVE" for w in state.get("workers", [])):
+                alive = [w for w in state.get("workers", []) if w.get("state") == "ALIVE"]
+                if len(alive) >= len(self.workers):
                     return
                 last = f"workers: {state.get('workers')}"
             except OSError as exc:  # the master's web UI is not up yet
@@ -185,16 +192,16 @@ class StandaloneSpark:
             return json.load(resp)  # type: ignore[no-any-return]
 
     @property
-    def worker_pid(self) -> int:
-        return self._procs["worker"].pid
+    def worker_pids(self) -> list[int]:
+        return [p.pid for name, p in self._procs.items() if name.startswith("worker")]
 
     def executor_pids(self, app_id: str | None = None) -> list[int]:
-        """PIDs of the executor JVMs the worker runs (of application ``app_id``, if
-        given): the worker's descendants running ``CoarseGrainedExecutorBackend``.  Found
-        through this worker's process tree, so executors of other Spark clusters on the
+        """PIDs of the executor JVMs the workers run (of application ``app_id``, if
+        given): the workers' descendants running ``CoarseGrainedExecutorBackend``.  Found
+        through these workers' process trees, so executors of other Spark clusters on the
         machine are never named."""
         out = []
-        for pid in descendants(self.worker_pid):
+        for pid in (p for w in self.worker_pids for p in descendants(w)):
             cmd = _cmdline(pid)
             if EXECUTOR_CLASS in cmd and (app_id is None or app_id in cmd):
                 out.append(pid)
@@ -202,15 +209,14 @@ class StandaloneSpark:
 
     def logs(self) -> str:
         """The tails of the master's, the worker's and every executor's logs."""
-        parts = [_tail(self.root / "master.log"), _tail(self.root / "worker.log")]
-        parts += [_tail(p, 30) for p in sorted(self.work_dir.glob("app-*/*/stderr"))[-4:]]
+        parts = [_tail(self.root / "master.log")]
+        parts += [_tail(self.root / f"worker{i}.log") for i in range(len(self.workers))]
+        parts += [_tail(p, 30) for p in sorted(self.work_dir.glob("*/app-*/*/stderr"))[-4:]]
         return "\n".join(parts)
 
     def close(self) -> None:
-        for name in ("worker", "master"):
-            proc = self._procs.pop(name, None)
-            if proc is not None:
-                _kill_group(proc)
+        for name in sorted(self._procs, key=lambda n: n == "master"):  # workers first
+            _kill_group(self._procs.pop(name))
 
     # -- drivers --------------------------------------------------------------------------
 

@@ -20,26 +20,32 @@ from tests.spark.standalone import EXECUTOR_CLASS, RESULT_MARKER, ppid
 __all__ = ["session", "emit", "hold", "executor_pid"]
 
 
-def session(app_name: str) -> Any:
-    """A ``SparkSession`` on the standalone master (one executor with both worker cores),
-    loopback only, with the ``logdevice`` data source registered."""
+def session(app_name: str, settings: dict[str, str] | None = None) -> Any:
+    """A ``SparkSession`` on the standalone master (one executor with two cores unless
+    ``settings`` say otherwise), loopback only, with the ``logdevice`` data source
+    registered."""
     from pyspark.sql import SparkSession
 
     import logdevice.spark
 
-    spark = (SparkSession.builder.master(os.environ["LD_SPARK_MASTER"]).appName(app_name)
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.driver.host", "127.0.0.1")
-             .config("spark.driver.bindAddress", "127.0.0.1")
-             .config("spark.executor.memory", "512m")
-             .config("spark.executor.cores", "2")
-             .config("spark.cores.max", "2")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.session.timeZone", "UTC")
-             .config("spark.pyspark.python", sys.executable)
-             .config("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
-             .getOrCreate())
+    conf = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.executor.memory": "512m",
+        "spark.executor.cores": "2",
+        "spark.cores.max": "2",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.pyspark.python": sys.executable,
+        "spark.executorEnv.PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+        **(settings or {}),
+    }
+    builder = SparkSession.builder.master(os.environ["LD_SPARK_MASTER"]).appName(app_name)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     logdevice.spark.register(spark)
     return spark

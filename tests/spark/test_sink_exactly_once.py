@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 
 import pyarrow as pa
 import pytest
@@ -36,10 +37,16 @@ def _batches(n_batches: int, tag: str = "row"):
              for i in range(lo, lo + ROWS_PER_BATCH)])})
 
 
-def _stopping_after(batches, n: int):
-    """The first ``n`` batches, then the attempt dies (its executor was lost)."""
+def _stopping_after(batches, n: int, cluster, log_id: int):
+    """The first ``n`` batches, then the attempt dies (its executor was lost) once some
+    of its blobs are stored."""
     for i, rb in enumerate(batches):
         if i == n:
+            with cluster.client() as client:
+                deadline = time.monotonic() + 30
+                while client.get_tail_lsn(log_id) == 0:
+                    assert time.monotonic() < deadline, "nothing was stored"
+                    time.sleep(0.01)  # polls a condition; bounded
             raise ConnectionResetError("the executor went away")
         yield rb
 
@@ -59,7 +66,7 @@ def test_a_rerun_after_a_partial_attempt_stores_every_row_once(cluster, small_fl
     opts = WriteOptions(config=str(cluster.config_path), log_id=1,
                         writer_options=(("size_trigger", 150_000),))
     with pytest.raises(ConnectionResetError):
-        write_batches(opts, _stopping_after(_batches(10), 6), writer_id=0xC0FFEE)
+        write_batches(opts, _stopping_after(_batches(10), 5, cluster, 1), writer_id=0xC0FFEE)
     stored_by_first = len(_log_payloads(cluster, 1))
     assert 0 < stored_by_first < 10 * ROWS_PER_BATCH
     rerun = write_batches(opts, _batches(10), writer_id=0xC0FFEE)

@@ -33,7 +33,7 @@ def test_read_write_and_stream_on_a_standalone_cluster(spark_standalone, cluster
         # While the application lives, its executors are found under the worker.
         found = spark_standalone.executor_pids(result["app_id"])
         assert result["executor_pids"] and set(result["executor_pids"]) <= set(found)
-        assert set(found) <= set(descendants(spark_standalone.worker_pid))
+        assert set(found) <= {p for w in spark_standalone.worker_pids for p in descendants(w)}
         driver.finish()
     finally:
         driver.kill()

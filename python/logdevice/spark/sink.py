@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import secrets
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
@@ -41,7 +42,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from logdevice.errors import InvalidParamError
+from logdevice.errors import E, InvalidParamError, LogDeviceError
 from logdevice.spark.options import (
     WRITE,
     ConfigRef,
@@ -137,12 +138,41 @@ def task_writer_id(job: str) -> int:
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
-    if ctx is None:
-        raise InvalidParamError(message="the logdevice sink writes from Spark tasks only")
+    if ctx is None:  # called outside a Spark task: nothing will rerun it
+        return secrets.randbits(64) | 1
     query = ctx.getLocalProperty("sql.streaming.queryId")
     batch = ctx.getLocalProperty("streaming.sql.batchId")
     key = f"{query or job}/{batch or ''}/{ctx.partitionId()}"
     return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big") | 1
+
+
+def _jvm_ancestor() -> int | None:
+    """The PID of the JVM this Python worker runs under (its nearest ``java`` ancestor),
+    or None if it cannot be told (no ``/proc``, or no JVM above us)."""
+    pid = os.getpid()
+    for _ in range(16):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+            pid = int(stat[stat.rindex(")") + 2:].split()[1])  # the parent
+            if pid <= 1:
+                return None
+            if os.path.basename(os.readlink(f"/proc/{pid}/exe")).startswith("java"):
+                return pid
+        except (OSError, ValueError):
+            return None
+    return None
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a killed process its parent has not reaped yet does not:
+    its sockets are closed already)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] not in "ZX"
 
 
 def write_batches(opts: WriteOptions, batches: Iterator[Any],
@@ -157,11 +187,17 @@ def write_batches(opts: WriteOptions, batches: Iterator[Any],
     if writer_id is not None:
         # Blobs cut by size and at row positions only; memory bounded by waiting below.
         options.update(writer_id=writer_id, time_trigger=None, memory_limit_bytes=None)
+    jvm = _jvm_ancestor() if writer_id is not None else None
     done: dict[int, list[np.ndarray]] = {}
     pending: deque[tuple[int, int, Any]] = deque()  # (flush number, log, future)
     flushes = unflushed = 0
-    with connect(opts.config, opts.credentials) as client, \
-            client.create_buffered_writer(**options) as writer:
+    # The writer is not a context manager here: closing it flushes, and a task that
+    # fails part-way must not send its last, partial blob (a rerun cuts that blob
+    # fuller, and the sequencer would refuse it as another payload under the same
+    # number).  Closing the client instead fails what is buffered without sending it.
+    with connect(opts.config, opts.credentials) as client:
+        writer = client.create_buffered_writer(**options)
+
         def append(log_id: int, col: Any) -> None:
             nonlocal unflushed
             data, offsets = _payload_parts(col)
@@ -194,8 +230,15 @@ def write_batches(opts: WriteOptions, batches: Iterator[Any],
                 flushes += 1
                 unflushed = 0
                 collect(flushes - 1)  # at most two windows in flight
+        if writer_id is not None and jvm is not None and not _alive(jvm):
+            # The executor died: the rows stopped coming without an error (the Arrow
+            # stream just ends), so the last blob would be cut short; Spark reruns the
+            # task, which cuts it full.
+            raise LogDeviceError(E.SHUTDOWN, "the executor running this task is gone: "
+                                             "its last, partial blob is not sent")
         writer.flush()
         collect(flushes + 1)
+        writer.close()
     ranges = []
     for log_id, arrays in sorted(done.items()):
         lsns = np.concatenate(arrays)
