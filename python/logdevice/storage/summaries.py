@@ -1,12 +1,12 @@
 """A shard's answers about many logs at once: what planning and stream admission ask.
 
 ``log_summaries`` answers GET_LOG_SUMMARIES: per log the trim point, the highest stored
-LSN, the time span and byte estimate of the partition directory (no I/O) and, for each
-asked timestamp, FIND_TIME's ``(lo, hi)``.  ``record_rows`` answers GET_RECORD_ROWS: the
-records held in an LSN range with their row counts (a BufferedWriter blob's count comes
-from its header; hole plugs and bridges hold none).  Both are blocking (RocksDB) and run
-in a storage node's read executor.
-"""
+LSN, the time span and byte estimate of the partition directory (no I/O but one seek for
+the first record past the trim point of a trimmed log, where the span and the estimate
+start) and, for each asked timestamp, FIND_TIME's ``(lo, hi)``. ``record_rows`` answers
+GET_RECORD_ROWS: the records held in an LSN range with their row counts (a
+BufferedWriter blob's count comes from its header; hole plugs and bridges hold none).
+Both are blocking (RocksDB) and run in a storage node's read executor. """
 
 from __future__ import annotations
 
@@ -63,7 +63,11 @@ def log_summaries(db: LogsDB, log_ids: Sequence[int], known: Callable[[int], boo
         tail = db.tail(log_id)
         trims[i], tails[i] = trim, tail
         t_min[i], t_max[i] = db.time_span(log_id)
-        nbytes[i] = db.data_size(log_id, size_from_ms, size_to_ms)
+        if trim:  # a partly trimmed partition: start at the first record left (one seek)
+            left = db.read_records(log_id, trim + 1, max_records=1, payloads=False)
+            if len(left):
+                t_min[i] = int(left.timestamps[0])
+        nbytes[i] = db.data_size(log_id, max(size_from_ms, int(t_min[i])), size_to_ms)
         for j, ms in enumerate(find_times):
             first = db.find_time(log_id, ms)
             top = max(tail, trim)
