@@ -322,7 +322,9 @@ class Client:
         this client because the log had as many in flight as allowed),
         ``refusals_retried`` (appends a sequencer refused before taking an LSN, tried
         again) and ``append_batches`` (APPEND_BATCH frames the single-record appends
-        travelled in, retries included)."""
+        travelled in, retries included); ``storage_requests`` and
+        ``sequencer_requests``: requests sent to storage nodes (one per node of each
+        storage-side call) and to sequencer nodes (each attempt, GET_TAILS included)."""
         return dict(self._core.stats)
 
     def get_tail_lsn(self, log_id: int, *, timeout: float | None = None) -> int:
