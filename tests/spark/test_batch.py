@@ -181,3 +181,31 @@ def test_partitions_follow_the_range_size_not_the_log_size(spark, logs):
                 from_lsn=lsns[100], until_lsn=lsns[109])
     assert part.rdd.getNumPartitions() == 1
     assert sorted(r.lsn for r in part.collect()) == lsns[100:110]
+
+
+def test_planning_many_logs_costs_requests_per_node_not_per_log(logs):
+    """The extents come from one ``log_summaries`` (a request per node) and equal what
+    the per-log calls say, for every kind of log and range option."""
+    from logdevice.spark.extents import client_extents, log_extent
+    from logdevice.spark.options import ReadOptions
+
+    cluster, client, info = logs
+    nodes = len(cluster.config.nodes)
+    spec = {"config": str(cluster.config_path), "logs": "1-8"}
+    for extra in ({}, {"from_time": str(info["split_ms"])},
+                  {"until_time": str(info["split_ms"]), "fail_on_data_loss": "false"}):
+        opts = ReadOptions.parse({**spec, **extra})
+        before = client.stats
+        found = client_extents(client, opts.logs, opts)
+        after = client.stats
+        sent = sum(after[k] - before[k] for k in ("storage_requests", "sequencer_requests"))
+        assert sent <= 3 * nodes < 8 * nodes, extra  # a handful per node, not per log
+        per_log = [log_extent(client, log_id, opts) for log_id in opts.logs]
+        assert [(e.log_id, e.lo, e.hi) for e in found] == \
+            [(e.log_id, e.lo, e.hi) for e in per_log], extra
+        for a, b in zip(found, per_log, strict=True):
+            if b.lo <= b.hi and b.est_bytes:
+                # Both estimate from the partitions' statistics; the summary starts a
+                # trimmed log's window at its first record left, the per-log calls at
+                # the asked time, so a partly trimmed partition may count less.
+                assert 0.5 <= a.est_bytes / b.est_bytes <= 2, (extra, a, b)

@@ -175,3 +175,52 @@ def test_stream_options_starting_timestamp():
                              "starting_offsets": "latest"})
     with pytest.raises(InvalidParamError, match="starting_timestamp"):
         StreamOptions.parse({"config": "c", "logs": "1", "starting_timestamp": "soon"})
+
+
+def test_cap_rows_takes_whole_records_within_the_cap_fairly():
+    from logdevice.spark.offsets import KnownRows, cap_rows
+
+    blobs = KnownRows(110, list(range(100, 110)), [1000] * 10)
+    small = KnownRows(60, [50, 51, 52], [1, 1, 1])
+    start, latest = {"1": 100, "2": 50}, {"1": 110, "2": 60}
+    end = cap_rows(start, latest, 2500, {"1": blobs, "2": small})
+    # log 2's three rows, then two blobs of log 1 (a third would pass 2500)
+    assert end == {"1": 102, "2": 60}
+    # An empty prefix or holes cost nothing: the end is the first record not taken.
+    holes = KnownRows(10**12, [5000, 5001, 9000], [0, 1000, 1000])
+    assert cap_rows({"1": 10}, {"1": 10**12}, 1500, {"1": holes}) == {"1": 9000}
+
+
+def test_cap_rows_reads_a_record_over_the_cap_alone():
+    from logdevice.spark.offsets import KnownRows, cap_rows
+
+    big = KnownRows(30, [10, 20], [4000, 1000])
+    assert cap_rows({"1": 10}, {"1": 30}, 2500, {"1": big}) == {"1": 20}
+    assert cap_rows({"1": 20}, {"1": 30}, 2500, {"1": KnownRows(30, [20], [1000])}) == \
+        {"1": 30}
+    # Another log's record that fits comes first; the big one waits for its own turn.
+    small = KnownRows(6, [5], [10])
+    assert cap_rows({"1": 10, "2": 5}, {"1": 30, "2": 6}, 2500,
+                    {"1": big, "2": small}) == {"1": 10, "2": 6}
+
+
+@given(st.lists(st.integers(0, 3000), min_size=1, max_size=30), st.integers(1, 5000),
+       st.integers(0, 30))
+def test_cap_rows_depends_only_on_the_records(rows, cap, cut):
+    """However much more of the log is known past what ``rows_known`` needs, the end is
+    the same; at most the cap (or one record alone); progress whenever rows remain."""
+    from logdevice.spark.offsets import KnownRows, cap_rows, rows_known
+
+    lsns = [100 + 3 * i for i in range(len(rows))]
+    top = lsns[-1] + 5
+    full = KnownRows(top, lsns, rows)
+    end = cap_rows({"1": 100}, {"1": top}, cap, {"1": full})["1"]
+    k = next(n for n in range(1, len(rows) + 1)
+             if rows_known(KnownRows(lsns[n] if n < len(rows) else top, lsns[:n],
+                                     rows[:n]), top, cap))
+    k = min(len(rows), max(k, cut))
+    part = KnownRows(lsns[k] if k < len(rows) else top, lsns[:k], rows[:k])
+    assert cap_rows({"1": 100}, {"1": top}, cap, {"1": part})["1"] == end
+    taken = [r for x, r in zip(lsns, rows, strict=True) if x < end]
+    assert sum(taken) <= cap or len(taken) == 1
+    assert end > 100

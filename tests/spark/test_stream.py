@@ -177,3 +177,28 @@ def test_starting_timestamp_and_lag_in_progress(spark, local_cluster, tmp_path):
     assert lags and lags[0]["1"] > 0
     assert lags[-1] == {"1": 0, "2": 0}
     assert all(set(r["latest"]) == {"1", "2"} for r in _latest_reports(q))
+
+
+def test_the_cap_counts_rows_of_blobs_not_lsns(spark, local_cluster, tmp_path):
+    """BufferedWriter blobs of 1,000 rows and a cap of 2,500 rows a trigger: micro-batches
+    of whole blobs within the cap, every row once; a blob of 4,000 rows (over the cap)
+    is read alone rather than stalling the stream."""
+    cluster = local_cluster(nodes=3, replication=2, logs=range(1, 3))
+    with ld.Client(cluster.config_path, timeout=30.0) as client:
+        for log_id, rows, blob in ((1, 8000, 1000), (2, 4000, 4000)):
+            with client.create_buffered_writer(count_trigger=blob, size_trigger=None,
+                                               time_trigger=None) as w:
+                w.append_many(log_id, [b"%d-%d" % (log_id, i) for i in range(rows)]
+                              ).result(60)
+    q = (spark.readStream.format("logdevice").option("config", str(cluster.config_path))
+         .option("logs", "1,2").option("max_records_per_trigger", "2500").load()
+         .writeStream.format("parquet").option("path", str(tmp_path / "out"))
+         .option("checkpointLocation", str(tmp_path / "ckpt"))
+         .trigger(availableNow=True).start())
+    assert q.awaitTermination(180) and q.exception() is None
+    batches = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
+    assert all(n <= 2500 or n == 4000 for n in batches), batches
+    assert 4000 in batches and sum(batches) == 12000, batches
+    rows = [(r.log_id, bytes(r.payload)) for r in
+            spark.read.parquet(str(tmp_path / "out")).collect()]
+    assert len(rows) == len(set(rows)) == 12000

@@ -17,6 +17,7 @@ a wrong type ``InvalidParamError``.  Every failure is a ``LogDeviceError`` with
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import os
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -25,7 +26,7 @@ from typing import Any, TypeVar, Unpack, cast
 import numpy as np
 
 from ldcore.checksum import crc32c
-from logdevice.client import combine, reader_queries
+from logdevice.client import combine, reader_queries, summaries
 from logdevice.client.append_batcher import AppendBatcher
 from logdevice.client.buffered_writer import (
     BufferedWriter,
@@ -41,6 +42,7 @@ from logdevice.client.payloads import as_payload
 from logdevice.client.reader import AsyncReader, Reader
 from logdevice.client.reader_core import ReaderOptionKwargs
 from logdevice.client.settings import ClientSettingKwargs, ClientSettings
+from logdevice.client.summaries import LogSummary, RecordRowsFound
 from logdevice.config import Config, LogGroup
 from logdevice.epochstore.checkpoints import validate_name
 from logdevice.errors import E, InvalidParamError, LogDeviceError, TimedOutError, error_for
@@ -49,6 +51,8 @@ from logdevice.protocol import (
     FindTime,
     GetCheckpoints,
     GetHead,
+    GetLogSummaries,
+    GetRecordRows,
     GroupHeartbeat,
     SetCheckpoints,
     Trim,
@@ -58,6 +62,9 @@ from logdevice.records import LSN_MAX
 __all__ = ["Client"]
 
 T = TypeVar("T")
+
+# Logs per GET_LOG_SUMMARIES: keeps the answers well below the frame limit.
+LOGS_PER_REQUEST = 50_000
 
 # Added to the client timeout when a sync call waits for its coroutine: the coroutine
 # enforces the timeout itself; this only catches a stuck loop.
@@ -315,7 +322,9 @@ class Client:
         this client because the log had as many in flight as allowed),
         ``refusals_retried`` (appends a sequencer refused before taking an LSN, tried
         again) and ``append_batches`` (APPEND_BATCH frames the single-record appends
-        travelled in, retries included)."""
+        travelled in, retries included); ``storage_requests`` and
+        ``sequencer_requests``: requests sent to storage nodes (one per node of each
+        storage-side call) and to sequencer nodes (each attempt, GET_TAILS included)."""
         return dict(self._core.stats)
 
     def get_tail_lsn(self, log_id: int, *, timeout: float | None = None) -> int:
@@ -331,7 +340,11 @@ class Client:
                           timeout=timeout)
 
     async def _tail(self, log_id: int, timeout: float) -> TailAttributes:
-        reply = await self._core.get_tail(log_id, timeout)
+        return self._tail_reply(log_id, await self._core.get_tail(log_id, timeout))
+
+    def _tail_reply(self, log_id: int, reply: Any) -> TailAttributes:
+        """A sequencer's OK TAIL of ``log_id`` as ``TailAttributes``, never below what
+        this client reported before."""
         tail = TailAttributes(int(reply.lsn), int(reply.timestamp), None)
         # Never report less than this client already did: a sequencer that has not yet
         # learned it was replaced may still answer with its older release.
@@ -430,6 +443,168 @@ class Client:
         locations = {n.index: n.location for n in self.config.nodes}
         return rule(answers, combine.storage_nodeset(answers, group.replication.to_dict(),
                                                      locations, statuses))
+
+    # ------------------------------------------------------------------ many logs at once
+
+    def log_summaries(self, log_ids: Sequence[int], *, find_times: Sequence[float] = (),
+                      size_window: tuple[float, float] | None = None, tails: bool = True,
+                      timeout: float | None = None) -> list[LogSummary]:
+        """Trim point, last released LSN, time span, size estimate and ``find_time``
+        answers of many logs, in one request to each storage node (and, with ``tails``,
+        one to each sequencer node); the rules are in ``client.summaries``.
+
+        Parameters
+        ----------
+        log_ids : sequence of int
+        find_times : sequence of float
+            Timestamps (ms) to locate in every log: ``LogSummary.find_time`` holds, in
+            this order, what ``find_time`` would answer.
+        size_window : (start_ms, end_ms), optional
+            The window of ``est_bytes`` (default: all records above the trim point), as
+            for ``approximate_data_size``.
+        tails : bool
+            Also ask the logs' sequencers (``get_tail_attributes``, batched per node):
+            ``last_released`` then covers every acknowledged append.  Without, it is the
+            storage nodes' release pointer: released, but possibly a little older.
+
+        Returns
+        -------
+        list of LogSummary
+            One per log, in the order of ``log_ids``.
+
+        Raises
+        ------
+        NotFoundError
+            A log that is not in the config (nothing sent).
+        LogDeviceError
+            The first log without an f-majority of answers (PARTIAL or the common
+            failure) or whose tail failed; its message names the log.
+        """
+        logs = [int(x) for x in log_ids]
+        groups = [self._log_group(x) for x in logs]
+        times = [_as_ms(t, "find_times") for t in find_times]
+        a, b = (0, 2**62) if size_window is None else (
+            _as_ms(size_window[0], "size_window"), _as_ms(size_window[1], "size_window"))
+        if b < a:
+            raise InvalidParamError(message=f"size_window ends ({b}) before it starts ({a})")
+        found = self._call(self._summaries, logs, groups, times, a, b, tails,
+                           self._timeout(timeout), timeout=timeout)
+        for s in found:
+            if isinstance(s, LogDeviceError):
+                raise s
+        return cast(list[LogSummary], found)
+
+    async def _summaries(self, logs: list[int], groups: list[LogGroup], times: list[int],
+                         a: int, b: int, tails: bool, timeout: float
+                         ) -> list[LogSummary | LogDeviceError]:
+        loop = self._loop.loop
+        start = loop.time()
+        seq = asyncio.ensure_future(self._core.get_tails(logs, timeout)) if tails else None
+        out: list[LogSummary | LogDeviceError] = []
+        for lo in range(0, len(logs), LOGS_PER_REQUEST):
+            chunk = logs[lo:lo + LOGS_PER_REQUEST]
+            msg = GetLogSummaries(request_id=0, log_ids=np.array(chunk, np.uint64),
+                                  find_times=np.array(times, np.int64), size_from_ms=a,
+                                  size_to_ms=b)
+            answers = await self._many_logs_call(lambda m=msg: m, groups[lo:lo + len(chunk)],
+                                                 timeout - (loop.time() - start))
+            nodesets = await self._nodesets(answers, groups[lo:lo + len(chunk)],
+                                            timeout - (loop.time() - start))
+            out += summaries.combine_summaries(chunk, answers, nodesets, len(times))
+        if seq is not None:
+            tails_found: dict[int, TailAttributes | LogDeviceError] = {
+                log_id: t if isinstance(t, LogDeviceError) else self._tail_reply(log_id, t)
+                for log_id, t in (await seq).items()}
+            out = summaries.with_tails(out, tails_found)
+        return out
+
+    def record_rows(self, ranges: Mapping[int, tuple[int, int]], *,
+                    max_rows: int | None = None, timeout: float | None = None
+                    ) -> dict[int, RecordRowsFound]:
+        """The records of LSN ranges of many logs with the rows each holds (a
+        BufferedWriter blob: its payload count, from its header; a plain record: 1; hole
+        plugs and bridges: 0), in one request to each storage node.
+
+        Parameters
+        ----------
+        ranges : mapping of log id to (lo, hi)
+            Inclusive LSN ranges of released records.
+        max_rows : int, optional
+            Each node stops a log once the rows it listed exceed this, so a log may come
+            back incomplete: ``next_lsn`` says how far it is complete (ask again from
+            there).
+
+        Returns
+        -------
+        dict of log id to RecordRowsFound
+            The records in ``[lo, next_lsn - 1]``, in LSN order.
+
+        Raises
+        ------
+        NotFoundError, InvalidParamError
+            A log not in the config, a bad range (nothing sent).
+        LogDeviceError
+            The first log without an f-majority of answers; its message names it.
+        """
+        logs = [int(x) for x in ranges]
+        groups = [self._log_group(x) for x in logs]
+        for log_id in logs:
+            lo, hi = ranges[log_id]
+            if not (isinstance(lo, int) and isinstance(hi, int) and lo >= 0 and hi < LSN_MAX):
+                raise InvalidParamError(message=f"record_rows: log {log_id}: bad range "
+                                                f"({lo!r}, {hi!r})")
+        if max_rows is not None and (isinstance(max_rows, bool) or
+                                     not isinstance(max_rows, int) or max_rows < 1):
+            raise InvalidParamError(message=f"max_rows must be an int >= 1, got {max_rows!r}")
+        his = [ranges[x][1] for x in logs]
+        msg = GetRecordRows(request_id=0, log_ids=np.array(logs, np.uint64),
+                            los=np.array([ranges[x][0] for x in logs], np.uint64),
+                            his=np.array(his, np.uint64), max_rows=max_rows or 0)
+        found = self._call(self._record_rows, msg, logs, his, groups,
+                           self._timeout(timeout), timeout=timeout)
+        for r in found:
+            if isinstance(r, LogDeviceError):
+                raise r
+        return {r.log_id: r for r in cast(list[RecordRowsFound], found)}
+
+    async def _record_rows(self, msg: GetRecordRows, logs: list[int], his: list[int],
+                           groups: list[LogGroup], timeout: float
+                           ) -> list[RecordRowsFound | LogDeviceError]:
+        loop = self._loop.loop
+        start = loop.time()
+        answers = await self._many_logs_call(lambda: msg, groups, timeout)
+        nodesets = await self._nodesets(answers, groups, timeout - (loop.time() - start))
+        return summaries.combine_record_rows(logs, his, answers, nodesets)
+
+    async def _many_logs_call(self, make: Any, groups: Sequence[LogGroup],
+                              timeout: float) -> dict[int, Any]:
+        """``make()`` (about many logs) to every storage node; node -> reply or
+        exception, stragglers awaited as the strictest f-majority of the logs needs."""
+        nodes = [n.index for n in self.config.storage_nodes()]
+        need = max((combine.f_majority(len(nodes), g.replication_factor) for g in groups),
+                   default=1)
+        return await self._core.storage_call_nodes(nodes, make, max(0.1, timeout), need)
+
+    async def _nodesets(self, answers: Mapping[int, Any], groups: Sequence[LogGroup],
+                        timeout: float) -> list[Any]:
+        """Each log's nodeset as ``_storage`` judges it (one object per replication
+        property: logs with the same one share it)."""
+        try:
+            statuses, _since = decode_statuses(await self._ctx.metadata.fetch(
+                "shard_statuses", timeout=max(0.1, timeout)))
+        except LogDeviceError:
+            statuses = {}
+        locations = {n.index: n.location for n in self.config.nodes}
+        by_replication: dict[str, Any] = {}
+        out = []
+        for g in groups:
+            rep = g.replication.to_dict()
+            key = repr(sorted(rep.items()))
+            if key not in by_replication:
+                by_replication[key] = combine.storage_nodeset(answers, rep, locations,
+                                                              statuses)
+            out.append(by_replication[key])
+        return out
 
     # ------------------------------------------------------------------ checkpoints
 

@@ -58,6 +58,7 @@ from logdevice.protocol import (
     ClusterView,
     GetClusterView,
     GetTail,
+    GetTails,
     Tail,
     pack_payloads,
 )
@@ -68,6 +69,9 @@ __all__ = ["ClientCore"]
 
 # Storage calls: once an f-majority answered, wait at most this much for the others.
 STRAGGLER_GRACE = 0.5
+# GET_TAILS rounds (each follows the redirects of the one before) before the logs left
+# go one by one through get_tail.
+TAILS_ROUNDS = 3
 _NO_REDIRECT = int(AppendFlag.NO_REDIRECT)
 
 
@@ -90,7 +94,8 @@ class ClientCore:
         self._send_orders: dict[int, SendOrder] = {}  # log -> its blobs being sent
         # Back-pressure figures: appends that waited for room among those in flight, and
         # refusals (window full, overloaded, ...) retried; APPEND_BATCH frames sent.
-        self.stats = {"appends_waited": 0, "refusals_retried": 0, "append_batches": 0}
+        self.stats = {"appends_waited": 0, "refusals_retried": 0, "append_batches": 0,
+                      "storage_requests": 0, "sequencer_requests": 0}
         # Since when no node could be reached (None: some node answered since).
         self._unreachable_since: float | None = None
         self._refused: set[int] = set()  # nodes whose connection failed since
@@ -361,6 +366,83 @@ class ClientCore:
             timeout, "get_tail", repeatable=True)
         return reply
 
+    async def get_tails(self, log_ids: Sequence[int], timeout: float
+                        ) -> dict[int, Tail | LogDeviceError]:
+        """The tails of many logs: one GET_TAILS to each sequencer node for the logs
+        routed there, again for the logs a node redirected (a few rounds); the logs left
+        (a node unreachable, AGAIN, ...) by ``get_tail`` each, with its retries.  Per
+        log, the OK ``Tail`` or the error its ``get_tail`` raised."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        out: dict[int, Tail | LogDeviceError] = {}
+        todo = list(dict.fromkeys(log_ids))
+        one_by_one: list[int] = []
+        self._sequencer_call_started()
+        try:
+            if self.routing.view_time is None:
+                await self.refresh_view(deadline)
+            for _ in range(TAILS_ROUNDS):
+                if not todo or loop.time() >= deadline:
+                    break
+                todo, left = await self._tails_round(todo, out, deadline)
+                one_by_one += left
+        finally:
+            self._sequencer_calls -= 1
+        todo = one_by_one + todo
+
+        async def one(log_id: int) -> None:
+            try:
+                out[log_id] = await self.get_tail(log_id, max(0.0, deadline - loop.time()))
+            except LogDeviceError as exc:
+                out[log_id] = exc
+
+        await asyncio.gather(*(one(x) for x in todo))
+        return out
+
+    async def _tails_round(self, todo: list[int], out: dict[int, Tail | LogDeviceError],
+                           deadline: float) -> tuple[list[int], list[int]]:
+        """One GET_TAILS per node routed to; the logs to ask again (redirected) and
+        those left to ``get_tail`` (no answer, or not OK)."""
+        by_node: dict[int, list[int]] = {}
+        left: list[int] = []
+        for log_id in todo:
+            node, no_redirect = self.routing.route(log_id)
+            if node is None or no_redirect:  # takeovers: get_tail's path knows them
+                left.append(log_id)
+            else:
+                by_node.setdefault(node, []).append(log_id)
+
+        async def ask(node: int, logs: list[int]) -> tuple[int, list[int], Any]:
+            self.stats["sequencer_requests"] += 1
+            try:
+                msg = GetTails(request_id=0, log_ids=np.array(logs, np.uint64))
+                return node, logs, await self.conn(node).request(msg, deadline)
+            except LogDeviceError as exc:
+                if exc.status == E.CONNFAILED:
+                    self.routing.suspect(node)
+                return node, logs, exc
+
+        again: list[int] = []
+        for node, logs, reply in await asyncio.gather(*(ask(n, x) for n, x in
+                                                          by_node.items())):
+            if isinstance(reply, BaseException) or reply.status != E.OK:
+                left += logs
+                continue
+            self._reached()
+            for log_id, status, lsn, ts, target in zip(
+                    logs, reply.statuses.tolist(), reply.lsns.tolist(),
+                    reply.timestamps.tolist(), reply.redirect_to.tolist(), strict=True):
+                if status == E.OK:
+                    self.routing.clear_suspect(node)
+                    out[log_id] = Tail(request_id=0, status=E.OK, log_id=log_id, lsn=lsn,
+                                       timestamp=ts)
+                elif status == E.NOSEQUENCER and target >= 0 and target != node \
+                        and self.routing.redirect(log_id, target, node):
+                    again.append(log_id)
+                else:
+                    left.append(log_id)
+        return again, left
+
     async def _sequencer_request(self, log_id: int, make: Callable[[int, bool], Any],
                                  timeout: float, what: str, *,
                                  repeatable: bool = False,
@@ -401,6 +483,7 @@ class ClientCore:
                 await self._back_off(backoff, deadline, refresh=True)
                 continue
             c = self.conn(node)
+            self.stats["sequencer_requests"] += 1
             try:
                 if not c.connected:
                     await c.connect(deadline)
@@ -519,10 +602,17 @@ class ClientCore:
         f-majority answered OK, whichever comes first (missing nodes map to
         ``TimedOutError``).
         """
+        nodes = self.routing.storage_nodes(log_id)
+        return await self.storage_call_nodes(nodes, make, timeout,
+                                             f_majority(len(nodes), replication))
+
+    async def storage_call_nodes(self, nodes: Sequence[int], make: Callable[[], Any],
+                                 timeout: float, need: int) -> dict[int, Any]:
+        """``storage_call`` to ``nodes``, waiting for stragglers once ``need`` answered
+        OK (a request about many logs: ``need`` is the strictest f-majority of them)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        nodes = self.routing.storage_nodes(log_id)
-        need = f_majority(len(nodes), replication)
+        self.stats["storage_requests"] += len(nodes)
 
         async def one(node: int) -> Any:
             try:

@@ -8,7 +8,8 @@ ACCESS).  The rules, by message type:
   send each other: every type not listed below) come only from nodes;
 - APPEND and APPEND_BATCH need ``append`` on their log; START (never with the DIGEST
   flag, which only recovery on a node uses), GET_TAIL, GET_HEAD,
-  FIND_TIME and DATA_SIZE need ``read``; TRIM needs ``trim`` (and ``admin`` as well when
+  FIND_TIME and DATA_SIZE need ``read``; GET_TAILS, GET_LOG_SUMMARIES and GET_RECORD_ROWS
+  need ``read`` on every log they name; TRIM needs ``trim`` (and ``admin`` as well when
   forced past the tail); GET_RECORD_AVAILABILITY
   (the checker) needs ``admin``; what ldshell asks nodes about themselves
   (GET_PARTITIONS, GET_READ_STREAMS, GET_RECOVERIES) needs ``admin`` in the cluster's
@@ -49,12 +50,15 @@ from logdevice.protocol import (
     GetCheckpoints,
     GetClusterView,
     GetHead,
+    GetLogSummaries,
     GetMetadata,
     GetPartitions,
     GetReadStreams,
     GetRecordAvailability,
+    GetRecordRows,
     GetRecoveries,
     GetTail,
+    GetTails,
     GroupHeartbeat,
     Message,
     MessageType,
@@ -140,6 +144,9 @@ RULES: dict[type[Message], Rule] = {
     GetHead: _on_log("read"),
     FindTime: _on_log("read"),
     DataSize: _on_log("read"),
+    GetTails: _on_each_log("read"),
+    GetLogSummaries: _on_each_log("read"),
+    GetRecordRows: _on_each_log("read"),
     Trim: _trim,
     GetRecordAvailability: _on_log("admin"),
     GetPartitions: _cluster("admin"),

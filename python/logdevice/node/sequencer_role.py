@@ -43,13 +43,15 @@ sequencer starts releasing (``_recovered``); a failed recovery is retried, a pre
 one deactivates the sequencer.  SEALED and the digest streams' STARTED / RECORDS / GAP
 come back to this role; GET_RECOVERIES is answered with ``Recoveries.describe``.
 
-Tails.  GET_TAIL is answered with the sequencer's release pointer, never before recovery
-settled the earlier epochs, and never before a seal check (``seal_check``) sent after the
-request arrived said that no newer epoch sealed ours: a sequencer that heard nothing of
-a takeover (cut off while another node's recovery sealed its epoch, or storing nothing
-since) would otherwise answer an older tail than the newer sequencer already did.  A
-check that finds a seal deactivates the sequencer and the request is redirected (to the
-sealing node while it is alive); one that cannot decide in time is answered AGAIN.
+Tails. GET_TAILS asks the tails of many logs in one request: each is answered as its
+GET_TAIL would be, and one TAILS carries them all (``tail_batch``). GET_TAIL is answered
+with the sequencer's release pointer, never before recovery settled the earlier epochs,
+and never before a seal check (``seal_check``) sent after the request arrived said that
+no newer epoch sealed ours: a sequencer that heard nothing of a takeover (cut off while
+another node's recovery sealed its epoch, or storing nothing since) would otherwise
+answer an older tail than the newer sequencer already did. A check that finds a seal
+deactivates the sequencer and the request is redirected (to the sealing node while it is
+alive); one that cannot decide in time is answered AGAIN.
 
 Driving the state machines.  Actions come back from every sequencer call: ``SendStore``
 and ``Release`` go to ``StoreSender`` (one STORE frame per node and log per loop turn, one
@@ -84,6 +86,7 @@ from logdevice.node.recovery_driver import Recoveries, RecoveryDriver
 from logdevice.node.role import Peer, Role
 from logdevice.node.stats import AppendStats
 from logdevice.node.store_sender import StoreSender
+from logdevice.node.tail_batch import TailBatch
 from logdevice.node.writer_recall import WriterRecallDriver
 from logdevice.placement import score, sequencer_for
 from logdevice.protocol import (
@@ -96,6 +99,7 @@ from logdevice.protocol import (
     Gap,
     GetRecoveries,
     GetTail,
+    GetTails,
     Records,
     RecoveryList,
     Sealed,
@@ -251,7 +255,8 @@ class SequencerRole(Role):
     def handlers(self) -> Mapping[type, Any]:
         rec = self.recoveries
         return {Append: self._on_append, AppendBatch: self._on_append_batch,
-                GetTail: self._on_get_tail, Stored: self._on_stored,
+                GetTail: self._on_get_tail, GetTails: self._on_get_tails,
+                Stored: self._on_stored,
                 Sealed: rec.on_sealed, Started: rec.on_started, Records: rec.on_records,
                 Gap: rec.on_gap, GetRecoveries: self._on_get_recoveries,
                 SealState: self._on_seal_state, WriterBlobs: self.writers.on_reply}
@@ -537,6 +542,12 @@ class SequencerRole(Role):
             self._enqueue(msg.log_id, ("tail", conn, msg.request_id))
         else:
             self._send_tail(seq, conn, msg.request_id)
+
+    def _on_get_tails(self, conn: Peer, msg: GetTails) -> None:
+        """Each log as GET_TAIL, answered together (``tail_batch``)."""
+        batch = TailBatch(conn, msg)
+        for i, log_id in enumerate(msg.log_ids.tolist()):
+            self._on_get_tail(batch, GetTail(request_id=i, log_id=log_id))
 
     def _send_tail(self, seq: Sequencer, conn: Peer, request_id: int) -> None:
         if seq.needs_recovery:

@@ -19,7 +19,10 @@
 - Retention: every ``retention_interval_ms`` the node drops the partitions that every log
   is done with (trimmed, or older than its backlog retention).
 - TRIM, GET_HEAD, FIND_TIME, DATA_SIZE: this node's answer only; the client combines the
-  answers of the nodeset.
+  answers of the nodeset.  GET_LOG_SUMMARIES (trim point, release pointer, local tail,
+  time span, byte estimate and find-time answers of many logs) and GET_RECORD_ROWS (the
+  records of LSN ranges with their row counts) answer many logs in one reply
+  (``storage.summaries``).
 - Epochs are bounded by what the epoch store issued (``epoch_bound``): a STORE whose
   epoch (or a record's) or a SEAL whose epoch the store has not handed out is refused
   with INVALID_PARAM, after one fresh read of the store; AGAIN if the store cannot be
@@ -51,6 +54,8 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from logdevice.epochstore import EpochStore
 from logdevice.errors import E, LogDeviceError
 from logdevice.node.epoch_bound import EpochBound
@@ -65,8 +70,12 @@ from logdevice.protocol import (
     FindTime,
     FindTimeReply,
     GetHead,
+    GetLogSummaries,
+    GetRecordRows,
     GetWriterBlobs,
     Head,
+    LogSummaries,
+    RecordRows,
     Release,
     ReleaseBatch,
     Seal,
@@ -79,6 +88,7 @@ from logdevice.protocol import (
     WriterBlobs,
 )
 from logdevice.security.store import open_cluster_store
+from logdevice.storage import summaries
 from logdevice.storage.logsdb import LogsDB
 
 if TYPE_CHECKING:
@@ -185,7 +195,9 @@ class StorageRole(Role):
                 ReleaseBatch: self._on_release_batch, Trim: self._on_trim,
                 GetHead: self._on_get_head, FindTime: self._on_find_time,
                 DataSize: self._on_data_size, Seal: self._on_seal,
-                CheckSeal: self._on_check_seal, GetWriterBlobs: self._on_get_writer_blobs}
+                CheckSeal: self._on_check_seal, GetWriterBlobs: self._on_get_writer_blobs,
+                GetLogSummaries: self._on_get_log_summaries,
+                GetRecordRows: self._on_get_record_rows}
 
     async def start(self) -> None:
         if self.node.has_role("rebuilding"):
@@ -737,3 +749,73 @@ class StorageRole(Role):
             lambda db: db.data_size(msg.log_id, msg.start_ms, msg.end_ms),
             lambda r, st: DataSizeReply(request_id=msg.request_id, status=st,
                                         log_id=msg.log_id, size=r or 0))
+
+    # -- many logs at once -----------------------------------------------------------------
+    def _many_logs_status(self) -> E:
+        if self._stopping:
+            return E.SHUTDOWN
+        if not self.enabled or self.db is None:
+            return E.DISABLED
+        return E.OK
+
+    def _answer_in_executor(self, conn: Peer, request: Any, work: Any, reply: Any) -> None:
+        """Run ``work(db)`` in the read executor; send ``reply(result)``, or the failure's
+        status for the whole request."""
+        status = self._many_logs_status()
+        if status != E.OK:
+            conn.send(reply(None, status))
+            return
+
+        def done(fut: asyncio.Future[Any]) -> None:
+            exc = fut.exception()
+            if exc is None:
+                conn.send(reply(fut.result(), E.OK))
+                return
+            if not isinstance(exc, LogDeviceError):
+                log.error("%s failed", type(request).__name__, exc_info=exc)
+            conn.send(reply(None, getattr(exc, "status", E.FAILED)))
+
+        self.node.loop.run_in_executor(self._read_exec, work, self.db).add_done_callback(done)
+
+    def _on_get_log_summaries(self, conn: Peer, msg: GetLogSummaries) -> None:
+        log_ids = msg.log_ids.tolist()
+        has_log = self.node.config.has_log
+        # Release pointers live on this loop; read them here, not in the executor.
+        released = np.array([self.last_released(x) if has_log(x) else 0 for x in log_ids],
+                            np.uint64)
+        times = msg.find_times.tolist()
+
+        def reply(r: summaries.Summaries | None, status: E) -> LogSummaries:
+            if r is None:
+                return LogSummaries(request_id=msg.request_id, status=status,
+                                    node_index=self.node.index)
+            return LogSummaries(
+                request_id=msg.request_id, status=status, node_index=self.node.index,
+                log_ids=msg.log_ids, statuses=np.where(r.ok, int(E.OK), int(E.NOTFOUND)),
+                trim_points=r.trim_points, last_released=np.where(r.ok, released, 0),
+                local_tails=r.local_tails, min_timestamps=r.min_timestamps,
+                max_timestamps=r.max_timestamps, nbytes=r.nbytes, find_lo=r.find_lo,
+                find_hi=r.find_hi)
+
+        self._answer_in_executor(conn, msg, lambda db: summaries.log_summaries(
+            db, log_ids, has_log, times, msg.size_from_ms, msg.size_to_ms), reply)
+
+    def _on_get_record_rows(self, conn: Peer, msg: GetRecordRows) -> None:
+        log_ids = msg.log_ids.tolist()
+        has_log = self.node.config.has_log
+        known = np.array([has_log(x) for x in log_ids], bool)
+        # A log not in the config is listed as empty; its status says so.
+        his = np.where(known, msg.his, 0).astype(np.uint64)
+        los = np.where(known, msg.los, 1).astype(np.uint64)
+
+        def reply(r: summaries.RowsFound | None, status: E) -> RecordRows:
+            if r is None:
+                return RecordRows(request_id=msg.request_id, status=status,
+                                  node_index=self.node.index)
+            return RecordRows(
+                request_id=msg.request_id, status=status, node_index=self.node.index,
+                log_ids=msg.log_ids, statuses=np.where(known, int(E.OK), int(E.NOTFOUND)),
+                next_lsns=r.next_lsns, record_logs=r.record_logs, lsns=r.lsns, rows=r.rows)
+
+        self._answer_in_executor(conn, msg, lambda db: summaries.record_rows(
+            db, log_ids, los.tolist(), his.tolist(), msg.max_rows, msg.max_records), reply)

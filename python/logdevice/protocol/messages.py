@@ -82,6 +82,12 @@ __all__ = [
     "SealState",
     "GetWriterBlobs",
     "WriterBlobs",
+    "GetLogSummaries",
+    "LogSummaries",
+    "GetTails",
+    "Tails",
+    "GetRecordRows",
+    "RecordRows",
     "GetCheckpoints",
     "SetCheckpoints",
     "Checkpoints",
@@ -147,6 +153,12 @@ class MessageType(IntEnum):
     SEAL_STATE = 53
     GET_WRITER_BLOBS = 54
     WRITER_BLOBS = 55
+    GET_LOG_SUMMARIES = 56
+    LOG_SUMMARIES = 57
+    GET_TAILS = 58
+    TAILS = 59
+    GET_RECORD_ROWS = 64
+    RECORD_ROWS = 65
     GET_CHECKPOINTS = 70
     SET_CHECKPOINTS = 71
     CHECKPOINTS = 72
@@ -875,6 +887,147 @@ class WriterBlobs(Message):
 
 
 # ------------------------------------------------------------------------ checkpoints
+
+
+@register
+class GetLogSummaries(Message, eq=False):
+    """Client -> every storage node: what the node knows of each log of ``log_ids``, in
+    one answer (planning a read of many logs).  ``find_times``: timestamps (ms) to
+    locate in every log, as FIND_TIME would; ``size_from_ms`` .. ``size_to_ms``: the
+    window of the byte estimate, as DATA_SIZE's.  Changes nothing."""
+
+    TYPE = MessageType.GET_LOG_SUMMARIES
+    request_id: int
+    log_ids: U64Array = EMPTY_U64
+    find_times: I64Array = EMPTY_I64
+    size_from_ms: int = 0
+    size_to_ms: int = 2**62
+
+
+@register
+class LogSummaries(Message, eq=False):
+    """Storage node -> client, answer to GET_LOG_SUMMARIES, one row per asked log in
+    the asked order: ``statuses[i]`` (uint16 ``E``: OK, or NOTFOUND for a log not in the
+    config), the node's ``trim_points[i]``, release pointer ``last_released[i]``,
+    highest stored LSN ``local_tails[i]``, the timestamps of its oldest and newest
+    records above the trim point as its partitions know them (``min_timestamps[i]``,
+    ``max_timestamps[i]``; 0: none), and ``nbytes[i]``, bytes stored in the size
+    window (DATA_SIZE's estimate).  For find time k of log i, ``find_lo[i * K + k]`` and
+    ``find_hi[i * K + k]`` are FIND_TIME_REPLY's ``lo`` and ``hi`` (K: the number of
+    find times asked).  A ``status`` other than OK (DISABLED, SHUTDOWN) answers for
+    every log."""
+
+    TYPE = MessageType.LOG_SUMMARIES
+    request_id: int
+    status: E
+    node_index: int = -1
+    log_ids: U64Array = EMPTY_U64
+    statuses: U16Array = EMPTY_U16
+    trim_points: U64Array = EMPTY_U64
+    last_released: U64Array = EMPTY_U64
+    local_tails: U64Array = EMPTY_U64
+    min_timestamps: I64Array = EMPTY_I64
+    max_timestamps: I64Array = EMPTY_I64
+    nbytes: U64Array = EMPTY_U64
+    find_lo: U64Array = EMPTY_U64
+    find_hi: U64Array = EMPTY_U64
+
+    def consistency_problem(self) -> str | None:
+        n = len(self.log_ids)
+        problem = _check_columns(n, {
+            "statuses": self.statuses, "trim_points": self.trim_points,
+            "last_released": self.last_released, "local_tails": self.local_tails,
+            "min_timestamps": self.min_timestamps, "max_timestamps": self.max_timestamps,
+            "nbytes": self.nbytes})
+        if problem:
+            return problem
+        if len(self.find_lo) != len(self.find_hi) or (
+                n and len(self.find_lo) % n) or (not n and len(self.find_lo)):
+            return f"find_lo/find_hi ({len(self.find_lo)}, {len(self.find_hi)} entries) " \
+                   f"are not a whole number of rows of {n} logs"
+        return None
+
+
+@register
+class GetTails(Message, eq=False):
+    """Client -> a sequencer node: GET_TAIL of each log of ``log_ids`` (those the
+    client routes to this node), answered together once every log has its answer."""
+
+    TYPE = MessageType.GET_TAILS
+    request_id: int
+    log_ids: U64Array = EMPTY_U64
+
+
+@register
+class Tails(Message, eq=False):
+    """Sequencer node -> client, answer to GET_TAILS: per asked log, in order, what
+    TAIL would say: ``statuses[i]`` (uint16 ``E``), ``lsns[i]`` and ``timestamps[i]``
+    when OK, ``redirect_to[i]`` with NOSEQUENCER (-1: none)."""
+
+    TYPE = MessageType.TAILS
+    request_id: int
+    status: E
+    log_ids: U64Array = EMPTY_U64
+    statuses: U16Array = EMPTY_U16
+    lsns: U64Array = EMPTY_U64
+    timestamps: I64Array = EMPTY_I64
+    redirect_to: I64Array = EMPTY_I64
+
+    def consistency_problem(self) -> str | None:
+        return _check_columns(len(self.log_ids), {
+            "statuses": self.statuses, "lsns": self.lsns, "timestamps": self.timestamps,
+            "redirect_to": self.redirect_to})
+
+
+@register
+class GetRecordRows(Message, eq=False):
+    """Client -> every storage node: the rows of the records held here in
+    ``[los[i], his[i]]`` of each log ``log_ids[i]`` (a BufferedWriter blob holds many,
+    read from its header; a plain record one; hole plugs and bridges none).  The node
+    stops a log once the rows it listed exceed ``max_rows`` (0: no limit), and a reply
+    once it read ``max_records`` records (0: the node's default).  Changes nothing."""
+
+    TYPE = MessageType.GET_RECORD_ROWS
+    request_id: int
+    log_ids: U64Array = EMPTY_U64
+    los: U64Array = EMPTY_U64
+    his: U64Array = EMPTY_U64
+    max_rows: int = 0
+    max_records: int = 0
+
+    def consistency_problem(self) -> str | None:
+        return _check_columns(len(self.log_ids), {"los": self.los, "his": self.his})
+
+
+@register
+class RecordRows(Message, eq=False):
+    """Storage node -> client, answer to GET_RECORD_ROWS: per asked log, in order,
+    ``statuses[i]`` and ``next_lsns[i]``: the records held here in ``[los[i],
+    next_lsns[i] - 1]`` are listed (``his[i] + 1``: the whole range).  The records, in
+    LSN order per log: record j is ``lsns[j]`` of the asked log ``record_logs[j]`` (an
+    index into ``log_ids``) with ``rows[j]`` rows."""
+
+    TYPE = MessageType.RECORD_ROWS
+    request_id: int
+    status: E
+    node_index: int = -1
+    log_ids: U64Array = EMPTY_U64
+    statuses: U16Array = EMPTY_U16
+    next_lsns: U64Array = EMPTY_U64
+    record_logs: U32Array = EMPTY_U32
+    lsns: U64Array = EMPTY_U64
+    rows: U32Array = EMPTY_U32
+
+    def consistency_problem(self) -> str | None:
+        n = len(self.log_ids)
+        problem = _check_columns(n, {"statuses": self.statuses, "next_lsns": self.next_lsns}) \
+            or _check_columns(len(self.lsns), {"record_logs": self.record_logs,
+                                               "rows": self.rows})
+        if problem:
+            return problem
+        if len(self.record_logs) and int(self.record_logs.max()) >= n:
+            return "record_logs names a log that was not asked"
+        return None
 
 
 @register

@@ -1,13 +1,22 @@
 """Driver side of planning: ask the cluster where each log's range starts and ends.
 
-For each log: the trim point (``get_head_attributes``) and the last released LSN
-(``get_tail_attributes``) bound the range; ``from_time``/``until_time`` are turned into
-LSNs with ``find_time``; the size comes from ``approximate_data_size`` (storage-node
-statistics) over the range's times: the times of ``from_time``/``until_time``, of the
-trim point and the tail, or, for LSN bounds inside the log, of the records there (read
-without payloads, one record each).  No payload is read to plan.  A range over several
-epochs also gets ``find_time`` cut points at evenly spaced times, because LSN arithmetic
-cannot split it.  The result is what ``plan.plan_extents`` cuts into partitions.
+All logs at once: ``Client.log_summaries`` asks each storage node one question about
+every log (trim point, release pointer, size estimate, ``find_time`` of
+``from_time``/``until_time``) and each sequencer node one GET_TAILS for the logs it
+sequences, so planning costs a round trip per node, not several per log.  The range of
+a log is ``max(from_lsn, trim point + 1) .. min(until_lsn, last released)``: the last
+released LSN is the sequencers' tail (every acknowledged append is in the plan, as
+``get_tail_attributes`` gives it) or a storage node's release pointer if that is later;
+either is released, so no reader waits for it.  The size estimate is the storage
+nodes' statistics (``approximate_data_size``) over the window of ``from_time`` ..
+``until_time`` (all of the log by default).  No payload is read to plan.
+
+Per log, only where the one-round-trip answer is not enough (``log_extent``'s calls):
+LSN bounds inside the log (the size is then estimated over the times of the records
+at the bounds, read without payloads, one record each), and a range over several
+epochs that must be cut (``find_time`` cut points at evenly spaced times, because LSN
+arithmetic cannot split it).  The result is what ``plan.plan_extents`` cuts into
+partitions.
 """
 
 from __future__ import annotations
@@ -16,8 +25,9 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
+from logdevice.client.summaries import LogSummary
 from logdevice.errors import LogDeviceError, TimedOutError
 from logdevice.records import LSN_MAX, LSN_OLDEST, DataRecord
 from logdevice.spark.fanout import fan_out
@@ -25,7 +35,9 @@ from logdevice.spark.loss import LossCounter, below_trim_point
 from logdevice.spark.options import ConfigRef, ReadOptions, connect
 from logdevice.spark.plan import LSN_FIRST, LogExtent, slice_count
 
-__all__ = ["log_extent", "log_extents", "first_record", "first_timestamp"]
+__all__ = ["log_extent", "log_extents", "client_extents", "extent_of_summary",
+           "size_window", "first_record",
+           "first_timestamp"]
 
 log = logging.getLogger("logdevice.spark")
 
@@ -56,7 +68,7 @@ def log_extent(client: Any, log_id: int, opts: ReadOptions,
     t_hi = opts.until_time if opts.until_time is not None else tail.last_timestamp
     # LSN bounds inside the log: the size estimate is by time, so take the times of the
     # records at the bounds (header-only reads of one record each).
-    if lo > head.trim_point + 1 and opts.from_time is None:
+    if lo > max(head.trim_point + 1, LSN_FIRST) and opts.from_time is None:
         t_lo = first_timestamp(client, log_id, lo, hi) or t_lo
     if hi < tail.last_released_real_lsn and opts.until_time is None:
         t_hi = first_timestamp(client, log_id, hi, tail.last_released_real_lsn) or t_hi
@@ -105,11 +117,58 @@ def first_timestamp(client: Any, log_id: int, lo: int, hi: int) -> int | None:
     return int(rec.timestamp) if rec is not None else None
 
 
+def extent_of_summary(summary: LogSummary, opts: ReadOptions,
+                      skipped: LossCounter | None = None) -> LogExtent | None:
+    """The extent of one log from its ``log_summaries`` answer (asked with the find
+    times ``opts.from_time``, ``opts.until_time`` in that order and the size window of
+    ``size_window``), or None where only ``log_extent``'s per-log calls can tell (an LSN
+    bound inside the log).  Loss below the trim point as ``log_extent``."""
+    log_id, trim, released = summary.log_id, summary.trim_point, summary.last_released
+    top = min(opts.until_lsn, released)
+    lo, hi = max(opts.from_lsn, trim + 1, LSN_FIRST), top
+    found = iter(summary.find_time)
+    if opts.from_time is not None:
+        lo = max(lo, next(found))
+    if opts.until_time is not None:
+        hi = min(hi, next(found) - 1)
+    ext = LogExtent(log_id, lo, min(hi, LSN_MAX - 1), est_bytes=summary.est_bytes)
+    if lo <= hi:
+        inside = (lo > max(trim + 1, LSN_FIRST) and opts.from_time is None) or \
+            (hi < released and opts.until_time is None)
+        if inside or (not ext.one_epoch and slice_count(
+                ext.est_records, ext.est_bytes, opts.records_per_partition,
+                opts.bytes_per_partition) > 1):
+            return None  # sized by the bounds' records, or cut at find_time points
+    if opts.from_lsn > LSN_OLDEST:
+        lost = below_trim_point(log_id, max(opts.from_lsn, LSN_FIRST), top, trim)
+        if lost is not None:
+            (skipped if skipped is not None else LossCounter()).handle(
+                lost, opts.fail_on_data_loss)
+    return ext
+
+
+def size_window(opts: ReadOptions) -> tuple[int, int] | None:
+    """The window of the size estimate ``log_extents`` asks for (None: all records)."""
+    if opts.from_time is None and opts.until_time is None:
+        return None
+    return (opts.from_time if opts.from_time is not None else 0,
+            opts.until_time if opts.until_time is not None else int(time.time() * 1000))
+
+
 def log_extents(config: ConfigRef, logs: Sequence[int], opts: ReadOptions,
                 skipped: LossCounter | None = None) -> list[LogExtent]:
-    """``log_extent`` of each log, through one client, many logs at a time
-    (``fanout``)."""
+    """``client_extents`` through a client of its own."""
+    with connect(config, opts.credentials) as client:
+        return client_extents(client, logs, opts, skipped)
+
+
+def client_extents(client: Any, logs: Sequence[int], opts: ReadOptions,
+                   skipped: LossCounter | None = None) -> list[LogExtent]:
+    """The extent of each log: one ``log_summaries`` of all of them, then
+    ``log_extent``'s per-log calls for the few it cannot settle (module docstring),
+    many logs at a time (``fanout``)."""
     lock = threading.Lock()
+    times = [t for t in (opts.from_time, opts.until_time) if t is not None]
 
     def one(log_id: int) -> LogExtent:
         mine = LossCounter()  # counted apart: the calls run in several threads
@@ -119,5 +178,11 @@ def log_extents(config: ConfigRef, logs: Sequence[int], opts: ReadOptions,
                 skipped.add(mine)
         return ext
 
-    with connect(config, opts.credentials) as client:
-        return fan_out(one, logs)
+    summaries = client.log_summaries(logs, find_times=times, size_window=size_window(opts))
+    found = [extent_of_summary(s, opts, skipped) for s in summaries]
+    rest = [s.log_id for s, e in zip(summaries, found, strict=True) if e is None]
+    if rest:
+        by_log = dict(zip(rest, fan_out(one, rest), strict=True))
+        found = [e if e is not None else by_log[s.log_id]
+                 for s, e in zip(summaries, found, strict=True)]
+    return cast(list[LogExtent], found)

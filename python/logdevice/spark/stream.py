@@ -1,10 +1,12 @@
 """``spark.readStream.format("logdevice")``: the micro-batch stream reader.
 
 Offsets and admission control are in ``offsets``; a micro-batch's records are read by
-``read.read_slices`` exactly as a batch query's.  The reader asks the cluster only for
-tails and trim points (on the driver); partitions follow from the offsets alone, so
-Spark re-planning a micro-batch after a restart gets the same partitions (trimmed LSNs
-aside, which no read could deliver anyway).
+``read.read_slices`` exactly as a batch query's.  The reader asks the cluster (on the
+driver) only for tails and trim points, all logs in one ``log_summaries``, and, with
+``max_records_per_trigger``, the row counts of the records past each log's start
+(``Client.record_rows``, see ``offsets.cap_rows``); partitions follow from the offsets
+alone, so Spark re-planning a micro-batch after a restart gets the same partitions
+(trimmed LSNs aside, which no read could deliver anyway).
 
 Data loss.  A micro-batch whose start lies at or below a log's trim point (the query fell
 behind retention, or restarts from a checkpoint older than a trim) fails in
@@ -23,6 +25,7 @@ offset), ``lag`` (``offsets.lsn_lag`` from the planned end to the tail) and ``sk
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,13 +38,17 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from ldcore import lsn as ldlsn
-from logdevice.errors import InvalidParamError
+from logdevice.errors import InvalidParamError, TimedOutError
 from logdevice.spark.batch import SlicePartition
-from logdevice.spark.extents import first_record
-from logdevice.spark.fanout import fan_out
 from logdevice.spark.loss import LossCounter, below_trim_point
-from logdevice.spark.offsets import Offsets, cap_offsets, lsn_lag, parse_starting_offsets
+from logdevice.spark.offsets import (
+    KnownRows,
+    Offsets,
+    cap_rows,
+    lsn_lag,
+    parse_starting_offsets,
+    rows_known,
+)
 from logdevice.spark.options import (
     DEFAULT_BATCH_RECORDS,
     DEFAULT_READ_TIMEOUT,
@@ -119,22 +126,39 @@ class LogDeviceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     # ------------------------------------------------------------------ cluster calls
 
     def _positions(self) -> tuple[Offsets, Offsets]:
-        """Per log: (first LSN past the trim point, tail + 1)."""
+        """Per log: (first LSN past the trim point, tail + 1), all logs in one
+        ``log_summaries``."""
         with connect(self.opts.config, self.opts.credentials) as client:
-            def one(log_id: int) -> tuple[int, int]:
-                return (max(LSN_FIRST, client.get_head_attributes(log_id).trim_point + 1),
-                        max(LSN_FIRST, client.get_tail_lsn(log_id) + 1))
-
-            found = fan_out(one, self.opts.logs)
-        keys = [str(log_id) for log_id in self.opts.logs]
-        return ({k: f[0] for k, f in zip(keys, found, strict=True)},
-                {k: f[1] for k, f in zip(keys, found, strict=True)})
+            found = client.log_summaries(self.opts.logs)
+        return ({str(s.log_id): max(LSN_FIRST, s.trim_point + 1) for s in found},
+                {str(s.log_id): max(LSN_FIRST, s.last_released + 1) for s in found})
 
     def _at_time(self, ms: int) -> Offsets:
         """Per log: the first LSN of a record at or after ``ms`` (``find_time``)."""
         with connect(self.opts.config, self.opts.credentials) as client:
-            found = fan_out(lambda log_id: client.find_time(log_id, ms), self.opts.logs)
-        return {str(log_id): lsn for log_id, lsn in zip(self.opts.logs, found, strict=True)}
+            found = client.log_summaries(self.opts.logs, find_times=[ms], tails=False)
+        return {str(s.log_id): s.find_time[0] for s in found}
+
+    def _known_rows(self, start: Offsets, top: Offsets, max_rows: int
+                    ) -> dict[str, KnownRows]:
+        """Per log with something to read: its records from ``start`` with their rows,
+        as far as ``cap_rows`` needs (``rows_known``), a request per storage node and
+        round."""
+        known = {k: KnownRows(v) for k, v in start.items() if v < top.get(k, v)}
+        with connect(self.opts.config, self.opts.credentials) as client:
+            deadline = time.monotonic() + client.timeout
+            while True:
+                ask = {int(k): (r.next_lsn, top[k] - 1) for k, r in known.items()
+                       if not rows_known(r, top[k], max_rows)}
+                if not ask:
+                    return known
+                if time.monotonic() > deadline:
+                    raise TimedOutError(message=f"logs {sorted(ask)}: rows of the next "
+                                                f"micro-batch not counted within "
+                                                f"{client.timeout:g} s")
+                for log_id, found in client.record_rows(ask, max_rows=max_rows).items():
+                    known[str(log_id)].add(found.lsns.tolist(), found.rows.tolist(),
+                                           found.next_lsn)
 
     # ------------------------------------------------------------------ Spark's calls
 
@@ -177,8 +201,8 @@ class LogDeviceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         if isinstance(limit, ReadMaxRows):
             # Trimmed LSNs cost nothing to skip, so the cap counts from the readable ones.
             readable = {k: min(max(v, earliest.get(k, v)), top[k]) for k, v in start.items()}
-            end = self._past_finished_epochs(cap_offsets(readable, top, limit.max_rows),
-                                             top)
+            end = cap_rows(readable, top, limit.max_rows,
+                           self._known_rows(readable, top, limit.max_rows))
         self._lag = {k: lsn_lag(end[k], tails[k]) for k in end if k in tails}
         return end
 
@@ -212,25 +236,6 @@ class LogDeviceStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         log.debug("logdevice stream: committed up to %s", end)
 
     # ------------------------------------------------------------------ helpers
-
-    def _past_finished_epochs(self, end: Offsets, top: Offsets) -> Offsets:
-        """A capped end in an epoch that is over (the tail is in a later one) may lie past
-        that epoch's last record; stepping through its empty rest ``max_rows`` LSNs a
-        trigger would never end.  There, move the end to the log's next record (the
-        skipped LSNs hold none, so the micro-batch still has at most ``max_rows``)."""
-        out = dict(end)
-        stuck = [k for k, v in end.items() if v < top[k]
-                 and ldlsn.epoch_of(v) < ldlsn.epoch_of(top[k] - 1)]
-        if not stuck:
-            return out
-        with connect(self.opts.config, self.opts.credentials) as client:
-            for k in stuck:
-                boundary = ldlsn.compose(ldlsn.epoch_of(end[k]) + 1, 0)
-                if first_record(client, int(k), end[k], boundary - 1) is not None:
-                    continue  # records left in this epoch: the cap holds
-                rec = first_record(client, int(k), boundary, top[k] - 1)
-                out[k] = rec.lsn if rec is not None else top[k]
-        return out
 
     def _check_trimmed(self, start: Offsets, earliest: Offsets) -> None:
         """A start at or below a log's trim point is loss: raise, or count it once."""

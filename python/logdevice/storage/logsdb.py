@@ -379,6 +379,19 @@ class LogsDB:
         records = sum(u.records for u in usage)
         return sum(u.nbytes for u in usage) / records if records else 0.0
 
+    def time_span(self, log_id: int) -> tuple[int, int]:
+        """The timestamps of ``log_id``'s oldest and newest records above the trim point as
+        the partition directory knows them (a partition partly trimmed counts whole);
+        ``(0, 0)`` when it holds none.  No I/O."""
+        self.check_open()
+        log_id = K.check_log_id(log_id)
+        trim = self.trim_point(log_id)
+        live = [u for u in list(self.parts.directory.logs.get(log_id, {}).values())
+                if u.max_lsn > trim and u.records]
+        if not live:
+            return 0, 0
+        return min(u.min_ts for u in live), max(u.max_ts for u in live)
+
     def data_size(self, log_id: int, start_ms: int, end_ms: int) -> int:
         """Estimated bytes stored for ``log_id``'s records with timestamps in ``[start_ms,
         end_ms]``: payloads and record heads (24 + 2 * copyset size bytes each), from the
