@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from ldcore import lsn as ldlsn
 from logdevice.errors import E, InvalidParamError, LogDeviceError
 from logdevice.spark.loss import LossCounter, LostRange, below_trim_point
-from logdevice.spark.offsets import advance, cap_offsets, lsn_lag, parse_starting_offsets
+from logdevice.spark.offsets import lsn_lag, parse_starting_offsets
 from logdevice.spark.options import ReadOptions, parse_logs
 from logdevice.spark.plan import (
     LSN_FIRST,
@@ -101,26 +101,6 @@ def test_starting_offsets():
         parse_starting_offsets('{"1": 5}', [1, 2])
     with pytest.raises(InvalidParamError, match="starting_offsets"):
         parse_starting_offsets("newest", [1])
-
-
-def test_advance_stays_in_the_epoch_it_starts_in():
-    assert advance(L(2, 5), L(2, 100), 10) == L(2, 15)
-    assert advance(L(2, 5), L(2, 10), 100) == L(2, 10)
-    assert advance(L(2, 5), L(5, 10), 100) == L(2, 105)
-    assert advance(L(2, 5), L(5, 10), 2**40) == L(3, 0)
-    assert advance(L(2, 5), L(2, 5), 10) == L(2, 5)
-
-
-@given(st.dictionaries(st.sampled_from("1234"), st.tuples(st.integers(0, 500),
-                                                          st.integers(0, 500)), min_size=1),
-       st.integers(1, 1000))
-def test_cap_offsets_reads_at_most_the_budget_and_never_past_latest(logs, budget):
-    start = {k: L(1, 1) + a for k, (a, _) in logs.items()}
-    latest = {k: L(1, 1) + a + b for k, (a, b) in logs.items()}
-    end = cap_offsets(start, latest, budget)
-    assert all(start[k] <= end[k] <= latest[k] for k in logs)
-    assert sum(end[k] - start[k] for k in logs) == min(
-        budget, sum(latest[k] - start[k] for k in logs))
 
 
 def test_filters_narrow_the_options():

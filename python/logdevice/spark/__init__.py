@@ -45,8 +45,8 @@ Streaming read options
     ``read_timeout`` as above; ``starting_offsets``: ``earliest`` (default), ``latest`` or JSON
     ``{"<log>": lsn}``, or ``starting_timestamp`` (ms or ISO 8601: per log the first
     record at or after it, by ``find_time``; not with ``starting_offsets``), both used
-    only without a checkpoint; ``max_records_per_trigger``: admission control (an estimate from
-    LSN counts, so a trigger reads at most about that many LSNs).  Offsets are
+    only without a checkpoint; ``max_records_per_trigger``: admission control (records,
+    a blob counting as all it holds; whole blobs only).  Offsets are
     ``{"<log>": next_lsn}``.  ``query.lastProgress``'s ``sources[i].latestOffset`` shows
     per log ``latest`` (tail + 1), ``lag`` (LSNs left behind the tail after the
     micro-batch) and ``skipped`` (trimmed ranges skipped with
@@ -59,12 +59,13 @@ Write options
     ``log``: the log to write every row to, or else a ``log_id`` column routes each row.
     The DataFrame needs a ``payload`` column (binary or string).  ``size_trigger``,
     ``time_trigger``, ``compression``: the BufferedWriter's; ``write_timeout``: seconds a
-    task waits for its appends.
-    Delivery is **at least once**: each task flushes its BufferedWriter and waits for
-    every append before it reports success, and reports the LSN ranges it wrote; a task
-    that fails after some appends, or a task that Spark retries or runs speculatively,
-    leaves its records in the log, so rows may be written more than once.  Failed jobs log
-    what their successful tasks wrote on the driver.
+    task waits for its appends; ``exactly_once`` (default true).
+    Delivery is **exactly once per task**: a task's writer id comes from the write job
+    (streaming: the query id and micro-batch) and its partition, and its blobs are cut
+    at row positions only, so a rerun or speculative attempt of the task is answered
+    with the first attempt's LSNs instead of writing its rows again (see ``sink``).
+    Failed jobs log what their successful tasks wrote on the driver.  With
+    ``exactly_once=false``: at least once.
 
 ``read_ranges(df, config)`` reads ranges a pipeline computed itself: one row per
 ``(log_id, from_lsn, until_lsn)`` in, the records of those ranges out (it takes

@@ -17,10 +17,6 @@ of the first record not taken, so LSNs that hold no record (holes, the unused re
 epoch) cost nothing.  The result depends only on the records in the logs, which do not
 change once released, and on ``start`` and ``latest``: Spark re-planning a micro-batch
 gets the same offsets.  (``rows_known`` says when enough is known for that.)
-
-``cap_offsets`` is the older cap by LSN counts (no cluster calls): inside one epoch the
-LSN count is the record count (blobs aside); a range that crosses an epoch is advanced
-at most to the start of the next epoch.
 """
 
 from __future__ import annotations
@@ -35,8 +31,8 @@ from ldcore import lsn as ldlsn
 from logdevice.errors import InvalidParamError
 from logdevice.records import LSN_MAX
 
-__all__ = ["Offsets", "parse_starting_offsets", "cap_offsets", "advance", "lsn_lag",
-           "KnownRows", "rows_known", "cap_rows"]
+__all__ = ["Offsets", "parse_starting_offsets", "lsn_lag", "KnownRows", "rows_known",
+           "cap_rows"]
 
 Offsets = dict[str, int]
 
@@ -75,36 +71,6 @@ def parse_starting_offsets(text: str, logs: Sequence[int]) -> dict[int, int | st
         raise InvalidParamError(message=f"option starting_offsets has no position for "
                                         f"logs {missing}")
     return {log_id: out[log_id] for log_id in logs}
-
-
-def advance(start: int, end: int, budget: int) -> int:
-    """How far one log may go from ``start`` towards ``end`` on ``budget`` LSNs."""
-    if start >= end or budget <= 0:
-        return start
-    epoch = ldlsn.epoch_of(start)
-    if ldlsn.epoch_of(end - 1) == epoch:
-        return min(end, start + budget)
-    return min(start + budget, ldlsn.compose(epoch + 1, 0))
-
-
-def cap_offsets(start: Mapping[str, int], latest: Mapping[str, int], max_rows: int
-                ) -> Offsets:
-    """``latest`` cut down so that the micro-batch reads about ``max_rows`` LSNs in all,
-    shared fairly between the logs that have something to read."""
-    end: Offsets = {k: int(start.get(k, v)) for k, v in latest.items()}
-    budget = max_rows
-    for _ in range(4):  # what small logs leave over goes to the others, a few rounds
-        busy = [k for k in sorted(end, key=int) if end[k] < latest[k]]
-        if not busy or budget <= 0:
-            break
-        share = max(1, budget // len(busy))
-        for k in busy:
-            new = advance(end[k], int(latest[k]), min(share, budget))
-            budget -= new - end[k]
-            end[k] = new
-            if budget <= 0:
-                break
-    return end
 
 
 def lsn_lag(pos: int, end: int) -> int:
