@@ -112,7 +112,7 @@ def _status_table(answers: Mapping[int, Any], n: int) -> tuple[list[int], np.nda
 
 
 def _judge(what: str, nodes: list[int], column: np.ndarray,
-           nodeset: FailureDomainNodeSet) -> LogDeviceError | None:
+           nodeset: FailureDomainNodeSet, said: Mapping[int, str]) -> LogDeviceError | None:
     """None if the OK rows of one log form an f-majority (as ``combine._require``),
     else the log's error."""
     ok = [nodes[r] for r in np.flatnonzero(column == int(E.OK)).tolist()]
@@ -125,11 +125,20 @@ def _judge(what: str, nodes: list[int], column: np.ndarray,
     if ok:
         return LogDeviceError(E.PARTIAL, msg)
     status = Counter(failed.values()).most_common(1)[0][0] if failed else E.TIMEDOUT
-    return error_for(status, msg)
+    # What a node said about it (an ACCESS names the principal and the right it lacks).
+    why = next((said[n] for n, st in sorted(failed.items()) if st == status and n in said), "")
+    return error_for(status, f"{msg}: {why}" if why else msg)
+
+
+def _messages(answers: Mapping[int, Any]) -> dict[int, str]:
+    """What the nodes that refused the whole request said."""
+    return {node: a.message for node, a in answers.items()
+            if isinstance(a, LogDeviceError) and a.message}
 
 
 def _verdicts(what: str, log_ids: Sequence[int], nodes: list[int], table: np.ndarray,
-              nodesets: Sequence[FailureDomainNodeSet]) -> list[LogDeviceError | None]:
+              nodesets: Sequence[FailureDomainNodeSet], said: Mapping[int, str]
+              ) -> list[LogDeviceError | None]:
     """Per log: None (an f-majority answered OK) or its error; each distinct pattern of
     answers is judged once per nodeset (many logs share one)."""
     seen: dict[tuple[int, bytes], LogDeviceError | None] = {}
@@ -138,7 +147,7 @@ def _verdicts(what: str, log_ids: Sequence[int], nodes: list[int], table: np.nda
         col = table[:, i]
         key = (id(nodesets[i]), col.tobytes())
         if key not in seen:
-            seen[key] = _judge(what, nodes, col, nodesets[i])
+            seen[key] = _judge(what, nodes, col, nodesets[i], said)
         err = seen[key]
         out.append(None if err is None else error_for(err.status,
                                                        f"log {log_id}: {err.message}"))
@@ -153,7 +162,7 @@ def combine_summaries(log_ids: Sequence[int], answers: Mapping[int, Any],
     ``n_times``: the find times asked."""
     n = len(log_ids)
     nodes, table = _status_table(answers, n)
-    verdicts = _verdicts("log summary", log_ids, nodes, table, nodesets)
+    verdicts = _verdicts("log summary", log_ids, nodes, table, nodesets, _messages(answers))
     if not nodes:
         return [v if v is not None else LogDeviceError(E.TIMEDOUT, "no answers")
                 for v in verdicts]
@@ -240,7 +249,7 @@ def combine_record_rows(log_ids: Sequence[int], his: Sequence[int],
     asked range ends."""
     n = len(log_ids)
     nodes, table = _status_table(answers, n)
-    verdicts = _verdicts("record rows", log_ids, nodes, table, nodesets)
+    verdicts = _verdicts("record rows", log_ids, nodes, table, nodesets, _messages(answers))
     per_log: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(n)]
     nexts = np.full(n, LSN_MAX, np.uint64)
     for r, node in enumerate(nodes):

@@ -30,6 +30,7 @@ import hashlib
 import logging
 import os
 import secrets
+import signal
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -135,7 +136,7 @@ def _payload_parts(col: Any) -> tuple[Any, np.ndarray]:
 def task_writer_id(job: str) -> int:
     """The writer id of this Spark task of write job ``job``: the same for every attempt
     of the task (and, streaming, for a rerun of the micro-batch after a restart)."""
-    from pyspark import TaskContext
+    from pyspark import TaskContext  # pyspark (optional): only on the workers that write
 
     ctx = TaskContext.get()
     if ctx is None:  # called outside a Spark task: nothing will rerun it
@@ -165,14 +166,18 @@ def _jvm_ancestor() -> int | None:
 
 
 def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a killed process its parent has not reaped yet does not:
-    its sockets are closed already)."""
+    """Whether ``pid`` runs and is not being killed.  A SIGKILLed process closes its
+    sockets while it exits, before it is a zombie; the signal stays in its shared pending
+    set (``ShdPnd``) from the kill until it is reaped, so that is what tells."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
+        with open(f"/proc/{pid}/status") as f:
+            fields = dict(line.split(":", 1) for line in f if ":" in line)
     except OSError:
         return False
-    return stat[stat.rindex(")") + 2] not in "ZX"
+    if fields.get("State", "").strip()[:1] in ("Z", "X"):
+        return False
+    sigkill = 1 << (signal.SIGKILL - 1)
+    return not int(fields.get("ShdPnd", "0").strip() or "0", 16) & sigkill
 
 
 def write_batches(opts: WriteOptions, batches: Iterator[Any],
