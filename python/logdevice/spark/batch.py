@@ -36,7 +36,8 @@ class LogDeviceBatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         o = self.opts
         extents = log_extents(o.config, o.logs, o)
-        parts = plan_extents(extents, o.records_per_partition, o.bytes_per_partition)
+        parts = plan_extents(extents, o.records_per_partition, o.bytes_per_partition,
+                             o.min_partitions)
         # Spark wants at least one partition; an empty one reads nothing.
         return [SlicePartition(p) for p in parts] or [SlicePartition(LogPartition(()))]
 

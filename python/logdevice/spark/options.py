@@ -45,6 +45,9 @@ Credentials = tuple[tuple[str, str], ...]
 #: Default slice sizes of the batch plan: one Spark task reads about this much.
 DEFAULT_RECORDS_PER_PARTITION = 1_000_000
 DEFAULT_BYTES_PER_PARTITION = 128 * 1024 * 1024
+#: A batch read is cut into at least this many tasks when it is big enough (the planner
+#: runs in a process that cannot see Spark's default parallelism).
+DEFAULT_MIN_PARTITIONS = 8
 #: Rows per Arrow batch handed to Spark (and per ``read_batch`` call).
 DEFAULT_BATCH_RECORDS = 65_536
 #: A read that makes no progress for this long fails (seconds).
@@ -78,6 +81,7 @@ OPTIONS: Mapping[str, frozenset[str]] = {
     "from_time": frozenset({BATCH_READ}),
     "until_time": frozenset({BATCH_READ}),
     "bytes_per_partition": frozenset({BATCH_READ}),
+    "min_partitions": frozenset({BATCH_READ}),
     "filter_pushdown": frozenset({BATCH_READ}),
     "starting_offsets": frozenset({STREAM_READ}),
     "starting_timestamp": frozenset({STREAM_READ}),
@@ -383,6 +387,7 @@ class ReadOptions:
     fail_on_data_loss: bool = True
     records_per_partition: int = DEFAULT_RECORDS_PER_PARTITION
     bytes_per_partition: int = DEFAULT_BYTES_PER_PARTITION
+    min_partitions: int = DEFAULT_MIN_PARTITIONS
     batch_records: int = DEFAULT_BATCH_RECORDS
     read_timeout: float = DEFAULT_READ_TIMEOUT
     filter_pushdown: bool = False
@@ -403,6 +408,8 @@ class ReadOptions:
                                             DEFAULT_RECORDS_PER_PARTITION, minimum=1),
             bytes_per_partition=parse_int(opts, "bytes_per_partition",
                                           DEFAULT_BYTES_PER_PARTITION, minimum=1),
+            min_partitions=parse_int(opts, "min_partitions", DEFAULT_MIN_PARTITIONS,
+                                     minimum=1),
             batch_records=parse_int(opts, "batch_records", DEFAULT_BATCH_RECORDS, minimum=1),
             read_timeout=parse_float(opts, "read_timeout", DEFAULT_READ_TIMEOUT),
             filter_pushdown=parse_bool(opts, "filter_pushdown", False),

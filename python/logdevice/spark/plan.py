@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from ldcore import lsn as ldlsn
 
 __all__ = ["Slice", "LogPartition", "LogExtent", "slice_count", "cut_lsn_range",
-           "cuts_to_slices", "pack", "plan_extents", "LSN_FIRST"]
+           "cuts_to_slices", "pack", "plan_extents", "LSN_FIRST", "MIN_SPLIT_BYTES"]
 
 #: The lowest LSN a record can have (epoch 1, ESN 1): nothing is ever stored below it, so
 #: ranges start there rather than in the LSN space of epoch 0, which no sequencer owns.
@@ -125,9 +125,22 @@ def pack(slices: Sequence[Slice], records_per_partition: int, bytes_per_partitio
     return parts
 
 
+#: The smallest slice ``min_partitions`` cuts a read into (Spark's file sources use a
+#: similar floor: a task costs about as much as reading a few MB).
+MIN_SPLIT_BYTES = 4 << 20
+
+
 def plan_extents(extents: Sequence[LogExtent], records_per_partition: int,
-                 bytes_per_partition: int) -> list[LogPartition]:
-    """The partitions of a batch read (an empty list if there is nothing to read)."""
+                 bytes_per_partition: int, min_partitions: int = 1) -> list[LogPartition]:
+    """The partitions of a batch read (an empty list if there is nothing to read): at
+    most ``records_per_partition`` / ``bytes_per_partition`` each, and, as Spark's file
+    sources do, at least ``min_partitions`` of them when the read holds more than
+    ``MIN_SPLIT_BYTES`` each (the record estimate counts a BufferedWriter blob as one
+    record, so without this a log of blobs would be read by one task, on one core)."""
+    total = sum(e.est_bytes or 0 for e in extents if e.lo <= e.hi)
+    if min_partitions > 1 and total:
+        bytes_per_partition = min(bytes_per_partition,
+                                  max(MIN_SPLIT_BYTES, math.ceil(total / min_partitions)))
     slices: list[Slice] = []
     for ext in extents:
         if ext.lo > ext.hi:
