@@ -19,7 +19,9 @@
 # LD_PEERS_ARGS=--quick for a run of about a minute; LD_PEERS_RECORDS sets its backfill
 # size, default 10 M).
 # LD_BENCH_SPARK=1 adds the Spark read path (benchmarks/spark_read.py, 10 M records by
-# default, LD_BENCH_SPARK_RECORDS to change; a few minutes more).
+# default, LD_BENCH_SPARK_RECORDS to change), the sink exactly once and at least once
+# against a BufferedWriter (benchmarks/spark_write.py) and planning a read of 10,000 logs
+# (benchmarks/spark_plan.py); several minutes more.
 set -euo pipefail
 # numpy's BLAS threads spin between calls and steal the second core from the code measured
 export OPENBLAS_NUM_THREADS=1
@@ -46,4 +48,6 @@ if [ "${LD_BENCH_E2E:-1}" = 1 ]; then
 fi
 if [ "${LD_BENCH_SPARK:-0}" = 1 ]; then
   .venv/bin/python benchmarks/spark_read.py --json benchmarks/last-spark-read.json
+  .venv/bin/python benchmarks/spark_write.py
+  .venv/bin/python benchmarks/spark_plan.py
 fi
