@@ -12,7 +12,9 @@ task's partition, and cuts its blobs only by size and at row positions, never by
 A retried or speculative attempt of the same task therefore sends the same blobs under
 the same id and blob numbers, and the sequencer answers each blob the first attempt
 stored with that attempt's LSN instead of storing it again (also after sequencer
-failovers, within the cluster's ``idempotence_window_ms``).  What this needs from Spark:
+failovers, within the cluster's ``idempotence_window_ms``).  An attempt that fails, or
+whose executor JVM is killed under it (its rows then just stop coming), never sends its
+last, partial blob: the rerun cuts that one fuller.  What this needs from Spark:
 a task's rerun sees the same rows in the same order (true for deterministic plans; a
 rerun whose rows differ has its changed blobs refused with INVALID_PARAM and fails
 rather than dropping rows).  Limits: a rerun must come within the idempotence window
