@@ -98,11 +98,9 @@ def report(args: argparse.Namespace, secs: dict[str, list[float]], console: Cons
          "the reference"),
     ]
     console.print(benchutil.results_table(f"Spark planning, {args.logs:,} logs", rows))
-    md = [f"# Spark planning ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", "",
-          f"{args.logs:,} logs with one record each, 3 nodes R=2, {args.repeat} rounds "
-          "(min - max).", "", "| measurement | result | detail |", "|---|---|---|"]
-    md += [f"| {a} | {b} | {c} |" for a, b, c in rows]
-    OUT_MD.write_text("\n".join(md) + "\n")
+    benchutil.write_results_md(
+        OUT_MD, "Spark planning", f"{args.logs:,} logs with one record each, 3 nodes R=2, "
+        f"{args.repeat} rounds (min - max).", rows)
     return rows
 
 

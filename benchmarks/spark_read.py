@@ -85,21 +85,6 @@ def fill(config: str, n: int, logs: int, console: Console) -> dict[int, tuple[in
     return spans
 
 
-def session(master: str) -> Any:
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    import logdevice.spark
-
-    spark = (SparkSession.builder.master(master).appName("spark_read bench")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    logdevice.spark.register(spark)
-    return spark
 
 
 def timed(fn: Any) -> tuple[float, Any]:
@@ -112,7 +97,7 @@ def measure(args: argparse.Namespace, config: str, spans: dict[int, tuple[int, i
             console: Console, work: Path) -> dict[str, list[float]]:
     from logdevice.client import Client
 
-    spark = session(args.master)
+    spark = benchutil.spark_session(args.master, "spark_read bench")
     logs = ",".join(str(k) for k in sorted(spans))
     n = args.records
 
@@ -194,12 +179,9 @@ def report(args: argparse.Namespace, secs: dict[str, list[float]], console: Cons
     console.print(benchutil.results_table(
         f"Spark read path, {n:,} x {PAYLOAD} B records, {args.logs} logs, {args.master}",
         rows))
-    md = [f"# Spark read path ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", "",
-          f"{n:,} records of {PAYLOAD} B over {args.logs} logs, 3 nodes R=2, "
-          f"{args.master}, {args.repeat} rounds (min - max).", "",
-          "| measurement | result | detail |", "|---|---|---|"]
-    md += [f"| {a} | {b} | {c} |" for a, b, c in rows]
-    OUT_MD.write_text("\n".join(md) + "\n")
+    benchutil.write_results_md(
+        OUT_MD, "Spark read path", f"{n:,} records of {PAYLOAD} B over {args.logs} logs, "
+        f"3 nodes R=2, {args.master}, {args.repeat} rounds (min - max).", rows)
     return rows
 
 

@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -53,20 +51,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def session(master: str) -> Any:
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    import logdevice.spark
-
-    spark = (SparkSession.builder.master(master).appName("spark_write bench")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    logdevice.spark.register(spark)
-    return spark
 
 
 def count(client: Any, log_id: int) -> int:
@@ -84,7 +68,7 @@ def measure(args: argparse.Namespace, config: str, console: Console) -> dict[str
     from logdevice.client import Client
 
     n = args.records
-    spark = session(args.master)
+    spark = benchutil.spark_session(args.master, "spark_write bench")
     # Payloads made in the JVM: 100 bytes each, distinct (the id padded with dots).
     rows = spark.range(n, numPartitions=args.partitions).selectExpr(
         f"cast(rpad(concat('row-', id, ' '), {PAYLOAD}, '.') as binary) as payload")
@@ -146,12 +130,9 @@ def report(args: argparse.Namespace, secs: dict[str, list[float]], console: Cons
     console.print(benchutil.results_table(
         f"Spark write path, {n:,} x {PAYLOAD} B rows, {args.partitions} tasks, "
         f"{args.master}", rows))
-    md = [f"# Spark write path ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", "",
-          f"{n:,} rows of {PAYLOAD} B, {args.partitions} write tasks, 3 nodes R=2, "
-          f"{args.master}, {args.repeat} rounds (min - max).", "",
-          "| measurement | result | detail |", "|---|---|---|"]
-    md += [f"| {a} | {b} | {c} |" for a, b, c in rows]
-    OUT_MD.write_text("\n".join(md) + "\n")
+    benchutil.write_results_md(
+        OUT_MD, "Spark write path", f"{n:,} rows of {PAYLOAD} B, {args.partitions} write "
+        f"tasks, 3 nodes R=2, {args.master}, {args.repeat} rounds (min - max).", rows)
     return rows
 
 

@@ -40,7 +40,7 @@ data_size
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,22 +133,33 @@ def split_answers(answers: Mapping[int, Any]) -> tuple[dict[int, Any], dict[int,
     return ok, failed
 
 
+def no_f_majority(what: str, ok: Collection[int], failed: Mapping[int, E], members: int,
+                  said: Mapping[int, str]) -> LogDeviceError:
+    """The error of a call that ``ok`` nodes (of ``members``) answered, too few: PARTIAL
+    if some did, else the most common failure, with what a node said about it (an
+    ACCESS names the principal and the right it lacks; ``said``: node -> message)."""
+    detail = ", ".join(f"N{k}: {v.name}" for k, v in sorted(failed.items())) or "no answers"
+    msg = (f"{what}: {len(ok)} of {members} nodes answered OK, not an "
+           f"f-majority of those that count ({detail})")
+    if ok:
+        return LogDeviceError(E.PARTIAL, msg)
+    status = Counter(failed.values()).most_common(1)[0][0] if failed else E.TIMEDOUT
+    why = next((said[n] for n, st in sorted(failed.items()) if st == status and n in said), "")
+    return error_for(status, f"{msg}: {why}" if why else msg)
+
+
+def refusal_messages(answers: Mapping[int, Any]) -> dict[int, str]:
+    """What the nodes that refused a whole request said."""
+    return {node: a.message for node, a in answers.items()
+            if isinstance(a, LogDeviceError) and a.message}
+
+
 def _require(what: str, answers: Mapping[int, Any],
              nodeset: FailureDomainNodeSet) -> dict[int, Any]:
     ok, failed = split_answers(answers)
-    result = nodeset.check(ok.keys())
-    if ok and result != FMajorityResult.NONE:
+    if ok and nodeset.check(ok.keys()) != FMajorityResult.NONE:
         return ok
-    detail = ", ".join(f"N{k}: {v.name}" for k, v in sorted(failed.items())) or "no answers"
-    msg = (f"{what}: {len(ok)} of {len(nodeset.nodes)} nodes answered OK, not an "
-           f"f-majority of those that count ({detail})")
-    if ok:
-        raise LogDeviceError(E.PARTIAL, msg)
-    status = Counter(failed.values()).most_common(1)[0][0] if failed else E.TIMEDOUT
-    # What a node said about it (an ACCESS names the principal and the right it lacks).
-    why = next((a.message for _, a in sorted(answers.items())
-                if isinstance(a, LogDeviceError) and a.status == status and a.message), "")
-    raise error_for(status, f"{msg}: {why}" if why else msg)
+    raise no_f_majority(what, ok, failed, len(nodeset.nodes), refusal_messages(answers))
 
 
 def combine_trim(answers: Mapping[int, Any], nodeset: FailureDomainNodeSet) -> int:

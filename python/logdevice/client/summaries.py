@@ -37,13 +37,13 @@ record rows
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from logdevice.client.combine import no_f_majority, refusal_messages
 from logdevice.errors import E, LogDeviceError, error_for
 from logdevice.readstream.fmajority import FailureDomainNodeSet, FMajorityResult
 from logdevice.records import LSN_MAX, LSN_OLDEST
@@ -119,21 +119,7 @@ def _judge(what: str, nodes: list[int], column: np.ndarray,
     if ok and nodeset.check(ok) != FMajorityResult.NONE:
         return None
     failed = {nodes[r]: E(int(s)) for r, s in enumerate(column.tolist()) if s != int(E.OK)}
-    detail = ", ".join(f"N{k}: {v.name}" for k, v in sorted(failed.items())) or "no answers"
-    msg = (f"{what}: {len(ok)} of {len(nodeset.nodes)} nodes answered OK, not an "
-           f"f-majority of those that count ({detail})")
-    if ok:
-        return LogDeviceError(E.PARTIAL, msg)
-    status = Counter(failed.values()).most_common(1)[0][0] if failed else E.TIMEDOUT
-    # What a node said about it (an ACCESS names the principal and the right it lacks).
-    why = next((said[n] for n, st in sorted(failed.items()) if st == status and n in said), "")
-    return error_for(status, f"{msg}: {why}" if why else msg)
-
-
-def _messages(answers: Mapping[int, Any]) -> dict[int, str]:
-    """What the nodes that refused the whole request said."""
-    return {node: a.message for node, a in answers.items()
-            if isinstance(a, LogDeviceError) and a.message}
+    return no_f_majority(what, ok, failed, len(nodeset.nodes), said)
 
 
 def _verdicts(what: str, log_ids: Sequence[int], nodes: list[int], table: np.ndarray,
@@ -162,7 +148,7 @@ def combine_summaries(log_ids: Sequence[int], answers: Mapping[int, Any],
     ``n_times``: the find times asked."""
     n = len(log_ids)
     nodes, table = _status_table(answers, n)
-    verdicts = _verdicts("log summary", log_ids, nodes, table, nodesets, _messages(answers))
+    verdicts = _verdicts("log summary", log_ids, nodes, table, nodesets, refusal_messages(answers))
     if not nodes:
         return [v if v is not None else LogDeviceError(E.TIMEDOUT, "no answers")
                 for v in verdicts]
@@ -249,7 +235,7 @@ def combine_record_rows(log_ids: Sequence[int], his: Sequence[int],
     asked range ends."""
     n = len(log_ids)
     nodes, table = _status_table(answers, n)
-    verdicts = _verdicts("record rows", log_ids, nodes, table, nodesets, _messages(answers))
+    verdicts = _verdicts("record rows", log_ids, nodes, table, nodesets, refusal_messages(answers))
     per_log: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(n)]
     nexts = np.full(n, LSN_MAX, np.uint64)
     for r, node in enumerate(nodes):

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import os
 import platform
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -133,6 +134,35 @@ def results_table(title: str, rows: list[tuple[str, str, str]]) -> Table:
     for row in rows:
         t.add_row(*row)
     return t
+
+
+def write_results_md(path: str | os.PathLike[str], title: str, conditions: str,
+                     rows: list[tuple[str, str, str]]) -> None:
+    """``rows`` (as ``results_table`` shows them) as a markdown table under ``# title
+    (now)`` and a line of ``conditions``."""
+    md = [f"# {title} ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", "",
+          conditions, "", "| measurement | result | detail |", "|---|---|---|"]
+    md += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+    Path(path).write_text("\n".join(md) + "\n")
+
+
+def spark_session(master: str, app_name: str) -> Any:
+    """A quiet local ``SparkSession`` on loopback with the ``logdevice`` data source
+    registered (pyspark needed)."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession  # pyspark (optional): the Spark benchmarks only
+
+    import logdevice.spark
+
+    spark = (SparkSession.builder.master(master).appName(app_name)
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    logdevice.spark.register(spark)
+    return spark
 
 
 class CpuMeter:
