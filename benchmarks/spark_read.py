@@ -38,6 +38,7 @@ from typing import Any
 
 from rich.console import Console
 
+import logdevice.spark
 from logdevice.tools import benchutil
 from logdevice.tools.loglines import generate
 
@@ -98,6 +99,7 @@ def measure(args: argparse.Namespace, config: str, spans: dict[int, tuple[int, i
     from logdevice.client import Client
 
     spark = benchutil.spark_session(args.master, "spark_read bench")
+    logdevice.spark.register(spark)
     logs = ",".join(str(k) for k in sorted(spans))
     n = args.records
 

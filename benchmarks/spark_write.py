@@ -32,6 +32,7 @@ from typing import Any
 
 from rich.console import Console
 
+import logdevice.spark
 from logdevice.tools import benchutil
 from logdevice.tools.loglines import generate
 
@@ -69,6 +70,7 @@ def measure(args: argparse.Namespace, config: str, console: Console) -> dict[str
 
     n = args.records
     spark = benchutil.spark_session(args.master, "spark_write bench")
+    logdevice.spark.register(spark)
     # Payloads made in the JVM: 100 bytes each, distinct (the id padded with dots).
     rows = spark.range(n, numPartitions=args.partitions).selectExpr(
         f"cast(rpad(concat('row-', id, ' '), {PAYLOAD}, '.') as binary) as payload")

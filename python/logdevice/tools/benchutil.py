@@ -147,13 +147,11 @@ def write_results_md(path: str | os.PathLike[str], title: str, conditions: str,
 
 
 def spark_session(master: str, app_name: str) -> Any:
-    """A quiet local ``SparkSession`` on loopback with the ``logdevice`` data source
-    registered (pyspark needed)."""
+    """A quiet local ``SparkSession`` on loopback (pyspark needed; register the
+    ``logdevice`` data source on it with ``logdevice.spark.register``)."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession  # pyspark (optional): the Spark benchmarks only
-
-    import logdevice.spark
 
     spark = (SparkSession.builder.master(master).appName(app_name)
              .config("spark.ui.enabled", "false")
@@ -161,7 +159,6 @@ def spark_session(master: str, app_name: str) -> Any:
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    logdevice.spark.register(spark)
     return spark
 
 
