@@ -24,7 +24,10 @@ GROUP = "indexers"
 def _member(config_path: str, name: str, out: str, stop: str) -> None:
     """A member process: reads its share, writes each payload to ``out``, commits."""
     with ld.Client(config_path, timeout=10.0) as client:
-        g = client.create_group_reader(GROUP, LOGS, member=name, session_timeout=2.0)
+        # A session long enough that a survivor on a loaded machine (CI runs the suite on
+        # two cores) never misses one: a member that did would rightly lose its logs to
+        # another survivor, which re-reads what it had not committed.
+        g = client.create_group_reader(GROUP, LOGS, member=name, session_timeout=6.0)
         with open(out, "ab", buffering=0) as f:
             while not os.path.exists(stop):
                 items = g.read(50, timeout=0.2)
