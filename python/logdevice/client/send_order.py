@@ -42,7 +42,7 @@ class SendOrder:
         self.unwritten(ticket)
         return ticket
 
-    def first_unwritten(self) -> int | None:
+    def _first_unwritten(self) -> int | None:
         heap = self._heap
         while heap and heap[0] not in self._unwritten:
             heapq.heappop(heap)
@@ -50,7 +50,7 @@ class SendOrder:
 
     async def turn(self, ticket: int) -> None:
         """Wait until no earlier ticket is waiting to be written (cancel to stop)."""
-        if self.first_unwritten() == ticket:
+        if self._first_unwritten() == ticket:
             return
         waiter = asyncio.get_running_loop().create_future()
         self._waiters[ticket] = waiter
@@ -77,7 +77,7 @@ class SendOrder:
         self._wake()
 
     def _wake(self) -> None:
-        first = self.first_unwritten()
+        first = self._first_unwritten()
         if first is not None:
             waiter = self._waiters.get(first)
             if waiter is not None and not waiter.done():

@@ -43,7 +43,6 @@ class WriterRecallDriver:
         self._on_recalled = on_recalled
         self._known: dict[int, int] = {}  # log -> epoch whose sequencer recalled its writers
         self._timer: tuple[float, asyncio.TimerHandle] | None = None
-        self.recalled_blobs = 0  # for tests and metrics
 
     def knows_writers(self, seq: Sequencer) -> bool:
         """Whether ``seq`` may take idempotent blobs: it recalled the log's writers, or
@@ -88,7 +87,6 @@ class WriterRecallDriver:
     def _recalled(self, done: Recalled) -> None:
         for producer, seq, lsn, ts, checksum in done.blobs:
             self._producers.remember(done.log_id, producer, seq, lsn, ts, checksum)
-        self.recalled_blobs += len(done.blobs)
         self._known[done.log_id] = done.epoch
         if done.blobs:
             log.info("log %d epoch %d: %d blobs of idempotent writers recalled from the "
