@@ -100,17 +100,17 @@ def server_process(name: str, cmd: list[str], log: Path, ready: Callable[[], boo
 
 
 @contextlib.contextmanager
-def redis_server(data: Path) -> Iterator[int]:
+def redis_server(data: Path) -> Iterator[tuple[int, int]]:
     """redis-server on a free 127.0.0.1 port with its files in ``data`` (AOF on,
-    ``appendfsync everysec``, no RDB snapshots); yields the port."""
+    ``appendfsync everysec``, no RDB snapshots); yields the port and the server's pid."""
     data.mkdir(parents=True, exist_ok=True)
     (port,) = free_ports(1)
     cmd = [_which("redis-server"), "--port", str(port), "--bind", "127.0.0.1",
            "--dir", str(data), "--appendonly", "yes", "--appendfsync", "everysec",
            "--save", "", "--daemonize", "no"]
     with server_process("redis-server", cmd, data / "redis.log",
-                        lambda: _answers(port, b"PING\r\n", b"+PONG")):
-        yield port
+                        lambda: _answers(port, b"PING\r\n", b"+PONG")) as proc:
+        yield port, proc.pid
 
 
 def _answers(port: int, send: bytes, expect: bytes) -> bool:
@@ -158,6 +158,10 @@ class System:
     def describe(self) -> dict[str, Any]:
         return {"label": self.label, "durability": self.durability}
 
+    def server_pids(self) -> dict[str, int]:
+        """The system's server processes (name -> pid), for CPU accounting."""
+        raise NotImplementedError
+
     def new_streams(self, k: int) -> list[Any]:
         """``k`` fresh logs / streams (each workload writes its own)."""
         raise NotImplementedError
@@ -173,11 +177,13 @@ class System:
         the function that stops it."""
         raise NotImplementedError
 
-    def open_sender(self, row: str, stream: Any, payloads: list[bytes]) -> Sender:
+    def open_sender(self, row: str, stream: Any, payloads: list[bytes],
+                    acks: Deliveries | None = None) -> Sender:
         """``send(lo, hi)``: records ``lo .. hi-1`` of ``payloads``, as the row's client
         sends them (ours and JetStream without waiting for acknowledgements; redis-py's
         pipeline waits for its replies); ``finish()``: wait for every acknowledgement,
-        return the error counts."""
+        return the error counts.  ``acks``, if given, is marked with the time each
+        record's acknowledgement arrived."""
         raise NotImplementedError
 
     def backfill(self, n: int, payloads: list[bytes]) -> dict[str, Any]:
@@ -241,6 +247,10 @@ class Ours(System):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "nodes": 3, "replication": 2}
+
+    def server_pids(self) -> dict[str, int]:
+        return {f"N{i}": pid for i in self.cluster.running()
+                if (pid := self.cluster.pid(i)) is not None}
 
     def new_streams(self, k: int) -> list[int]:
         if self._seq + k > self.LOGS:
@@ -339,14 +349,17 @@ class Ours(System):
             t.join(self.s.timeout)
         return halt
 
-    def open_sender(self, row: str, stream: Any, payloads: list[bytes]) -> Sender:
+    def open_sender(self, row: str, stream: Any, payloads: list[bytes],
+                    acks: Deliveries | None = None) -> Sender:
         errors = [0]
         pending = [0]
         lock = threading.Lock()
         idle = threading.Event()
         idle.set()
 
-        def done(f: Any) -> None:
+        def done(f: Any, i: int = -1) -> None:
+            if acks is not None:
+                acks.mark(i, time.perf_counter())
             with lock:
                 if f.exception() is not None:
                     errors[0] += 1
@@ -362,7 +375,8 @@ class Ours(System):
                     pending[0] += hi - lo
                     idle.clear()
                 for i in range(lo, hi):
-                    c.append_async(stream, payloads[i]).add_done_callback(done)
+                    c.append_async(stream, payloads[i]).add_done_callback(
+                        lambda f, i=i: done(f, i))
 
             def finish() -> dict[str, Any]:
                 idle.wait(self.s.timeout)
@@ -378,7 +392,7 @@ class Ours(System):
                 pending[0] += hi - lo
                 idle.clear()
             for i in range(lo, hi):
-                w.append(stream, payloads[i]).add_done_callback(done)
+                w.append(stream, payloads[i]).add_done_callback(lambda f, i=i: done(f, i))
 
         def bfinish() -> dict[str, Any]:
             w.flush(wait=True, timeout=self.s.timeout)
@@ -437,7 +451,7 @@ class RedisStreams(System):
         import redis  # the bench extra
 
         self._redis = redis
-        self.port = self._stack.enter_context(redis_server(self.work / "redis"))
+        self.port, self.pid = self._stack.enter_context(redis_server(self.work / "redis"))
         self.r = self.client()
         self._stack.callback(self.r.close)
         self.version = self.r.info("server")["redis_version"]
@@ -447,6 +461,9 @@ class RedisStreams(System):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "version": f"redis-server {self.version}"}
+
+    def server_pids(self) -> dict[str, int]:
+        return {"redis-server": self.pid}
 
     def new_streams(self, k: int) -> list[str]:
         keys = [f"s{self._seq + i}" for i in range(k)]
@@ -495,17 +512,22 @@ class RedisStreams(System):
             rr.close()
         return halt
 
-    def open_sender(self, row: str, stream: Any, payloads: list[bytes]) -> Sender:
+    def open_sender(self, row: str, stream: Any, payloads: list[bytes],
+                    acks: Deliveries | None = None) -> Sender:
         r = self.r
 
         def send(lo: int, hi: int) -> None:
             if hi - lo == 1:
                 r.xadd(stream, {"p": payloads[lo]})
-                return
-            pipe = r.pipeline(transaction=False)
-            for i in range(lo, hi):
-                pipe.xadd(stream, {"p": payloads[i]})
-            pipe.execute()
+            else:
+                pipe = r.pipeline(transaction=False)
+                for i in range(lo, hi):
+                    pipe.xadd(stream, {"p": payloads[i]})
+                pipe.execute()
+            if acks is not None:
+                now = time.perf_counter()
+                for i in range(lo, hi):
+                    acks.mark(i, now)
 
         return send, lambda: {"errors": 0, "unacked": 0}
 
@@ -595,9 +617,9 @@ class JetStream(System):
         (self.port,) = free_ports(1)
         cmd = [_which("nats-server"), "-a", "127.0.0.1", "-p", str(self.port), "-js",
                "-sd", str(data / "store"), "-l", str(data / "nats.log")]
-        self._stack.enter_context(server_process(
+        self.pid = self._stack.enter_context(server_process(
             "nats-server", cmd, data / "stdout.log",
-            lambda: _answers(self.port, b"", b"INFO")))
+            lambda: _answers(self.port, b"", b"INFO"))).pid
         self.wloop = _LoopThread("peers-nats-writer")
         self._stack.callback(self.wloop.close)
         self.rloop = _LoopThread("peers-nats-reader")
@@ -628,6 +650,9 @@ class JetStream(System):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "version": f"nats-server {self.version}"}
+
+    def server_pids(self) -> dict[str, int]:
+        return {"nats-server": self.pid}
 
     def new_streams(self, k: int) -> list[str]:
         from nats.js.api import StorageType
@@ -684,19 +709,23 @@ class JetStream(System):
             self.rloop.run(sub.unsubscribe(), self.s.timeout)
         return halt
 
-    def open_sender(self, row: str, stream: Any, payloads: list[bytes]) -> Sender:
+    def open_sender(self, row: str, stream: Any, payloads: list[bytes],
+                    acks: Deliveries | None = None) -> Sender:
         js, loop = self.js, self.wloop.loop
         errors = [0]
         q: asyncio.Queue[tuple[int, int] | None] = asyncio.Queue()
 
-        def acked(f: asyncio.Future[Any]) -> None:
+        def acked(f: asyncio.Future[Any], i: int) -> None:
             if f.cancelled() or f.exception() is not None:
                 errors[0] += 1
+            elif acks is not None:
+                acks.mark(i, time.perf_counter())
 
         async def publisher() -> None:  # sends in the order the scheduler handed them over
             while (item := await q.get()) is not None:
                 for i in range(*item):
-                    (await js.publish_async(stream, payloads[i])).add_done_callback(acked)
+                    (await js.publish_async(stream, payloads[i])).add_done_callback(
+                        lambda f, i=i: acked(f, i))
             await asyncio.wait_for(js.publish_async_completed(), self.s.timeout)
 
         task = asyncio.run_coroutine_threadsafe(publisher(), loop)

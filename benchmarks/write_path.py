@@ -112,7 +112,7 @@ def redis_client(work: Path) -> Iterator[Any]:
     """redis-server on a free 127.0.0.1 port, data in ``work``; a connected client."""
     import redis  # the bench extra
 
-    with redis_server(work / "redis") as port:
+    with redis_server(work / "redis") as (port, _pid):
         client = redis.Redis(host="127.0.0.1", port=port)
         try:
             yield client
