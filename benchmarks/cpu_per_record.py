@@ -25,6 +25,10 @@ range.  The table (ranges, and ours / Redis ratios per round) goes to
     .venv/bin/python benchmarks/cpu_per_record.py [--seconds 10] [--rates 1000,10000]
         [--repeat 3] [--systems ours,redis,jetstream] [--profile DIR]
 
+``--baseline-tree PATH`` adds "ours, baseline": the same worker run with another checkout's
+code (``PATH/python`` and ``PATH/src`` first on the path, its extensions built), in the
+same rounds, for an A/B of a change.
+
 ``--profile DIR`` also records a py-spy profile (CPU time, flame graph SVG) of each of our
 nodes and of the client during the 1,000/s row without a reader (py-spy must be
 installed); the figures of that round then include py-spy's overhead.
@@ -54,8 +58,9 @@ HERE = Path(__file__).resolve().parent
 OUT_MD = HERE / "last-cpu-per-record.md"
 OUT_JSON = HERE / "last-cpu-per-record.json"
 PLOT = HERE / "plots" / "last-cpu-per-record.png"
-ORDER = ("ours", "redis", "jetstream")
-NAMES = {"ours": "ours (3 nodes, R=2)", "redis": "Redis Streams", "jetstream": "NATS JetStream"}
+ORDER = ("ours", "baseline", "redis", "jetstream")
+NAMES = {"ours": "ours (3 nodes, R=2)", "redis": "Redis Streams",
+         "jetstream": "NATS JetStream", "baseline": "ours, baseline"}
 SIZE = 100
 WARM = 200
 WINDOW = 64
@@ -69,8 +74,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=10.0, help="per row (default 10)")
     p.add_argument("--rates", default="1000,10000", help="open-loop rates, records/s")
     p.add_argument("--repeat", type=int, default=3, help="rounds (default 3)")
-    p.add_argument("--systems", default=",".join(ORDER),
+    p.add_argument("--systems", default="ours,redis,jetstream",
                    help="comma-separated subset of ours,redis,jetstream")
+    p.add_argument("--baseline-tree", type=Path, metavar="PATH",
+                   help="also run ours from this checkout (built), for an A/B")
     p.add_argument("--profile", type=Path, metavar="DIR",
                    help="py-spy profiles of our processes in the first round's 1,000/s row")
     p.add_argument("--timeout", type=float, default=30.0, help="client timeouts, seconds")
@@ -84,8 +91,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.rate_list = [float(r) for r in args.rates.split(",") if r]
     args.system_list = [s for s in args.systems.split(",") if s]
     for s in args.system_list:
-        if s not in ORDER:
+        if s not in ORDER or s == "baseline":
             p.error(f"unknown system {s!r}")
+    if args.baseline_tree is not None:
+        args.baseline_tree = args.baseline_tree.resolve()
+        args.system_list.insert(1, "baseline")
     return args
 
 
@@ -184,15 +194,16 @@ def run_worker(args: argparse.Namespace) -> int:
     settings = Settings(window=WINDOW, bw_memory=32 << 20, bw_time_trigger=0.001,
                         compression="zstd", drain_seconds=10.0, timeout=args.timeout)
     name = args.worker
+    kind = "ours" if name == "baseline" else name  # the baseline is ours, other code
     out: dict[str, Any] = {"system": name, "open_loop": [], "max_rate": {}}
     with tempfile.TemporaryDirectory(prefix=f"ld-cpu-{name}-") as tmp, \
-            SYSTEMS[name](Path(tmp), settings) as system:
+            SYSTEMS[kind](Path(tmp), settings) as system:
         out["describe"] = system.describe()
         for rate in args.rate_list:
             for tail in (False, True):
                 profile = args.worker_profile if rate == args.rate_list[0] and not tail \
                     else None
-                r = open_loop_row(system, OPEN_ROW[name], rate, args.seconds, tail,
+                r = open_loop_row(system, OPEN_ROW[kind], rate, args.seconds, tail,
                                   lines[0], profile)
                 out["open_loop"].append(r)
                 print(f"[{name}] {rate:,.0f}/s{' + reader' if tail else ''}: servers "
@@ -202,7 +213,7 @@ def run_worker(args: argparse.Namespace) -> int:
                       + (f"; delivery p50 {r['delivery']['p50_ms']:.2f} / p99 "
                          f"{r['delivery']['p99_ms']:.2f} ms" if tail else ""), flush=True)
         for nlogs in (1, 4):
-            r = max_rate_row(system, MAX_ROW[name], nlogs, args.seconds, lines)
+            r = max_rate_row(system, MAX_ROW[kind], nlogs, args.seconds, lines)
             out["max_rate"][str(nlogs)] = r
             print(f"[{name}] {WINDOW} in flight, {nlogs} log(s): {r['records_per_s']:,.0f} "
                   f"rec/s; servers {r['server_us']:.0f} us, client {r['client_us']:.0f} us "
@@ -218,7 +229,11 @@ def run_system(name: str, args: argparse.Namespace, work: Path, round_no: int) -
            "--worker", name, "--worker-out", str(out)]
     if args.profile is not None and round_no == 0 and name == "ours":
         cmd += ["--worker-profile", str(args.profile)]
-    rc = subprocess.run(cmd, timeout=3600).returncode
+    env = None
+    if name == "baseline":
+        tree = args.baseline_tree
+        env = dict(os.environ, PYTHONPATH=f"{tree / 'python'}:{tree / 'src'}")
+    rc = subprocess.run(cmd, timeout=3600, env=env).returncode
     if rc != 0 or not out.exists():
         raise SystemExit(f"{name}: the worker failed (exit {rc})")
     return json.loads(out.read_text())  # type: ignore[no-any-return]
@@ -245,7 +260,8 @@ def report(rounds: list[dict[str, dict[str, Any]]], args: argparse.Namespace) ->
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     lines = [f"# CPU per record, one record at a time ({when})",
              "", f"`.venv/bin/python benchmarks/cpu_per_record.py --seconds {args.seconds:g} "
-             f"--rates {args.rates} --repeat {args.repeat} --systems {args.systems}`", "",
+             f"--rates {args.rates} --repeat {args.repeat} --systems {args.systems}"
+             + (" --baseline-tree PATH" if args.baseline_tree else "") + "`", "",
              f"{args.repeat} round(s); each cell is the range over the rounds.  CPU per "
              f"record in us (servers: every server process summed; client: the writer's "
              f"process, its pacing loop and, in the reader rows, the tailing reader "
@@ -273,21 +289,32 @@ def report(rounds: list[dict[str, dict[str, Any]]], args: argparse.Namespace) ->
             lines.append(f"| {nlogs} | {NAMES[s]} | {_span([r['records_per_s'] for r in rs])} "
                          f"| {_span([r['server_us'] for r in rs])} | "
                          f"{_span([r['client_us'] for r in rs])} |")
-    if "ours" in systems and "redis" in systems:
-        lines += ["", "Ours / Redis, per round (the same round's figures):", "",
-                  "| figure | ratios |", "|---|---|"]
-        for k, key in enumerate(keys):
-            for part in ("server_us", "client_us"):
-                ratios = [rd["ours"]["open_loop"][k][part] / rd["redis"]["open_loop"][k][part]
-                          for rd in rounds]
-                lines.append(f"| {key}, {part.split('_')[0]} CPU per record | "
-                             + ", ".join(f"{x:.1f}x" for x in ratios) + " |")
-        for nlogs in ("1", "4"):
-            ratios = [rd["ours"]["max_rate"][nlogs]["records_per_s"]
-                      / rd["redis"]["max_rate"][nlogs]["records_per_s"] for rd in rounds]
-            lines.append(f"| {WINDOW} in flight, {nlogs} log(s), records/s | "
-                         + ", ".join(f"{x:.2f}x" for x in ratios) + " |")
+    for other in ("redis", "baseline"):
+        if "ours" in systems and other in systems:
+            lines += _ratio_rows(rounds, keys, other)
     return "\n".join(lines) + "\n"
+
+
+def _ratio_rows(rounds: list[dict[str, dict[str, Any]]], keys: list[str],
+                other: str) -> list[str]:
+    """Ours / ``other``, round by round (each ratio from the figures of one round)."""
+    out = ["", f"Ours / {NAMES[other]}, per round (the same round's figures):", "",
+           "| figure | ratios |", "|---|---|"]
+    for k, key in enumerate(keys):
+        for part in ("server_us", "client_us"):
+            ratios = [_ratio(rd["ours"]["open_loop"][k][part], rd[other]["open_loop"][k][part])
+                      for rd in rounds]
+            out.append(f"| {key}, {part.split('_')[0]} CPU per record | {', '.join(ratios)} |")
+    for nlogs in ("1", "4"):
+        ratios = [_ratio(rd["ours"]["max_rate"][nlogs]["records_per_s"],
+                         rd[other]["max_rate"][nlogs]["records_per_s"]) for rd in rounds]
+        out.append(f"| {WINDOW} in flight, {nlogs} log(s), records/s | {', '.join(ratios)} |")
+    return out
+
+
+def _ratio(a: float, b: float) -> str:
+    """``a / b`` as "1.23x"; n/d when ``b`` is zero (a run too short for the clock tick)."""
+    return f"{a / b:.2f}x" if b > 0 else "n/d"
 
 
 def plot(rounds: list[dict[str, dict[str, Any]]], args: argparse.Namespace) -> None:

@@ -9,7 +9,8 @@
 # of a 3- and a 5-node cluster holding 10 M records (benchmarks/last-rebuilding.md), the
 # write path with TLS on vs off (benchmarks/last-tls.md), a node under 100 hostile
 # connections while a writer appends (benchmarks/last-hostile.md), appends around a hung
-# sequencer (benchmarks/last-failover.md), and ours against Redis
+# sequencer (benchmarks/last-failover.md), CPU per record one record at a time against
+# Redis and NATS (benchmarks/last-cpu-per-record.md), and ours against Redis
 # Streams and NATS JetStream on the same workloads (benchmarks/peers.py: benchmarks/last-peers.md, plots
 # in benchmarks/plots/last-peers-*.png).
 # Arguments go to pytest.
@@ -42,6 +43,7 @@ if [ "${LD_BENCH_E2E:-1}" = 1 ]; then
   .venv/bin/python benchmarks/hostile.py  # 100 hostile connections vs a 1,000/s writer
   .venv/bin/python benchmarks/failover.py  # appends around a hung (SIGSTOP) sequencer
   if [ "${LD_WITH_BENCH_PEERS:-1}" = 1 ]; then
+    .venv/bin/python benchmarks/cpu_per_record.py  # one record at a time, vs Redis and NATS
     # shellcheck disable=SC2086  # LD_PEERS_ARGS is a list of arguments
     .venv/bin/python benchmarks/peers.py ${LD_PEERS_ARGS:-}
   fi
