@@ -9,7 +9,8 @@
 # of a 3- and a 5-node cluster holding 10 M records (benchmarks/last-rebuilding.md), the
 # write path with TLS on vs off (benchmarks/last-tls.md), a node under 100 hostile
 # connections while a writer appends (benchmarks/last-hostile.md), appends around a hung
-# sequencer (benchmarks/last-failover.md), CPU per record one record at a time against
+# sequencer (benchmarks/last-failover.md), what each log costs at 1,000 to 100,000 logs
+# (benchmarks/last-many-logs.md), CPU per record one record at a time against
 # Redis and NATS (benchmarks/last-cpu-per-record.md), and ours against Redis
 # Streams and NATS JetStream on the same workloads (benchmarks/peers.py: benchmarks/last-peers.md, plots
 # in benchmarks/plots/last-peers-*.png).
@@ -42,6 +43,7 @@ if [ "${LD_BENCH_E2E:-1}" = 1 ]; then
   .venv/bin/python benchmarks/tls.py  # TLS on vs off; LD_TLS_RECORDS (default 1 M)
   .venv/bin/python benchmarks/hostile.py  # 100 hostile connections vs a 1,000/s writer
   .venv/bin/python benchmarks/failover.py  # appends around a hung (SIGSTOP) sequencer
+  .venv/bin/python benchmarks/many_logs.py  # 1,000 to 100,000 logs: what each log costs
   if [ "${LD_WITH_BENCH_PEERS:-1}" = 1 ]; then
     .venv/bin/python benchmarks/cpu_per_record.py  # one record at a time, vs Redis and NATS
     # shellcheck disable=SC2086  # LD_PEERS_ARGS is a list of arguments

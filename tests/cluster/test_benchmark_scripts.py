@@ -40,3 +40,18 @@ def test_cpu_per_record_tiny(tmp_path: Path) -> None:
     assert "| 200/s + reader | ours (3 nodes, R=2) |" in text
     if "redis" in systems:
         assert "Ours / Redis Streams, per round" in text
+
+
+def test_many_logs_at_a_thousand(tmp_path: Path) -> None:
+    out_md, out_json = tmp_path / "many.md", tmp_path / "many.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "many_logs.py"), "--logs", "1000",
+         "--reader-logs", "1000", "--out", str(out_md), "--json", str(out_json), "--no-plot"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (run,) = json.loads(out_json.read_text())["runs"]
+    assert run["logs"] == 1000
+    assert run["reader"]["logs"] == 1000  # every log's first record was delivered
+    assert set(run["rss_per_written_log_kb"]) == {"N0", "N1", "N2"}
+    assert run["restart_s"] > 0
+    assert "| 1,000 |" in out_md.read_text()
