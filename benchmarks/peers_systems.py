@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import shutil
 import socket
@@ -376,7 +377,7 @@ class Ours(System):
                     idle.clear()
                 for i in range(lo, hi):
                     c.append_async(stream, payloads[i]).add_done_callback(
-                        lambda f, i=i: done(f, i))
+                        functools.partial(done, i=i))
 
             def finish() -> dict[str, Any]:
                 idle.wait(self.s.timeout)
@@ -392,7 +393,7 @@ class Ours(System):
                 pending[0] += hi - lo
                 idle.clear()
             for i in range(lo, hi):
-                w.append(stream, payloads[i]).add_done_callback(lambda f, i=i: done(f, i))
+                w.append(stream, payloads[i]).add_done_callback(functools.partial(done, i=i))
 
         def bfinish() -> dict[str, Any]:
             w.flush(wait=True, timeout=self.s.timeout)

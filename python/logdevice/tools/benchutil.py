@@ -10,7 +10,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -170,10 +170,10 @@ class CpuMeter:
     1,000 appends/s, and other work on a 2-core box queues every hop behind it.
     """
 
-    def __init__(self, node_pids: dict[int, int] | None = None) -> None:
+    def __init__(self, node_pids: Mapping[Any, int] | None = None) -> None:
         self.machine_cores: float | None = None
         self.process_cores = 0.0
-        self.node_cores: dict[int, float] = {}
+        self.node_cores: dict[Any, float] = {}
         self._node_pids = dict(node_pids or {})
 
     @staticmethod
