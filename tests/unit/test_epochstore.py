@@ -326,6 +326,70 @@ def test_threads_sharing_and_not_sharing_a_store(store_uri):
     assert sorted(got) == list(range(2, 2 + 80))
 
 
+# -- several logs at once -----------------------------------------------------------------
+def test_activate_many_activates_each_and_fails_only_the_bad_entry(store):
+    store.activate(5, MD)  # already at epoch 1
+    results = store.activate_many([(4, MD), (5, None), (6, None), (7, MD)])
+    assert [r[0] for r in (results[0], results[1], results[3])] == [1, 2, 1]
+    assert isinstance(results[2], InvalidParamError)  # a first activation without metadata
+    assert store.get(6) is None  # nothing written for it
+    for log_id, (epoch, state) in zip((4, 5, 7), (results[0], results[1], results[3]),
+                                      strict=True):
+        assert store.get(log_id) == state and state.epoch == epoch
+        assert [m.nodeset for m in state.history] == [(0, 1, 2)]
+    again = store.activate_many([(4, None), (7, {"nodeset": [1, 2], "replication": 2})])
+    assert [e for e, _ in again] == [2, 2]
+    assert [m.first_epoch for m in store.get(7).history] == [1, 2]
+
+
+def test_update_many_applies_changes_in_order_even_to_one_log(store):
+    def bump_clean(cur):
+        return LogEpochState(cur.log_id, epoch=cur.epoch,
+                             last_clean_epoch=cur.last_clean_epoch + 1, history=cur.history)
+
+    store.activate(3, MD)
+    store.activate(3, MD)
+    store.activate(3, MD)
+    out = store.update_many([(3, bump_clean), (3, bump_clean), (9, lambda cur: None)])
+    assert [s.last_clean_epoch for s in out[:2]] == [1, 2] and out[2] is None
+    assert store.get(3).last_clean_epoch == 2 and store.get(3).version == 5
+
+
+def test_activate_many_in_batches_larger_than_one_transaction(store):
+    logs = range(1000, 1000 + 1200)  # ZooKeeper: three multi transactions
+    results = store.activate_many([(log_id, MD) for log_id in logs])
+    assert [e for e, _ in results] == [1] * len(logs)
+    assert sorted(store.logs()) == list(logs)
+    assert [e for e, _ in store.activate_many([(log_id, None) for log_id in logs])] == \
+        [2] * len(logs)
+
+
+def _activate_batches(uri, logs, count, barrier, out):
+    try:
+        with open_epoch_store(uri, timeout=30) as s:
+            barrier.wait(WAIT)
+            got = []
+            for _ in range(count):
+                got.append([r[0] for r in s.activate_many([(log, MD) for log in logs])])
+            out.put(got)
+    except BaseException as e:  # report, so the parent fails fast instead of waiting
+        out.put(repr(e))
+
+
+def test_concurrent_batches_from_processes_get_distinct_epochs(store_uri):
+    with open_epoch_store(store_uri) as s:
+        s.logs()
+    n_procs, per_proc, logs = 3, 10, [21, 22, 23]
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(n_procs)
+    results = _run(ctx, _activate_batches, (store_uri, logs, per_proc, barrier), n=n_procs)
+    for i, log_id in enumerate(logs):
+        epochs = sorted(batch[i] for r in results for batch in r)
+        assert epochs == list(range(1, n_procs * per_proc + 1))  # no epoch handed out twice
+    with open_epoch_store(store_uri) as s:
+        assert [s.get(log).epoch for log in logs] == [n_procs * per_proc] * len(logs)
+
+
 # -- across processes ----------------------------------------------------------------------
 def _activate_many(uri, log_id, count, barrier, out):
     try:

@@ -11,7 +11,9 @@ Backends implement ``update`` (an atomic read-modify-write of one log), ``get``,
 ``update_logs_config``, a versioned document changed by compare-and-set); everything else
 here is built on those.  ``update``'s
 function may be called more than once (a backend may retry on conflicts), so it must only
-compute from its argument.
+compute from its argument.  ``update_many`` does several logs' updates at once; a backend
+that can (one SQLite transaction, one ZooKeeper ``multi``) overrides it, so that a burst
+of sequencer activations (``activate_many``) costs one store round trip, not one per log.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import json
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -279,6 +281,60 @@ MetadataArg = (EpochMetadata | Mapping[str, Any] | None
                | Callable[[LogEpochState | None], EpochMetadata | Mapping[str, Any] | None])
 
 
+UpdateFn = Callable[[LogEpochState | None], LogEpochState | None]
+
+
+def _bump(log_id: int, metadata: MetadataArg,
+          expected_version: int | None) -> Callable[[LogEpochState | None], LogEpochState]:
+    """The ``update`` function of a sequencer activation (see ``EpochStore.activate``)."""
+    def bump(cur: LogEpochState | None) -> LogEpochState:
+        have = cur.version if cur is not None else 0
+        if expected_version is not None and have != expected_version:
+            raise VersionMismatchError(message=f"log {log_id} is at version {have}, "
+                                               f"expected {expected_version}", current=cur)
+        base = cur if cur is not None else LogEpochState(log_id)
+        epoch = max(base.epoch + 1, EPOCH_MIN)
+        if epoch > EPOCH_MAX:
+            raise LogDeviceError(E.TOOBIG, f"log {log_id} has used every epoch")
+        wanted = metadata(cur) if callable(metadata) else metadata
+        history = base.history
+        if wanted is None:
+            if not history:
+                raise InvalidParamError(message=f"log {log_id} has no metadata yet: its "
+                                                "first activation needs a nodeset and "
+                                                "replication")
+        else:
+            md = EpochMetadata.coerce(wanted)
+            if not history or not history[-1].same_placement(md):
+                history = history + (replace(md, first_epoch=epoch),)
+        return replace(base, epoch=epoch, history=history)
+
+    return bump
+
+
+class _EntryFailed(Exception):
+    """An ``update_many`` entry's function raised ``error``: only that entry fails."""
+
+    def __init__(self, error: LogDeviceError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _EntryGuard:
+    """Wraps an update function so its own errors fail its entry, not the batch."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: UpdateFn) -> None:
+        self.fn = fn
+
+    def __call__(self, cur: LogEpochState | None) -> LogEpochState | None:
+        try:
+            return self.fn(cur)
+        except LogDeviceError as exc:
+            raise _EntryFailed(exc) from None
+
+
 class EpochStore(ABC):
     """A durable compare-and-set store of per-log epoch state and the event log.
 
@@ -299,8 +355,7 @@ class EpochStore(ABC):
         """The log's state, or None when the store has never seen it."""
 
     @abstractmethod
-    def update(self, log_id: int,
-               fn: Callable[[LogEpochState | None], LogEpochState | None]) -> LogEpochState | None:
+    def update(self, log_id: int, fn: UpdateFn) -> LogEpochState | None:
         """Atomically replace the log's state with ``fn(current)``.
 
         ``fn`` gets the current state (None if absent) and returns the new one (its
@@ -365,32 +420,36 @@ class EpochStore(ABC):
         is still at that version (AGAIN otherwise).  Returns ``(epoch, new_state)``.
         """
         log_id = _check_log_id(log_id)
-
-        def bump(cur: LogEpochState | None) -> LogEpochState:
-            have = cur.version if cur is not None else 0
-            if expected_version is not None and have != expected_version:
-                raise VersionMismatchError(message=f"log {log_id} is at version {have}, "
-                                                   f"expected {expected_version}", current=cur)
-            base = cur if cur is not None else LogEpochState(log_id)
-            epoch = max(base.epoch + 1, EPOCH_MIN)
-            if epoch > EPOCH_MAX:
-                raise LogDeviceError(E.TOOBIG, f"log {log_id} has used every epoch")
-            wanted = metadata(cur) if callable(metadata) else metadata
-            history = base.history
-            if wanted is None:
-                if not history:
-                    raise InvalidParamError(message=f"log {log_id} has no metadata yet: its "
-                                                    "first activation needs a nodeset and "
-                                                    "replication")
-            else:
-                md = EpochMetadata.coerce(wanted)
-                if not history or not history[-1].same_placement(md):
-                    history = history + (replace(md, first_epoch=epoch),)
-            return replace(base, epoch=epoch, history=history)
-
-        state = self.update(log_id, bump)
+        state = self.update(log_id, _bump(log_id, metadata, expected_version))
         assert state is not None
         return state.epoch, state
+
+    def update_many(self, changes: Sequence[tuple[int, UpdateFn]]
+                    ) -> list[LogEpochState | None | LogDeviceError]:
+        """Several ``update`` calls, applied in order, in as few store round trips as the
+        backend allows.  Each entry's result is what ``update`` would have returned, or
+        the ``LogDeviceError`` its function raised (that entry changed nothing; the
+        others still apply).  A failure of the store itself (unreachable, closed) raises.
+        """
+        out: list[LogEpochState | None | LogDeviceError] = []
+        for log_id, fn in changes:
+            try:
+                out.append(self.update(log_id, _EntryGuard(fn)))
+            except _EntryFailed as failed:
+                out.append(failed.error)
+        return out
+
+    def activate_many(self, requests: Sequence[tuple[int, MetadataArg]]
+                      ) -> list[tuple[int, LogEpochState] | LogDeviceError]:
+        """``activate`` for several logs at once (``update_many``): per request, the new
+        epoch and state, or the error that request alone failed with."""
+        changes = [(_check_log_id(log_id), _bump(log_id, metadata, None))
+                   for log_id, metadata in requests]
+        out: list[tuple[int, LogEpochState] | LogDeviceError] = []
+        for r in self.update_many(changes):
+            assert r is not None  # an activation always writes
+            out.append(r if isinstance(r, LogDeviceError) else (r.epoch, r))
+        return out
 
     def compare_and_set(self, log_id: int, expected_version: int,
                         new_state: LogEpochState) -> LogEpochState:

@@ -18,7 +18,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from logdevice.epochstore.base import (
     LogEpochState,
     LogsConfigFn,
     LogsConfigState,
+    UpdateFn,
     VersionMismatchError,
     _check_log_id,
     next_logs_config,
@@ -168,24 +169,43 @@ class FileEpochStore(EpochStore):
         rows = self._read("SELECT version, state FROM logs WHERE log_id=?", (log_id,))
         return self._decode(*rows[0]) if rows else None
 
-    def update(self, log_id: int,
-               fn: Callable[[LogEpochState | None], LogEpochState | None]) -> LogEpochState | None:
+    def update(self, log_id: int, fn: UpdateFn) -> LogEpochState | None:
         log_id = _check_log_id(log_id)
         try:
             with self._transaction() as c:
-                row = c.execute("SELECT version, state FROM logs WHERE log_id=?",
-                                (log_id,)).fetchone()
-                cur = self._decode(*row) if row else None
-                step = next_state(log_id, cur, fn)
-                if step is None:
-                    return cur
-                new, body = step
-                c.execute("INSERT OR REPLACE INTO logs VALUES (?, ?, ?, ?, ?)",
-                          (log_id, new.version, new.epoch, new.last_clean_epoch,
-                           json.dumps(body, separators=(",", ":"))))
-                return new
+                return self._update_in(c, log_id, fn)
         except sqlite3.Error as e:
             raise self._failed(e) from None
+
+    def update_many(self, changes: Sequence[tuple[int, UpdateFn]]
+                    ) -> list[LogEpochState | None | LogDeviceError]:
+        """Every change in one transaction: one commit (one fsync) for the batch."""
+        checked = [(_check_log_id(log_id), fn) for log_id, fn in changes]
+        out: list[LogEpochState | None | LogDeviceError] = []
+        try:
+            with self._transaction() as c:
+                for log_id, fn in checked:
+                    try:
+                        out.append(self._update_in(c, log_id, fn))
+                    except LogDeviceError as exc:  # from fn: nothing written for this log
+                        out.append(exc)
+        except sqlite3.Error as e:
+            raise self._failed(e) from None
+        return out
+
+    def _update_in(self, c: sqlite3.Connection, log_id: int,
+                   fn: UpdateFn) -> LogEpochState | None:
+        """``update`` inside the caller's transaction."""
+        row = c.execute("SELECT version, state FROM logs WHERE log_id=?", (log_id,)).fetchone()
+        cur = self._decode(*row) if row else None
+        step = next_state(log_id, cur, fn)
+        if step is None:
+            return cur
+        new, body = step
+        c.execute("INSERT OR REPLACE INTO logs VALUES (?, ?, ?, ?, ?)",
+                  (log_id, new.version, new.epoch, new.last_clean_epoch,
+                   json.dumps(body, separators=(",", ":"))))
+        return new
 
     def remove(self, log_id: int, expected_version: int | None = None) -> bool:
         log_id = _check_log_id(log_id)

@@ -40,7 +40,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -51,6 +51,7 @@ from logdevice.epochstore.base import (
     LogsConfigState,
     MetadataArg,
     TailRecord,
+    UpdateFn,
     VersionMismatchError,
     _check_log_id,
     next_logs_config,
@@ -68,6 +69,9 @@ _EVENT_DIGITS = 20  # znode names sort like the numbers they spell
 _BACKOFF_START = 0.05
 _BACKOFF_MAX = 1.0
 _QUIET_CONNECT = 1.0  # seconds a new store may take to connect before we log a wait
+#: Logs per ``multi`` in ``update_many``: a log's znode is a few hundred bytes and
+#: ZooKeeper refuses requests over 1 MB (``jute.maxbuffer``).
+_MULTI_MAX = 500
 
 
 def _dumps(obj: Any) -> bytes:
@@ -262,10 +266,15 @@ class ZooKeeperEpochStore(EpochStore):
 
     def _read_log(self, log_id: int) -> tuple[LogEpochState | None, Any, str | None]:
         """(state, znode stat, writer token) of a log; (None, None, None) when absent."""
+        return self._read_result(log_id, self._zk.get_async(self._log_path(log_id)))
+
+    def _read_result(self, log_id: int,
+                     pending: Any) -> tuple[LogEpochState | None, Any, str | None]:
+        """``_read_log``'s answer from a read already sent (``get_async``)."""
         from kazoo.exceptions import NoNodeError  # kazoo: optional, see __init__
 
         try:
-            data, stat = self._wait(self._zk.get_async(self._log_path(log_id)))
+            data, stat = self._wait(pending)
         except NoNodeError:
             return None, None, None
         d = json.loads(data)
@@ -332,6 +341,75 @@ class ZooKeeperEpochStore(EpochStore):
             return new
 
         return self._cas_loop(f"update log {log_id}", attempt)  # type: ignore[no-any-return]
+
+    def update_many(self, changes: Sequence[tuple[int, UpdateFn]]
+                    ) -> list[LogEpochState | None | LogDeviceError]:
+        """The changes in ``multi`` transactions of up to ``_MULTI_MAX`` logs: one round
+        trip per transaction (reads sent together, then one conditional write of them
+        all), atomic like ``update``.  A log named twice goes one change at a time."""
+        checked = [(_check_log_id(log_id), fn) for log_id, fn in changes]
+        if len(checked) < 2 or len({log_id for log_id, _ in checked}) != len(checked):
+            return super().update_many(checked)
+        out: list[LogEpochState | None | LogDeviceError] = []
+        for i in range(0, len(checked), _MULTI_MAX):
+            out += self._update_multi(checked[i:i + _MULTI_MAX])
+        return out
+
+    def _update_multi(self, changes: list[tuple[int, UpdateFn]]
+                      ) -> list[LogEpochState | None | LogDeviceError]:
+        token = uuid.uuid4().hex
+        # A multi whose answer was lost: (expected znode version per entry, None where the
+        # entry wrote nothing; the results it would give).  The next attempt's reads tell
+        # whether it landed: a multi lands whole or not at all.
+        sent: list[tuple[list[int | None], list[Any]]] = []
+
+        def attempt() -> list[LogEpochState | None | LogDeviceError]:
+            pending = [self._zk.get_async(self._log_path(log_id)) for log_id, _ in changes]
+            current = [self._read_result(log_id, p)
+                       for (log_id, _), p in zip(changes, pending, strict=True)]
+            if sent:
+                was_expected, would_return = sent.pop()
+                if any(e is not None and stat is not None and writer == token
+                       and stat.version == e + 1
+                       for e, (_, stat, writer) in zip(was_expected, current, strict=True)):
+                    return would_return
+            tx = self._zk.transaction()
+            results: list[LogEpochState | None | LogDeviceError] = []
+            expected: list[int | None] = []
+            for (log_id, fn), (cur, stat, _) in zip(changes, current, strict=True):
+                try:
+                    step = next_state(log_id, cur, fn)
+                except LogDeviceError as exc:  # this entry's own refusal
+                    results.append(exc)
+                    expected.append(None)
+                    continue
+                if step is None:
+                    results.append(cur)
+                    expected.append(None)
+                    continue
+                new, body = step
+                data = _dumps({"s": body, "w": token})
+                if stat is None:
+                    tx.create(self._log_path(log_id), data)
+                    expected.append(-1)
+                else:
+                    tx.set_data(self._log_path(log_id), data, version=stat.version)
+                    expected.append(stat.version)
+                results.append(new)
+            if all(e is None for e in expected):
+                return results
+            try:
+                answers = self._wait(tx.commit_async())
+            except Exception as exc:
+                if self._outcome_unknown(exc):
+                    sent.append((expected, results))
+                raise
+            if any(isinstance(a, Exception) for a in answers):
+                raise _Retry()  # another writer changed one of the logs: read again
+            return results
+
+        return self._cas_loop(  # type: ignore[no-any-return]
+            f"update {len(changes)} logs ({changes[0][0]}..)", attempt)
 
     def _write_versioned(self, path: str, data: bytes, stat: Any, sent: list[Any],
                          new: Any) -> None:
