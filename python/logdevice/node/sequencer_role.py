@@ -82,6 +82,7 @@ from logdevice.config import Config, LogGroup
 from logdevice.config.log_groups import affects_sequencer
 from logdevice.epochstore import EpochMetadata, EpochStore
 from logdevice.errors import E, LogDeviceError
+from logdevice.node.activations import ActivationBatcher
 from logdevice.node.recovery_driver import Recoveries, RecoveryDriver
 from logdevice.node.role import Peer, Role
 from logdevice.node.stats import AppendStats
@@ -241,6 +242,8 @@ class SequencerRole(Role):
         self.sender = StoreSender(node, self._payload_of, self._sequencer_of)
         self._epoch_store = epoch_store
         self._epoch_exec = ThreadPoolExecutor(1, thread_name_prefix="epochstore")
+        self._activations = ActivationBatcher(node.loop, self._epoch_exec, self._store,
+                                              self._recovery_needed)
         self._fd_down: set[int] = set()
         self._link_down: set[int] = {n.index for n in config.nodes if n.index != node.index}
         for n in self._link_down:  # until their links come up
@@ -688,13 +691,6 @@ class SequencerRole(Role):
             self._epoch_store = open_cluster_store(self.node.config)
         return self._epoch_store
 
-    def _activate_blocking(self, log_id: int, metadata: EpochMetadata) -> Any:
-        store = self._store()
-        epoch, state = store.activate(log_id, metadata)
-        # Recovery counts authoritative status like readers do (event log).
-        statuses = store.shard_statuses() if self._recovery_needed(state) else {}
-        return epoch, state, statuses
-
     async def _activate(self, log_id: int) -> None:
         loop = self.node.loop
         try:
@@ -702,8 +698,7 @@ class SequencerRole(Role):
             metadata = EpochMetadata(0, self._nodeset(log_id, group),
                                      group.replication.to_dict(),
                                      sticky_copysets=group.sticky_copysets)
-            epoch, state, statuses = await loop.run_in_executor(
-                self._epoch_exec, self._activate_blocking, log_id, metadata)
+            epoch, state, statuses = await self._activations.activate(log_id, metadata)
         except Exception as exc:
             status = exc.status if isinstance(exc, LogDeviceError) else E.FAILED
             log.error("log %d: activation failed: %s", log_id, exc,
@@ -721,6 +716,7 @@ class SequencerRole(Role):
             self.node.loop.create_task(self._activate(log_id), name=f"activate-{log_id}")
             return
         md = state.metadata
+        assert md is not None  # an activation always leaves the epoch's metadata
         tail = state.tail
         recover = self._recovery_needed(state)
         try:
