@@ -7,8 +7,10 @@ import threading
 import time
 
 import pytest
+from kazoo.exceptions import ConnectionLoss
 
-from logdevice.epochstore import SHARD_NEEDS_REBUILD, open_epoch_store
+from logdevice.epochstore import SHARD_NEEDS_REBUILD, open_epoch_store, parse_epoch_store_uri
+from logdevice.epochstore.zookeeper import ZooKeeperEpochStore
 from logdevice.errors import E, TimedOutError
 
 MD = {"nodeset": [0, 1, 2], "replication": {"node": 2}}
@@ -103,3 +105,44 @@ def test_a_lost_session_is_replaced(zk_server, zk_uri, caplog):
             time.sleep(0.05)
         epochs.append(s.activate(1)[0])
         assert epochs == list(range(2, 2 + len(epochs)))
+
+
+class _LosesCommitAnswers(ZooKeeperEpochStore):
+    """The real store, except that the answer of its next ``lose`` multi-op commits is
+    lost after the commit landed (as when the connection drops right then)."""
+
+    lose = 0
+
+    def _wait(self, async_result, deadline=None):
+        out = super()._wait(async_result, deadline)
+        if getattr(async_result, "is_commit", False) and self.lose:
+            self.lose -= 1
+            raise ConnectionLoss()
+        return out
+
+    def start_losing(self, n):
+        self.lose = n
+        zk, transaction = self._zk, self._zk.transaction
+
+        def tagged():
+            tx = transaction()
+            commit = tx.commit_async
+
+            def commit_async():
+                result = commit()
+                result.is_commit = True
+                return result
+            tx.commit_async = commit_async
+            return tx
+        zk.transaction = tagged
+
+
+def test_a_batch_whose_answer_was_lost_is_not_applied_twice(zk_uri):
+    with _LosesCommitAnswers(parse_epoch_store_uri(zk_uri), timeout=30) as s:
+        s.activate_many([(1, MD), (2, MD)])
+        s.start_losing(1)
+        results = s.activate_many([(1, None), (2, None), (3, MD)])
+        assert s.lose == 0  # the answer was lost, and the batch was read back
+        assert [e for e, _ in results] == [2, 2, 1]  # the landed epochs, not bumped again
+        assert [s.get(n).epoch for n in (1, 2, 3)] == [2, 2, 1]
+        assert [s.get(n).version for n in (1, 2, 3)] == [2, 2, 1]
