@@ -342,6 +342,14 @@ def test_activate_many_activates_each_and_fails_only_the_bad_entry(store):
     assert [m.first_epoch for m in store.get(7).history] == [1, 2]
 
 
+def test_epochs_of_many_logs_leave_out_the_unknown(store):
+    store.activate_many([(n, MD) for n in range(1, 601)])
+    store.activate(7, MD)
+    assert store.epochs([]) == {}
+    got = store.epochs([7, 8, 999, *range(100, 700)])
+    assert got == {7: 2, 8: 1, **{n: 1 for n in range(100, 601)}}
+
+
 def test_update_many_applies_changes_in_order_even_to_one_log(store):
     def bump_clean(cur):
         return LogEpochState(cur.log_id, epoch=cur.epoch,

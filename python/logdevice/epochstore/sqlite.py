@@ -38,6 +38,7 @@ from logdevice.epochstore.events import validate_event
 from logdevice.errors import E, LogDeviceError, TimedOutError
 
 SCHEMA_VERSION = 1
+_IN_MAX = 500  # log ids per "IN (...)" (SQLite allows 999 parameters per statement)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS logs (
@@ -168,6 +169,16 @@ class FileEpochStore(EpochStore):
         log_id = _check_log_id(log_id)
         rows = self._read("SELECT version, state FROM logs WHERE log_id=?", (log_id,))
         return self._decode(*rows[0]) if rows else None
+
+    def epochs(self, log_ids: Sequence[int]) -> dict[int, int]:
+        ids = [_check_log_id(log_id) for log_id in log_ids]
+        out: dict[int, int] = {}
+        for i in range(0, len(ids), _IN_MAX):
+            chunk = ids[i:i + _IN_MAX]
+            marks = ",".join("?" * len(chunk))
+            out.update(self._read(f"SELECT log_id, epoch FROM logs WHERE log_id IN ({marks})",
+                                  tuple(chunk)))
+        return out
 
     def update(self, log_id: int, fn: UpdateFn) -> LogEpochState | None:
         log_id = _check_log_id(log_id)

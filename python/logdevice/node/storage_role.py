@@ -183,7 +183,7 @@ class StorageRole(Role):
         self._retention_handle: asyncio.TimerHandle | None = None
         self._rebuilding: Any = None  # the rebuilding role: says when to refuse STOREs
         self._bound_store: EpochStore | None = None  # used by the epoch bound's thread only
-        self.epochs = EpochBound(node.loop, self._issued_epoch)
+        self.epochs = EpochBound(node.loop, self._issued_epochs)
         self._parked: dict[int, list[tuple[Peer, Store]]] = {}  # log -> STOREs awaiting it
         #: Whether the store holds every copy this node acknowledged: False when it was
         #: created empty at this start or reported damage (``report_damage``).
@@ -288,12 +288,12 @@ class StorageRole(Role):
             self.db = None
 
     # -- epochs the store issued ------------------------------------------------------------
-    def _issued_epoch(self, log_id: int) -> int:
-        """The log's current epoch in the epoch store (0: unknown there).  Blocking."""
+    def _issued_epochs(self, log_ids: list[int]) -> dict[int, int]:
+        """The logs' current epochs in the epoch store (a log unknown there is left out).
+        Blocking."""
         if self._bound_store is None:
             self._bound_store = open_cluster_store(self.node.config)
-        state = self._bound_store.get(log_id)
-        return state.epoch if state is not None else 0
+        return self._bound_store.epochs(log_ids)
 
     @staticmethod
     def _store_epoch(msg: Store) -> int:
