@@ -10,8 +10,8 @@ A LocalCluster of 3 nodes, R=2, provisioned with logs ``1 .. N`` for each ``--lo
 3. **memory**: every node's resident set before the first touch and after the second
    round: the growth per written, idle log;
 4. **one reader** over ``min(N, --reader-logs)`` logs (default 10,000): the time
-   ``start_reading`` takes for all of them, then how long until every log's first
-   record arrived, counted from the last ``start_reading``; the nodes' resident set
+   ``start_reading_many`` takes for all of them, then how long until every log's first
+   record arrived, counted from its return; the nodes' resident set
    with those read streams open and idle (growth per log per node);
 5. **restart**: node 0 stopped and started again; seconds until the cluster sees it.
 
@@ -111,15 +111,14 @@ def append_all(client: Client, logs: list[int], in_flight: int, timeout: float) 
 
 def read_first_records(client: Client, logs: list[int], cluster: LocalCluster,
                        timeout: float) -> dict[str, Any]:
-    """One reader over ``logs`` from LSN 1: start_reading time, time from the last
-    start_reading until every log delivered a record, node RSS growth with the streams
+    """One reader over ``logs`` from LSN 1: start_reading_many time, time from its return
+    until every log delivered a record, node RSS growth with the streams
     open and idle."""
     before = node_rss(cluster)
     with client.create_reader(max_logs=len(logs)) as reader:
         reader.wait_only_when_no_data()
         t0 = time.perf_counter()
-        for log in logs:
-            reader.start_reading(log, 1, LSN_MAX)
+        reader.start_reading_many(logs, 1, LSN_MAX)
         started = time.perf_counter()
         seen = np.zeros(max(logs) + 1, dtype=bool)
         missing = len(logs)
@@ -179,7 +178,7 @@ def run_one(n: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
               flush=True)
         r = read_first_records(client, logs[:min(n, args.reader_logs)], cluster, args.timeout)
         out["reader"] = r
-        print(f"[{n:,} logs] reader over {r['logs']:,}: start_reading "
+        print(f"[{n:,} logs] reader over {r['logs']:,}: start_reading_many "
               f"{r['start_reading_s']:.2f} s, every first record after "
               f"{r['first_records_s']:.2f} s; {r['rss_per_log_kb']} KiB per stream", flush=True)
         cluster.stop(0)
@@ -200,7 +199,7 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace) -> str:
              f"`.venv/bin/python benchmarks/many_logs.py --logs {args.logs} --reader-logs "
              f"{args.reader_logs} --epoch-store {args.epoch_store}`", "",
              "| logs | first touch, logs/s | second round, appends/s (x one log) | "
-             "KiB per written log (N0, N1, N2) | reader: start_reading s / all first "
+             "KiB per written log (N0, N1, N2) | reader: start_reading_many s / all first "
              "records s | KiB per open stream (N0, N1, N2) | restart s |",
              "|---|---|---|---|---|---|---|"]
     for r in runs:

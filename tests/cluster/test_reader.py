@@ -348,6 +348,43 @@ def test_several_logs_max_logs_and_stop_reading(client, log1):
         assert [i.lsn for i in r] == lsns[20:25]
 
 
+def test_start_reading_many_logs_at_once(client):
+    written = {log_id: write(client, log_id, 5, prefix=b"m%d" % log_id)
+               for log_id in range(20, 26)}
+    with client.create_reader(max_logs=6) as r:
+        with pytest.raises(LogDeviceError) as ei:  # seven do not fit: none starts
+            r.start_reading_many(range(20, 27))
+        assert ei.value.status == E.TOOMANY and not any(r.is_reading(n)
+                                                        for n in range(20, 27))
+        with pytest.raises(NotFoundError):  # one unknown log: none starts
+            r.start_reading_many([20, 12345])
+        assert not r.is_reading(20)
+        r.start_reading_many(range(20, 26), until_lsn=max(max(v) for v in written.values()))
+        by_log: dict[int, list[bytes]] = {}
+        for it in r:
+            if isinstance(it, ld.DataRecord):
+                by_log.setdefault(it.log_id, []).append(bytes(it.payload))
+        assert by_log == {n: [b"m%d-%d" % (n, i) for i in range(5)] for n in range(20, 26)}
+        # Restarting some of them with others replaces their streams.
+        r.start_reading_many([20, 21], written[20][3], written[20][3])
+        at = written[22][4]
+        r.start_reading_many([21, 22], at, at)
+        got = sorted((it.log_id, bytes(it.payload)) for it in r
+                     if isinstance(it, ld.DataRecord))
+        assert got == [(20, b"m20-3")] + [(n, b"m%d-%d" % (n, written[n].index(at)))
+                                          for n in (21, 22) if at in written[n]]
+
+
+async def _start_many_async(client, logs):
+    async with client.create_async_reader(max_logs=len(logs)) as r:
+        await r.start_reading_many(logs)
+        return sorted(n for n in logs if r.is_reading(n))
+
+
+def test_async_reader_starts_many_logs(client):
+    assert asyncio.run(_start_many_async(client, [27, 28, 29])) == [27, 28, 29]
+
+
 def test_bad_input(client):
     with client.create_reader() as r:
         with pytest.raises(NotFoundError):

@@ -36,7 +36,7 @@ import asyncio
 import contextlib
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from logdevice.client.context import ClientContext
@@ -198,11 +198,13 @@ class _ReaderBase:
                 self._check_room_locked()
         return from_lsn, until_lsn
 
-    def _check_room_locked(self) -> None:
-        """E.TOOMANY if ``max_logs`` logs are being read (called holding the lock)."""
-        if len(self._logs) >= self.max_logs:
+    def _check_room_locked(self, more: int = 1) -> None:
+        """E.TOOMANY if ``more`` logs would not fit in ``max_logs`` (called holding the
+        lock)."""
+        if more and len(self._logs) + more > self.max_logs:
             raise error_for(E.TOOMANY, f"the reader already reads {len(self._logs)} "
-                                       f"log(s), its max_logs")
+                                       f"log(s); {more} more would exceed its max_logs "
+                                       f"({self.max_logs})")
 
     def _scd_for(self, log_id: int) -> bool:
         return not self._no_scd and self._ctx.config.log_group(log_id).scd
@@ -255,26 +257,47 @@ class _ReaderBase:
     # ------------------------------------------------------------------ the calls, as steps
 
     def _start_steps(self, log_id: int, from_lsn: int, until_lsn: int) -> Steps[None]:
-        from_lsn, until_lsn = self._prepare_start(log_id, from_lsn, until_lsn)
-        placement = yield _BLOCKING, self._placements.placement, (log_id, from_lsn,
-                                                                  until_lsn)
-        scd = self._scd_for(log_id)
+        return self._start_many_steps([log_id], from_lsn, until_lsn)
+
+    def _start_many_steps(self, log_ids: Iterable[int], from_lsn: int,
+                          until_lsn: int) -> Steps[None]:
+        """Start (or restart) each log's stream over the same range: one metadata lookup
+        for all (``PlacementSource.placements``), one hop to the client's loop."""
+        ids = list(dict.fromkeys(log_ids))
+        ranges = [self._prepare_start(log_id, from_lsn, until_lsn) for log_id in ids]
         with self._lock:
-            restart = log_id in self._logs
-            if not restart:
-                self._check_room_locked()  # another call may have taken the room
-            self._logs.add(log_id)
-        if restart:  # what was queued for it is dropped; its stream stops first
-            self._queue.discard_log(log_id)
-            yield _ON_LOOP, self._core.stop, (log_id,)
-        self._queue.add_log(log_id)
+            self._check_room_locked(sum(log_id not in self._logs for log_id in ids))
+        placements = yield _BLOCKING, self._placements.placements, (
+            [(log_id, lo, hi) for log_id, (lo, hi) in zip(ids, ranges, strict=True)],)
+        starts = [(log_id, lo, hi, placement, self._scd_for(log_id))
+                  for log_id, (lo, hi), placement in zip(ids, ranges, placements, strict=True)]
+        with self._lock:
+            restarts = [log_id for log_id in ids if log_id in self._logs]
+            # another call may have taken the room meanwhile
+            self._check_room_locked(len(ids) - len(restarts))
+            self._logs.update(ids)
+        if restarts:  # what was queued for them is dropped; their streams stop first
+            for log_id in restarts:
+                self._queue.discard_log(log_id)
+            yield _ON_LOOP, self._stop_on_loop, (restarts,)
+        for log_id in ids:
+            self._queue.add_log(log_id)
         try:
-            yield _ON_LOOP, self._core.start, (log_id, from_lsn, until_lsn, placement, scd)
+            yield _ON_LOOP, self._start_on_loop, (starts,)
         except BaseException:
             with self._lock:
-                self._logs.discard(log_id)
-            self._queue.discard_log(log_id)
+                self._logs.difference_update(ids)
+            for log_id in ids:
+                self._queue.discard_log(log_id)
             raise
+
+    def _stop_on_loop(self, log_ids: list[int]) -> None:
+        for log_id in log_ids:
+            self._core.stop(log_id)
+
+    def _start_on_loop(self, starts: list[tuple[Any, ...]]) -> None:
+        for args in starts:
+            self._core.start(*args)
 
     def _stop_steps(self, log_id: int) -> Steps[None]:
         self._check_open()
@@ -379,6 +402,15 @@ class Reader(_ReaderBase):
         """
         self._drive(self._start_steps(log_id, from_lsn, until_lsn))
 
+    def start_reading_many(self, log_ids: Iterable[int], from_lsn: int = LSN_OLDEST,
+                           until_lsn: int = LSN_MAX) -> None:
+        """``start_reading`` of each of ``log_ids`` over the same range, with one metadata
+        request for them all: the way to start thousands of logs (each ``start_reading``
+        asks a node for its log's metadata and waits for the answer).  Raises as
+        ``start_reading`` does, before any log starts; TOOMANY if they do not all fit
+        in ``max_logs``."""
+        self._drive(self._start_many_steps(log_ids, from_lsn, until_lsn))
+
     def stop_reading(self, log_id: int) -> None:
         """Stop reading ``log_id``; records and gaps queued for it are dropped.
 
@@ -474,6 +506,11 @@ class AsyncReader(_ReaderBase):
                             until_lsn: int = LSN_MAX) -> None:
         """See ``Reader.start_reading``."""
         await self._drive(self._start_steps(log_id, from_lsn, until_lsn))
+
+    async def start_reading_many(self, log_ids: Iterable[int], from_lsn: int = LSN_OLDEST,
+                                 until_lsn: int = LSN_MAX) -> None:
+        """See ``Reader.start_reading_many``."""
+        await self._drive(self._start_many_steps(log_ids, from_lsn, until_lsn))
 
     async def stop_reading(self, log_id: int) -> None:
         """See ``Reader.stop_reading``."""

@@ -18,12 +18,14 @@ fixed when a stream starts: a nodeset change during a tailing read is not picked
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ldcore.lsn import epoch_of
 from logdevice.client.metadata import ClusterMetadata
 from logdevice.config import Config
+from logdevice.epochstore import LogEpochState
 from logdevice.errors import E, LogDeviceError, error_for
 
 __all__ = ["ReadPlacement", "PlacementSource"]
@@ -95,18 +97,33 @@ class PlacementSource:
             (ACCESS) gets the config's placement instead: the nodes refuse its streams,
             which the reader turns into an ACCESS gap.
         """
+        return self.placements([(log_id, from_lsn, until_lsn)])[0]
+
+    def placements(self, reads: Sequence[tuple[int, int, int]]) -> list[ReadPlacement]:
+        """``placement`` of each ``(log_id, from_lsn, until_lsn)``, from one metadata
+        request for all the logs (a few, for thousands) and one for the nodes' status."""
+        ids = list(dict.fromkeys(log_id for log_id, _, _ in reads))
+        for log_id in ids:
+            self.config.log_group(log_id)  # NOTFOUND before asking anyone
+        try:
+            states = self._metadata.log_states(ids)
+            statuses, _since = self._metadata.shard_statuses()
+        except LogDeviceError as exc:
+            if exc.status == E.ACCESS and len(ids) > 1:  # which log? ask one by one
+                return [self.placement(*r) for r in reads]
+            if exc.status != E.ACCESS:
+                what = f"log {ids[0]}" if len(ids) == 1 else f"{len(ids)} logs"
+                raise error_for(exc.status, f"{what}: cannot read the metadata, so the "
+                                            f"read does not start: {exc.message}") from None
+            states, statuses = {}, {}
+        return [self._place(log_id, lo, hi, states.get(log_id), statuses)
+                for log_id, lo, hi in reads]
+
+    def _place(self, log_id: int, from_lsn: int, until_lsn: int,
+               state: LogEpochState | None, statuses: Mapping[int, Any]) -> ReadPlacement:
         config = self.config
         group = config.log_group(log_id)
         locations = {n.index: n.location for n in config.nodes}
-        try:
-            state = self._metadata.log_state(log_id)
-            statuses, _since = self._metadata.shard_statuses()
-        except LogDeviceError as exc:
-            if exc.status != E.ACCESS:
-                raise error_for(exc.status, f"log {log_id}: cannot read its metadata, so "
-                                            f"the read does not start: {exc.message}"
-                                ) from None
-            state, statuses = None, {}
         nodeset: tuple[int, ...] = tuple(n.index for n in config.storage_nodes())
         replication: Any = group.replication.to_dict()
         source = "config"
