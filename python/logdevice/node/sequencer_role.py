@@ -53,7 +53,7 @@ answer an older tail than the newer sequencer already did. A check that finds a 
 deactivates the sequencer and the request is redirected (to the sealing node while it is
 alive); one that cannot decide in time is answered AGAIN.
 
-Driving the state machines.  Actions come back from every sequencer call: ``SendStore``
+Driving the state machines.  Actions come back from every sequencer call: ``StoreWave``
 and ``Release`` go to ``StoreSender`` (one STORE frame per node and log per loop turn, one
 RELEASE per node), ``AckAppend`` / ``Reject`` become APPENDED on the client's connection
 (or a record's outcome in its APPENDED_BATCH), ``Reactivate`` starts a new epoch.  Each
@@ -118,9 +118,9 @@ from logdevice.sequencer import (
     Reactivate,
     Reject,
     Release,
-    SendStore,
     Sequencer,
     SequencerState,
+    StoreWave,
 )
 from logdevice.sequencer.producers import (
     ADMIT_CONFLICT,
@@ -633,7 +633,7 @@ class SequencerRole(Role):
 
     def _on_stored(self, conn: Peer, msg: Stored) -> None:
         node = conn.peer_node if conn.peer_node is not None else msg.node_index
-        seq, replies = self.sender.take_reply(msg, node)
+        seq, replies, preempted = self.sender.take_reply(msg, node)
         if seq is None:
             return
         if type(seq) is RecoveryDriver:
@@ -642,8 +642,7 @@ class SequencerRole(Role):
         if seq.state == SequencerState.DEACTIVATED:
             return
         self._run(seq, seq.on_stored_many(replies))
-        if seq.state != SequencerState.DEACTIVATED and any(r[3] == E.PREEMPTED
-                                                           for r in replies):
+        if preempted and seq.state != SequencerState.DEACTIVATED:
             # A storage node says a newer epoch sealed ours: another sequencer took over.
             log.warning("log %d epoch %d: preempted (sealed on N%d)", seq.log_id, seq.epoch,
                         node)
@@ -734,7 +733,7 @@ class SequencerRole(Role):
                 max_payload_size=self.settings.max_payload_size, health=self.health,
                 last_released=tail.lsn if tail is not None else 0,
                 last_timestamp=tail.timestamp if tail is not None else 0,
-                needs_recovery=recover)
+                needs_recovery=recover, store_waves=True)
         except LogDeviceError as exc:
             log.error("log %d: cannot start a sequencer: %s", log_id, exc)
             self._taken_over.discard(log_id)
@@ -944,7 +943,7 @@ class SequencerRole(Role):
         stores = []
         for a in actions:
             t = type(a)
-            if t is SendStore:
+            if t is StoreWave:
                 stores.append(a)
             elif t is AckAppend:
                 self._answer(a.request_id, E.OK, lsn=a.lsn, timestamp=a.timestamp)
