@@ -4,14 +4,21 @@
 # classes; this module only makes each event cost C calls instead of Python frames.
 # The copyset selector and the node health stay Python objects (consulted through their
 # methods), so sticky copysets, failure domains and the exclusion lists are theirs.
-# Import ``logdevice.sequencer`` (not this module) first: it loads the actions this
-# module builds before it loads this module.
 from enum import IntEnum
 
 from libc.math cimport INFINITY
 
-from logdevice.errors import E
-from logdevice.sequencer.actions import AckAppend, Reject, SendStore, StoreWave
+# ``logdevice`` (its statuses and the action classes) imports this module while it loads:
+# what this module needs of it is looked up when the first context is made.
+E = AckAppend = Reject = SendStore = StoreWave = None
+cdef object _OK = 0
+
+
+def _load_logdevice():
+    global E, AckAppend, Reject, SendStore, StoreWave, _OK
+    from logdevice.errors import E
+    from logdevice.sequencer.actions import AckAppend, Reject, SendStore, StoreWave
+    _OK = E.OK
 
 #: LogDevice's store-timeout bounds, seconds: first wave 10 ms, never more than 1 min.
 STORE_TIMEOUT = (0.010, 60.0)
@@ -44,8 +51,6 @@ DEF WAITING = 1
 DEF REPLICATED = 2
 DEF ABORTED = 3
 cdef tuple _STATES = tuple(AppenderState)
-cdef object _OK = E.OK
-cdef object _FAILURE_STATUSES = (E.DISABLED, E.NOSPC, E.OVERLOADED)
 
 
 cdef class AppenderContext:
@@ -78,6 +83,8 @@ cdef class AppenderContext:
                  store_waves=False):
         from logdevice.sequencer.copyset import StickyCopysetSelector
         from logdevice.sequencer.nodestate import NodeHealth
+        if StoreWave is None:
+            _load_logdevice()
         initial, maximum = store_timeout
         if not 0 < initial <= maximum:
             raise ValueError(f"store_timeout must be (initial, maximum) with "

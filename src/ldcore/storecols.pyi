@@ -25,3 +25,6 @@ def stored_replies(
     status: int,
     flagged: int,
 ) -> tuple[list[tuple[int, int, int, int]], bool]: ...
+def reply_columns(
+    statuses: list[int], lsns: list[int], timestamps: list[int]
+) -> tuple[npt.NDArray[np.uint16], npt.NDArray[np.uint64], npt.NDArray[np.int64]]: ...

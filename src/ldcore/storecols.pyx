@@ -11,6 +11,9 @@
 # names LSNs and statuses (in the STORE's order, as storage nodes answer, or in any
 # order or a subset), or one status for the whole frame.
 #
+# ``reply_columns`` makes the three columns of an APPENDED_BATCH from the lists the role
+# fills in as the batch's records get their outcome.
+#
 # A wave is the sequencer's ``StoreWave`` tuple:
 #   (log_id, lsn, wave, copyset, timestamp, flags, lng, request_id)
 cimport cython
@@ -194,3 +197,23 @@ def stored_replies(int node, cnp.ndarray sent_lsns, cnp.ndarray sent_waves,
         hit = hit or s == flagged
     return out, hit
 
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def reply_columns(list statuses, list lsns, list timestamps):
+    """``(statuses, lsns, timestamps)`` as uint16, uint64 and int64 arrays."""
+    cdef Py_ssize_t n = len(statuses), i
+    if len(lsns) != n or len(timestamps) != n:
+        raise ValueError("reply_columns needs columns of one length")
+    cdef cnp.ndarray st = _new(n, cnp.NPY_UINT16)
+    cdef cnp.ndarray ls = _new(n, cnp.NPY_UINT64)
+    cdef cnp.ndarray ts = _new(n, cnp.NPY_INT64)
+    cdef uint16_t* st_p = <uint16_t*>cnp.PyArray_DATA(st)
+    cdef uint64_t* ls_p = <uint64_t*>cnp.PyArray_DATA(ls)
+    cdef int64_t* ts_p = <int64_t*>cnp.PyArray_DATA(ts)
+    for i in range(n):
+        st_p[i] = statuses[i]
+        ls_p[i] = lsns[i]
+        ts_p[i] = timestamps[i]
+    return st, ls, ts

@@ -73,11 +73,10 @@ from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from ldcore import codec
 from ldcore import lsn as ldlsn
 from ldcore.checksum import crc32c
+from ldcore.storecols import reply_columns
 from logdevice.config import Config, LogGroup
 from logdevice.config.log_groups import affects_sequencer
 from logdevice.epochstore import EpochMetadata, EpochStore
@@ -183,9 +182,10 @@ class _BatchReply:
     def __init__(self, conn: Peer, request_id: int, n: int) -> None:
         self.conn = conn
         self.request_id = request_id
-        self.statuses = np.zeros(n, np.uint16)
-        self.lsns = np.zeros(n, np.uint64)
-        self.timestamps = np.zeros(n, np.int64)
+        # Lists while they fill (one record at a time), columns when sent.
+        self.statuses: list[int] = [0] * n
+        self.lsns: list[int] = [0] * n
+        self.timestamps: list[int] = [0] * n
         self.left = n
         self.redirect: int | None = None
         self.message = ""
@@ -200,9 +200,11 @@ class _BatchReply:
             self.redirect = redirect
         self.left -= 1
         if self.left == 0:
+            statuses, lsns, timestamps = reply_columns(self.statuses, self.lsns,
+                                                       self.timestamps)
             self.conn.send(AppendedBatch(
-                request_id=self.request_id, status=E.OK, statuses=self.statuses,
-                lsns=self.lsns, timestamps=self.timestamps, redirect_to=self.redirect,
+                request_id=self.request_id, status=E.OK, statuses=statuses, lsns=lsns,
+                timestamps=timestamps, redirect_to=self.redirect,
                 message=self.message))
 
 
@@ -474,33 +476,36 @@ class SequencerRole(Role):
                                     redirect_to=redirect, message=why))
             return
         offsets = msg.payload_offsets.tolist()
-        reply = _BatchReply(conn, msg.request_id, len(offsets) - 1)
+        n = len(offsets) - 1
+        reply = _BatchReply(conn, msg.request_id, n)
         payloads = memoryview(msg.payloads)
         checked = msg.flags & _CHECKSUM
         checksums = msg.checksums.tolist() if checked else None
         now = self.node.loop.time()
         deadline = now + msg.timeout_ms / 1000 if msg.timeout_ms > 0 else None
-        appends, rids = self._appends, self._rids
+        appends, rids, limit = self._appends, self._rids, self.settings.max_payload_size
         requests = []
-        for i in range(len(offsets) - 1):
+        total = 0
+        for i in range(n):
             lo, hi = offsets[i], offsets[i + 1]
             size = hi - lo
             data = payloads[lo:hi]
             checksum = checksums[i] if checksums is not None else 0
-            status, why = self._payload_check(data, size, checked, checksum)
-            if status != E.OK:
+            if size > limit or (checked and crc32c(data) != checksum):
+                status, why = self._payload_check(data, size, checked, checksum)
                 reply.record(i, status, message=why)
             else:
                 rid = next(rids)
                 appends[rid] = _Append(conn, 0, log_id, data, checksum, (0, 0), now, deadline,
                                        reply, i)
                 requests.append((rid, size, checked))
+                total += size
         stats = self.append_stats
         stats.appends += len(requests)
-        stats.bytes += sum(r[1] for r in requests)
+        stats.bytes += total
         seq = self.sequencers.get(log_id)
         if seq is not None:
-            self._run(seq, seq.append_many(requests))
+            self._run(seq, seq.append_many(requests, now))
             return
         for rid, size, flags in requests:
             self._enqueue(log_id, ("append", rid, size, flags))

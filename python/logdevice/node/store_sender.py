@@ -35,11 +35,10 @@ import numpy as np
 from ldcore.storecols import store_columns, stored_replies
 from logdevice.errors import E
 from logdevice.protocol import RecordFlag, Release, ReleaseBatch, Store, Stored
-from logdevice.sequencer import SendStore, StoreWave
+from logdevice.sequencer import SendStore, Sequencer, StoreWave
 
 if TYPE_CHECKING:
     from logdevice.node.server import Node
-    from logdevice.sequencer import Sequencer
 
 log = logging.getLogger("logdevice.node.store_sender")
 
@@ -182,8 +181,10 @@ class StoreSender:
         owner = owners.get((log_id, epoch))
         if owner is None:
             seq = self.sequencer_of(log_id, epoch)
+            # Only epoch recovery's driver has a recovery epoch.
             owner = owners[(log_id, epoch)] = (
-                seq, getattr(seq, "recovery_epoch", 0) if seq is not None else 0)
+                seq, 0 if seq is None or type(seq) is Sequencer
+                else seq.recovery_epoch)  # type: ignore[attr-defined]
         seq, recovery_epoch = owner
         if seq is None:
             return
