@@ -53,7 +53,7 @@ answer an older tail than the newer sequencer already did. A check that finds a 
 deactivates the sequencer and the request is redirected (to the sealing node while it is
 alive); one that cannot decide in time is answered AGAIN.
 
-Driving the state machines.  Actions come back from every sequencer call: ``SendStore``
+Driving the state machines.  Actions come back from every sequencer call: ``StoreWave``
 and ``Release`` go to ``StoreSender`` (one STORE frame per node and log per loop turn, one
 RELEASE per node), ``AckAppend`` / ``Reject`` become APPENDED on the client's connection
 (or a record's outcome in its APPENDED_BATCH), ``Reactivate`` starts a new epoch.  Each
@@ -73,11 +73,10 @@ from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from ldcore import codec
 from ldcore import lsn as ldlsn
 from ldcore.checksum import crc32c
+from ldcore.storecols import reply_columns
 from logdevice.config import Config, LogGroup
 from logdevice.config.log_groups import affects_sequencer
 from logdevice.epochstore import EpochMetadata, EpochStore
@@ -119,9 +118,9 @@ from logdevice.sequencer import (
     Reactivate,
     Reject,
     Release,
-    SendStore,
     Sequencer,
     SequencerState,
+    StoreWave,
 )
 from logdevice.sequencer.producers import (
     ADMIT_CONFLICT,
@@ -184,9 +183,10 @@ class _BatchReply:
     def __init__(self, conn: Peer, request_id: int, n: int) -> None:
         self.conn = conn
         self.request_id = request_id
-        self.statuses = np.zeros(n, np.uint16)
-        self.lsns = np.zeros(n, np.uint64)
-        self.timestamps = np.zeros(n, np.int64)
+        # Lists while they fill (one record at a time), columns when sent.
+        self.statuses: list[int] = [0] * n
+        self.lsns: list[int] = [0] * n
+        self.timestamps: list[int] = [0] * n
         self.left = n
         self.redirect: int | None = None
         self.message = ""
@@ -201,9 +201,11 @@ class _BatchReply:
             self.redirect = redirect
         self.left -= 1
         if self.left == 0:
+            statuses, lsns, timestamps = reply_columns(self.statuses, self.lsns,
+                                                       self.timestamps)
             self.conn.send(AppendedBatch(
-                request_id=self.request_id, status=E.OK, statuses=self.statuses,
-                lsns=self.lsns, timestamps=self.timestamps, redirect_to=self.redirect,
+                request_id=self.request_id, status=E.OK, statuses=statuses, lsns=lsns,
+                timestamps=timestamps, redirect_to=self.redirect,
                 message=self.message))
 
 
@@ -477,33 +479,36 @@ class SequencerRole(Role):
                                     redirect_to=redirect, message=why))
             return
         offsets = msg.payload_offsets.tolist()
-        reply = _BatchReply(conn, msg.request_id, len(offsets) - 1)
+        n = len(offsets) - 1
+        reply = _BatchReply(conn, msg.request_id, n)
         payloads = memoryview(msg.payloads)
         checked = msg.flags & _CHECKSUM
         checksums = msg.checksums.tolist() if checked else None
         now = self.node.loop.time()
         deadline = now + msg.timeout_ms / 1000 if msg.timeout_ms > 0 else None
-        appends, rids = self._appends, self._rids
+        appends, rids, limit = self._appends, self._rids, self.settings.max_payload_size
         requests = []
-        for i in range(len(offsets) - 1):
+        total = 0
+        for i in range(n):
             lo, hi = offsets[i], offsets[i + 1]
             size = hi - lo
             data = payloads[lo:hi]
             checksum = checksums[i] if checksums is not None else 0
-            status, why = self._payload_check(data, size, checked, checksum)
-            if status != E.OK:
+            if size > limit or (checked and crc32c(data) != checksum):
+                status, why = self._payload_check(data, size, checked, checksum)
                 reply.record(i, status, message=why)
             else:
                 rid = next(rids)
                 appends[rid] = _Append(conn, 0, log_id, data, checksum, (0, 0), now, deadline,
                                        reply, i)
                 requests.append((rid, size, checked))
+                total += size
         stats = self.append_stats
         stats.appends += len(requests)
-        stats.bytes += sum(r[1] for r in requests)
+        stats.bytes += total
         seq = self.sequencers.get(log_id)
         if seq is not None:
-            self._run(seq, seq.append_many(requests))
+            self._run(seq, seq.append_many(requests, now))
             return
         for rid, size, flags in requests:
             self._enqueue(log_id, ("append", rid, size, flags))
@@ -636,7 +641,7 @@ class SequencerRole(Role):
 
     def _on_stored(self, conn: Peer, msg: Stored) -> None:
         node = conn.peer_node if conn.peer_node is not None else msg.node_index
-        seq, replies = self.sender.take_reply(msg, node)
+        seq, replies, preempted = self.sender.take_reply(msg, node)
         if seq is None:
             return
         if type(seq) is RecoveryDriver:
@@ -645,8 +650,7 @@ class SequencerRole(Role):
         if seq.state == SequencerState.DEACTIVATED:
             return
         self._run(seq, seq.on_stored_many(replies))
-        if seq.state != SequencerState.DEACTIVATED and any(r[3] == E.PREEMPTED
-                                                           for r in replies):
+        if preempted and seq.state != SequencerState.DEACTIVATED:
             # A storage node says a newer epoch sealed ours: another sequencer took over.
             log.warning("log %d epoch %d: preempted (sealed on N%d)", seq.log_id, seq.epoch,
                         node)
@@ -730,7 +734,7 @@ class SequencerRole(Role):
                 max_payload_size=self.settings.max_payload_size, health=self.health,
                 last_released=tail.lsn if tail is not None else 0,
                 last_timestamp=tail.timestamp if tail is not None else 0,
-                needs_recovery=recover)
+                needs_recovery=recover, store_waves=True)
         except LogDeviceError as exc:
             log.error("log %d: cannot start a sequencer: %s", log_id, exc)
             self._taken_over.discard(log_id)
@@ -940,7 +944,7 @@ class SequencerRole(Role):
         stores = []
         for a in actions:
             t = type(a)
-            if t is SendStore:
+            if t is StoreWave:
                 stores.append(a)
             elif t is AckAppend:
                 self._answer(a.request_id, E.OK, lsn=a.lsn, timestamp=a.timestamp)

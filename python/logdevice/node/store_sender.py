@@ -1,11 +1,14 @@
-"""From the sequencers' ``SendStore`` / ``Release`` actions to STORE and RELEASE frames.
+"""From the sequencers' ``StoreWave`` / ``SendStore`` / ``Release`` actions to STORE and
+RELEASE frames.
 
-Sequencers emit one ``SendStore`` per record and copyset member.  ``StoreSender`` queues
-them during a loop turn and, at the end of the turn, sends one STORE frame per storage
-node, log and epoch: columns as numpy arrays, payloads back to back in one
-buffer.  It remembers what each STORE carried (``outstanding``: the sequencer, LSNs and
-waves, keyed by node and request id) because STORED only echoes the request id and the
-statuses; ``take_reply`` turns a STORED back into ``(node, lsn, wave, status)`` tuples for
+The role's sequencers emit one ``StoreWave`` per record and wave (epoch recovery one
+``SendStore`` per copy).  ``StoreSender`` queues them during a loop turn and, at the end
+of the turn, sends one STORE frame per storage node, log and epoch: columns as numpy
+arrays, payloads back to back in one buffer, assembled by ``ldcore.storecols`` (a record
+alone in its frame sends the same columns to every member of its copyset).  It remembers
+what each STORE carried (``outstanding``: the sequencer, LSNs and waves, keyed by node
+and request id) because STORED only echoes the request id and the statuses;
+``take_reply`` turns a STORED back into ``(node, lsn, wave, status)`` tuples for
 ``Sequencer.on_stored_many``.  Entries of STOREs that are never answered (the node died;
 its link dropped them) are forgotten when the link goes down or after ``FORGET_AFTER``.
 
@@ -29,13 +32,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from ldcore.storecols import store_columns, stored_replies
 from logdevice.errors import E
 from logdevice.protocol import RecordFlag, Release, ReleaseBatch, Store, Stored
-from logdevice.sequencer import SendStore
+from logdevice.sequencer import SendStore, Sequencer, StoreWave
 
 if TYPE_CHECKING:
     from logdevice.node.server import Node
-    from logdevice.sequencer import Sequencer
 
 log = logging.getLogger("logdevice.node.store_sender")
 
@@ -44,8 +47,7 @@ FORGET_AFTER = 120.0
 #: Seconds before re-sending the RELEASEs a backlogged (but connected) link dropped.
 RELEASE_RETRY = 0.5
 _CHECKSUM = int(RecordFlag.CHECKSUM)
-_NO_CHECKSUMS = np.empty(0, np.uint32)
-_NO_CHECKSUMS.flags.writeable = False
+_PREEMPTED = int(E.PREEMPTED)
 
 
 class Outstanding(NamedTuple):
@@ -73,7 +75,7 @@ class StoreSender:
         self.node = node
         self.payload_of = payload_of
         self.sequencer_of = sequencer_of
-        self._stores: list[SendStore] = []
+        self._stores: list[SendStore | StoreWave] = []
         self._releases: dict[int, dict[int, tuple[int, int]]] = {}  # node -> log -> (lsn, epoch)
         self._scheduled = False
         self._retry: asyncio.TimerHandle | None = None  # re-sends dropped RELEASEs
@@ -88,7 +90,9 @@ class StoreSender:
         self._stores.append(action)
         self._schedule()
 
-    def store_many(self, actions: list[SendStore]) -> None:
+    def store_many(self, actions: list[SendStore | StoreWave]) -> None:
+        """Queue ``SendStore``s (one member each) and ``StoreWave``s (every member of the
+        copyset), in order."""
         if actions:
             self._stores += actions
             self._schedule()
@@ -116,17 +120,28 @@ class StoreSender:
         self._scheduled = False
         stores, self._stores = self._stores, []
         if stores:
-            now = self.node.loop.time()
-            groups: dict[tuple[int, int, int], list[SendStore]] = {}  # (node, log, epoch)
+            # (node, log, epoch) -> the waves that node gets, as StoreWave-shaped tuples
+            groups: dict[tuple[int, int, int], list[tuple]] = {}
             for a in stores:
-                key = (a.node, a.log_id, a.lsn >> 32)
-                group = groups.get(key)
-                if group is None:
-                    groups[key] = [a]
-                else:
-                    group.append(a)
+                if type(a) is StoreWave:
+                    wave: tuple = a
+                    members = a.copyset
+                else:  # a SendStore: one member
+                    wave = a[1:]
+                    members = (a[0],)
+                log_id, epoch = wave[0], wave[1] >> 32
+                for node in members:
+                    key = (node, log_id, epoch)
+                    group = groups.get(key)
+                    if group is None:
+                        groups[key] = [wave]
+                    else:
+                        group.append(wave)
+            now = self.node.loop.time()
+            shared: dict[int, tuple] = {}
+            owners: dict[tuple[int, int], Any] = {}
             for (node, log_id, epoch), group in groups.items():
-                self._send_store(node, log_id, epoch, group, now)
+                self._send_store(node, log_id, epoch, group, now, shared, owners)
             # The STOREs are on the appends' critical path: they leave now, not a turn later.
             self.node.flush_nodes({node for node, _, _ in groups})
         releases, self._releases = self._releases, {}
@@ -156,112 +171,65 @@ class StoreSender:
         self._retry = None
         self.flush()
 
-    def _send_store(self, node: int, log_id: int, epoch: int, actions: list[SendStore],
-                    now: float) -> None:
-        seq = self.sequencer_of(log_id, epoch)
+    def _send_store(self, node: int, log_id: int, epoch: int, group: list[tuple],
+                    now: float, shared: dict[int, tuple],
+                    owners: dict[tuple[int, int], Any]) -> None:
+        """One STORE frame of ``group`` (StoreWave-shaped tuples) to ``node``.  A wave
+        alone in its frame gets the same columns in every member's frame (``shared``,
+        by wave); ``owners`` caches the sequencer (and recovery epoch) per log and epoch
+        for the turn."""
+        owner = owners.get((log_id, epoch))
+        if owner is None:
+            seq = self.sequencer_of(log_id, epoch)
+            # Only epoch recovery's driver has a recovery epoch.
+            owner = owners[(log_id, epoch)] = (
+                seq, 0 if seq is None or type(seq) is Sequencer
+                else seq.recovery_epoch)  # type: ignore[attr-defined]
+        seq, recovery_epoch = owner
         if seq is None:
             return
         payload_of = self.payload_of
-        entries = [payload_of(a.request_id) for a in actions]
-        if None in entries:  # answered meanwhile (the sequencer was deactivated)
-            kept = [(a, e) for a, e in zip(actions, entries, strict=True) if e is not None]
-            if not kept:
-                return
-            actions = [a for a, _ in kept]
-            entries = [e for _, e in kept]
-        if len(actions) == 1:
-            self._send_one(node, log_id, epoch, seq, actions[0], entries[0], now)  # type: ignore[arg-type]
-            return
-        # SendStore fields: node, log_id, lsn, wave, copyset, timestamp, flags, lng, rid
-        cols = list(zip(*actions, strict=True))
-        lsns = np.array(cols[2], np.uint64)
-        n = len(lsns)
-        order = None
-        if n > 1 and bool(np.any(lsns[1:] <= lsns[:-1])):
-            # Retries interleaved with new records: sort; a later wave of an LSN wins.
-            latest = {lsn: i for i, lsn in enumerate(cols[2])}
-            order = np.array([latest[k] for k in sorted(latest)], np.intp)
-            lsns = lsns[order]
-        waves = np.array(cols[3], np.uint32)
-        try:
-            copysets = np.array(cols[4], np.int16)
-            if copysets.ndim != 2:
-                raise ValueError("ragged")
-        except ValueError:  # copysets of different sizes: pad with -1
-            width = max(map(len, cols[4]))
-            copysets = np.full((n, width), -1, np.int16)
-            for i, cs in enumerate(cols[4]):
-                copysets[i, : len(cs)] = cs
-        timestamps = np.array(cols[5], np.int64)
-        flags = np.array(cols[6], np.uint32)
-        payloads = [e[0] for e in entries]  # type: ignore[index]  # None filtered out
-        checksums = np.array([e[1] for e in entries], np.uint32)  # type: ignore[index]
-        if order is not None:
-            waves, copysets, timestamps, flags, checksums = (
-                waves[order], copysets[order], timestamps[order], flags[order],
-                checksums[order])
-            payloads = [payloads[i] for i in order.tolist()]
-            n = len(lsns)
-        offsets = np.zeros(n + 1, np.uint64)
-        np.cumsum(np.fromiter(map(len, payloads), np.uint64, n), out=offsets[1:])
-        if not (flags & np.uint32(_CHECKSUM)).any():
-            checksums = np.empty(0, np.uint32)
+        if len(group) == 1:
+            wave = group[0]
+            cols = shared.get(id(wave))
+            if cols is None:
+                entry = payload_of(wave[7])
+                if entry is None:  # answered meanwhile (the sequencer was deactivated)
+                    return
+                cols = shared[id(wave)] = store_columns(group, [entry], _CHECKSUM)
+        else:
+            entries = [payload_of(w[7]) for w in group]
+            if None in entries:  # answered meanwhile (the sequencer was deactivated)
+                kept = [(w, e) for w, e in zip(group, entries, strict=True) if e is not None]
+                if not kept:
+                    return
+                group = [w for w, _ in kept]
+                entries = [e for _, e in kept]
+            cols = store_columns(group, entries, _CHECKSUM)  # type: ignore[arg-type]
+        lsns, stamps, flags, waves, copysets, offsets, payloads, checksums, lng = cols
         rid = self._next_id
         self._next_id += 1
         msg = Store(
-            request_id=rid, log_id=log_id, epoch=epoch, last_known_good=max(cols[7]),
-            recovery_epoch=getattr(seq, "recovery_epoch", 0),
-            lsns=lsns, timestamps=timestamps, flags=flags,
-            waves=waves, copysets=copysets, payload_offsets=offsets,
-            payloads=b"".join(payloads), checksums=checksums)
+            request_id=rid, log_id=log_id, epoch=epoch, last_known_good=lng,
+            recovery_epoch=recovery_epoch, lsns=lsns, timestamps=stamps, flags=flags,
+            waves=waves, copysets=copysets, payload_offsets=offsets, payloads=payloads,
+            checksums=checksums)
         if self.node.send_to_node(node, msg):
             self.outstanding[(node, rid)] = Outstanding(seq, lsns, waves, now)
             self.frames += 1
-            self.records += n
+            self.records += len(lsns)
         # Not sent (link down): the wave times out or is moved by on_node_down.
 
-    def _send_one(self, node: int, log_id: int, epoch: int, seq: Sequencer, a: SendStore,
-                  entry: tuple[Any, int], now: float) -> None:
-        """``_send_store`` of a single record (the common case below a few thousand
-        appends/s): the same frame, from a handful of one-element arrays, and the payload
-        as it came (not copied)."""
-        payload, checksum = entry
-        lsns = np.array((a.lsn,), np.uint64)
-        waves = np.array((a.wave,), np.uint32)
-        flags = np.array((a.flags,), np.uint32)
-        rid = self._next_id
-        self._next_id += 1
-        msg = Store(
-            request_id=rid, log_id=log_id, epoch=epoch, last_known_good=a.lng,
-            recovery_epoch=getattr(seq, "recovery_epoch", 0),
-            lsns=lsns, timestamps=np.array((a.timestamp,), np.int64), flags=flags,
-            waves=waves, copysets=np.array((a.copyset,), np.int16),
-            payload_offsets=np.array((0, memoryview(payload).nbytes), np.uint64),
-            payloads=payload,
-            checksums=(np.array((checksum,), np.uint32) if a.flags & _CHECKSUM
-                       else _NO_CHECKSUMS))
-        if self.node.send_to_node(node, msg):
-            self.outstanding[(node, rid)] = Outstanding(seq, lsns, waves, now)
-            self.frames += 1
-            self.records += 1
-
     # -- replies ----------------------------------------------------------------------------
-    def take_reply(self, msg: Stored, node: int) -> tuple[Sequencer | None, list[tuple]]:
-        """The sequencer and ``(node, lsn, wave, status)`` tuples a STORED answers."""
+    def take_reply(self, msg: Stored, node: int) -> tuple[Sequencer | None, list[tuple], bool]:
+        """The sequencer and ``(node, lsn, wave, status)`` tuples a STORED answers, and
+        whether any of them is PREEMPTED."""
         entry = self.outstanding.pop((node, msg.request_id), None)
         if entry is None:
-            return None, []
-        lsns, waves = entry.lsns.tolist(), entry.waves.tolist()
-        if len(msg.statuses):
-            if len(msg.lsns) == len(lsns) and np.array_equal(msg.lsns, entry.lsns):
-                statuses = msg.statuses.tolist()
-            else:  # answered in another order or a subset: match by LSN
-                by_lsn = dict(zip(msg.lsns.tolist(), msg.statuses.tolist(), strict=True))
-                statuses = [by_lsn.get(x, int(E.FAILED)) for x in lsns]
-            return entry.seq, [(node, x, w, s)
-                               for x, w, s in zip(lsns, waves, statuses, strict=True)]
-        status = msg.status
-        return entry.seq, [(node, x, w, status) for x, w in zip(lsns, waves, strict=True)]
+            return None, [], False
+        replies, preempted = stored_replies(node, entry.lsns, entry.waves, msg.lsns,
+                                            msg.statuses, msg.status, _PREEMPTED)
+        return entry.seq, replies, preempted
 
     def forget_node(self, node: int) -> None:
         """The link to ``node`` broke: its STOREs will never be answered."""

@@ -13,6 +13,7 @@ from logdevice.sequencer.actions import (
     Reject,
     Release,
     SendStore,
+    StoreWave,
 )
 from logdevice.sequencer.appender import Appender, AppenderContext, AppenderState
 from logdevice.sequencer.copyset import (
@@ -39,5 +40,6 @@ __all__ = [
     "Sequencer",
     "SequencerState",
     "StickyCopysetSelector",
+    "StoreWave",
     "satisfies",
 ]

@@ -7,6 +7,8 @@ asks of the node:
 ``SendStore``  send a STORE for one record to one storage node.  The node attaches the
     payload it kept under ``request_id``, and sends the STOREs of one loop turn to one
     node in one frame.
+``StoreWave`` the same for every member of ``copyset`` at once: what a sequencer built
+    with ``store_waves=True`` emits instead of one ``SendStore`` per member.
 ``AckAppend``  answer the client: the record is stored on R nodes (APPENDED, status OK).
     The node may drop the payload it kept for ``request_id``.
 ``Reject``     answer the client with an error.  ``lsn`` is ``LSN_INVALID`` when the append
@@ -39,6 +41,17 @@ class SendStore(NamedTuple):
     request_id: Hashable
 
 
+class StoreWave(NamedTuple):
+    log_id: int
+    lsn: int
+    wave: int
+    copyset: tuple[int, ...]  # every member gets the STORE
+    timestamp: int
+    flags: int
+    lng: int
+    request_id: Hashable
+
+
 class AckAppend(NamedTuple):
     request_id: Hashable
     log_id: int
@@ -65,5 +78,5 @@ class Reactivate(NamedTuple):
     status: E
 
 
-Action = SendStore | AckAppend | Reject | Release | Reactivate
+Action = SendStore | StoreWave | AckAppend | Reject | Release | Reactivate
 

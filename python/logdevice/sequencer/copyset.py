@@ -32,6 +32,8 @@ from itertools import accumulate
 from random import Random
 from typing import Any
 
+from ldcore.appenders import draw_distinct
+
 #: Scope names of a location tuple, biggest first; "node" is the node index itself.
 LOCATION_SCOPE_NAMES = ("region", "dc", "cluster", "row", "rack")
 _DEPTH = {name: i + 1 for i, name in enumerate(LOCATION_SCOPE_NAMES)}
@@ -237,13 +239,8 @@ class CopysetSelector:
         rand = rng.random
         chosen: list[int] = []
         domains = self._domains
-        if not domains:  # only distinct nodes matter: the common case, kept lean
-            for _ in range(16 * r):
-                n = nodes[bisect_right(cum, rand() * total)]
-                if n not in chosen:
-                    chosen.append(n)
-                    if len(chosen) == r:
-                        return tuple(chosen)
+        if not domains:  # only distinct nodes matter: the common case, compiled
+            chosen = draw_distinct(nodes, cum, r, rand, 16 * r)
             while len(chosen) < r:  # R close to the number of candidates
                 allowed = [n for n in nodes if n not in chosen]
                 chosen.append(rng.choices(allowed, [self.weights[n] for n in allowed])[0])

@@ -114,6 +114,9 @@ class Sequencer:
     max_esn : int
         Last ESN to issue; by default ``ESN_MAX - 1``, keeping ``ESN_MAX`` free so epoch
         recovery always has room for the epoch's bridge record.
+    store_waves : bool
+        Emit one ``StoreWave`` per wave (all members of its copyset) instead of one
+        ``SendStore`` per member: fewer actions for a driver that sends them together.
 
     Raises
     ------
@@ -135,7 +138,8 @@ class Sequencer:
                  last_released: int = ldlsn.LSN_INVALID,
                  last_timestamp: int = 0,
                  needs_recovery: bool = False,
-                 max_esn: int = ldlsn.ESN_MAX - 1) -> None:
+                 max_esn: int = ldlsn.ESN_MAX - 1,
+                 store_waves: bool = False) -> None:
         if not ldlsn.EPOCH_MIN <= epoch <= ldlsn.EPOCH_MAX:
             raise InvalidParamError(message=f"log {log_id}: epoch {epoch} out of range")
         if max_in_flight < 1:
@@ -155,7 +159,7 @@ class Sequencer:
                 block_bytes, block_ms = sticky
                 selector = StickyCopysetSelector(base, int(block_bytes), float(block_ms))
             self.ctx = AppenderContext(log_id, selector, rng if rng is not None else Random(),
-                                       health, store_timeout)
+                                       health, store_timeout, store_waves)
         except ValueError as exc:
             raise InvalidParamError(message=f"log {log_id}: {exc}") from None
         self.log_id = log_id
