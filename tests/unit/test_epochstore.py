@@ -391,7 +391,7 @@ def test_concurrent_batches_from_processes_get_distinct_epochs(store_uri):
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(n_procs)
     results = _run(ctx, _activate_batches, (store_uri, logs, per_proc, barrier), n=n_procs)
-    for i, log_id in enumerate(logs):
+    for i in range(len(logs)):
         epochs = sorted(batch[i] for r in results for batch in r)
         assert epochs == list(range(1, n_procs * per_proc + 1))  # no epoch handed out twice
     with open_epoch_store(store_uri) as s:
