@@ -316,7 +316,7 @@ def draw_distinct(list nodes, list cum, Py_ssize_t r, rand, Py_ssize_t tries):
         raise ValueError("draw_distinct needs one cumulative weight per node")
     cdef double total = cum[n - 1], x
     cdef list chosen = []
-    for t in range(tries):
+    for _ in range(tries):
         x = rand() * total
         lo, hi = 0, n
         while lo < hi:  # bisect_right

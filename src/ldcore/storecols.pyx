@@ -198,7 +198,6 @@ def stored_replies(int node, cnp.ndarray sent_lsns, cnp.ndarray sent_waves,
     return out, hit
 
 
-
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def reply_columns(list statuses, list lsns, list timestamps):
