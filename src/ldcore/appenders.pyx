@@ -20,6 +20,7 @@ def _load_logdevice():
     from logdevice.sequencer.actions import AckAppend, Reject, SendStore, StoreWave
     _OK = E.OK
 
+
 #: LogDevice's store-timeout bounds, seconds: first wave 10 ms, never more than 1 min.
 STORE_TIMEOUT = (0.010, 60.0)
 #: A wave waits at least this many times the time its nodes' backlog takes to write.
@@ -311,7 +312,7 @@ def draw_distinct(list nodes, list cum, Py_ssize_t r, rand, Py_ssize_t tries):
     """Up to ``r`` distinct nodes drawn by weight (``cum``: cumulative weights of
     ``nodes``), at most ``tries`` draws of ``rand()``: exactly what a loop of
     ``nodes[bisect_right(cum, rand() * cum[-1])]`` draws, rejecting repeats."""
-    cdef Py_ssize_t n = len(cum), lo, hi, mid, t
+    cdef Py_ssize_t n = len(cum), lo, hi, mid
     if n == 0 or n != len(nodes):
         raise ValueError("draw_distinct needs one cumulative weight per node")
     cdef double total = cum[n - 1], x
