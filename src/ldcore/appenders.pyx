@@ -6,8 +6,6 @@
 # methods), so sticky copysets, failure domains and the exclusion lists are theirs.
 from enum import IntEnum
 
-from libc.math cimport INFINITY
-
 # ``logdevice`` (its statuses and the action classes) imports this module while it loads:
 # what this module needs of it is looked up when the first context is made.
 E = AckAppend = Reject = SendStore = StoreWave = None
