@@ -1,4 +1,4 @@
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from typing import Any
 
 import msgspec
@@ -9,6 +9,7 @@ PREFIX_SIZE: int
 class EncodeError(ValueError): ...
 class FrameTooBig(ValueError): ...
 class BadFrame(ValueError): ...
+class UnsupportedVersion(BadFrame): ...
 
 class FramePlan:
     type_id: int
@@ -29,3 +30,22 @@ def encode(
     plan: FramePlan, msg: Any, version: int, max_frame_size: int
 ) -> list[bytes | bytearray | memoryview]: ...
 def decode(plan: FramePlan, frame: memoryview, header_length: int) -> Any: ...
+def check_prefix(
+    plans: dict[int, FramePlan],
+    total: int,
+    type_id: int,
+    version: int,
+    header_length: int,
+    max_frame_size: int,
+    versions: Container[int],
+    what: str = "frame",
+) -> FramePlan: ...
+def decode_frames(
+    src: memoryview,
+    pos: int,
+    plans: dict[int, FramePlan],
+    max_frame_size: int,
+    versions: Container[int],
+    admit: Callable[[int, int], BaseException | None] | None,
+    out: list[Any],
+) -> int: ...

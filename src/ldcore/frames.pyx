@@ -18,17 +18,29 @@
 # same encoder and decoder, so the same bytes and the same strictness); decoded arrays
 # are made with one numpy C call each, as views of the frame's buffer.
 #
+# ``decode_frames`` runs the receiver's loop over the complete frames of one chunk of input:
+# the prefix checks, the peer's admission hook, one copy of a frame with raw sections into
+# a buffer of its own (its arrays view that), the decode.  framing's FrameDecoder keeps the
+# rest (incomplete frames, the first frame's own limit, holding later bytes).
+#
 # Errors are plain exceptions of this module (ldcore knows nothing of logdevice's status
 # codes): EncodeError (a field the spec refuses, or the message's consistency_problem()),
 # FrameTooBig (the frame would exceed the limit), BadFrame (a received frame that is not
-# a valid message); framing turns them into its own.
+# a valid message) and UnsupportedVersion (one of a version not accepted); framing turns
+# them into its own.
 from cpython.buffer cimport (
     PyBuffer_FillInfo,
     PyBuffer_IsContiguous,
     PyObject_CheckBuffer,
 )
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
+from cpython.bytearray cimport (
+    PyByteArray_AS_STRING,
+    PyByteArray_FromStringAndSize,
+    PyByteArray_GET_SIZE,
+    PyByteArray_Resize,
+)
 from cpython.memoryview cimport PyMemoryView_Check, PyMemoryView_FromObject, PyMemoryView_GET_BUFFER
+from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyTypeObject
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport uint8_t, uint16_t, uint32_t
@@ -36,7 +48,7 @@ from libc.string cimport memset
 
 cimport numpy as cnp
 
-from ldcore.byteorder cimport put_le16, put_le32
+from ldcore.byteorder cimport get_le32, put_le16, put_le32
 
 import msgspec
 
@@ -74,6 +86,10 @@ class FrameTooBig(ValueError):
 
 class BadFrame(ValueError):
     """A received frame is not a valid message of its type."""
+
+
+class UnsupportedVersion(BadFrame):
+    """A received frame is of an encoding version the receiver does not accept."""
 
 
 cdef class _FlatBytes:
@@ -271,38 +287,44 @@ def encode(FramePlan plan not None, msg, int version, Py_ssize_t max_frame_size)
 # ---------------------------------------------------------------------------- decoding
 
 
+cdef inline long long _bounded(object value, long long limit) except? -2:
+    """``value`` (an int of the header) if in [0, limit], -1 if negative, limit + 1 if
+    larger."""
+    cdef int overflow = 0
+    cdef long long v = PyLong_AsLongLongAndOverflow(value, &overflow)
+    if overflow or v > limit:
+        return -1 if overflow < 0 else limit + 1
+    return v if v >= 0 else -1
+
+
 cdef Py_ssize_t _section_length(FramePlan plan, Py_ssize_t i, object header_value,
                                 Py_ssize_t limit, Py_ssize_t *columns) except -1:
     """Byte length of raw field i's section from its header value, checked against its
     dtype; ``limit`` (the frame's size) bounds every sane length."""
     cdef RawField *r = &plan.raw[i]
-    cdef object nbytes = header_value
-    cdef object cols
-    cdef Py_ssize_t n, c
+    cdef long long n, c = 0
     columns[0] = 0
     if r.ndim == 2:
-        nbytes, cols = header_value
-        if cols < 0:
+        n = _bounded(header_value[0], limit)
+        c = _bounded(header_value[1], limit)
+        if c < 0:
             raise BadFrame(f"bad {plan.name} section table: {plan.names[i]}: "
-                           f"negative column count {cols}")
-    if nbytes < 0:
+                           f"negative column count {header_value[1]}")
+    else:
+        n = _bounded(header_value, limit)
+    if n < 0:
         raise BadFrame(f"bad {plan.name} section table: {plan.names[i]}: "
-                       f"negative section length {nbytes}")
-    if nbytes > limit:
+                       f"negative section length {header_value}")
+    if n > limit:
         raise BadFrame(f"bad {plan.name} section table: {plan.names[i]}: "
-                       f"a section of {nbytes} bytes in a frame of {limit}")
-    n = nbytes
+                       f"a section of {header_value} bytes in a frame of {limit}")
     if r.ndim == 2:
         if n == 0:
             return 0
-        if cols == 0 or cols > limit:
+        if c == 0 or c > limit or n % (c * r.itemsize):
             raise BadFrame(f"bad {plan.name} section table: {plan.names[i]}: "
-                           f"{n} bytes are not rows of {cols} columns")
-        c = cols
+                           f"{n} bytes are not rows of {header_value[1]} columns")
         columns[0] = c
-        if n % (c * r.itemsize):
-            raise BadFrame(f"bad {plan.name} section table: {plan.names[i]}: "
-                           f"{n} bytes are not rows of {c} columns")
     elif n % r.itemsize:
         raise BadFrame(f"bad {plan.name} section table: {plan.names[i]}: section of {n} "
                        f"bytes does not hold whole {plan.dtypes[i]} values")
@@ -334,14 +356,21 @@ def decode(FramePlan plan not None, frame, Py_ssize_t header_length):
     """
     if not PyMemoryView_Check(frame):
         raise TypeError("frame must be a memoryview")
-    cdef Py_ssize_t end = _PREFIX + header_length
+    if plan.n_raw == 0:
+        return _decode_header(plan, frame[_PREFIX:_PREFIX + header_length])
+    return _decode_sections(plan, frame, header_length)
+
+
+cdef object _decode_header(FramePlan plan, object header_view):
     try:
-        header = plan.decoder.decode(frame[_PREFIX:end])
+        return plan.decoder.decode(header_view)
     except _DecodeErrors as exc:  # a str field with bad UTF-8 is a UnicodeDecodeError
         raise BadFrame(f"bad {plan.name} header: {exc}") from None
-    if plan.n_raw == 0:
-        return header
 
+
+cdef object _decode_sections(FramePlan plan, object frame, Py_ssize_t header_length):
+    cdef Py_ssize_t end = _PREFIX + header_length
+    header = _decode_header(plan, frame[_PREFIX:end])
     cdef Py_buffer *view = PyMemoryView_GET_BUFFER(frame)
     cdef Py_ssize_t size = view.len
     cdef char *data = <char *>view.buf
@@ -376,3 +405,76 @@ def decode(FramePlan plan not None, frame, Py_ssize_t header_length):
     if problem:
         raise BadFrame(f"inconsistent {plan.name}: {problem}")
     return msg
+
+
+# ---------------------------------------------------------------------------- receiving
+
+
+cdef FramePlan _check_prefix(dict plans, Py_ssize_t total, int type_id, int version,
+                             Py_ssize_t header_length, Py_ssize_t max_frame_size,
+                             versions, str what):
+    if total > max_frame_size:
+        raise BadFrame(f"{what} of {total} bytes exceeds the limit {max_frame_size}")
+    if version not in versions:
+        raise UnsupportedVersion(
+            f"protocol version {version} not supported (have {sorted(versions)})")
+    plan = plans.get(type_id)
+    if plan is None:
+        raise BadFrame(f"unknown message type {type_id}")
+    if header_length < 1 or _PREFIX + header_length > total:
+        raise BadFrame(f"header length {header_length} does not fit a frame of {total} bytes")
+    if (<FramePlan>plan).n_raw == 0 and _PREFIX + header_length != total:
+        raise BadFrame(f"{(<FramePlan>plan).name} frame has trailing bytes")
+    return <FramePlan>plan
+
+
+def check_prefix(dict plans not None, Py_ssize_t total, int type_id, int version,
+                 Py_ssize_t header_length, Py_ssize_t max_frame_size, versions,
+                 str what="frame"):
+    """The plan of a frame from its prefix (``plans``: type id -> FramePlan), or BadFrame /
+    UnsupportedVersion: the frame is too large, of a version not in ``versions``, of an
+    unknown type, or its header length does not fit."""
+    return _check_prefix(plans, total, type_id, version, header_length, max_frame_size,
+                         versions, what)
+
+
+def decode_frames(src, Py_ssize_t pos, dict plans not None, Py_ssize_t max_frame_size,
+                  versions, admit, list out not None):
+    """Decode the complete frames of ``src`` (a memoryview of bytes) from ``pos`` on,
+    appending the messages to ``out``; return where the first frame not complete in
+    ``src`` starts (its prefix is not looked at), or ``len(src)``.
+
+    ``admit(type_id, header_length)`` (None: everything is admitted) is asked about each
+    frame before it is decoded; an exception it returns is raised.  A frame with raw
+    sections is copied into a buffer of its own; other frames are decoded in place.
+    """
+    if not PyMemoryView_Check(src):
+        raise TypeError("src must be a memoryview")
+    cdef Py_buffer *view = PyMemoryView_GET_BUFFER(src)
+    if not PyBuffer_IsContiguous(view, b'C'):
+        raise TypeError("src must be contiguous")
+    cdef const uint8_t *data = <const uint8_t *>view.buf
+    cdef Py_ssize_t n = view.len, total, header_length
+    cdef int type_id, version
+    cdef FramePlan plan
+    while n - pos >= _PREFIX:
+        total = get_le32(data + pos)
+        if n - pos < total:
+            break
+        type_id = data[pos + 4] | (data[pos + 5] << 8)
+        version = data[pos + 6]
+        header_length = get_le32(data + pos + 8)
+        plan = _check_prefix(plans, total, type_id, version, header_length, max_frame_size,
+                             versions, "frame")
+        if admit is not None:
+            refused = admit(type_id, header_length)
+            if refused is not None:
+                raise refused
+        if plan.n_raw:
+            frame = PyMemoryView_FromObject(
+                PyByteArray_FromStringAndSize(<const char *>data + pos, total)).toreadonly()
+            out.append(_decode_sections(plan, frame, header_length))
+        else:
+            out.append(_decode_header(plan, src[pos + _PREFIX:pos + total]))
+        pos += total
+    return pos

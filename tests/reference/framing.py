@@ -8,6 +8,9 @@ check, msgspec for the header, ``struct`` for the prefix.  The property tests ho
 compiled codec to its bytes and its verdicts (the same message, or an error of the same
 status); the codec benchmark measures it as the reference.
 
+``hot_messages(n)`` builds one message of each hot type, with ``n`` records (goldens,
+property tests and the codec benchmark use them).
+
 The consistency checks of the hot messages (STORE, STORED, APPEND_BATCH, APPENDED_BATCH,
 RECORDS) are restated here with numpy; every other type uses its own
 ``consistency_problem()``.
@@ -25,6 +28,7 @@ import numpy as np
 
 from logdevice.errors import E, InvalidParamError, error_for
 from logdevice.protocol import messages as m
+from logdevice.protocol.flags import RecordFlag
 from logdevice.protocol.framing import DEFAULT_MAX_FRAME_SIZE, PROTOCOL_VERSION, ProtocolError
 from logdevice.protocol.sections import ArraySpec, BytesSpec
 
@@ -32,7 +36,7 @@ PREFIX_SIZE = 12
 _PREFIX = struct.Struct("<IHBBI")
 _PAD = [b"\0" * n for n in range(8)]
 _ENCODER = msgspec.msgpack.Encoder()
-CHECKSUM = int(m.RecordFlag.CHECKSUM)
+CHECKSUM = int(RecordFlag.CHECKSUM)
 
 # ------------------------------------------------------------------------ checks (numpy)
 
@@ -247,8 +251,9 @@ def decode_body(info: Layout, frame: memoryview, header_length: int) -> Any:
 
 
 def decode_frame(data: bytes | bytearray | memoryview) -> Any:
-    """Exactly one complete frame (prefix checks as ``FrameDecoder``'s, default limits)."""
-    mv = memoryview(bytes(data))
+    """Exactly one complete frame (prefix checks as ``FrameDecoder``'s, default limits),
+    copied into a buffer of its own as the decoder does."""
+    mv = memoryview(bytearray(data)).toreadonly()
     if len(mv) < PREFIX_SIZE:
         raise ProtocolError(E.BADMSG, "shorter than a prefix")
     total, type_id, version, _flags, hl = _PREFIX.unpack_from(mv, 0)
@@ -264,3 +269,45 @@ def decode_frame(data: bytes | bytearray | memoryview) -> Any:
     if total != len(mv):
         raise ProtocolError(E.BADMSG, "frame length")
     return decode_body(info, mv, hl)
+
+
+# ------------------------------------------------------------------------ hot messages
+
+EPOCH = 5 << 32
+TS = 1_700_000_000_000
+
+
+def record_columns(n: int, payload_size: int = 3) -> dict:
+    lengths = (np.arange(n, dtype=np.uint64) % 3) + payload_size
+    offsets = np.zeros(n + 1, np.uint64)
+    np.cumsum(lengths, out=offsets[1:])
+    payloads = (np.arange(int(offsets[-1]), dtype=np.uint64) * 7 % 251).astype(np.uint8).tobytes()
+    return dict(lsns=np.arange(EPOCH | 10, (EPOCH | 10) + n, dtype=np.uint64),
+                timestamps=np.arange(TS, TS + n, dtype=np.int64),
+                flags=np.full(n, CHECKSUM, np.uint32),
+                payload_offsets=offsets, payloads=payloads,
+                checksums=np.arange(0xDEADBEEF, 0xDEADBEEF + n, dtype=np.uint32))
+
+
+def hot_messages(n: int) -> dict:
+    """One message of each hot type, with ``n`` records where it has records."""
+    c = record_columns(n)
+    lsns = c["lsns"]
+    return {
+        "Store": m.Store(request_id=2, log_id=77, epoch=5, last_known_good=EPOCH | 9,
+                         waves=np.ones(n, np.uint32),
+                         copysets=np.tile(np.array([0, 2, -1], np.int16), (n, 1)), **c),
+        "Stored": m.Stored(request_id=2, log_id=77, node_index=1, lsns=lsns,
+                           statuses=np.zeros(n, np.uint16)),
+        "Append": m.Append(request_id=1, log_id=77, payload=c["payloads"], flags=CHECKSUM,
+                           timeout_ms=500, checksum=0xDEADBEEF),
+        "AppendBatch": m.AppendBatch(request_id=3, log_id=77, flags=CHECKSUM, timeout_ms=900,
+                                     payload_offsets=c["payload_offsets"],
+                                     payloads=c["payloads"], checksums=c["checksums"]),
+        "Appended": m.Appended(request_id=1, status=E.OK, lsn=EPOCH | 10, timestamp=TS),
+        "AppendedBatch": m.AppendedBatch(request_id=3, status=E.OK,
+                                         statuses=np.zeros(n, np.uint16), lsns=lsns,
+                                         timestamps=c["timestamps"]),
+        "Release": m.Release(log_id=77, lsn=(EPOCH | 9) + max(n, 1), epoch=5),
+        "Records": m.Records(read_stream_id=7, filter_version=3, **c),
+    }

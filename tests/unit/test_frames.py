@@ -12,47 +12,10 @@ import logdevice.protocol as p
 from ldcore import colcheck
 from logdevice.errors import E, InvalidParamError, TooBigError
 from tests.reference import framing as ref
+from tests.reference.framing import hot_messages, record_columns
 from tests.unit.test_protocol import assert_same
 
 CHECKSUM = int(p.RecordFlag.CHECKSUM)
-EPOCH = 5 << 32
-TS = 1_700_000_000_000
-
-
-def record_columns(n: int, payload_size: int = 3) -> dict:
-    lengths = (np.arange(n, dtype=np.uint64) % 3) + payload_size
-    offsets = np.zeros(n + 1, np.uint64)
-    np.cumsum(lengths, out=offsets[1:])
-    payloads = bytes((i * 7) % 251 for i in range(int(offsets[-1])))
-    return dict(lsns=np.arange(EPOCH | 10, (EPOCH | 10) + n, dtype=np.uint64),
-                timestamps=np.arange(TS, TS + n, dtype=np.int64),
-                flags=np.full(n, CHECKSUM, np.uint32),
-                payload_offsets=offsets, payloads=payloads,
-                checksums=np.arange(0xDEADBEEF, 0xDEADBEEF + n, dtype=np.uint32))
-
-
-def hot_messages(n: int) -> dict:
-    """One message of each hot type, with ``n`` records where it has records."""
-    c = record_columns(n)
-    lsns = c["lsns"]
-    return {
-        "Store": p.Store(request_id=2, log_id=77, epoch=5, last_known_good=EPOCH | 9,
-                         waves=np.ones(n, np.uint32),
-                         copysets=np.tile(np.array([0, 2, -1], np.int16), (n, 1)), **c),
-        "Stored": p.Stored(request_id=2, log_id=77, node_index=1, lsns=lsns,
-                           statuses=np.zeros(n, np.uint16)),
-        "Append": p.Append(request_id=1, log_id=77, payload=c["payloads"], flags=CHECKSUM,
-                           timeout_ms=500, checksum=0xDEADBEEF),
-        "AppendBatch": p.AppendBatch(request_id=3, log_id=77, flags=CHECKSUM, timeout_ms=900,
-                                     payload_offsets=c["payload_offsets"],
-                                     payloads=c["payloads"], checksums=c["checksums"]),
-        "Appended": p.Appended(request_id=1, status=E.OK, lsn=EPOCH | 10, timestamp=TS),
-        "AppendedBatch": p.AppendedBatch(request_id=3, status=E.OK,
-                                         statuses=np.zeros(n, np.uint16), lsns=lsns,
-                                         timestamps=c["timestamps"]),
-        "Release": p.Release(log_id=77, lsn=(EPOCH | 9) + max(n, 1), epoch=5),
-        "Records": p.Records(read_stream_id=7, filter_version=3, **c),
-    }
 
 
 # Taken from the generic codec (framing before ldcore.frames), byte for byte.

@@ -101,6 +101,7 @@ class _TypeInfo:
 
 _BY_ID: dict[int, _TypeInfo] = {}
 _BY_CLS: dict[type, _TypeInfo] = {}
+_PLANS: dict[int, frames.FramePlan] = {}
 _ENCODER = msgspec.msgpack.Encoder()
 
 
@@ -149,6 +150,7 @@ def register(cls: type) -> type:
     info = _TypeInfo(cls, type_id, decoder, tuple(raw), plan)
     _BY_ID[type_id] = info
     _BY_CLS[cls] = info
+    _PLANS[type_id] = plan
     return cls
 
 
@@ -207,22 +209,17 @@ def encode_many(msgs: Iterable[Any]) -> list[bytes | bytearray | memoryview]:
 def _check_prefix(total: int, type_id: int, version: int, header_length: int,
                   max_frame_size: int, versions: frozenset[int], what: str = "frame"
                   ) -> _TypeInfo:
-    if total > max_frame_size:
-        raise ProtocolError(E.BADMSG, f"{what} of {total} bytes exceeds the limit {max_frame_size}")
-    if version not in versions:
-        raise ProtocolError(
-            E.PROTONOSUPPORT, f"protocol version {version} not supported (have {sorted(versions)})"
-        )
-    info = _BY_ID.get(type_id)
-    if info is None:
-        raise ProtocolError(E.BADMSG, f"unknown message type {type_id}")
-    if header_length < 1 or PREFIX_SIZE + header_length > total:
-        raise ProtocolError(
-            E.BADMSG, f"header length {header_length} does not fit a frame of {total} bytes"
-        )
-    if not info.raw and PREFIX_SIZE + header_length != total:
-        raise ProtocolError(E.BADMSG, f"{info.cls.__name__} frame has trailing bytes")
-    return info
+    try:
+        plan = frames.check_prefix(_PLANS, total, type_id, version, header_length,
+                                   max_frame_size, versions, what)
+    except frames.BadFrame as exc:
+        raise _protocol_error(exc) from None
+    return _BY_ID[plan.type_id]
+
+
+def _protocol_error(exc: frames.BadFrame) -> ProtocolError:
+    status = E.PROTONOSUPPORT if isinstance(exc, frames.UnsupportedVersion) else E.BADMSG
+    return ProtocolError(status, str(exc))
 
 
 def _decode(info: _TypeInfo, frame: memoryview, header_length: int) -> Any:
@@ -320,7 +317,7 @@ class FrameDecoder:
             return []
         out: list[Any] = []
         try:
-            mv = memoryview(data).cast("B")
+            mv = memoryview(data) if type(data) is bytes else memoryview(data).cast("B")
             while mv and not self._held:
                 if self._frame is not None:
                     mv = self._fill(mv, out)
@@ -337,12 +334,11 @@ class FrameDecoder:
                     with memoryview(self._buf) as src:
                         used = self._parse(src, out)
                     del self._buf[:used]
-                else:
+                else:  # everything: the rest goes to _buf or to a frame's own buffer
                     used = self._parse(mv, out)
-                    if self._frame is None:
+                    if self._frame is None and used < len(mv):
                         self._buf += mv[used:]
-                    mv = mv[len(mv):]
-                    break
+                    return out
             if self._held:
                 self._buf += mv
         except ProtocolError as exc:
@@ -386,6 +382,16 @@ class FrameDecoder:
         pos = 0
         n = len(src)
         while n - pos >= PREFIX_SIZE and not self._held:
+            if self._first_max is None and not self._hold:
+                try:  # every complete frame from pos on
+                    pos = frames.decode_frames(src, pos, _PLANS, self.max_frame_size,
+                                               self.versions, self.admit, out)
+                except frames.BadFrame as exc:
+                    raise _protocol_error(exc) from None
+                if n - pos < PREFIX_SIZE:
+                    break
+            # the first frame (its own limit, and maybe holding what follows), or one that
+            # is not complete in src
             total, type_id, version, _flags, hl = _PREFIX.unpack_from(src, pos)
             if self._first_max is not None:
                 info = _check_prefix(total, type_id, version, hl,

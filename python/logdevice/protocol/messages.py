@@ -373,7 +373,7 @@ class AppendBatch(Message, eq=False):
         n = max(0, len(self.payload_offsets) - 1)
         if n == 0:
             return "an APPEND_BATCH without records"
-        if self.flags & RecordFlag.CHECKSUM:
+        if self.flags & _CHECKSUM:
             problem = _check_columns(n, {"checksums": self.checksums})
             if problem:
                 return problem
