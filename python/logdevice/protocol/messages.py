@@ -208,13 +208,10 @@ class Message(msgspec.Struct, array_like=True):
 # long, where a numpy call per check would cost more than the check.
 _check_columns = columns_problem  # (n, {name: column}, optional {name: column})
 _check_offsets = offsets_problem  # (payload_offsets, n, payloads buffer)
+# (flags, checksums, CHECKSUM flag): records flagged CHECKSUM come with their checksums
+# (else nobody could verify them, and they would pass for verified)
+_check_checksummed = checksummed_problem
 _CHECKSUM = int(RecordFlag.CHECKSUM)
-
-
-def _check_checksummed(flags: np.ndarray, checksums: np.ndarray) -> str | None:
-    """Records flagged CHECKSUM come with their checksums (else nobody could verify
-    them, and they would pass for verified)."""
-    return checksummed_problem(flags, checksums, _CHECKSUM)
 
 
 def _check_stored_records(msg: Any, optional: dict[str, np.ndarray] | None = None
@@ -370,13 +367,11 @@ class AppendBatch(Message, eq=False):
     checksums: U32Array = EMPTY_U32
 
     def consistency_problem(self) -> str | None:
-        n = max(0, len(self.payload_offsets) - 1)
-        if n == 0:
+        n = len(self.payload_offsets) - 1
+        if n <= 0:
             return "an APPEND_BATCH without records"
-        if self.flags & _CHECKSUM:
-            problem = _check_columns(n, {"checksums": self.checksums})
-            if problem:
-                return problem
+        if self.flags & _CHECKSUM and len(self.checksums) != n:
+            return _check_columns(n, {"checksums": self.checksums})
         return _check_offsets(self.payload_offsets, n, self.payloads)
 
 
@@ -434,7 +429,7 @@ class Store(Message, eq=False):
 
     def consistency_problem(self) -> str | None:
         return _check_stored_records(self, {"checksums": self.checksums}) \
-            or _check_checksummed(self.flags, self.checksums)
+            or _check_checksummed(self.flags, self.checksums, _CHECKSUM)
 
 
 @register
@@ -557,7 +552,7 @@ class Records(Message, eq=False):
             {"timestamps": self.timestamps, "flags": self.flags},
             {"checksums": self.checksums, "waves": self.waves, "copysets": self.copysets},
         ) or _check_offsets(self.payload_offsets, n, self.payloads) \
-            or _check_checksummed(self.flags, self.checksums)
+            or _check_checksummed(self.flags, self.checksums, _CHECKSUM)
 
 
 @register
