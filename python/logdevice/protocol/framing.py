@@ -23,6 +23,14 @@ Wire layout of one frame (all integers little-endian)::
   ignore trailing header elements, new readers default missing ones.  Anything else
   needs a new ``PROTOCOL_VERSION``.
 
+The per-frame work is compiled: ``register`` makes each type a plan
+(``ldcore.frames.FramePlan``: which fields are raw, their dtypes, the header's msgspec
+decoder) and ``ldcore.frames`` encodes and decodes with it.  Arrays already in the wire's
+form (the spec's dtype and dimensions, C order) are used as they are; any other value goes
+through its spec's ``prepare`` (``sections``), so what is accepted and how it converts is
+the spec's business.  The messages' ``consistency_problem()`` runs on every raw-field
+message, both ways.
+
 Decoding is strict: an oversized frame, an unknown message type, a malformed header or
 section table raise ``ProtocolError(E.BADMSG)``, an unsupported version
 ``ProtocolError(E.PROTONOSUPPORT)``.  The caller then closes the connection.  The
@@ -43,6 +51,7 @@ from typing import Any
 
 import msgspec
 
+from ldcore import frames
 from logdevice.errors import E, InvalidParamError, LogDeviceError, error_for
 from logdevice.protocol.sections import ArraySpec, BytesSpec
 
@@ -66,7 +75,6 @@ SUPPORTED_VERSIONS: frozenset[int] = frozenset({1})
 DEFAULT_MAX_FRAME_SIZE = 64 * 1024 * 1024 + 64 * 1024  # a 64 MiB batch plus its header
 PREFIX_SIZE = 12
 _PREFIX = struct.Struct("<IHBBI")
-_PAD = [b"\0" * n for n in range(8)]
 # Incomplete frames at least this large get their own buffer at once, so their bytes are
 # copied once (plus the doublings past INITIAL_FRAME_BUFFER) however they are chunked.
 _OWN_BUFFER_THRESHOLD = 64 * 1024
@@ -82,20 +90,18 @@ class ProtocolError(LogDeviceError):
     status = E.BADMSG
 
 
-def _align8(n: int) -> int:
-    return (n + 7) & ~7
-
-
 @dataclass(frozen=True, slots=True)
 class _TypeInfo:
     cls: type
     type_id: int
     decoder: msgspec.msgpack.Decoder
     raw: tuple[tuple[int, str, ArraySpec | BytesSpec], ...]  # (field index, name, spec)
+    plan: frames.FramePlan
 
 
 _BY_ID: dict[int, _TypeInfo] = {}
 _BY_CLS: dict[type, _TypeInfo] = {}
+_PLANS: dict[int, frames.FramePlan] = {}
 _ENCODER = msgspec.msgpack.Encoder()
 
 
@@ -135,9 +141,16 @@ def register(cls: type) -> type:
         decoder = msgspec.msgpack.Decoder(header_cls)
     else:
         decoder = msgspec.msgpack.Decoder(cls)
-    info = _TypeInfo(cls, type_id, decoder, tuple(raw))
+    plan = frames.FramePlan(
+        type_id, cls, decoder, _ENCODER,
+        [(index, name, spec.dtype, spec.ndim, spec.empty, spec.prepare)
+         if isinstance(spec, ArraySpec) else (index, name, None, 1, None, spec.prepare)
+         for index, name, spec in raw],
+    )
+    info = _TypeInfo(cls, type_id, decoder, tuple(raw), plan)
     _BY_ID[type_id] = info
     _BY_CLS[cls] = info
+    _PLANS[type_id] = plan
     return cls
 
 
@@ -169,54 +182,12 @@ def encode(msg: Any, *, version: int = PROTOCOL_VERSION,
     info = _BY_CLS.get(type(msg))
     if info is None:
         raise InvalidParamError(message=f"not a protocol message: {type(msg).__name__}")
-    head = bytearray(PREFIX_SIZE)
-    if not info.raw:
-        _ENCODER.encode_into(msg, head, PREFIX_SIZE)
-        header_length = len(head) - PREFIX_SIZE
-        total = len(head)
-        _check_size(total, max_frame_size, info)
-        _PREFIX.pack_into(head, 0, total, info.type_id, version, 0, header_length)
-        return [head]
-
-    values = list(msgspec.structs.astuple(msg))
-    sections: list[memoryview] = []
-    changed: dict[str, Any] = {}
-    for index, name, spec in info.raw:
-        value = values[index]
-        try:
-            normalised, raw, header_value = spec.prepare(value)
-        except (TypeError, ValueError) as exc:
-            raise InvalidParamError(message=f"{info.cls.__name__}.{name}: {exc}") from None
-        if normalised is not value:
-            changed[name] = normalised
-        values[index] = header_value
-        sections.append(raw)
-    checked = msgspec.structs.replace(msg, **changed) if changed else msg
-    problem = checked.consistency_problem()
-    if problem:
-        raise InvalidParamError(message=f"{info.cls.__name__}: {problem}")
-    _ENCODER.encode_into(values, head, PREFIX_SIZE)
-    header_length = len(head) - PREFIX_SIZE
-    head += _PAD[-len(head) & 7]
-    out: list[bytes | bytearray | memoryview] = [head]
-    total = len(head)
-    for raw in sections:
-        if raw.nbytes:
-            out.append(raw)
-            pad = -raw.nbytes & 7
-            if pad:
-                out.append(_PAD[pad])
-            total += raw.nbytes + pad
-    _check_size(total, max_frame_size, info)
-    _PREFIX.pack_into(head, 0, total, info.type_id, version, 0, header_length)
-    return out
-
-
-def _check_size(total: int, max_frame_size: int, info: _TypeInfo) -> None:
-    if total > max_frame_size:
-        raise error_for(
-            E.TOOBIG, f"{info.cls.__name__} frame of {total} bytes exceeds {max_frame_size}"
-        )
+    try:
+        return frames.encode(info.plan, msg, version, max_frame_size)  # type: ignore[no-any-return]
+    except frames.FrameTooBig as exc:
+        raise error_for(E.TOOBIG, str(exc)) from None
+    except frames.EncodeError as exc:
+        raise InvalidParamError(message=str(exc)) from None
 
 
 def encode_frame(msg: Any, **kwargs: Any) -> bytes:
@@ -238,56 +209,25 @@ def encode_many(msgs: Iterable[Any]) -> list[bytes | bytearray | memoryview]:
 def _check_prefix(total: int, type_id: int, version: int, header_length: int,
                   max_frame_size: int, versions: frozenset[int], what: str = "frame"
                   ) -> _TypeInfo:
-    if total > max_frame_size:
-        raise ProtocolError(E.BADMSG, f"{what} of {total} bytes exceeds the limit {max_frame_size}")
-    if version not in versions:
-        raise ProtocolError(
-            E.PROTONOSUPPORT, f"protocol version {version} not supported (have {sorted(versions)})"
-        )
-    info = _BY_ID.get(type_id)
-    if info is None:
-        raise ProtocolError(E.BADMSG, f"unknown message type {type_id}")
-    if header_length < 1 or PREFIX_SIZE + header_length > total:
-        raise ProtocolError(
-            E.BADMSG, f"header length {header_length} does not fit a frame of {total} bytes"
-        )
-    if not info.raw and PREFIX_SIZE + header_length != total:
-        raise ProtocolError(E.BADMSG, f"{info.cls.__name__} frame has trailing bytes")
-    return info
+    try:
+        plan = frames.check_prefix(_PLANS, total, type_id, version, header_length,
+                                   max_frame_size, versions, what)
+    except frames.BadFrame as exc:
+        raise _protocol_error(exc) from None
+    return _BY_ID[plan.type_id]
+
+
+def _protocol_error(exc: frames.BadFrame) -> ProtocolError:
+    status = E.PROTONOSUPPORT if isinstance(exc, frames.UnsupportedVersion) else E.BADMSG
+    return ProtocolError(status, str(exc))
 
 
 def _decode(info: _TypeInfo, frame: memoryview, header_length: int) -> Any:
     """Decode a complete frame.  For raw types ``frame`` must be an owned, stable buffer."""
-    end = PREFIX_SIZE + header_length
     try:
-        header = info.decoder.decode(frame[PREFIX_SIZE:end])
-    except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # a str field with bad UTF-8
-        raise ProtocolError(E.BADMSG, f"bad {info.cls.__name__} header: {exc}") from None
-    if not info.raw:
-        return header
-    values = list(msgspec.structs.astuple(header))
-    offset = _align8(end)
-    placed = []
-    try:
-        for index, _name, spec in info.raw:
-            hv = values[index]
-            length = spec.section_length(hv)
-            placed.append((index, spec, offset, hv))
-            offset += _align8(length)
-    except (TypeError, ValueError) as exc:
-        raise ProtocolError(E.BADMSG, f"bad {info.cls.__name__} section table: {exc}") from None
-    if offset != len(frame):
-        raise ProtocolError(
-            E.BADMSG,
-            f"{info.cls.__name__} sections need {offset} bytes, frame has {len(frame)}",
-        )
-    for index, spec, off, hv in placed:
-        values[index] = spec.view(frame, off, hv)
-    msg = info.cls(*values)
-    problem = msg.consistency_problem()
-    if problem:
-        raise ProtocolError(E.BADMSG, f"inconsistent {info.cls.__name__}: {problem}")
-    return msg
+        return frames.decode(info.plan, frame, header_length)
+    except frames.BadFrame as exc:
+        raise ProtocolError(E.BADMSG, str(exc)) from None
 
 
 def decode_frame(data: bytes | bytearray | memoryview, *,
@@ -377,7 +317,7 @@ class FrameDecoder:
             return []
         out: list[Any] = []
         try:
-            mv = memoryview(data).cast("B")
+            mv = memoryview(data) if type(data) is bytes else memoryview(data).cast("B")
             while mv and not self._held:
                 if self._frame is not None:
                     mv = self._fill(mv, out)
@@ -394,12 +334,11 @@ class FrameDecoder:
                     with memoryview(self._buf) as src:
                         used = self._parse(src, out)
                     del self._buf[:used]
-                else:
+                else:  # everything: the rest goes to _buf or to a frame's own buffer
                     used = self._parse(mv, out)
-                    if self._frame is None:
+                    if self._frame is None and used < len(mv):
                         self._buf += mv[used:]
-                    mv = mv[len(mv):]
-                    break
+                    return out
             if self._held:
                 self._buf += mv
         except ProtocolError as exc:
@@ -443,6 +382,16 @@ class FrameDecoder:
         pos = 0
         n = len(src)
         while n - pos >= PREFIX_SIZE and not self._held:
+            if self._first_max is None and not self._hold:
+                try:  # every complete frame from pos on
+                    pos = frames.decode_frames(src, pos, _PLANS, self.max_frame_size,
+                                               self.versions, self.admit, out)
+                except frames.BadFrame as exc:
+                    raise _protocol_error(exc) from None
+                if n - pos < PREFIX_SIZE:
+                    break
+            # the first frame (its own limit, and maybe holding what follows), or one that
+            # is not complete in src
             total, type_id, version, _flags, hl = _PREFIX.unpack_from(src, pos)
             if self._first_max is not None:
                 info = _check_prefix(total, type_id, version, hl,

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Literal
 import msgspec
 import numpy as np
 
+from ldcore.colcheck import checksummed_problem, columns_problem, offsets_problem
 from logdevice.errors import E
 from logdevice.protocol.flags import RecordFlag
 from logdevice.protocol.framing import PROTOCOL_VERSION, SUPPORTED_VERSIONS, register
@@ -203,41 +204,14 @@ class Message(msgspec.Struct, array_like=True):
 # ------------------------------------------------------------------------ consistency
 
 
-def _nbytes(buf: object) -> int:
-    return memoryview(buf).nbytes  # type: ignore[arg-type]
-
-
-def _check_columns(n: int, required: dict[str, np.ndarray],
-                   optional: dict[str, np.ndarray] | None = None) -> str | None:
-    for name, arr in required.items():
-        if len(arr) != n:
-            return f"{name} has {len(arr)} entries, expected {n}"
-    for name, arr in (optional or {}).items():
-        if len(arr) not in (0, n):
-            return f"{name} has {len(arr)} entries, expected 0 or {n}"
-    return None
-
-
-def _check_offsets(offsets: np.ndarray, n: int, payload_bytes: int) -> str | None:
-    if len(offsets) == 0:
-        return None if n == 0 and payload_bytes == 0 else "payload_offsets missing"
-    if len(offsets) != n + 1:
-        return f"payload_offsets has {len(offsets)} entries, expected {n + 1}"
-    if offsets[0] != 0 or offsets[-1] != payload_bytes:
-        return f"payload_offsets span [{offsets[0]}, {offsets[-1]}], payloads {payload_bytes} B"
-    if n > 1 and bool(np.any(offsets[1:] < offsets[:-1])):
-        return "payload_offsets decrease"
-    return None
-
-
-def _check_checksummed(flags: np.ndarray, checksums: np.ndarray) -> str | None:
-    """Records flagged CHECKSUM come with their checksums (else nobody could verify
-    them, and they would pass for verified)."""
-    if len(checksums) or not len(flags):
-        return None
-    if bool(np.any(np.asarray(flags, np.uint32) & np.uint32(RecordFlag.CHECKSUM))):
-        return "records are flagged CHECKSUM but the checksums column is empty"
-    return None
+# The checks are ldcore.colcheck's loops in C: a message's columns are mostly a few entries
+# long, where a numpy call per check would cost more than the check.
+_check_columns = columns_problem  # (n, {name: column}, optional {name: column})
+_check_offsets = offsets_problem  # (payload_offsets, n, payloads buffer)
+# (flags, checksums, CHECKSUM flag): records flagged CHECKSUM come with their checksums
+# (else nobody could verify them, and they would pass for verified)
+_check_checksummed = checksummed_problem
+_CHECKSUM = int(RecordFlag.CHECKSUM)
 
 
 def _check_stored_records(msg: Any, optional: dict[str, np.ndarray] | None = None
@@ -247,7 +221,7 @@ def _check_stored_records(msg: Any, optional: dict[str, np.ndarray] | None = Non
     return _check_columns(
         n, {"timestamps": msg.timestamps, "flags": msg.flags, "waves": msg.waves,
             "copysets": msg.copysets}, optional,
-    ) or _check_offsets(msg.payload_offsets, n, _nbytes(msg.payloads))
+    ) or _check_offsets(msg.payload_offsets, n, msg.payloads)
 
 
 # ------------------------------------------------------------------------ handshake
@@ -393,14 +367,12 @@ class AppendBatch(Message, eq=False):
     checksums: U32Array = EMPTY_U32
 
     def consistency_problem(self) -> str | None:
-        n = max(0, len(self.payload_offsets) - 1)
-        if n == 0:
+        n = len(self.payload_offsets) - 1
+        if n <= 0:
             return "an APPEND_BATCH without records"
-        if self.flags & RecordFlag.CHECKSUM:
-            problem = _check_columns(n, {"checksums": self.checksums})
-            if problem:
-                return problem
-        return _check_offsets(self.payload_offsets, n, _nbytes(self.payloads))
+        if self.flags & _CHECKSUM and len(self.checksums) != n:
+            return _check_columns(n, {"checksums": self.checksums})
+        return _check_offsets(self.payload_offsets, n, self.payloads)
 
 
 @register
@@ -457,7 +429,7 @@ class Store(Message, eq=False):
 
     def consistency_problem(self) -> str | None:
         return _check_stored_records(self, {"checksums": self.checksums}) \
-            or _check_checksummed(self.flags, self.checksums)
+            or _check_checksummed(self.flags, self.checksums, _CHECKSUM)
 
 
 @register
@@ -579,8 +551,8 @@ class Records(Message, eq=False):
             n,
             {"timestamps": self.timestamps, "flags": self.flags},
             {"checksums": self.checksums, "waves": self.waves, "copysets": self.copysets},
-        ) or _check_offsets(self.payload_offsets, n, _nbytes(self.payloads)) \
-            or _check_checksummed(self.flags, self.checksums)
+        ) or _check_offsets(self.payload_offsets, n, self.payloads) \
+            or _check_checksummed(self.flags, self.checksums, _CHECKSUM)
 
 
 @register
