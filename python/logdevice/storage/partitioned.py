@@ -113,6 +113,18 @@ class PartitionedDB:
         self.directory.add_partition(part)
         return part
 
+    def newest_holding(self, min_ts: int, max_ts: int) -> int | None:
+        """The newest partition's id if records with timestamps in ``[min_ts, max_ts]``
+        all go there without a new partition (the common write), else None (``assign``
+        decides)."""
+        with self.lock:
+            latest = self.directory.latest()
+            if (latest is None or min_ts < latest.start_ms
+                    or max_ts >= latest.start_ms + self.duration_ms
+                    or (latest.records and latest.nbytes >= self.size_limit)):
+                return None
+            return latest.id
+
     def assign(self, ts: np.ndarray) -> np.ndarray:
         """Partition id per timestamp, starting new partitions where needed."""
         with self.lock:
