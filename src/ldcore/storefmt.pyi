@@ -67,6 +67,7 @@ def encode_run(
     grouped: bool = False,
     blob_flags: int = 0,
 ) -> Run: ...
+def plan_of(entries: list[tuple[bytes, bytes]]) -> bytes: ...
 def check_records(
     lsns: npt.NDArray[np.uint64],
     timestamps: npt.NDArray[np.int64],

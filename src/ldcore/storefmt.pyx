@@ -491,6 +491,23 @@ def encode_run(uint64_t log_id, const uint64_t[::1] lsns, const int64_t[::1] tim
     return run
 
 
+def plan_of(list entries):
+    """A put plan of ``entries``, (key, value) pairs of bytes, values all inline."""
+    cdef Py_ssize_t size = 0
+    cdef bytes key, value
+    for key, value in entries:
+        size += _PLAN_ENTRY + len(key) + len(value)
+    plan = PyBytes_FromStringAndSize(NULL, size)
+    cdef uint8_t *p = <uint8_t *>PyBytes_AS_STRING(plan)
+    for key, value in entries:
+        p = _put_entry(p, <uint32_t>len(key), <uint32_t>len(value), 0, 0)
+        memcpy(p, PyBytes_AS_STRING(key), len(key))
+        p += len(key)
+        memcpy(p, PyBytes_AS_STRING(value), len(value))
+        p += len(value)
+    return plan
+
+
 def check_records(const uint64_t[::1] lsns, const int64_t[::1] timestamps,
                   const uint32_t[::1] flags, const uint32_t[::1] waves,
                   const int16_t[:, ::1] copysets, const unsigned char[::1] payloads,

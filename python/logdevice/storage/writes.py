@@ -167,7 +167,7 @@ class PendingWrite:
             self._broken = True  # part of the records are in the batch: never commit it
             raise
         self.records += n
-        self.payload_bytes += int(offs[-1] - offs[0])
+        self.payload_bytes += run.payload_bytes if run is not None else int(offs[-1] - offs[0])
 
     def _known(self, log_id: int) -> list[tuple[int, Usage]]:
         known = dict(self._store.parts.directory.logs.get(log_id, {}))
