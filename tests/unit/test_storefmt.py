@@ -208,3 +208,12 @@ def test_encode_run_and_check_records_refuse_what_encode_data_does(over, error):
 def test_time_range():
     assert storefmt.time_range(np.array([5, -3, 9, 0], np.int64)) == (-3, 9)
     assert storefmt.time_range(np.empty(0, np.int64)) == (2**63 - 1, -2**63)
+
+
+def test_plan_of_inline_entries():
+    from tests.reference.storefmt import plan_entries
+    entries = [(b"P" + bytes(8), bytes(range(40))), (b"", b""), (b"k", b"v" * 300)]
+    assert plan_entries(storefmt.plan_of(entries), b"") == entries
+    assert storefmt.plan_of([]) == b""
+    with pytest.raises(TypeError):
+        storefmt.plan_of([(b"k", "not bytes")])

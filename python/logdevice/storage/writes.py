@@ -10,6 +10,14 @@ much as a small record, so range entries nearly halve the write cost.
 The partition directory is updated in the same batch, so a crash leaves either all of a
 commit or none of it.
 
+A run of records (one log, one partition) is encoded by one kernel call
+(``ldcore.storefmt.encode_run``: keys, record heads with their checksums, the CSI entries)
+into a put plan that one binding call puts into the batch, the payloads staying where
+they are: a write of a few records costs a handful of Python calls, not a few per record
+and field.  The common write (every record in the newest partition, above the LSNs the
+log has) skips the partition assignment by numpy; others are cut into a run per
+partition after all their records were checked.
+
 An LSN rewritten into a different partition than the one holding it (recovery, rebuilding
 with old timestamps) is deleted from the old one in the same batch: every LSN lives in one
 partition.  CSI blocks are only written over LSN ranges the log has nowhere yet, and a
