@@ -10,6 +10,9 @@ RocksDB needs to put or read one small record, so the helpers do the per-record 
 - ``ld_batch_put_many`` puts n records from contiguous buffers + offset arrays into a write
   batch; each value may be two parts (a head and a body) joined without a copy in Python.
 - ``ld_batch_delete_many`` deletes n keys the same way.
+- ``ld_batch_put_plan`` puts the entries of a put plan (``ldcore.storefmt.encode_run``):
+  one buffer of entries, each a key and a value whose tail may be a slice of another
+  buffer (a record's payload, which is not copied to build the plan).
 - ``ld_iter_read`` copies up to n entries from an iterator into caller-provided buffers.
 - ``ld_iter_read_keys`` copies the entries for a sorted list of wanted keys (a merge join:
   ``next`` while close, ``seek`` when far), so a reader can pick a subset of a range.
@@ -205,6 +208,9 @@ void ld_batch_put_many(
 void ld_batch_delete_many(
     rocksdb_writebatch_t* b, rocksdb_column_family_handle_t* cf, size_t n,
     const char* keys, const uint64_t* key_offs);
+int64_t ld_batch_put_plan(
+    rocksdb_writebatch_t* b, rocksdb_column_family_handle_t* cf,
+    const char* plan, size_t plan_len, const char* bodies, size_t bodies_len);
 uint64_t ld_iter_read(rocksdb_iterator_t* it, ld_read_t* r);
 uint64_t ld_iter_read_keys(
     rocksdb_iterator_t* it, ld_read_t* r, size_t nwant,
@@ -274,6 +280,64 @@ static void ld_batch_delete_many(
         else
             rocksdb_writebatch_delete(b, k, kl);
     }
+}
+
+/* A put plan: entries back to back, each
+     u32 key length K | u32 inline length V | u64 body offset | u64 body length |
+     K bytes of key | V bytes of value
+   (integers native-endian, no padding); the value is the V bytes followed by the body
+   slice of `bodies`.  Returns how many entries were put, or -1 (and puts nothing) when
+   an entry runs past the end of the plan or its body past the end of `bodies`. */
+#define LD_PLAN_ENTRY 24
+
+static int ld_plan_next(const char* plan, size_t plan_len, size_t* at, size_t bodies_len,
+                        uint32_t* kl, uint32_t* vl, uint64_t* bo, uint64_t* bl)
+{
+    if (plan_len - *at < LD_PLAN_ENTRY) return 0;
+    const char* e = plan + *at;
+    memcpy(kl, e, 4);
+    memcpy(vl, e + 4, 4);
+    memcpy(bo, e + 8, 8);
+    memcpy(bl, e + 16, 8);
+    if (plan_len - *at - LD_PLAN_ENTRY < (uint64_t)*kl + *vl) return 0;
+    if (*bo > bodies_len || *bl > bodies_len - *bo) return 0;
+    *at += LD_PLAN_ENTRY + (size_t)*kl + *vl;
+    return 1;
+}
+
+static int64_t ld_batch_put_plan(
+    rocksdb_writebatch_t* b, rocksdb_column_family_handle_t* cf,
+    const char* plan, size_t plan_len, const char* bodies, size_t bodies_len)
+{
+    uint32_t kl, vl;
+    uint64_t bo, bl;
+    size_t at = 0;
+    int64_t n = 0;
+    while (at < plan_len) {  /* check every entry before putting any */
+        if (!ld_plan_next(plan, plan_len, &at, bodies_len, &kl, &vl, &bo, &bl)) return -1;
+        n++;
+    }
+    at = 0;
+    while (at < plan_len) {
+        size_t start = at;
+        ld_plan_next(plan, plan_len, &at, bodies_len, &kl, &vl, &bo, &bl);
+        const char* k = plan + start + LD_PLAN_ENTRY;
+        const char* v = k + kl;
+        size_t klen = kl;
+        if (bl) {
+            const char* parts[2] = {v, bodies + bo};
+            size_t lens[2] = {vl, (size_t)bl};
+            if (cf != NULL)
+                rocksdb_writebatch_putv_cf(b, cf, 1, &k, &klen, 2, parts, lens);
+            else
+                rocksdb_writebatch_putv(b, 1, &k, &klen, 2, parts, lens);
+        } else if (cf != NULL) {
+            rocksdb_writebatch_put_cf(b, cf, k, klen, v, vl);
+        } else {
+            rocksdb_writebatch_put(b, k, klen, v, vl);
+        }
+    }
+    return n;
 }
 
 /* Copy the iterator's current entry into r; 0 if it does not fit (r->stop = FULL). */

@@ -33,3 +33,49 @@ def encode_csi(
 def decode_csi_runs(
     values: list[bytes],
 ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint32], npt.NDArray[np.int16]]: ...
+
+class Run:
+    @property
+    def plan(self) -> bytes: ...
+    @property
+    def first_lsn(self) -> int: ...
+    @property
+    def last_lsn(self) -> int: ...
+    @property
+    def min_ts(self) -> int: ...
+    @property
+    def max_ts(self) -> int: ...
+    @property
+    def records(self) -> int: ...
+    @property
+    def payload_bytes(self) -> int: ...
+    @property
+    def head_bytes(self) -> int: ...
+    @property
+    def blobs(self) -> int: ...
+
+def encode_run(
+    log_id: int,
+    lsns: npt.NDArray[np.uint64],
+    timestamps: npt.NDArray[np.int64],
+    flags: npt.NDArray[np.uint32],
+    waves: npt.NDArray[np.uint32] | None,
+    copysets: npt.NDArray[np.int16],
+    payloads: _Bytes,
+    offsets: npt.NDArray[np.uint64],
+    max_payload: int = -1,
+    grouped: bool = False,
+    blob_flags: int = 0,
+) -> Run: ...
+def plan_of(entries: list[tuple[bytes, bytes]]) -> bytes: ...
+def check_records(
+    lsns: npt.NDArray[np.uint64],
+    timestamps: npt.NDArray[np.int64],
+    flags: npt.NDArray[np.uint32],
+    waves: npt.NDArray[np.uint32] | None,
+    copysets: npt.NDArray[np.int16],
+    payloads: _Bytes,
+    offsets: npt.NDArray[np.uint64],
+    max_payload: int = -1,
+) -> None: ...
+def time_range(timestamps: npt.NDArray[np.int64]) -> tuple[int, int]: ...

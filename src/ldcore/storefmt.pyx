@@ -9,17 +9,33 @@
 #              | wave u32 | crc32c(payload) u32 | copyset u16 x k |         H = 24 + 2k
 #   CSI key    | 'C' | log id u64 BE | lsn u64 BE | type u8 (0: single) |   18 bytes
 #   CSI value  | flags u32 | k u8 | copyset u16 x k |                         5 + 2k
+#   CSI range  | 'B' | log id u64 BE | first lsn u64 BE | type u8 (1: block, 2: run) |
+#   CSI block  | last lsn u64 | flags u32 | k u8 | copyset u16 x k |         13 + 2k
 #   CSI run    | last lsn u64 | n u32 | w u8 | n rows of:                   13 + n (13 + 2w)
 #              |   lsn u64 | flags u32 | k u8 | copyset u16 x w (first k used) |
 #
 # A data record's value is its head followed by its payload (the caller joins them, see
 # WriteBatch.put_many's heads).  Copysets come in as int16 rows padded with -1 (anywhere
 # in the row); the padding is dropped, the other entries keep their order.
+#
+# encode_run builds every entry a run of records of one log writes into one partition
+# (data entries, then its copyset index entries) as a *put plan*: one bytes object that
+# the binding's ld_batch_put_plan puts into a write batch in one call, the payloads
+# staying where they are.  Each entry of a plan (integers native-endian, no padding):
+#
+#   | key length u32 | inline length u32 | body offset u64 | body length u64 |
+#   | key | inline part of the value |
+#
+# The value is the inline part followed by body[offset : offset + length] of the buffer
+# handed to the binding with the plan (a data entry: the head, then the payload).
 import numpy as np
 
 cimport numpy as cnp
-from libc.stdint cimport int16_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcpy
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from libc.stdint cimport (
+    INT64_MAX, INT64_MIN, int16_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t,
+)
+from libc.string cimport memcpy, memset
 
 from ldcore.byteorder cimport get_le32, get_le64, put_be64, put_le16, put_le32, put_le64
 from ldcore.checksum cimport ld_crc32c, ld_crc32c_init
@@ -37,6 +53,11 @@ LSN_MAX = 0xFFFFFFFFFFFFFFFF
 cdef enum:
     _HEAD_FIXED = 24
     _CSI_FIXED = 5
+    _DATA_KEY = 17
+    _CSI_KEY = 18
+    _RANGE_FIXED = 13  # a block's or a run's head: last lsn u64, then u32, u8
+    _RUN_ROW_FIXED = 13  # lsn u64 | flags u32 | k u8
+    _PLAN_ENTRY = 24  # key length u32 | inline length u32 | body offset u64 | body length u64
 
 
 class RecordFormatError(ValueError):
@@ -109,6 +130,65 @@ cdef int _check_lsns(const uint64_t[::1] lsns) except -1:
     return 0
 
 
+cdef int _check_records(const uint64_t[::1] lsns, const int64_t[::1] timestamps,
+                        const uint32_t[::1] flags, const uint32_t[::1] waves,
+                        const int16_t[:, ::1] copysets, uint64_t size,
+                        const uint64_t[::1] offsets, int64_t max_payload) except -1:
+    """What ``encode_data`` and ``encode_run`` check (``waves`` may be None: all 1)."""
+    cdef Py_ssize_t n = lsns.shape[0]
+    cdef Py_ssize_t i
+    cdef Py_ssize_t bad = -1
+    if timestamps.shape[0] != n or flags.shape[0] != n or (
+            waves is not None and waves.shape[0] != n):
+        raise RecordFormatError(f"timestamps, flags and waves must have {n} entries")
+    if offsets.shape[0] != n + 1:
+        raise RecordFormatError(f"offsets must have {n + 1} entries, got {offsets.shape[0]}")
+    _check_copysets(copysets, n)
+    _check_lsns(lsns)
+    with nogil:
+        for i in range(n):
+            if offsets[i] > offsets[i + 1]:
+                bad = i
+                break
+    if bad >= 0 or offsets[n] > size:
+        raise RecordFormatError("payload offsets are decreasing or run past the buffer")
+    if max_payload >= 0:
+        with nogil:
+            for i in range(n):
+                if offsets[i + 1] - offsets[i] > <uint64_t>max_payload:
+                    bad = i
+                    break
+        if bad >= 0:
+            raise RecordTooBigError(
+                f"payload of {offsets[bad + 1] - offsets[bad]} bytes is above "
+                f"{max_payload}")
+    return 0
+
+
+cdef inline void _put_key(uint8_t *key, uint8_t prefix, const uint8_t *log_be,
+                          uint64_t lsn) noexcept nogil:
+    """``prefix | log id BE | lsn BE``: a data, CSI or CSI range key (17 bytes; a CSI
+    key's type byte follows)."""
+    key[0] = prefix
+    memcpy(key + 1, log_be, 8)
+    put_be64(key + 9, lsn)
+
+
+cdef inline int _put_head(uint8_t *h, int64_t timestamp, uint32_t flags, uint32_t wave,
+                          const int16_t[:, ::1] cs, Py_ssize_t row,
+                          const unsigned char *payload, uint64_t length) noexcept nogil:
+    """Write record ``row``'s head (crc32c of its payload included); return its length."""
+    cdef int k = _copyset(h + _HEAD_FIXED, cs, row)
+    put_le16(h, <uint16_t>(_HEAD_FIXED + 2 * k))
+    h[2] = 1  # FORMAT
+    h[3] = <uint8_t>k
+    put_le64(h + 4, <uint64_t>timestamp)
+    put_le32(h + 12, flags)
+    put_le32(h + 16, wave)
+    put_le32(h + 20, ld_crc32c(0, payload, length) if length else 0)
+    return _HEAD_FIXED + 2 * k
+
+
 def encode_data(uint64_t log_id, const uint64_t[::1] lsns, const int64_t[::1] timestamps,
                 const uint32_t[::1] flags, const uint32_t[::1] waves,
                 const int16_t[:, ::1] copysets, const unsigned char[::1] payloads,
@@ -152,33 +232,8 @@ def encode_data(uint64_t log_id, const uint64_t[::1] lsns, const int64_t[::1] ti
     cdef Py_ssize_t n = lsns.shape[0]
     cdef Py_ssize_t i
     cdef uint64_t size = <uint64_t>payloads.shape[0]
-    cdef uint64_t total = 0, length
-    cdef Py_ssize_t bad = -1
-    cdef int k
-    if timestamps.shape[0] != n or flags.shape[0] != n or waves.shape[0] != n:
-        raise RecordFormatError(f"timestamps, flags and waves must have {n} entries")
-    if offsets.shape[0] != n + 1:
-        raise RecordFormatError(f"offsets must have {n + 1} entries, got {offsets.shape[0]}")
-    _check_copysets(copysets, n)
-    _check_lsns(lsns)
-    with nogil:
-        for i in range(n):
-            if offsets[i] > offsets[i + 1]:
-                bad = i
-                break
-    if bad >= 0 or offsets[n] > size:
-        raise RecordFormatError("payload offsets are decreasing or run past the buffer")
-    if max_payload >= 0:
-        with nogil:
-            for i in range(n):
-                if offsets[i + 1] - offsets[i] > <uint64_t>max_payload:
-                    bad = i
-                    break
-        if bad >= 0:
-            raise RecordTooBigError(
-                f"payload of {offsets[bad + 1] - offsets[bad]} bytes is above "
-                f"{max_payload}")
-
+    cdef uint64_t total = 0
+    _check_records(lsns, timestamps, flags, waves, copysets, size, offsets, max_payload)
     keys_arr = np.empty(n * 17, np.uint8)
     hoffs_arr = _entry_offsets(copysets, n, _HEAD_FIXED)
     cdef uint8_t[::1] keys = keys_arr
@@ -188,27 +243,14 @@ def encode_data(uint64_t log_id, const uint64_t[::1] lsns, const int64_t[::1] ti
     if n == 0:
         return keys_arr, heads_arr, hoffs_arr
     cdef uint8_t[::1] heads = heads_arr
-    cdef uint8_t *h
-    cdef uint8_t *key
     cdef const unsigned char *pay = &payloads[0] if size else NULL
     cdef uint8_t log_be[8]
     put_be64(log_be, log_id)
     with nogil:
         for i in range(n):
-            key = &keys[17 * i]
-            key[0] = 100  # 'd'
-            memcpy(key + 1, log_be, 8)
-            put_be64(key + 9, lsns[i])
-            h = &heads[hoffs[i]]
-            k = _copyset(h + _HEAD_FIXED, copysets, i)
-            put_le16(h, <uint16_t>(_HEAD_FIXED + 2 * k))
-            h[2] = 1
-            h[3] = <uint8_t>k
-            put_le64(h + 4, <uint64_t>timestamps[i])
-            put_le32(h + 12, flags[i])
-            put_le32(h + 16, waves[i])
-            length = offsets[i + 1] - offsets[i]
-            put_le32(h + 20, ld_crc32c(0, pay + offsets[i], length) if length else 0)
+            _put_key(&keys[17 * i], 100, log_be, lsns[i])  # 'd'
+            _put_head(&heads[hoffs[i]], timestamps[i], flags[i], waves[i], copysets, i,
+                      pay + offsets[i], offsets[i + 1] - offsets[i])
     return keys_arr, heads_arr, hoffs_arr
 
 
@@ -252,15 +294,240 @@ def encode_csi(uint64_t log_id, const uint64_t[::1] lsns, const uint32_t[::1] fl
     with nogil:
         for i in range(n):
             key = &keys[18 * i]
-            key[0] = 67  # 'C'
-            memcpy(key + 1, log_be, 8)
-            put_be64(key + 9, lsns[i])
+            _put_key(key, 67, log_be, lsns[i])  # 'C'
             key[17] = 0
             v = &values[voffs[i]]
             put_le32(v, flags[i])
             k = _copyset(v + _CSI_FIXED, copysets, i)
             v[4] = <uint8_t>k
     return keys_arr, values_arr, voffs_arr
+
+cdef class Run:
+    """A run of records of one log, encoded by ``encode_run``.
+
+    Attributes
+    ----------
+    plan : bytes
+        Its entries as a put plan (see the comment at the top of this module): the data
+        entries in LSN order, then the copyset index entries.
+    first_lsn, last_lsn : int
+    min_ts, max_ts : int
+        Smallest and largest timestamp.
+    records : int
+    payload_bytes, head_bytes : int
+        Bytes of the payloads and of the record heads.
+    blobs : int
+        Records flagged with any of the ``blob_flags`` given to ``encode_run``.
+    """
+
+    cdef readonly bytes plan
+    cdef readonly uint64_t first_lsn, last_lsn
+    cdef readonly int64_t min_ts, max_ts
+    cdef readonly Py_ssize_t records
+    cdef readonly uint64_t payload_bytes, head_bytes
+    cdef readonly Py_ssize_t blobs
+
+
+cdef inline uint8_t *_put_entry(uint8_t *p, uint32_t key_len, uint32_t inline_len,
+                                uint64_t body_offset, uint64_t body_len) noexcept nogil:
+    """Write a plan entry's lengths; return where its key goes."""
+    memcpy(p, &key_len, 4)
+    memcpy(p + 4, &inline_len, 4)
+    memcpy(p + 8, &body_offset, 8)
+    memcpy(p + 16, &body_len, 8)
+    return p + _PLAN_ENTRY
+
+
+cdef bint _same_copysets(const int16_t[:, ::1] cs, Py_ssize_t n) noexcept nogil:
+    """Whether rows 1..n-1 hold the same nodes in the same order as row 0 (padding
+    aside)."""
+    cdef Py_ssize_t i, a, b, width = cs.shape[1]
+    for i in range(1, n):
+        a = b = 0
+        while True:
+            while a < width and cs[0, a] < 0:
+                a += 1
+            while b < width and cs[i, b] < 0:
+                b += 1
+            if a == width or b == width:
+                if a != width or b != width:
+                    return False
+                break
+            if cs[0, a] != cs[i, b]:
+                return False
+            a += 1
+            b += 1
+    return True
+
+
+cdef enum:
+    _SINGLE = 0
+    _BLOCK = 1
+    _RUN = 2
+
+
+def encode_run(uint64_t log_id, const uint64_t[::1] lsns, const int64_t[::1] timestamps,
+               const uint32_t[::1] flags, const uint32_t[::1] waves,
+               const int16_t[:, ::1] copysets, const unsigned char[::1] payloads,
+               const uint64_t[::1] offsets, int64_t max_payload=-1, bint grouped=False,
+               uint32_t blob_flags=0):
+    """Every entry n records of one log write into one partition, as one put plan.
+
+    Parameters as for ``encode_data`` (``waves`` may be None: all 1), and
+
+    grouped : bool
+        One copyset index entry for the run (LogsDB's CSI ranges): a block when the LSNs
+        are consecutive and share flags and copyset, else a run; a run of one record
+        gets a single entry like any record when not grouped.
+    blob_flags : int
+        Flag bits to count in ``Run.blobs``.
+
+    Returns
+    -------
+    Run
+
+    Raises
+    ------
+    RecordTooBigError, RecordFormatError
+        As ``encode_data``.
+    """
+    cdef Py_ssize_t n = lsns.shape[0]
+    cdef Py_ssize_t i, width = copysets.shape[1]
+    cdef uint64_t size = <uint64_t>payloads.shape[0]
+    _check_records(lsns, timestamps, flags, waves, copysets, size, offsets, max_payload)
+    cdef Run run = Run.__new__(Run)
+    cdef int kind = _SINGLE
+    cdef uint64_t heads = 0, csi_bytes = 0, copysets_bytes = 0, length
+    cdef int64_t tmin = INT64_MAX, tmax = INT64_MIN
+    cdef Py_ssize_t blobs = 0
+    cdef int k
+    run.records = n
+    if n == 0:
+        run.plan = b""
+        run.min_ts, run.max_ts = tmin, tmax
+        return run
+    with nogil:
+        for i in range(n):
+            copysets_bytes += 2 * _count(copysets, i)
+            if timestamps[i] < tmin:
+                tmin = timestamps[i]
+            if timestamps[i] > tmax:
+                tmax = timestamps[i]
+            if flags[i] & blob_flags:
+                blobs += 1
+        heads = n * _HEAD_FIXED + copysets_bytes
+        if grouped and n > 1:
+            kind = _RUN
+            if lsns[n - 1] - lsns[0] == <uint64_t>(n - 1) and _same_copysets(copysets, n):
+                kind = _BLOCK
+                for i in range(1, n):
+                    if flags[i] != flags[0]:
+                        kind = _RUN
+                        break
+        if kind == _SINGLE:
+            csi_bytes = n * (_PLAN_ENTRY + _CSI_KEY + _CSI_FIXED) + copysets_bytes
+        elif kind == _BLOCK:
+            csi_bytes = _PLAN_ENTRY + _CSI_KEY + _RANGE_FIXED + 2 * _count(copysets, 0)
+        else:
+            csi_bytes = (_PLAN_ENTRY + _CSI_KEY + _RANGE_FIXED
+                         + n * (_RUN_ROW_FIXED + 2 * width))
+    plan = PyBytes_FromStringAndSize(NULL, n * (_PLAN_ENTRY + _DATA_KEY) + heads + csi_bytes)
+    cdef uint8_t *p = <uint8_t *>PyBytes_AS_STRING(plan)
+    cdef uint8_t *key
+    cdef uint8_t *v
+    cdef const unsigned char *pay = &payloads[0] if size else NULL
+    cdef uint8_t log_be[8]
+    put_be64(log_be, log_id)
+    with nogil:
+        for i in range(n):
+            key = p + _PLAN_ENTRY
+            _put_key(key, 100, log_be, lsns[i])  # 'd'
+            length = offsets[i + 1] - offsets[i]
+            k = _put_head(key + _DATA_KEY, timestamps[i], flags[i],
+                          1 if waves is None else waves[i], copysets, i, pay + offsets[i],
+                          length)
+            _put_entry(p, _DATA_KEY, k, offsets[i], length)
+            p = key + _DATA_KEY + k
+        if kind == _SINGLE:
+            for i in range(n):
+                key = p + _PLAN_ENTRY
+                _put_key(key, 67, log_be, lsns[i])  # 'C'
+                key[17] = _SINGLE
+                v = key + _CSI_KEY
+                put_le32(v, flags[i])
+                k = _copyset(v + _CSI_FIXED, copysets, i)
+                v[4] = <uint8_t>k
+                _put_entry(p, _CSI_KEY, _CSI_FIXED + 2 * k, 0, 0)
+                p = v + _CSI_FIXED + 2 * k
+        else:
+            key = p + _PLAN_ENTRY
+            _put_key(key, 66, log_be, lsns[0])  # 'B'
+            key[17] = kind
+            v = key + _CSI_KEY
+            put_le64(v, lsns[n - 1])
+            if kind == _BLOCK:
+                put_le32(v + 8, flags[0])
+                k = _copyset(v + _RANGE_FIXED, copysets, 0)
+                v[12] = <uint8_t>k
+                _put_entry(p, _CSI_KEY, _RANGE_FIXED + 2 * k, 0, 0)
+            else:
+                put_le32(v + 8, <uint32_t>n)
+                v[12] = <uint8_t>width
+                p = v + _RANGE_FIXED
+                for i in range(n):
+                    put_le64(p, lsns[i])
+                    put_le32(p + 8, flags[i])
+                    memset(p + _RUN_ROW_FIXED, 0, 2 * width)
+                    p[12] = <uint8_t>_copyset(p + _RUN_ROW_FIXED, copysets, i)
+                    p += _RUN_ROW_FIXED + 2 * width
+                _put_entry(key - _PLAN_ENTRY, _CSI_KEY,
+                           _RANGE_FIXED + n * (_RUN_ROW_FIXED + 2 * width), 0, 0)
+    run.plan = plan
+    run.first_lsn, run.last_lsn = lsns[0], lsns[n - 1]
+    run.min_ts, run.max_ts = tmin, tmax
+    run.payload_bytes = offsets[n] - offsets[0]
+    run.head_bytes = heads
+    run.blobs = blobs
+    return run
+
+
+def plan_of(list entries):
+    """A put plan of ``entries``, (key, value) pairs of bytes, values all inline."""
+    cdef Py_ssize_t size = 0
+    cdef bytes key, value
+    for key, value in entries:
+        size += _PLAN_ENTRY + len(key) + len(value)
+    plan = PyBytes_FromStringAndSize(NULL, size)
+    cdef uint8_t *p = <uint8_t *>PyBytes_AS_STRING(plan)
+    for key, value in entries:
+        p = _put_entry(p, <uint32_t>len(key), <uint32_t>len(value), 0, 0)
+        memcpy(p, PyBytes_AS_STRING(key), len(key))
+        p += len(key)
+        memcpy(p, PyBytes_AS_STRING(value), len(value))
+        p += len(value)
+    return plan
+
+
+def check_records(const uint64_t[::1] lsns, const int64_t[::1] timestamps,
+                  const uint32_t[::1] flags, const uint32_t[::1] waves,
+                  const int16_t[:, ::1] copysets, const unsigned char[::1] payloads,
+                  const uint64_t[::1] offsets, int64_t max_payload=-1):
+    """Raise what ``encode_run`` would for these records, encoding nothing (a write
+    cut into several runs checks all its records before it puts any)."""
+    _check_records(lsns, timestamps, flags, waves, copysets, <uint64_t>payloads.shape[0],
+                   offsets, max_payload)
+
+
+def time_range(const int64_t[::1] timestamps):
+    """(smallest, largest) timestamp; ``(INT64_MAX, INT64_MIN)`` when there is none."""
+    cdef int64_t tmin = INT64_MAX, tmax = INT64_MIN
+    cdef Py_ssize_t i
+    for i in range(timestamps.shape[0]):
+        if timestamps[i] < tmin:
+            tmin = timestamps[i]
+        if timestamps[i] > tmax:
+            tmax = timestamps[i]
+    return tmin, tmax
 
 
 def decode_csi_runs(list values):

@@ -556,3 +556,44 @@ def test_read_records_at_rejects_unsorted(store):
         store.read_records_at(1, [3, 2])
     assert ei.value.status == E.INVALID_PARAM
     assert len(store.read_records_at(1, [])) == 0
+
+
+def test_entries_on_disk_byte_for_byte(store):
+    """What a write puts in its partition is exactly the reference's entries: data, CSI
+    (single, block or run) and nothing else, for a write of one record, a small run, a
+    sticky block and a write cut by partitions; then the directory counts them."""
+    from tests.reference.storefmt import encode_run
+    rng = np.random.default_rng(5)
+    expected: dict[int, dict[bytes, bytes]] = {}
+    writes = [([7], 0, False), (range(10, 16), 0, False), (range(20, 28), 0, True),
+              (range(40, 44), 0, False), ([50, 52], 11 * MIN, False)]
+    for lsns, t0, sticky in writes:
+        batch, _ = make_batch(rng, list(lsns), t0=t0, ragged=not sticky)
+        if sticky:
+            batch["copysets"][:] = [3, 1, 4]
+            batch["flags"][:] = 0
+        if lsns == range(40, 44):  # across two partitions: a run in each
+            batch["timestamps"] = np.array([1, 2, 11 * MIN, 11 * MIN + 1], np.int64)
+        store.write_records(1, **batch, sticky_block=sticky)
+        pids = [store.parts.directory.place(batch["timestamps"][i : i + 1])[0]
+                for i in range(len(batch["lsns"]))]
+        for pid in sorted(set(pids)):
+            pick = np.array([p == pid for p in pids])
+            offs = batch["offsets"]
+            sel = [i for i in range(len(pids)) if pick[i]]
+            pay = b"".join(batch["payloads"][int(offs[i]):int(offs[i + 1])] for i in sel)
+            sub_offs = np.zeros(len(sel) + 1, np.uint64)
+            np.cumsum([int(offs[i + 1] - offs[i]) for i in sel], out=sub_offs[1:])
+            entries = encode_run(1, batch["lsns"][pick], batch["timestamps"][pick],
+                                 batch["flags"][pick], batch["waves"][pick],
+                                 batch["copysets"][pick], pay, sub_offs,
+                                 grouped=sticky or store.csi_ranges)
+            expected.setdefault(int(pid), {}).update(entries)
+    got = {p.id: dict(store.parts.db.iterate(store.parts.cf(p.id)))
+           for p in store.partitions()}
+    assert got == expected
+    usage = store.parts.directory.logs[1]
+    assert {pid: u.records for pid, u in usage.items()} == {
+        pid: sum(k[:1] == K.DATA for k in e) for pid, e in expected.items()}
+    assert {pid: u.nbytes for pid, u in usage.items()} == {
+        pid: sum(len(v) for k, v in e.items() if k[:1] == K.DATA) for pid, e in expected.items()}

@@ -1,6 +1,7 @@
 """logdevice.storage.rocksdb: the low-level RocksDB layer, against real RocksDB in tmp dirs."""
 
 import gc
+import struct
 
 import numpy as np
 import pytest
@@ -266,3 +267,36 @@ def test_options_object_and_status_mapping(tmp_path):
     assert _status_for("Corruption: block checksum mismatch") == E.CHECKSUM_MISMATCH
     assert _status_for("Invalid argument: x") == E.INVALID_PARAM
     assert _status_for("IO error: While lock file") == E.FAILED
+
+
+def _plan(entries) -> bytes:
+    """A put plan of (key, inline value, body offset, body length) entries."""
+    return b"".join(struct.pack("=IIQQ", len(k), len(v), off, n) + k + v
+                    for k, v, off, n in entries)
+
+
+def test_put_plan_joins_inline_values_and_body_slices(db):
+    bodies = b"0123456789"
+    plan = _plan([(b"k1", b"head|", 2, 3), (b"k2", b"", 0, 10), (b"k3", b"only", 0, 0),
+                  (b"k4", b"", 10, 0)])
+    b = WriteBatch()
+    assert b.put_plan(plan, memoryview(bodies), db["a"]) == 4
+    assert b.put_plan(_plan([(b"d", b"x", 9, 1)]), np.frombuffer(bodies, np.uint8)) == 1
+    db.write(b)
+    assert dict(db.iterate(db["a"])) == {b"k1": b"head|234", b"k2": bodies, b"k3": b"only",
+                                         b"k4": b""}
+    assert db.get(b"d") == b"x9"
+
+
+@pytest.mark.parametrize("plan", [
+    _plan([(b"k", b"v", 0, 11)]),  # body past the end of the bodies
+    _plan([(b"k", b"v", 11, 0)]),
+    _plan([(b"k", b"v", 0, 1)])[:-1],  # entry cut short
+    _plan([(b"k", b"v", 0, 1)]) + b"\0" * 23,  # a partial entry header
+])
+def test_put_plan_refuses_a_bad_plan_and_puts_nothing(db, plan):
+    b = WriteBatch()
+    with pytest.raises(LogDeviceError) as ei:
+        b.put_plan(_plan([(b"good", b"v", 0, 0)]) + plan, b"0123456789", db["a"])
+    assert ei.value.status == E.INVALID_PARAM
+    assert b.count() == 0

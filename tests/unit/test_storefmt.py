@@ -156,3 +156,64 @@ def test_bad_csi_runs_are_refused():
         storefmt.decode_csi_runs([bytes(bad)])
     with pytest.raises(Exception, match="CHECKSUM_MISMATCH"):
         K.decode_range(LSN, K.CSI_RUN, a[:-1])  # LogsDB reports it as a damaged entry
+
+
+def test_golden_run_plan():
+    """A run of two records grouped into a CSI block: the plan's entries byte for byte
+    (the same bytes as ``encode_data`` + the block ``keys.encode_block`` makes)."""
+    from tests.reference.storefmt import plan_entries
+    a = one(lsns=np.array([LSN, LSN + 1], np.uint64),
+            timestamps=np.array([1_700_000_000_000, 1_700_000_000_005], np.int64),
+            flags=np.array([4, 4], np.uint32), waves=None,
+            copysets=np.array([[3, -1, 1], [-1, 3, 1]], np.int16), payloads=b"hello!",
+            offsets=np.array([0, 5, 6], np.uint64))
+    run = storefmt.encode_run(**a, grouped=True, blob_flags=4)
+    entries = plan_entries(run.plan, b"hello!")
+    keys, heads, hoffs = storefmt.encode_data(**dict(a, waves=np.ones(2, np.uint32)))
+    assert entries[:2] == [(keys.tobytes()[:17], heads.tobytes()[:28] + b"hello"),
+                           (keys.tobytes()[17:], heads.tobytes()[28:] + b"!")]
+    # 'B' | log 1 | first lsn | type 1 (block); last lsn | flags 4 | k=2 | 3, 1
+    assert entries[2] == (K.csi_range_key(1, LSN, K.CSI_BLOCK),
+                          K.encode_block(LSN + 1, 4, np.array([3, 1]), 2))
+    assert len(entries) == 3
+    assert (run.first_lsn, run.last_lsn, run.records) == (LSN, LSN + 1, 2)
+    assert (run.min_ts, run.max_ts) == (1_700_000_000_000, 1_700_000_000_005)
+    assert (run.payload_bytes, run.head_bytes, run.blobs) == (6, 56, 2)
+    # Not grouped: one single entry per record, as encode_csi writes them.
+    ck, cv, co = storefmt.encode_csi(1, a["lsns"], a["flags"], a["copysets"])
+    single = plan_entries(storefmt.encode_run(**a).plan, b"hello!")[2:]
+    assert single == [(ck.tobytes()[:18], cv.tobytes()[:9]), (ck.tobytes()[18:], cv.tobytes()[9:])]
+
+
+@pytest.mark.parametrize(("over", "error"), [
+    ({"lsns": np.array([5, 5], np.uint64), "timestamps": np.zeros(2, np.int64),
+      "flags": np.zeros(2, np.uint32), "waves": np.zeros(2, np.uint32),
+      "copysets": np.zeros((2, 1), np.int16), "offsets": np.array([0, 2, 5], np.uint64)},
+     "strictly increasing"),
+    ({"offsets": np.array([0, 6], np.uint64)}, "past the buffer"),
+    ({"waves": np.zeros(2, np.uint32)}, "must have 1 entries"),
+    ({"copysets": np.zeros((1, 256), np.int16)}, "wider than 255"),
+])
+def test_encode_run_and_check_records_refuse_what_encode_data_does(over, error):
+    a = one(**over)
+    log_id = a.pop("log_id")
+    with pytest.raises(storefmt.RecordFormatError, match=error):
+        storefmt.encode_run(log_id, **a)
+    with pytest.raises(storefmt.RecordFormatError, match=error):
+        storefmt.check_records(**a)
+    with pytest.raises(storefmt.RecordTooBigError):
+        storefmt.encode_run(**one(), max_payload=4)
+
+
+def test_time_range():
+    assert storefmt.time_range(np.array([5, -3, 9, 0], np.int64)) == (-3, 9)
+    assert storefmt.time_range(np.empty(0, np.int64)) == (2**63 - 1, -2**63)
+
+
+def test_plan_of_inline_entries():
+    from tests.reference.storefmt import plan_entries
+    entries = [(b"P" + bytes(8), bytes(range(40))), (b"", b""), (b"k", b"v" * 300)]
+    assert plan_entries(storefmt.plan_of(entries), b"") == entries
+    assert storefmt.plan_of([]) == b""
+    with pytest.raises(TypeError):
+        storefmt.plan_of([(b"k", "not bytes")])

@@ -25,7 +25,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -43,7 +43,7 @@ INLINE_BYTES = 32 << 10
 INLINE_STORES = 16
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class StoreJob:
     """One STORE on its way to disk, and its outcome once written."""
 
@@ -53,7 +53,6 @@ class StoreJob:
     nbytes: int = 0
     status: E = E.OK  # of the whole STORE
     statuses: np.ndarray | None = None  # per record (uint16 E), when they differ
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _select(msg: Store, keep: np.ndarray) -> tuple[Any, ...]:
@@ -238,7 +237,11 @@ class GroupCommitter:
                 self._reject(job, exc)
                 continue
             if cols is not None:
-                by_log.setdefault(job.msg.log_id, []).append((job, cols))
+                items = by_log.get(job.msg.log_id)
+                if items is None:
+                    by_log[job.msg.log_id] = [(job, cols)]
+                else:
+                    items.append((job, cols))
         added: list[StoreJob] = []
         for log_id, items in by_log.items():
             sticky = items[0][0].sticky

@@ -46,20 +46,22 @@ class _Gate:
     """Counts operations in flight so ``close()`` can wait for them."""
 
     def __init__(self) -> None:
-        self._cv = threading.Condition()
+        # The condition's own lock, taken directly where nothing waits (cheaper).
+        self._lock = threading.Lock()
+        self._cv = threading.Condition(self._lock)
         self._busy = 0
         self.closed = False
 
     def __enter__(self) -> None:
-        with self._cv:
+        with self._lock:
             if self.closed:
                 raise error_for(E.SHUTDOWN, "logsdb is closed")
             self._busy += 1
 
     def __exit__(self, *exc) -> None:
-        with self._cv:
+        with self._lock:
             self._busy -= 1
-            if not self._busy:
+            if self.closed and not self._busy:  # only close() waits
                 self._cv.notify_all()
 
     def close(self, timeout: float) -> bool:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
+from ldcore import storefmt
 from logdevice.errors import E, error_for
 from logdevice.storage import keys as K
 from logdevice.storage.partitions import Directory, Partition, Usage
@@ -113,6 +114,18 @@ class PartitionedDB:
         self.directory.add_partition(part)
         return part
 
+    def newest_holding(self, min_ts: int, max_ts: int) -> int | None:
+        """The newest partition's id if records with timestamps in ``[min_ts, max_ts]``
+        all go there without a new partition (the common write), else None (``assign``
+        decides)."""
+        with self.lock:
+            latest = self.directory.latest()
+            if (latest is None or min_ts < latest.start_ms
+                    or max_ts >= latest.start_ms + self.duration_ms
+                    or (latest.records and latest.nbytes >= self.size_limit)):
+                return None
+            return latest.id
+
     def assign(self, ts: np.ndarray) -> np.ndarray:
         """Partition id per timestamp, starting new partitions where needed."""
         with self.lock:
@@ -166,25 +179,29 @@ class PartitionedDB:
         the batch adds), atomically, then update the directory in memory."""
         with self.lock:
             directory = self.directory
-            parts: dict[int, Usage] = {}
+            grown: dict[int, Partition] = {}  # pid -> the partition with this batch
             updates = []
+            entries = []
             for (pid, log_id), delta in usage.items():
-                if pid not in directory.parts:
-                    raise error_for(E.AGAIN, f"logsdb: partition {pid} was dropped meanwhile")
-                new = delta.merged(directory.logs.get(log_id, {}).get(pid))
-                batch.put(K.dir_key(pid, log_id), new.encode(), self.meta_cf)
+                part = grown.get(pid)
+                if part is None:
+                    held = directory.parts.get(pid)
+                    if held is None:
+                        raise error_for(E.AGAIN,
+                                        f"logsdb: partition {pid} was dropped meanwhile")
+                    part = grown[pid] = held.copy()
+                part.add(delta)
+                in_log = directory.logs.get(log_id)
+                new = delta.merged(in_log.get(pid) if in_log else None)
+                entries.append((K.dir_key(pid, log_id), new.encode()))
                 updates.append((pid, log_id, new))
-                parts[pid] = delta.merged(parts.get(pid))
-            grown_parts = []
-            for pid, delta in parts.items():
-                grown = directory.parts[pid].copy()
-                grown.add(delta)
-                batch.put(K.partition_key(pid), grown.encode(), self.meta_cf)
-                grown_parts.append(grown)
+            for pid, part in grown.items():
+                entries.append((K.partition_key(pid), part.encode()))
+            batch.put_plan(storefmt.plan_of(entries), b"", self.meta_cf)
             self.db.write(batch, sync=sync and wal, wal=wal)
             for pid, log_id, new in updates:
                 directory.logs.setdefault(log_id, {})[pid] = new
-            for part in grown_parts:
+            for part in grown.values():
                 directory.parts[part.id] = part
 
     def drop(self, pids: Iterable[int]) -> None:

@@ -17,7 +17,7 @@ TS_NONE_MIN = 2**63 - 1
 TS_NONE_MAX = -(2**63)
 
 
-@dataclass
+@dataclass(slots=True)
 class Partition:
     """One time partition: when it started and what it holds (records, stored bytes)."""
 
@@ -51,7 +51,7 @@ class Partition:
         self.nbytes += d.nbytes
 
 
-@dataclass
+@dataclass(slots=True)
 class Usage:
     """What one log has in one partition (also used for deltas of a pending write)."""
 

@@ -2,6 +2,8 @@
 
 ``put_many`` and ``delete_many`` loop over n records in C (``ld_batch_*`` in
 ``_ext/build_rocksdb.py``): one cffi call per batch instead of one per record.
+``put_plan`` puts a put plan (``ldcore.storefmt.encode_run``: keys and values of any
+kind encoded into one buffer) the same way.
 """
 
 from __future__ import annotations
@@ -104,6 +106,20 @@ class WriteBatch:
                 b, _cf_handle(cf), n, cbuf(keys), u64p(koff), hp, hop, cbuf(values),
                 u64p(voff),
             )
+
+    def put_plan(self, plan: bytes, bodies, cf: ColumnFamily | None = None) -> int:
+        """Put the entries of ``plan`` (made by ``ldcore.storefmt.encode_run``), whose
+        values end in slices of ``bodies`` (bytes-like); returns how many.  A plan that
+        runs past its end, or past the end of ``bodies``, puts nothing: INVALID_PARAM."""
+        b = self.handle()
+        # bytes go to C as they are; a buffer of 0 bytes may come back as NULL, which
+        # no entry reads (its bodies must be empty).
+        body = bodies if isinstance(bodies, bytes) else ffi.from_buffer(bodies)
+        size = len(body)
+        n = lib.ld_batch_put_plan(b, _cf_handle(cf), plan, len(plan), body, size)
+        if n < 0:
+            raise error_for(E.INVALID_PARAM, "put plan runs past its end or its bodies")
+        return n
 
     def delete_many(self, keys, key_offsets, cf: ColumnFamily | None = None) -> None:
         """Delete n keys given as one buffer and n + 1 offsets."""

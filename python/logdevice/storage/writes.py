@@ -10,6 +10,14 @@ much as a small record, so range entries nearly halve the write cost.
 The partition directory is updated in the same batch, so a crash leaves either all of a
 commit or none of it.
 
+A run of records (one log, one partition) is encoded by one kernel call
+(``ldcore.storefmt.encode_run``: keys, record heads with their checksums, the CSI entries)
+into a put plan that one binding call puts into the batch, the payloads staying where
+they are: a write of a few records costs a handful of Python calls, not a few per record
+and field.  The common write (every record in the newest partition, above the LSNs the
+log has) skips the partition assignment by numpy; others are cut into a run per
+partition after all their records were checked.
+
 An LSN rewritten into a different partition than the one holding it (recovery, rebuilding
 with old timestamps) is deleted from the old one in the same batch: every LSN lives in one
 partition.  CSI blocks are only written over LSN ranges the log has nowhere yet, and a
@@ -26,6 +34,7 @@ import numpy as np
 
 from ldcore import storefmt
 from logdevice.errors import E, error_for
+from logdevice.protocol.flags import FLAG_BUFFERED_WRITER_BLOB
 from logdevice.storage import keys as K
 from logdevice.storage import producers
 from logdevice.storage.partitions import Usage
@@ -34,6 +43,7 @@ if TYPE_CHECKING:
     from logdevice.storage.logsdb import LogsDB
 
 LSN_MAX = 2**64 - 1
+_BLOB = int(FLAG_BUFFERED_WRITER_BLOB)  # records that may carry a writer entry
 
 
 def _invalid(message: str):
@@ -62,6 +72,18 @@ def _column(values, n: int, dtype, name: str) -> np.ndarray:
     if arr.shape != (n,):
         raise _invalid(f"{name} must have {n} entries, got shape {arr.shape}")
     return arr
+
+
+def _bytes_like(payloads):
+    """``payloads`` as bytes or a flat uint8 buffer (INVALID_PARAM unless bytes-like)."""
+    if isinstance(payloads, np.ndarray):
+        return np.ascontiguousarray(payloads).reshape(-1).view(np.uint8)
+    if isinstance(payloads, bytes):
+        return payloads
+    try:
+        return memoryview(payloads).cast("B")
+    except TypeError as e:
+        raise _invalid(f"payloads must be bytes-like: {e}") from None
 
 
 class PendingWrite:
@@ -118,44 +140,42 @@ class PendingWrite:
         n = len(lsns)
         ts = _column(timestamps, n, np.int64, "timestamps")
         fl = _column(flags, n, np.uint32, "flags")
-        wv = np.ones(n, np.uint32) if waves is None else _column(waves, n, np.uint32, "waves")
+        wv = None if waves is None else _column(waves, n, np.uint32, "waves")
         offs = _column(offsets, n + 1, np.uint64, "offsets")
-        if isinstance(payloads, np.ndarray):
-            payloads = np.ascontiguousarray(payloads).reshape(-1).view(np.uint8)
-        elif not isinstance(payloads, bytes):
-            try:
-                payloads = memoryview(payloads).cast("B")
-            except TypeError as e:
-                raise _invalid(f"payloads must be bytes-like: {e}") from None
+        payloads = _bytes_like(payloads)
         if n == 0:
             return
         cs16 = _copysets16(copysets, n)
         limit = -1 if store.max_payload is None else store.max_payload
+        grouped = sticky_block or store.csi_ranges
+        # The common write: every record in the newest partition, none at an LSN the log
+        # has (or this write adds) anywhere: one run, encoded and put in one call each.
+        if n == 1:
+            t_min = t_max = int(ts[0])
+        else:
+            t_min, t_max = storefmt.time_range(ts)
+        pid = store.parts.newest_holding(t_min, t_max)
+        run = None
         try:
-            # Checks the records, checksums the payloads, encodes keys and heads.
-            keys, heads, head_offs = storefmt.encode_data(
-                log_id, lsns, ts, fl, wv, cs16, payloads, offs, limit)
+            if pid is not None and not self._meets(log_id, int(lsns[0]), int(lsns[-1])):
+                run = storefmt.encode_run(log_id, lsns, ts, fl, wv, cs16, payloads, offs,
+                                          limit, grouped, _BLOB)
+            else:  # check every record before any is in the batch
+                storefmt.check_records(lsns, ts, fl, wv, cs16, payloads, offs, limit)
         except storefmt.RecordTooBigError as e:
             raise error_for(E.TOOBIG, f"logsdb: {e}") from None
         except storefmt.RecordFormatError as e:
             raise _invalid(str(e)) from None
-        pids = store.parts.assign(ts)
-        if n == 1 or pids[0] == pids[-1] and bool(np.all(pids == pids[0])):
-            cuts = [0, n]
-        else:
-            cuts = [0, *(np.flatnonzero(pids[1:] != pids[:-1]) + 1).tolist(), n]
         try:
-            for a, b in zip(cuts, cuts[1:], strict=False):
-                self._add_run(
-                    log_id, int(pids[a]), lsns[a:b], ts[a:b], fl[a:b], cs16[a:b],
-                    keys[a * K.DATA_KEY_LEN:b * K.DATA_KEY_LEN], heads, head_offs[a:b + 1],
-                    payloads, offs[a:b + 1], sticky_block,
-                )
+            if run is not None:
+                self._put_run(log_id, pid, run, lsns, ts, fl, payloads, offs)
+            else:
+                self._add_runs(log_id, lsns, ts, fl, wv, cs16, payloads, offs, grouped)
         except BaseException:
             self._broken = True  # part of the records are in the batch: never commit it
             raise
         self.records += n
-        self.payload_bytes += int(offs[-1] - offs[0])
+        self.payload_bytes += run.payload_bytes if run is not None else int(offs[-1] - offs[0])
 
     def _known(self, log_id: int) -> list[tuple[int, Usage]]:
         known = dict(self._store.parts.directory.logs.get(log_id, {}))
@@ -164,17 +184,34 @@ class PendingWrite:
                 known[pid] = u.merged(known.get(pid))
         return list(known.items())
 
-    def _add_run(self, log_id, pid, lsns, ts, fl, cs16, keys, heads, head_offs, payloads,
-                 offs, sticky) -> None:
+    def _meets(self, log_id: int, lo: int, hi: int) -> bool:
+        """Whether ``[lo, hi]`` meets the LSN range of the log in any partition (held, or
+        added by this write)."""
+        if self._usage:
+            usages = [u for _, u in self._known(log_id)]
+        else:
+            usages = list(self._store.parts.directory.logs.get(log_id, {}).values())
+        return any(u.max_lsn >= lo and u.min_lsn <= hi for u in usages)
+
+    def _add_runs(self, log_id, lsns, ts, fl, wv, cs16, payloads, offs, grouped) -> None:
+        """Add records (checked) that may span partitions or rewrite LSNs: a run per
+        partition."""
+        n = len(lsns)
+        pids = self._store.parts.assign(ts)
+        if n == 1 or pids[0] == pids[-1] and bool(np.all(pids == pids[0])):
+            cuts = [0, n]
+        else:
+            cuts = [0, *(np.flatnonzero(pids[1:] != pids[:-1]) + 1).tolist(), n]
+        for a, b in zip(cuts, cuts[1:], strict=False):
+            self._add_run(log_id, int(pids[a]), lsns[a:b], ts[a:b], fl[a:b],
+                          None if wv is None else wv[a:b], cs16[a:b], payloads,
+                          offs[a:b + 1], grouped)
+
+    def _add_run(self, log_id, pid, lsns, ts, fl, wv, cs16, payloads, offs, grouped) -> None:
         store = self._store
         batch = self._batch
         cf = store.parts.cf(pid)
         m = len(lsns)
-        # Offsets into the whole buffers, checked by storefmt.encode_data.
-        batch.put_many(
-            keys, K.fixed_offsets(m, K.DATA_KEY_LEN), payloads, offs, cf,
-            heads=heads, head_offsets=head_offs, checked=True,
-        )
         lo, hi = int(lsns[0]), int(lsns[-1])
         overlap = False
         for other, u in self._known(log_id):
@@ -195,35 +232,24 @@ class PendingWrite:
                                       K.fixed_offsets(len(moved), K.DATA_KEY_LEN), ocf)
         if overlap:
             batch.delete_many(K.amend_keys(log_id, lsns), K.fixed_offsets(m, K.DATA_KEY_LEN), cf)
-        grouped = (sticky or store.csi_ranges) and not overlap
-        self._put_csi(cf, log_id, lsns, fl, cs16, grouped)
-        for key, value in producers.writer_entries(log_id, lsns, ts, fl, payloads, offs):
-            batch.put(key, value, cf)
-        nbytes = int(offs[-1] - offs[0]) + int(head_offs[-1] - head_offs[0])
-        if m == 1:
-            t = int(ts[0])
-            delta = Usage(lo, hi, t, t, 1, nbytes)
-        else:
-            delta = Usage(lo, hi, int(ts.min()), int(ts.max()), m, nbytes)
-        self._usage[pid, log_id] = delta.merged(self._usage.get((pid, log_id)))
+        # Rewritten LSNs get single CSI entries (they win over any range entry).
+        run = storefmt.encode_run(log_id, lsns, ts, fl, wv, cs16, payloads, offs,
+                                  grouped=grouped and not overlap, blob_flags=_BLOB)
+        self._put_run(log_id, pid, run, lsns, ts, fl, payloads, offs)
 
-    def _put_csi(self, cf, log_id, lsns, fl, cs16, grouped: bool) -> None:
-        m = len(lsns)
+    def _put_run(self, log_id, pid, run: storefmt.Run, lsns, ts, fl, payloads, offs) -> None:
+        """Put an encoded run into partition ``pid`` (with its writer entries) and count
+        it in the directory's usage."""
+        cf = self._store.parts.cf(pid)
         batch = self._batch
-        if grouped and m > 1:
-            cs, counts = K.normalize_copysets(cs16, m)
-            first = int(lsns[0])
-            if int(lsns[-1]) - first == m - 1 and bool(np.all(fl == fl[0])) and bool(
-                np.all(cs == cs[0])
-            ):
-                value = K.encode_block(int(lsns[-1]), int(fl[0]), cs[0], int(counts[0]))
-                batch.put(K.csi_range_key(log_id, first, K.CSI_BLOCK), value, cf)
-            else:
-                value = K.encode_run(lsns, fl, cs, counts)
-                batch.put(K.csi_range_key(log_id, first, K.CSI_RUN), value, cf)
-            return
-        keys, values, voffs = storefmt.encode_csi(log_id, lsns, fl, cs16)
-        batch.put_many(keys, K.fixed_offsets(m, K.CSI_KEY_LEN), values, voffs, cf, checked=True)
+        batch.put_plan(run.plan, payloads, cf)
+        if run.blobs:
+            for key, value in producers.writer_entries(log_id, lsns, ts, fl, payloads, offs):
+                batch.put(key, value, cf)
+        delta = Usage(run.first_lsn, run.last_lsn, run.min_ts, run.max_ts, run.records,
+                      run.payload_bytes + run.head_bytes)
+        prev = self._usage.get((pid, log_id))
+        self._usage[pid, log_id] = delta if prev is None else delta.merged(prev)
 
     def commit(self, sync: bool = False, wal: bool = True) -> None:
         """Write everything added, atomically; ``sync`` (or the store's ``sync_writes``)
