@@ -302,6 +302,7 @@ def encode_csi(uint64_t log_id, const uint64_t[::1] lsns, const uint32_t[::1] fl
             v[4] = <uint8_t>k
     return keys_arr, values_arr, voffs_arr
 
+
 cdef class Run:
     """A run of records of one log, encoded by ``encode_run``.
 
