@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import logging
 import threading
 from collections import deque
 from typing import Any
@@ -35,6 +36,8 @@ from logdevice.client.loop import LoopThread
 from logdevice.errors import E, LogDeviceError, TimedOutError
 
 __all__ = ["AppendBatcher"]
+
+log = logging.getLogger(__name__)
 
 #: APPEND_BATCH frames one log may have in flight.  Appends that arrive meanwhile queue
 #: and leave together when one comes back: under load the batches grow by themselves.
@@ -89,7 +92,6 @@ class AppendBatcher:
         self._wake_scheduled = False
         self._closed = False
         self._queues: dict[int, _LogQueue] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ any thread
 
@@ -182,9 +184,7 @@ class AppendBatcher:
             batch = self._take(q, slots.free, max_bytes)
             slots.take(len(batch))
             q.frames += 1
-            task = loop.create_task(self._send(q, slots, batch))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._send(q, slots, batch)
 
     def _lingered(self, q: _LogQueue) -> None:
         q.linger = None
@@ -205,9 +205,13 @@ class AppendBatcher:
         q.bytes -= size
         return batch
 
-    async def _send(self, q: _LogQueue, slots: AppendSlots, batch: list[_Entry]) -> None:
-        now = asyncio.get_running_loop().time()
-        try:
+    def _send(self, q: _LogQueue, slots: AppendSlots, batch: list[_Entry]) -> None:
+        """Hand ``batch`` (its records still within their deadlines) to the core; the
+        frame's slots come back in ``_sent``."""
+        loop = self._loop.loop
+        now = loop.time()
+        live = batch
+        if any(e.deadline <= now for e in batch):
             live = []
             for e in batch:
                 if e.deadline > now:
@@ -216,29 +220,49 @@ class AppendBatcher:
                     _fail(e.future, TimedOutError(
                         message=f"append to log {q.log_id}: still waiting in the client for "
                                 f"room among the appends in flight at its deadline"))
-            if not live:
-                return
-            checksums = [e.checksum for e in live] \
-                if self._core.settings.append_checksum else None
-            outcomes = await self._core.append_batch(
+        if not live:  # (not at once: _send_ready is sending from q right now)
+            loop.call_soon(self._frame_done, q, slots, len(batch))
+            return
+        checksums = [e.checksum for e in live] if self._core.settings.append_checksum \
+            else None
+        try:
+            answer = asyncio.ensure_future(self._core.append_batch(
                 q.log_id, [e.data for e in live], checksums,
-                min(e.deadline for e in live) - now)
-            for e, outcome in zip(live, outcomes, strict=True):
+                min(e.deadline for e in live) - now), loop=loop)
+        except Exception as exc:  # nobody may wait for ever, even on a bug
+            log.exception("append batch to log %d could not start", q.log_id)
+            for e in batch:
+                _fail(e.future, exc)
+            loop.call_soon(self._frame_done, q, slots, len(batch))
+            return
+        answer.add_done_callback(functools.partial(self._sent, q, slots, batch, live))
+
+    def _sent(self, q: _LogQueue, slots: AppendSlots, batch: list[_Entry],
+              live: list[_Entry], answer: asyncio.Future[list[Any]]) -> None:
+        """``live``'s outcomes are in ``answer``: settle each record's future."""
+        try:
+            if answer.cancelled():  # the client is closing
+                shut = LogDeviceError(E.SHUTDOWN, "the client was closed")
+                for e in live:
+                    _fail(e.future, shut)
+                return
+            exc = answer.exception()
+            if exc is not None:  # nobody may wait for ever, even on a bug
+                for e in live:
+                    _fail(e.future, exc)
+                return
+            for e, outcome in zip(live, answer.result(), strict=True):
                 if isinstance(outcome, LogDeviceError):
                     _fail(e.future, outcome)
                 else:
                     _succeed(e.future, outcome)
-        except asyncio.CancelledError:  # the client is closing
-            for e in batch:
-                _fail(e.future, LogDeviceError(E.SHUTDOWN, "the client was closed"))
-            raise
-        except Exception as exc:  # nobody may wait for ever, even on a bug
-            for e in batch:
-                _fail(e.future, exc)
-            raise
         finally:
-            q.frames -= 1
-            slots.release(len(batch))  # its listener sends what queued meanwhile
+            self._frame_done(q, slots, len(batch))
+
+    @staticmethod
+    def _frame_done(q: _LogQueue, slots: AppendSlots, records: int) -> None:
+        q.frames -= 1
+        slots.release(records)  # its listener sends what queued meanwhile
 
     def _fail_queued(self, exc: LogDeviceError) -> None:
         for q in self._queues.values():
