@@ -71,7 +71,8 @@ class ClientContext:
         self.settings = settings
         self.timeout = timeout
         self.core = ClientCore(config, settings)
-        self.loop = LoopThread(name=f"logdevice-client-{config.cluster}")
+        self.loop = LoopThread(name=f"logdevice-client-{config.cluster}",
+                               kind=settings.event_loop)
         self._owner = None if owner is None else weakref.ref(owner)
         self._lock = threading.Lock()
         self._closed = False
