@@ -211,7 +211,8 @@ class AppendBatcher:
         loop = self._loop.loop
         now = loop.time()
         live = batch
-        if any(e.deadline <= now for e in batch):
+        deadline = min(e.deadline for e in batch) if len(batch) > 1 else batch[0].deadline
+        if deadline <= now:
             live = []
             for e in batch:
                 if e.deadline > now:
@@ -220,15 +221,21 @@ class AppendBatcher:
                     _fail(e.future, TimedOutError(
                         message=f"append to log {q.log_id}: still waiting in the client for "
                                 f"room among the appends in flight at its deadline"))
-        if not live:  # (not at once: _send_ready is sending from q right now)
-            loop.call_soon(self._frame_done, q, slots, len(batch))
-            return
-        checksums = [e.checksum for e in live] if self._core.settings.append_checksum \
-            else None
+            if not live:  # (not at once: _send_ready is sending from q right now)
+                loop.call_soon(self._frame_done, q, slots, len(batch))
+                return
+            deadline = min(e.deadline for e in live)
+        checksum = self._core.settings.append_checksum
+        if len(live) == 1:
+            e = live[0]
+            payloads = [e.data]
+            checksums = [e.checksum] if checksum else None
+        else:
+            payloads = [e.data for e in live]
+            checksums = [e.checksum for e in live] if checksum else None
         try:
             answer = asyncio.ensure_future(self._core.append_batch(
-                q.log_id, [e.data for e in live], checksums,
-                min(e.deadline for e in live) - now), loop=loop)
+                q.log_id, payloads, checksums, deadline - now), loop=loop)
         except Exception as exc:  # nobody may wait for ever, even on a bug
             log.exception("append batch to log %d could not start", q.log_id)
             for e in batch:

@@ -76,6 +76,7 @@ STRAGGLER_GRACE = 0.5
 # go one by one through get_tail.
 TAILS_ROUNDS = 3
 _NO_REDIRECT = int(AppendFlag.NO_REDIRECT)
+_CHECKSUM = int(AppendFlag.CHECKSUM)
 
 
 def _pack(payloads: Sequence[Any]) -> tuple[np.ndarray, Any]:
@@ -385,7 +386,7 @@ class ClientCore:
         c = self.conns.get(node)
         if c is None or not c.writable:
             return None
-        flags = int(AppendFlag.CHECKSUM) if checksums is not None else 0
+        flags = _CHECKSUM if checksums is not None else 0
         offsets, buffer = _pack(payloads)
         msg = AppendBatch(
             request_id=0, log_id=log_id,
