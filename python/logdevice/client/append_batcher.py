@@ -59,10 +59,21 @@ class _Entry:
         self.future = future
 
 
-class _LogQueue:
-    """One log's appends not yet sent."""
+class _Frame:
+    """One APPEND_BATCH frame of a log: its records' slots, and whether it was answered."""
 
-    __slots__ = ("log_id", "entries", "bytes", "slots", "linger", "frames")
+    __slots__ = ("slots", "records", "answered")
+
+    def __init__(self, slots: AppendSlots, records: int) -> None:
+        self.slots = slots
+        self.records = records
+        self.answered = False
+
+
+class _LogQueue:
+    """One log's appends not yet sent, and its frames whose slots are still held."""
+
+    __slots__ = ("log_id", "entries", "bytes", "slots", "linger", "frames", "held")
 
     def __init__(self, log_id: int) -> None:
         self.log_id = log_id
@@ -71,6 +82,7 @@ class _LogQueue:
         self.slots: AppendSlots | None = None  # the log's in-flight limit, once known
         self.linger: asyncio.TimerHandle | None = None
         self.frames = 0  # APPEND_BATCH frames in flight
+        self.held: deque[_Frame] = deque()  # frames holding slots, in send order
 
 
 class AppendBatcher:
@@ -184,7 +196,9 @@ class AppendBatcher:
             batch = self._take(q, slots.free, max_bytes)
             slots.take(len(batch))
             q.frames += 1
-            self._send(q, slots, batch)
+            frame = _Frame(slots, len(batch))
+            q.held.append(frame)
+            self._send(q, frame, batch)
 
     def _lingered(self, q: _LogQueue) -> None:
         q.linger = None
@@ -205,7 +219,7 @@ class AppendBatcher:
         q.bytes -= size
         return batch
 
-    def _send(self, q: _LogQueue, slots: AppendSlots, batch: list[_Entry]) -> None:
+    def _send(self, q: _LogQueue, frame: _Frame, batch: list[_Entry]) -> None:
         """Hand ``batch`` (its records still within their deadlines) to the core; the
         frame's slots come back in ``_sent``."""
         loop = self._loop.loop
@@ -222,7 +236,7 @@ class AppendBatcher:
                         message=f"append to log {q.log_id}: still waiting in the client for "
                                 f"room among the appends in flight at its deadline"))
             if not live:  # (not at once: _send_ready is sending from q right now)
-                loop.call_soon(self._frame_done, q, slots, len(batch))
+                loop.call_soon(self._frame_done, q, frame)
                 return
             deadline = min(e.deadline for e in live)
         checksum = self._core.settings.append_checksum
@@ -240,11 +254,11 @@ class AppendBatcher:
             log.exception("append batch to log %d could not start", q.log_id)
             for e in batch:
                 _fail(e.future, exc)
-            loop.call_soon(self._frame_done, q, slots, len(batch))
+            loop.call_soon(self._frame_done, q, frame)
             return
-        answer.add_done_callback(functools.partial(self._sent, q, slots, batch, live))
+        answer.add_done_callback(functools.partial(self._sent, q, frame, batch, live))
 
-    def _sent(self, q: _LogQueue, slots: AppendSlots, batch: list[_Entry],
+    def _sent(self, q: _LogQueue, frame: _Frame, batch: list[_Entry],
               live: list[_Entry], answer: asyncio.Future[list[Any]]) -> None:
         """``live``'s outcomes are in ``answer``: settle each record's future."""
         try:
@@ -264,12 +278,26 @@ class AppendBatcher:
                 else:
                     _succeed(e.future, outcome)
         finally:
-            self._frame_done(q, slots, len(batch))
+            self._frame_done(q, frame)
 
-    @staticmethod
-    def _frame_done(q: _LogQueue, slots: AppendSlots, records: int) -> None:
+    def _frame_done(self, q: _LogQueue, frame: _Frame) -> None:
+        """``frame`` was answered.  Slots come back in send order: a frame answered
+        before an earlier one keeps its slots until that one is answered too.  The
+        sequencer acks records out of LSN order but frees its window in LSN order, so a
+        frame's records may hold the window until every earlier record is acked; slots
+        given back sooner would let the client overfill the window (refusals, then
+        retries that land after later records)."""
         q.frames -= 1
-        slots.release(records)  # its listener sends what queued meanwhile
+        frame.answered = True
+        held = q.held
+        while held and held[0].answered:  # (one release per slots object: the frames
+            slots = held[0].slots         # that may leave now see every slot back)
+            records = 0
+            while held and held[0].answered and held[0].slots is slots:
+                records += held.popleft().records
+            slots.release(records)  # its listener sends what queued meanwhile
+        if q.frames < FRAMES_IN_FLIGHT and q.entries:
+            self._send_ready(q)  # a frame may go with the slots still free
 
     def _fail_queued(self, exc: LogDeviceError) -> None:
         for q in self._queues.values():

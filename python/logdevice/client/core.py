@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 import numpy as np
@@ -77,6 +77,17 @@ STRAGGLER_GRACE = 0.5
 TAILS_ROUNDS = 3
 _NO_REDIRECT = int(AppendFlag.NO_REDIRECT)
 _CHECKSUM = int(AppendFlag.CHECKSUM)
+
+
+class WrittenAttempt(NamedTuple):
+    """A sequencer request written before ``_route_request`` took over: where it went,
+    its reply future, and the call's deadline and timeout (as given)."""
+
+    node: int
+    conn: Connection
+    reply: asyncio.Future[Any]
+    deadline: float  # loop time
+    timeout: float
 
 
 def _pack(payloads: Sequence[Any]) -> tuple[np.ndarray, Any]:
@@ -350,12 +361,12 @@ class ClientCore:
         retries, redirects and failures are handled in one place."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        sent = self._send_batch_now(log_id, payloads, checksums, deadline)
+        sent = self._send_batch_now(log_id, payloads, checksums, deadline, timeout)
         if sent is None:
             return self._spawn(self._append_batch(log_id, payloads, checksums, timeout))
         out: asyncio.Future[list[int | LogDeviceError]] = loop.create_future()
-        sent[2].add_done_callback(functools.partial(
-            self._batch_answered, out, log_id, payloads, checksums, deadline, sent))
+        sent.reply.add_done_callback(functools.partial(
+            self._batch_answered, out, log_id, payloads, checksums, sent))
         return out
 
     def _spawn(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
@@ -365,12 +376,12 @@ class ClientCore:
         return task
 
     def _send_batch_now(self, log_id: int, payloads: Sequence[Any],
-                        checksums: Sequence[int] | None, deadline: float
-                        ) -> tuple[int, Connection, asyncio.Future[Any]] | None:
+                        checksums: Sequence[int] | None, deadline: float,
+                        timeout: float) -> WrittenAttempt | None:
         """The first attempt of ``append_batch`` when nothing stands in its way: what
         ``_route_request``'s first round does when the route is known, the connection
-        up and writable, and no urgent view fetch is under way.  ``(node, connection,
-        reply future)``, or None (nothing was sent: take the long way)."""
+        up and writable, and no urgent view fetch is under way.  The attempt written, or
+        None (nothing was sent: take the long way)."""
         routing = self.routing
         view_task = self._view_task
         if self._closed or routing.view_time is None or (
@@ -402,11 +413,11 @@ class ClientCore:
         stats["append_batches"] += 1
         stats["sequencer_requests"] += 1
         self._sequencer_call_started()
-        return node, c, reply
+        return WrittenAttempt(node, c, reply, deadline, timeout)
 
     def _batch_answered(self, out: asyncio.Future[list[int | LogDeviceError]], log_id: int,
                         payloads: Sequence[Any], checksums: Sequence[int] | None,
-                        deadline: float, sent: tuple[int, Connection, asyncio.Future[Any]],
+                        sent: WrittenAttempt,
                         reply: asyncio.Future[Any]) -> None:
         """The answer to a batch ``_send_batch_now`` wrote: every record OK completes
         ``out`` here; anything else continues in ``_append_batch``."""
@@ -418,22 +429,21 @@ class ClientCore:
             if answer.status == E.OK and answer.redirect_to is None \
                     and not any(answer.statuses.tolist()):  # E.OK is 0
                 self._reached()
-                self.routing.clear_suspect(sent[0])
+                self.routing.clear_suspect(sent.node)
                 out.set_result(answer.lsns.tolist())
                 return
-        timeout = max(0.0, deadline - asyncio.get_running_loop().time())
-        task = self._spawn(self._append_batch(log_id, payloads, checksums, timeout,
+        task = self._spawn(self._append_batch(log_id, payloads, checksums, sent.timeout,
                                               first=sent))
         task.add_done_callback(functools.partial(_copy_outcome, out))
 
     async def _append_batch(self, log_id: int, payloads: Sequence[Any],
                             checksums: Sequence[int] | None, timeout: float,
-                            first: tuple[int, Connection, asyncio.Future[Any]] | None = None
+                            first: WrittenAttempt | None = None
                             ) -> list[int | LogDeviceError]:
-        """``append_batch``'s long way (``first``: its first attempt was written already,
-        this is its node, connection and reply)."""
+        """``append_batch``'s long way (``first``: its first attempt was written already;
+        the call's deadline is that attempt's)."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
+        deadline = loop.time() + timeout if first is None else first.deadline
         outcomes: list[Any] = [None] * len(payloads)  # every path fills in each
         todo = list(range(len(payloads)))
         flags = int(AppendFlag.CHECKSUM) if checksums is not None else 0
@@ -455,7 +465,8 @@ class ClientCore:
                 self.stats["append_batches"] += 1
             try:
                 reply: AppendedBatch = await self._sequencer_request(
-                    log_id, make, max(0.0, deadline - loop.time()), "append", first=first)
+                    log_id, make, timeout if first is not None
+                    else max(0.0, deadline - loop.time()), "append", first=first)
             except LogDeviceError as exc:
                 for i in todo:
                     outcomes[i] = exc
@@ -568,8 +579,7 @@ class ClientCore:
                                  timeout: float, what: str, *,
                                  repeatable: bool = False,
                                  order: tuple[SendOrder, int] | None = None,
-                                 first: tuple[int, Connection, asyncio.Future[Any]] | None
-                                 = None) -> Any:
+                                 first: WrittenAttempt | None = None) -> Any:
         """Send ``make(remaining_ms, no_redirect)`` to ``log_id``'s sequencer until it is
         answered (see the module docstring); ``repeatable``: the request changes nothing,
         so one whose connection dropped is sent again; ``order``: each attempt is written
@@ -585,10 +595,9 @@ class ClientCore:
     async def _route_request(self, log_id: int, make: Callable[[int, bool], Any],
                              timeout: float, what: str, repeatable: bool,
                              order: tuple[SendOrder, int] | None,
-                             first: tuple[int, Connection, asyncio.Future[Any]] | None
-                             ) -> Any:
+                             first: WrittenAttempt | None) -> Any:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
+        deadline = loop.time() + timeout if first is None else first.deadline
         backoff = Backoff(self.settings.initial_backoff, self.settings.max_backoff)
         redirects = 0
         redirected_by: set[int] = set()  # nodes that redirected this request
@@ -599,7 +608,7 @@ class ClientCore:
         while True:
             sent: asyncio.Future[Any] | None = None
             if first is not None:  # written already: its answer is this round's
-                node, c, sent = first
+                node, c, sent = first.node, first.conn, first.reply
                 no_redirect = False
                 first = None
             else:
