@@ -46,6 +46,9 @@ def _gather(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray
     return out, offsets
 
 
+_UNSET = object()
+_NO_COLUMNS: dict[str, Any] = {}
+
 #: Slot names per class, all of its MRO's (``replace`` copies them).
 _SLOT_NAMES: dict[type, tuple[str, ...]] = {}
 
@@ -127,8 +130,10 @@ class RecordColumns:
         else:  # copy.copy goes through __reduce_ex__: several times slower
             out = object.__new__(type(self))
             for name in _slot_names(type(self)):
-                if name not in columns and hasattr(self, name):
-                    setattr(out, name, getattr(self, name))
+                if name not in columns:
+                    value = getattr(self, name, _UNSET)
+                    if value is not _UNSET:
+                        setattr(out, name, value)
         for name, value in columns.items():
             setattr(out, name, value)
         return out
@@ -137,10 +142,12 @@ class RecordColumns:
         """Rows ``[a, b)`` as views (offsets keep indexing the same buffer)."""
         b = max(a, b)
         bo = self.batch_offsets
+        extra = {name: getattr(self, name)[a:b] for name in self.ROW_COLUMNS} \
+            if self.ROW_COLUMNS else _NO_COLUMNS
         return self.replace(
             lsns=self.lsns[a:b], timestamps=self.timestamps[a:b], flags=self.flags[a:b],
             offsets=self.offsets[a:b + 1], batch_offsets=None if bo is None else bo[a:b],
-            **{name: getattr(self, name)[a:b] for name in self.ROW_COLUMNS})
+            **extra)
 
     def take(self, index: np.ndarray | builtins.slice) -> Self:
         """The rows at ``index``: a slice of step 1 is ``slice`` (views); an int array

@@ -306,3 +306,19 @@ def test_async_client(local_cluster):
             return got
 
     assert sorted(asyncio.run(main())) == sorted(b"a%d" % i for i in range(50))
+
+
+@pytest.mark.parametrize("event_loop", ["asyncio", "uvloop"])
+def test_either_event_loop_appends_batches_and_reads(cluster, event_loop):
+    pytest.importorskip("uvloop")
+    log_id = 30 if event_loop == "asyncio" else 31
+    with ld.Client(cluster.config_path, timeout=10.0, event_loop=event_loop) as c:
+        first = c.append(log_id, b"alone")
+        futs = [c.append_async(log_id, b"burst %d" % i) for i in range(300)]
+        lsns = [f.result(30) for f in futs]
+        assert lsns == sorted(lsns) and lsns[0] > first  # in the order they were made
+        assert c.stats["append_batches"] < 301  # the burst travelled in shared frames
+        with c.create_reader() as r:
+            r.start_reading(log_id, first, lsns[-1])
+            got = [rec.payload for rec in r]
+        assert got == [b"alone"] + [b"burst %d" % i for i in range(300)]

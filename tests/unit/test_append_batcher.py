@@ -131,6 +131,32 @@ def test_a_linger_ends_by_itself_and_never_takes_more_than_half_the_timeout(loop
     assert fut.result(5) == 1 and sizes(core) == [1]
 
 
+def test_a_frame_answered_before_an_earlier_one_keeps_its_slots_until_then(loop):
+    # The sequencer acks out of LSN order but frees its window in LSN order: slots come
+    # back in send order, so the client never has more records out than the window holds.
+    core = FrameRecorder(max_appends_in_flight=4)
+    batcher = AppendBatcher(loop, core)
+    first = batcher.submit(1, b"a", 0, 10.0)
+    settle(loop)
+    batcher.submit(1, b"b", 0, 10.0)
+    settle(loop)
+    assert sizes(core) == [1, 1]
+    later = [batcher.submit(1, b"c%d" % i, 0, 10.0) for i in range(4)]
+    settle(loop)
+    slots = core.append_slots(1)
+    second = core._held.pop(1)  # the second frame is answered first
+    loop.call_soon(second.set_result, None)
+    settle(loop)
+    assert slots.used == 4  # its slot is held for the first frame: 2 left for a frame
+    assert sizes(core) == [1, 1, 2]
+    loop.call_soon(core.answer)  # the first frame: both frames' slots come back
+    assert first.result(5) > 0
+    settle(loop)
+    assert sizes(core) == [1, 1, 2, 2]
+    loop.call_soon(core.answer, 2)
+    assert len({f.result(5) for f in later}) == 4
+
+
 def test_close_fails_what_is_queued_with_the_reason(loop):
     core = FrameRecorder(append_linger=30.0)
     batcher = AppendBatcher(loop, core)

@@ -40,6 +40,21 @@ def test_bad_copies_finds_the_damaged_payload():
     assert bad_copies(frame(PAYLOADS, corrupt=2, flags=0)) is None
 
 
+def test_bad_copies_of_a_frame_of_one_record():
+    # A tailing reader's usual frame: checked without arrays, with the same answers.
+    def one(payload: bytes, flags: int = FLAG_CHECKSUM, sent: bytes | None = None):
+        msg = Records(read_stream_id=7, filter_version=1, lsns=np.array([11], np.uint64),
+                      timestamps=np.zeros(1, np.int64), flags=np.array([flags], np.uint32),
+                      payload_offsets=np.array([0, len(payload)], np.uint64),
+                      payloads=sent or payload,
+                      checksums=np.array([crc32c(payload)], np.uint32))
+        return decode_frame(encode_frame(msg))
+
+    assert bad_copies(one(b"alpha")) is None
+    assert bad_copies(one(b"alpha", sent=b"alphA")).tolist() == [0]
+    assert bad_copies(one(b"alpha", flags=0, sent=b"alphA")) is None
+
+
 def test_bad_copy_is_replaced_by_another_nodes_copy():
     now = [0.0]
     rs = ReadStream(1, 11, 14, nodeset=[0, 1, 2], replication=2, clock=lambda: now[0],

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import logging
 import threading
 from collections import deque
 from typing import Any
@@ -35,6 +36,8 @@ from logdevice.client.loop import LoopThread
 from logdevice.errors import E, LogDeviceError, TimedOutError
 
 __all__ = ["AppendBatcher"]
+
+log = logging.getLogger(__name__)
 
 #: APPEND_BATCH frames one log may have in flight.  Appends that arrive meanwhile queue
 #: and leave together when one comes back: under load the batches grow by themselves.
@@ -56,10 +59,21 @@ class _Entry:
         self.future = future
 
 
-class _LogQueue:
-    """One log's appends not yet sent."""
+class _Frame:
+    """One APPEND_BATCH frame of a log: its records' slots, and whether it was answered."""
 
-    __slots__ = ("log_id", "entries", "bytes", "slots", "linger", "frames")
+    __slots__ = ("slots", "records", "answered")
+
+    def __init__(self, slots: AppendSlots, records: int) -> None:
+        self.slots = slots
+        self.records = records
+        self.answered = False
+
+
+class _LogQueue:
+    """One log's appends not yet sent, and its frames whose slots are still held."""
+
+    __slots__ = ("log_id", "entries", "bytes", "slots", "linger", "frames", "held")
 
     def __init__(self, log_id: int) -> None:
         self.log_id = log_id
@@ -68,6 +82,7 @@ class _LogQueue:
         self.slots: AppendSlots | None = None  # the log's in-flight limit, once known
         self.linger: asyncio.TimerHandle | None = None
         self.frames = 0  # APPEND_BATCH frames in flight
+        self.held: deque[_Frame] = deque()  # frames holding slots, in send order
 
 
 class AppendBatcher:
@@ -89,7 +104,6 @@ class AppendBatcher:
         self._wake_scheduled = False
         self._closed = False
         self._queues: dict[int, _LogQueue] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ any thread
 
@@ -182,9 +196,9 @@ class AppendBatcher:
             batch = self._take(q, slots.free, max_bytes)
             slots.take(len(batch))
             q.frames += 1
-            task = loop.create_task(self._send(q, slots, batch))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            frame = _Frame(slots, len(batch))
+            q.held.append(frame)
+            self._send(q, frame, batch)
 
     def _lingered(self, q: _LogQueue) -> None:
         q.linger = None
@@ -205,9 +219,14 @@ class AppendBatcher:
         q.bytes -= size
         return batch
 
-    async def _send(self, q: _LogQueue, slots: AppendSlots, batch: list[_Entry]) -> None:
-        now = asyncio.get_running_loop().time()
-        try:
+    def _send(self, q: _LogQueue, frame: _Frame, batch: list[_Entry]) -> None:
+        """Hand ``batch`` (its records still within their deadlines) to the core; the
+        frame's slots come back in ``_sent``."""
+        loop = self._loop.loop
+        now = loop.time()
+        live = batch
+        deadline = min(e.deadline for e in batch) if len(batch) > 1 else batch[0].deadline
+        if deadline <= now:
             live = []
             for e in batch:
                 if e.deadline > now:
@@ -216,29 +235,69 @@ class AppendBatcher:
                     _fail(e.future, TimedOutError(
                         message=f"append to log {q.log_id}: still waiting in the client for "
                                 f"room among the appends in flight at its deadline"))
-            if not live:
+            if not live:  # (not at once: _send_ready is sending from q right now)
+                loop.call_soon(self._frame_done, q, frame)
                 return
-            checksums = [e.checksum for e in live] \
-                if self._core.settings.append_checksum else None
-            outcomes = await self._core.append_batch(
-                q.log_id, [e.data for e in live], checksums,
-                min(e.deadline for e in live) - now)
-            for e, outcome in zip(live, outcomes, strict=True):
+            deadline = min(e.deadline for e in live)
+        checksum = self._core.settings.append_checksum
+        if len(live) == 1:
+            e = live[0]
+            payloads = [e.data]
+            checksums = [e.checksum] if checksum else None
+        else:
+            payloads = [e.data for e in live]
+            checksums = [e.checksum for e in live] if checksum else None
+        try:
+            answer = asyncio.ensure_future(self._core.append_batch(
+                q.log_id, payloads, checksums, deadline - now), loop=loop)
+        except Exception as exc:  # nobody may wait for ever, even on a bug
+            log.exception("append batch to log %d could not start", q.log_id)
+            for e in batch:
+                _fail(e.future, exc)
+            loop.call_soon(self._frame_done, q, frame)
+            return
+        answer.add_done_callback(functools.partial(self._sent, q, frame, batch, live))
+
+    def _sent(self, q: _LogQueue, frame: _Frame, batch: list[_Entry],
+              live: list[_Entry], answer: asyncio.Future[list[Any]]) -> None:
+        """``live``'s outcomes are in ``answer``: settle each record's future."""
+        try:
+            if answer.cancelled():  # the client is closing
+                shut = LogDeviceError(E.SHUTDOWN, "the client was closed")
+                for e in live:
+                    _fail(e.future, shut)
+                return
+            exc = answer.exception()
+            if exc is not None:  # nobody may wait for ever, even on a bug
+                for e in live:
+                    _fail(e.future, exc)
+                return
+            for e, outcome in zip(live, answer.result(), strict=True):
                 if isinstance(outcome, LogDeviceError):
                     _fail(e.future, outcome)
                 else:
                     _succeed(e.future, outcome)
-        except asyncio.CancelledError:  # the client is closing
-            for e in batch:
-                _fail(e.future, LogDeviceError(E.SHUTDOWN, "the client was closed"))
-            raise
-        except Exception as exc:  # nobody may wait for ever, even on a bug
-            for e in batch:
-                _fail(e.future, exc)
-            raise
         finally:
-            q.frames -= 1
-            slots.release(len(batch))  # its listener sends what queued meanwhile
+            self._frame_done(q, frame)
+
+    def _frame_done(self, q: _LogQueue, frame: _Frame) -> None:
+        """``frame`` was answered.  Slots come back in send order: a frame answered
+        before an earlier one keeps its slots until that one is answered too.  The
+        sequencer acks records out of LSN order but frees its window in LSN order, so a
+        frame's records may hold the window until every earlier record is acked; slots
+        given back sooner would let the client overfill the window (refusals, then
+        retries that land after later records)."""
+        q.frames -= 1
+        frame.answered = True
+        held = q.held
+        while held and held[0].answered:  # (one release per slots object: the frames
+            slots = held[0].slots         # that may leave now see every slot back)
+            records = 0
+            while held and held[0].answered and held[0].slots is slots:
+                records += held.popleft().records
+            slots.release(records)  # its listener sends what queued meanwhile
+        if q.frames < FRAMES_IN_FLIGHT and q.entries:
+            self._send_ready(q)  # a frame may go with the slots still free
 
     def _fail_queued(self, exc: LogDeviceError) -> None:
         for q in self._queues.values():

@@ -260,13 +260,15 @@ class Client:
 
     def _prepare_append(self, log_id: int, payload: Any) -> tuple[Any, int]:
         """The checked payload and its crc32c (0 unless the client sends checksums)."""
-        self._log_group(log_id)
+        ctx = self._ctx
+        ctx.log_group(log_id)
         data = as_payload(payload)
         size = len(data)
-        if size > self.settings.max_payload_size:
+        settings = ctx.settings
+        if size > settings.max_payload_size:
             raise error_for(E.TOOBIG, f"payload of {size} bytes exceeds the limit of "
-                                      f"{self.settings.max_payload_size} bytes")
-        return data, crc32c(data) if self.settings.append_checksum else 0
+                                      f"{settings.max_payload_size} bytes")
+        return data, crc32c(data) if settings.append_checksum else 0
 
     # ------------------------------------------------------------------ appends
 
@@ -310,9 +312,11 @@ class Client:
         Appends to one log that queue while the client is busy travel to the sequencer
         together (``append_batch_bytes``, ``append_linger``).
         """
-        self._ctx.check_open()
+        ctx = self._ctx
+        ctx.check_open()
         data, checksum = self._prepare_append(log_id, payload)
-        return self._appends.submit(log_id, data, checksum, self._timeout(timeout))
+        return self._appends.submit(log_id, data, checksum,
+                                    ctx.timeout if timeout is None else self._timeout(timeout))
 
     # ------------------------------------------------------------------ tail and head
 

@@ -214,6 +214,12 @@ class Connection:
         return self._proto is not None and not self._proto.lost
 
     @property
+    def writable(self) -> bool:
+        """Connected, and ``send`` would not have to wait for ``drain``."""
+        proto = self._proto
+        return proto is not None and not proto.lost and not proto.paused
+
+    @property
     def in_flight(self) -> int:
         """Requests sent and not yet answered."""
         return len(self._pending)

@@ -46,7 +46,7 @@ from logdevice.client.reader_core import StreamRouter
 from logdevice.client.reader_placement import PlacementSource
 from logdevice.client.settings import ClientSettings
 from logdevice.config import Config, LogGroup
-from logdevice.errors import E, InvalidParamError, LogDeviceError
+from logdevice.errors import E, InvalidParamError, LogDeviceError, NotFoundError
 
 __all__ = ["ClientContext"]
 
@@ -71,7 +71,8 @@ class ClientContext:
         self.settings = settings
         self.timeout = timeout
         self.core = ClientCore(config, settings)
-        self.loop = LoopThread(name=f"logdevice-client-{config.cluster}")
+        self.loop = LoopThread(name=f"logdevice-client-{config.cluster}",
+                               kind=settings.event_loop)
         self._owner = None if owner is None else weakref.ref(owner)
         self._lock = threading.Lock()
         self._closed = False
@@ -133,7 +134,9 @@ class ClientContext:
         """
         if isinstance(log_id, bool) or not isinstance(log_id, int):
             raise InvalidParamError(message=f"log id must be an int, not {type(log_id).__name__}")
-        if not self.config.has_log(log_id):
+        try:
+            return self.config.log_group(log_id)
+        except NotFoundError:
             self.log_groups.refresh()  # created at runtime a moment ago?
         return self.config.log_group(log_id)  # NotFoundError names the log and cluster
 

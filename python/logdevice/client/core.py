@@ -34,8 +34,9 @@ demand) and the ``Routing`` state.  Two kinds of request:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
-from typing import Any
+import functools
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 import numpy as np
@@ -67,12 +68,47 @@ from logdevice.security import ConnectSecurity
 
 __all__ = ["ClientCore"]
 
+T = TypeVar("T")
+
 # Storage calls: once an f-majority answered, wait at most this much for the others.
 STRAGGLER_GRACE = 0.5
 # GET_TAILS rounds (each follows the redirects of the one before) before the logs left
 # go one by one through get_tail.
 TAILS_ROUNDS = 3
 _NO_REDIRECT = int(AppendFlag.NO_REDIRECT)
+_CHECKSUM = int(AppendFlag.CHECKSUM)
+
+
+class WrittenAttempt(NamedTuple):
+    """A sequencer request written before ``_route_request`` took over: where it went,
+    its reply future, and the call's deadline and timeout (as given)."""
+
+    node: int
+    conn: Connection
+    reply: asyncio.Future[Any]
+    deadline: float  # loop time
+    timeout: float
+
+
+def _pack(payloads: Sequence[Any]) -> tuple[np.ndarray, Any]:
+    """``pack_payloads`` without its fixed cost for the usual one record."""
+    if len(payloads) == 1:
+        data = payloads[0]
+        return np.array((0, len(data)), np.uint64), data
+    return pack_payloads(payloads)
+
+
+def _copy_outcome(out: asyncio.Future[Any], task: asyncio.Task[Any]) -> None:
+    if out.done():
+        return
+    if task.cancelled():
+        out.cancel()
+        return
+    exc = task.exception()
+    if exc is not None:
+        out.set_exception(exc)
+    else:
+        out.set_result(task.result())
 
 
 class ClientCore:
@@ -103,6 +139,7 @@ class ClientCore:
         self._view_urgent = False  # the fetch in flight follows a failure: requests wait
         self._poller: asyncio.Task[None] | None = None  # background view refreshes
         self._sequencer_calls = 0  # sequencer requests in progress
+        self._tasks: set[asyncio.Task[Any]] = set()  # append batches on the long way
         self._closed = False
 
     def set_config(self, config: Config) -> None:
@@ -306,22 +343,113 @@ class ClientCore:
                 self.config.log_group(log_id).max_writes_in_flight))
         return slots
 
-    async def append_batch(self, log_id: int, payloads: Sequence[Any],
-                           checksums: Sequence[int] | None,
-                           timeout: float) -> list[int | LogDeviceError]:
+    def append_batch(self, log_id: int, payloads: Sequence[Any],
+                     checksums: Sequence[int] | None,
+                     timeout: float) -> asyncio.Future[list[int | LogDeviceError]]:
         """APPEND_BATCH ``payloads`` (in order; ``checksums``: their crc32c, or None to
-        send none) to ``log_id``'s sequencer; per record, its LSN or the error it failed
-        with.  Records the sequencer refused before giving them an LSN (window full, no
-        copyset now, ...) are sent again, together, after a backoff, until the deadline.
-        Nothing is raised: a failure of the whole request is every open record's."""
+        send none) to ``log_id``'s sequencer; the future of, per record, its LSN or the
+        error it failed with.  Records the sequencer refused before giving them an LSN
+        (window full, no copyset now, ...) are sent again, together, after a backoff,
+        until the deadline.  The future fails only when cancelled (the client closing)
+        or on a bug: a failure of the whole request is every open record's.
+
+        The common case costs no task: when the log's sequencer is known and its
+        connection is up, the frame is written at once and an answer that is OK for
+        every record completes the future from the reply's callback.  Anything else
+        (no route yet, an urgent view fetch, a refusal, a redirect, a failure) goes
+        through ``_append_batch`` (from the answer on, if the frame was written), so
+        retries, redirects and failures are handled in one place."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        sent = self._send_batch_now(log_id, payloads, checksums, deadline, timeout)
+        if sent is None:
+            return self._spawn(self._append_batch(log_id, payloads, checksums, timeout))
+        out: asyncio.Future[list[int | LogDeviceError]] = loop.create_future()
+        sent.reply.add_done_callback(functools.partial(
+            self._batch_answered, out, log_id, payloads, checksums, sent))
+        return out
+
+    def _spawn(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _send_batch_now(self, log_id: int, payloads: Sequence[Any],
+                        checksums: Sequence[int] | None, deadline: float,
+                        timeout: float) -> WrittenAttempt | None:
+        """The first attempt of ``append_batch`` when nothing stands in its way: what
+        ``_route_request``'s first round does when the route is known, the connection
+        up and writable, and no urgent view fetch is under way.  The attempt written, or
+        None (nothing was sent: take the long way)."""
+        routing = self.routing
+        view_task = self._view_task
+        if self._closed or routing.view_time is None or (
+                self._view_urgent and view_task is not None and not view_task.done()):
+            return None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if now >= deadline:
+            return None
+        node, no_redirect = routing.route(log_id)
+        if node is None:
+            return None
+        c = self.conns.get(node)
+        if c is None or not c.writable:
+            return None
+        flags = _CHECKSUM if checksums is not None else 0
+        offsets, buffer = _pack(payloads)
+        msg = AppendBatch(
+            request_id=0, log_id=log_id,
+            flags=flags | _NO_REDIRECT if no_redirect else flags,
+            timeout_ms=max(1, int((deadline - now) * 1000)), payload_offsets=offsets,
+            payloads=buffer,
+            checksums=np.array(checksums, np.uint32) if checksums is not None else EMPTY_U32)
+        try:
+            reply = c.send(msg, deadline)
+        except LogDeviceError:
+            return None  # the long way raises it, with the whole story
+        stats = self.stats
+        stats["append_batches"] += 1
+        stats["sequencer_requests"] += 1
+        self._sequencer_call_started()
+        return WrittenAttempt(node, c, reply, deadline, timeout)
+
+    def _batch_answered(self, out: asyncio.Future[list[int | LogDeviceError]], log_id: int,
+                        payloads: Sequence[Any], checksums: Sequence[int] | None,
+                        sent: WrittenAttempt,
+                        reply: asyncio.Future[Any]) -> None:
+        """The answer to a batch ``_send_batch_now`` wrote: every record OK completes
+        ``out`` here; anything else continues in ``_append_batch``."""
+        self._sequencer_calls -= 1
+        if out.done():
+            return
+        if not reply.cancelled() and reply.exception() is None:
+            answer = reply.result()
+            if answer.status == E.OK and answer.redirect_to is None \
+                    and not any(answer.statuses.tolist()):  # E.OK is 0
+                self._reached()
+                self.routing.clear_suspect(sent.node)
+                out.set_result(answer.lsns.tolist())
+                return
+        task = self._spawn(self._append_batch(log_id, payloads, checksums, sent.timeout,
+                                              first=sent))
+        task.add_done_callback(functools.partial(_copy_outcome, out))
+
+    async def _append_batch(self, log_id: int, payloads: Sequence[Any],
+                            checksums: Sequence[int] | None, timeout: float,
+                            first: WrittenAttempt | None = None
+                            ) -> list[int | LogDeviceError]:
+        """``append_batch``'s long way (``first``: its first attempt was written already;
+        the call's deadline is that attempt's)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout if first is None else first.deadline
         outcomes: list[Any] = [None] * len(payloads)  # every path fills in each
         todo = list(range(len(payloads)))
         flags = int(AppendFlag.CHECKSUM) if checksums is not None else 0
         backoff = Backoff(self.settings.initial_backoff, self.settings.max_backoff)
         while True:
-            offsets, buffer = pack_payloads([payloads[i] for i in todo])
+            offsets, buffer = _pack([payloads[i] for i in todo])
             batch = AppendBatch(
                 request_id=0, log_id=log_id, flags=flags, payload_offsets=offsets,
                 payloads=buffer, checksums=np.array([checksums[i] for i in todo], np.uint32)
@@ -333,14 +461,18 @@ class ClientCore:
                     batch, timeout_ms=remaining_ms,
                     flags=batch.flags | _NO_REDIRECT if no_redirect else batch.flags)
 
-            self.stats["append_batches"] += 1
+            if first is None:
+                self.stats["append_batches"] += 1
             try:
                 reply: AppendedBatch = await self._sequencer_request(
-                    log_id, make, max(0.0, deadline - loop.time()), "append")
+                    log_id, make, timeout if first is not None
+                    else max(0.0, deadline - loop.time()), "append", first=first)
             except LogDeviceError as exc:
                 for i in todo:
                     outcomes[i] = exc
                 return outcomes
+            finally:
+                first = None
             retry = []
             for i, status, lsn in zip(todo, reply.statuses.tolist(), reply.lsns.tolist(),
                                       strict=True):
@@ -446,53 +578,67 @@ class ClientCore:
     async def _sequencer_request(self, log_id: int, make: Callable[[int, bool], Any],
                                  timeout: float, what: str, *,
                                  repeatable: bool = False,
-                                 order: tuple[SendOrder, int] | None = None) -> Any:
+                                 order: tuple[SendOrder, int] | None = None,
+                                 first: WrittenAttempt | None = None) -> Any:
         """Send ``make(remaining_ms, no_redirect)`` to ``log_id``'s sequencer until it is
         answered (see the module docstring); ``repeatable``: the request changes nothing,
         so one whose connection dropped is sent again; ``order``: each attempt is written
-        only in its ticket's turn (``send_order``)."""
+        only in its ticket's turn (``send_order``); ``first``: the first attempt was
+        written already (its node, connection and reply future)."""
         self._sequencer_call_started()
         try:
             return await self._route_request(log_id, make, timeout, what, repeatable,
-                                             order)
+                                             order, first)
         finally:
             self._sequencer_calls -= 1
 
     async def _route_request(self, log_id: int, make: Callable[[int, bool], Any],
                              timeout: float, what: str, repeatable: bool,
-                             order: tuple[SendOrder, int] | None) -> Any:
+                             order: tuple[SendOrder, int] | None,
+                             first: WrittenAttempt | None) -> Any:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
+        deadline = loop.time() + timeout if first is None else first.deadline
         backoff = Backoff(self.settings.initial_backoff, self.settings.max_backoff)
         redirects = 0
         redirected_by: set[int] = set()  # nodes that redirected this request
         last = "no attempt"
         routing = self.routing
-        if routing.view_time is None:
+        if routing.view_time is None and first is None:
             await self.refresh_view(deadline)
         while True:
-            await self._await_urgent_view(deadline)
-            now = loop.time()
-            if now >= deadline:
-                raise TimedOutError(message=f"{what} to log {log_id}: not acknowledged within "
-                                            f"{timeout:g} s (last: {last})")
-            node, no_redirect = routing.route(log_id)
-            if node is None:
-                last = "no sequencer node is alive"
-                self._unreachable(f"{what} to log {log_id}", last)
-                await self._back_off(backoff, deadline, refresh=True)
-                continue
-            c = self.conn(node)
-            self.stats["sequencer_requests"] += 1
+            sent: asyncio.Future[Any] | None = None
+            if first is not None:  # written already: its answer is this round's
+                node, c, sent = first.node, first.conn, first.reply
+                no_redirect = False
+                first = None
+            else:
+                await self._await_urgent_view(deadline)
+                now = loop.time()
+                if now >= deadline:
+                    raise TimedOutError(message=f"{what} to log {log_id}: not acknowledged "
+                                                f"within {timeout:g} s (last: {last})")
+                found, no_redirect = routing.route(log_id)
+                if found is None:
+                    last = "no sequencer node is alive"
+                    self._unreachable(f"{what} to log {log_id}", last)
+                    await self._back_off(backoff, deadline, refresh=True)
+                    continue
+                node = found
+                c = self.conn(node)
+                self.stats["sequencer_requests"] += 1
             try:
-                if not c.connected:
-                    await c.connect(deadline)
-                if order is None:
-                    reply = await c.request(make(max(1, int((deadline - loop.time()) * 1000)),
-                                                 no_redirect), deadline)
+                if sent is not None:
+                    reply = await sent
                 else:
-                    reply = await self._ordered_request(c, make, no_redirect, deadline,
-                                                        order)
+                    if not c.connected:
+                        await c.connect(deadline)
+                    if order is None:
+                        reply = await c.request(make(max(1, int((deadline - loop.time())
+                                                                * 1000)), no_redirect),
+                                                deadline)
+                    else:
+                        reply = await self._ordered_request(c, make, no_redirect,
+                                                            deadline, order)
             except TimedOutError as exc:
                 last = f"N{node} did not answer"
                 self.refresh_soon(urgent=True)  # who sequences the log now?

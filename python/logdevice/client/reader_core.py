@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
-from ldcore.checksum import crc32c_many
+from ldcore.checksum import crc32c, crc32c_many
 from logdevice.client.connection import Connection
 from logdevice.client.reader_placement import ReadPlacement
 from logdevice.client.reader_queue import ReaderQueue
@@ -52,6 +52,8 @@ log = logging.getLogger("logdevice.client.reader")
 STATUS_REFRESH = 1.0
 _NOT_BLOB = np.uint32(~FLAG_BUFFERED_WRITER_BLOB & 0xFFFFFFFF)
 _CHECKSUM = np.uint32(FLAG_CHECKSUM)
+_FIRST = np.zeros(1, np.intp)  # bad_copies of a frame whose one record is bad
+_FIRST.flags.writeable = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +127,12 @@ def bad_copies(msg: Records) -> np.ndarray | None:
     the node sent with it (records flagged CHECKSUM only); None when all match."""
     if not len(msg.checksums):
         return None
+    if len(msg.checksums) == 1:  # a tailing reader's record: scalars, not arrays
+        if not int(msg.flags[0]) & FLAG_CHECKSUM:
+            return None
+        offsets = msg.payload_offsets
+        payload = msg.payloads[int(offsets[0]):int(offsets[1])]
+        return None if crc32c(payload) == int(msg.checksums[0]) else _FIRST
     crc = crc32c_many(msg.payloads, msg.payload_offsets)
     mismatch = ((msg.flags & _CHECKSUM) != 0) & (crc != msg.checksums)
     return np.flatnonzero(mismatch) if mismatch.any() else None

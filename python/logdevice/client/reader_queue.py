@@ -416,6 +416,10 @@ def _resolve(fut: asyncio.Future[None]) -> None:
 
 
 def _concat(pieces: list[tuple[_Segment, int, int]], gaps: list[GapRecord]) -> ReaderBatch:
+    if len(pieces) == 1:  # a tailing reader's usual take: one segment, often all of it
+        seg, a, b = pieces[0]
+        rows = seg.rows if a == 0 and b == len(seg.lsns) else seg.rows.slice(a, b)
+        return ReaderBatch.of(np.full(b - a, seg.log_id, np.uint64), rows, gaps)
     log_ids = np.repeat(np.array([seg.log_id for seg, _, _ in pieces], np.uint64),
                         [b - a for _, a, b in pieces])
     rows = RecordColumns.concat([seg.rows.slice(a, b) for seg, a, b in pieces])

@@ -17,10 +17,12 @@ from typing import Any, TypedDict
 from logdevice.config import Config
 from logdevice.errors import InvalidParamError
 
-__all__ = ["ClientSettings", "ClientSettingKwargs"]
+__all__ = ["ClientSettings", "ClientSettingKwargs", "EVENT_LOOPS"]
 
 #: Settings that are strings (file paths, the token), None when unset.
 _PATH_OR_SECRET = frozenset({"tls_cert", "tls_key", "tls_ca", "token"})
+#: The values of the ``event_loop`` setting (and of ``LOGDEVICE_CLIENT_LOOP``).
+EVENT_LOOPS = ("uvloop", "asyncio")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +82,12 @@ class ClientSettings:
     token : str or None
         The token of a principal of the cluster's ``security.principals``, sent in HELLO.
         Without a certificate or a token the client is the anonymous principal.
+    event_loop : str or None
+        The event loop of the client's thread: ``"uvloop"`` (needs uvloop installed; it
+        comes with the ``server`` extra) or ``"asyncio"`` (the standard library's).
+        None (the default): the environment variable ``LOGDEVICE_CLIENT_LOOP`` if set
+        (same values), else uvloop when it is installed, else asyncio's.  uvloop costs
+        the client less CPU per call.
     """
 
     connect_timeout: float = 2.0
@@ -100,6 +108,7 @@ class ClientSettings:
     tls_key: str | None = None  # its private key (PEM), unless in tls_cert's file
     tls_ca: str | None = None  # the CA file to trust instead of security.tls.ca's
     token: str | None = None  # a principal's token, sent in HELLO
+    event_loop: str | None = None  # "uvloop", "asyncio"; None: see the docstring
 
     def __repr__(self) -> str:  # a token must not end up in logs
         shown = {f.name: ("<hidden>" if f.name == "token" and self.token is not None
@@ -122,7 +131,12 @@ class ClientSettings:
                     message=f"unknown client setting {name!r} (known: {', '.join(sorted(known))})"
                 )
             default = getattr(base, name)
-            if name in _PATH_OR_SECRET:
+            if name == "event_loop":
+                if value is not None and value not in EVENT_LOOPS:
+                    raise InvalidParamError(
+                        message=f"client setting event_loop must be one of "
+                                f"{', '.join(EVENT_LOOPS)} or None, got {value!r}")
+            elif name in _PATH_OR_SECRET:
                 if name != "token" and isinstance(value, os.PathLike):
                     value = os.fspath(value)
                 if value is not None and (not isinstance(value, str) or not value):
@@ -166,3 +180,4 @@ class ClientSettingKwargs(TypedDict, total=False):
     tls_key: str | os.PathLike[str] | None
     tls_ca: str | os.PathLike[str] | None
     token: str | None
+    event_loop: str | None

@@ -88,6 +88,14 @@ class BatchStore:
         handles += np.int64(bid << 32)
         return bid, handles
 
+    def add_one(self, rows: RecordColumns) -> int:
+        """``new_batch`` of a batch of one record (the tailing reader's usual RECORDS):
+        its record's handle, without an array."""
+        bid = self._next_id
+        self._next_id = (bid + 1) & 0x7FFFFFFF
+        self._pending = _Batch(rows)
+        return bid << 32
+
     def keep(self, bid: int, live: int) -> None:
         """``live`` records of the batch just registered entered the buffer."""
         if live > 0:
@@ -120,6 +128,16 @@ class BatchStore:
         """The records behind ``handles`` (contiguous LSNs just popped) as one run of
         columns; their batches are released."""
         n = len(handles)
+        batches = self._batches
+        if n == 1:  # a tailing reader's record: no array arithmetic
+            h = int(handles[0])
+            b = batches[h >> 32]
+            i0 = h & _INDEX_MASK
+            rows = b.rows
+            b.live -= 1
+            if b.live <= 0:
+                del batches[h >> 32]
+            return rows if i0 == 0 and len(rows) == 1 else rows.slice(i0, i0 + 1)
         bids = handles >> 32
         idx = handles & _INDEX_MASK
         if n > 1:
@@ -127,7 +145,6 @@ class BatchStore:
             bounds = [0, *brk.tolist(), n]
         else:
             bounds = [0, n]
-        batches = self._batches
         if len(bounds) - 1 > _MAX_SLICES:  # records alternate between batches
             ids, part, counts = np.unique(bids, return_inverse=True, return_counts=True)
             parts = []

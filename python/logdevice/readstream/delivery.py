@@ -66,6 +66,9 @@ class Delivery:
         its epoch (the rows after it are covered by the BRIDGE gap queued here)."""
         lsns = chunk.lsns
         flags = chunk.flags
+        if len(flags) == 1 and not int(flags[0]) & _SPECIAL:  # a tailing reader's record
+            self._queue.append(chunk)
+            return None
         special = np.flatnonzero(flags & _SPECIAL)
         if len(special) == 0:
             self._queue.append(chunk)

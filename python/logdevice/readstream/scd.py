@@ -151,6 +151,13 @@ class ScdController:
     def _check_failover(self, nxt: int) -> None:
         """Progress stalled at ``nxt`` in SCD mode: fail over if nobody can send it."""
         kd = self._known_down
+        # Most of the time someone can still send nxt: count before building anything.
+        unable = len(kd)
+        for s in self._states:
+            if s.next_lsn > nxt and s.node not in kd:
+                unable += 1
+        if unable < len(self._senders):
+            return
         cannot = set(kd)
         ur_not_kd = []
         for s in self._states:

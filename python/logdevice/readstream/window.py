@@ -33,6 +33,7 @@ WINDOW_GROWTH = 32
 #: Bytes counted per record on top of its payload (its columns, its share of a frame), so
 #: that empty payloads do not make a window of any length look free.
 _RECORD_COST = 32
+_PAST_END = 1 << 64  # Window.head once the window passed LSN_MAX
 
 
 class RecordWindow:
@@ -83,6 +84,8 @@ class RecordWindow:
                 return 0
             lsns = lsns[:n]
         batches = self._batches
+        if n == 1:
+            return self._insert_one(lsns, ts, fl, buf, offs)
         bid, handles = batches.new_batch(RecordColumns(lsns, ts, fl, buf, offs))
         codes = self._buf.insert_many(lsns, handles)
         if codes[n - 1] == -2:  # past the buffer: the node ignored flow control
@@ -93,6 +96,22 @@ class RecordWindow:
             live += self._prefer_recovery_copies(lsns[:n][better], handles[:n][better])
         batches.keep(bid, live)
         return n
+
+    def _insert_one(self, lsns: np.ndarray, ts: np.ndarray, fl: np.ndarray, buf: np.ndarray,
+                    offs: np.ndarray) -> int:
+        """``insert`` of one record (what a tailing reader mostly gets), in scalars."""
+        batches = self._batches
+        handle = batches.add_one(RecordColumns(lsns, ts, fl, buf, offs))
+        lsn = int(lsns[0])
+        code = self._buf.insert(lsn, handle)
+        if code == -2:  # past the buffer: the node ignored flow control
+            batches.keep(handle >> 32, 0)
+            return 0
+        live = 1 if code == 1 else 0
+        if code == 0 and int(fl[0]) & FLAG_WRITTEN_BY_RECOVERY:
+            live += self._prefer_recovery_copies(lsns, np.array([handle], np.int64))
+        batches.keep(handle >> 32, live)
+        return 1
 
     def _prefer_recovery_copies(self, lsns: np.ndarray, handles: np.ndarray) -> int:
         """Copies written by epoch recovery of LSNs already buffered: they replace a
@@ -113,7 +132,11 @@ class RecordWindow:
     def pop_run(self) -> RecordColumns | None:
         """The contiguous records at the head, removed from the buffer as one run of
         columns (None if the head slot is empty)."""
-        lsns, handles = self._buf.pop_ready()
+        buf = self._buf
+        head = buf.head
+        if head < _PAST_END and buf.get(head) < 0:  # nothing at the head: no arrays
+            return None
+        lsns, handles = buf.pop_ready()
         if len(lsns) == 0:
             return None
         run = self._batches.gather(handles)
