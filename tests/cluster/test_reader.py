@@ -81,6 +81,25 @@ def read_all(client, log_id, until, *, scd=True, **options):
     return items, stats
 
 
+def read_all_every_copy(client, log_id, until, copies, **options):
+    """``read_all`` in all-send-all, taking a window's worth of items at a time and,
+    before the next, waiting (bounded) until ``copies`` copies per record delivered
+    arrived: the read does not end before a slower node's copies come."""
+    with client.create_reader(**options) as r:
+        r.force_no_single_copy_delivery()
+        r.start_reading(log_id, ld.LSN_OLDEST, until)
+        items: list = []
+        while r.is_reading(log_id):
+            items += r.read(options["buffer_size"], timeout=10)
+            delivered = sum(isinstance(i, ld.DataRecord) for i in items)
+            deadline = time.monotonic() + 30
+            while r.stats.records_received < copies * delivered:
+                assert time.monotonic() < deadline, (r.stats.records_received, delivered)
+                time.sleep(0.01)
+        stats = r.stats
+    return items, stats
+
+
 def check_in_order(items, log_id):
     """Items of one log cover LSNs in increasing order without overlap."""
     pos = 0
@@ -100,10 +119,12 @@ def check_in_order(items, log_id):
 def test_read_back_scd_and_all_send_all_identical(client, log1):
     lsns, payloads = log1
     # A window of a fixed 512 LSNs (six slides over the log) keeps every node's stream
-    # in step, so all-send-all receives each record from every copy holder; a window
-    # grown for small records lets the reader finish before a slower node's copies come.
+    # in step, so all-send-all receives each record from every copy holder; the reader
+    # waits for them before it takes the next window (a loaded machine may hold a node
+    # back long enough for the read to end without its copies).
     scd_items, scd_stats = read_all(client, 1, lsns[-1], buffer_size=512)
-    asa_items, asa_stats = read_all(client, 1, lsns[-1], scd=False, buffer_size=512)
+    asa_items, asa_stats = read_all_every_copy(client, 1, lsns[-1], copies=1.6,
+                                               buffer_size=512)
     assert records(scd_items) == [(lsn, p, 0) for lsn, p in zip(lsns, payloads, strict=True)]
     assert scd_items == asa_items  # records and gaps alike
     check_in_order(scd_items, 1)
