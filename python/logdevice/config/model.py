@@ -289,6 +289,9 @@ class Settings:
     partition_duration_ms: int = 900_000  # LogsDB starts a new time partition this often
     partition_size_limit_bytes: int = 512 << 20  # ... or once the newest holds this much
     retention_interval_ms: int = 60_000  # how often a node drops partitions nobody needs
+    # Bytes a storage node keeps of the records it just stored, per log the newest, so
+    # tailing readers are served from memory (0: every read goes to the store).
+    record_cache_bytes: int = 32 << 20
     # Records/s a storage node reads from its copyset index to answer the checker; a
     # check never takes more, so it cannot starve appends or reads.
     checker_records_per_second: int = 5_000_000

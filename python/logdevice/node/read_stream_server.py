@@ -87,6 +87,7 @@ class ReadStats:
     records_read: int = 0  # records whose data (head + payload) was read from disk
     payload_bytes_read: int = 0
     range_reads: int = 0  # LogsDB.read_records calls (all-send-all)
+    cache_reads: int = 0  # reads answered by the store's record cache instead
     point_reads: int = 0  # LogsDB.read_records_at calls (SCD: the shipped LSNs only)
     records_sent: int = 0
     payload_bytes_sent: int = 0
@@ -152,6 +153,7 @@ class ServerReadStream:
         # Payload bytes per record, to size SCD point reads to the budget before reading.
         self._avg_record = 512.0
         self._guessing = True  # no record read yet: the estimate is a guess
+        self._from_memory = False  # the last range read came from the record cache
 
     def __repr__(self) -> str:
         return (f"ServerReadStream(id={self.read_stream_id}, log={self.log_id}, "
@@ -215,12 +217,13 @@ class ServerReadStream:
             if self.scd and hi - self.next_lsn < TAIL_SPAN:
                 rb, scanned_to, cost = self._read_scd_tail(db, hi, room_n, room_b)
             elif self.scd:
+                self._from_memory = False
                 rb, scanned_to, cost = self._read_scd(db, hi, room_n, room_b)
             else:
                 rb, scanned_to, cost = self._read_all(db, hi, room_n, room_b)
             budget -= cost + rb.nbytes + _RECORD_OVERHEAD * len(rb)
             if len(rb):
-                self._take(out, frame, rb)
+                self._take(out, frame, rb, checked=self._from_memory)
             self.next_lsn = scanned_to + 1
             if frame.records >= self.max_frame_records or frame.bytes >= self.max_frame_bytes:
                 self._flush(out, frame)
@@ -230,9 +233,14 @@ class ServerReadStream:
             # The window ended on an empty stretch: the gap may reach past it, up to the
             # next stored record (else a reader crawls through an empty range, e.g. the
             # start of a log before epoch 1, one window per round trip).
-            nxt = db.read_records(self.log_id, self.next_lsn, limit, max_records=1,
-                                  payloads=False)
-            self.next_lsn = int(nxt.lsns[0]) if len(nxt) else limit + 1
+            cache = db.cache
+            found = None if cache is None else cache.next_lsn(self.log_id, self.next_lsn,
+                                                              limit)
+            if found is None:
+                nxt = db.read_records(self.log_id, self.next_lsn, limit, max_records=1,
+                                      payloads=False)
+                found = int(nxt.lsns[0]) if len(nxt) else limit + 1
+            self.next_lsn = found
         if self.next_lsn - 1 > self.reported_to:
             self._gap(out, self.reported_to + 1, self.next_lsn - 1, GapReason.NO_RECORDS)
         return out
@@ -263,9 +271,7 @@ class ServerReadStream:
     def _read_scd_tail(self, db: LogsDB, hi: int, room_n: int,
                        room_b: int) -> tuple[RecordBatch, int, int]:
         """SCD over a short stretch: read it whole, decide on the records' copysets."""
-        rb = db.read_records(self.log_id, self.next_lsn, hi, max_records=room_n,
-                             max_bytes=room_b, payloads=not self.no_payload)
-        self.stats.range_reads += 1
+        rb = self._read_range(db, hi, room_n, room_b)
         scanned_to = min(int(rb.next_lsn) - 1, hi)
         if len(rb):
             mask = ship_mask(rb.copysets, self.me, self.known_down, seed=self.reorder_seed,
@@ -278,9 +284,7 @@ class ServerReadStream:
     def _read_all(self, db: LogsDB, hi: int, room_n: int,
                   room_b: int) -> tuple[RecordBatch, int, int]:
         """All-send-all: every record of the range except drained copies."""
-        rb = db.read_records(self.log_id, self.next_lsn, hi, max_records=room_n,
-                             max_bytes=room_b, payloads=not self.no_payload)
-        self.stats.range_reads += 1
+        rb = self._read_range(db, hi, room_n, room_b)
         self._count_read(rb)
         scanned_to = min(int(rb.next_lsn) - 1, hi)
         if len(rb):
@@ -289,9 +293,27 @@ class ServerReadStream:
                 rb = rb.take(np.flatnonzero(keep))
         return rb, scanned_to, 0
 
+    def _read_range(self, db: LogsDB, hi: int, room_n: int, room_b: int) -> RecordBatch:
+        """The records of ``[next_lsn, hi]`` within the limits: from the store's record
+        cache when it knows the range, else from LogsDB."""
+        payloads = not self.no_payload
+        cache = db.cache
+        if cache is not None:
+            rb = cache.read(self.log_id, self.next_lsn, hi, max_records=room_n,
+                            max_bytes=room_b, payloads=payloads)
+            if rb is not None:
+                self.stats.cache_reads += 1
+                self._from_memory = True
+                return rb
+        self._from_memory = False
+        self.stats.range_reads += 1
+        return db.read_records(self.log_id, self.next_lsn, hi, max_records=room_n,
+                               max_bytes=room_b, payloads=payloads)
+
     def _count_read(self, rb: RecordBatch) -> None:
-        self.stats.records_read += len(rb)
-        self.stats.payload_bytes_read += rb.nbytes
+        if not self._from_memory:
+            self.stats.records_read += len(rb)
+            self.stats.payload_bytes_read += rb.nbytes
         if len(rb):
             seen = rb.nbytes / len(rb)
             self._avg_record = seen if self._guessing else 0.5 * (self._avg_record + seen)
@@ -299,9 +321,11 @@ class ServerReadStream:
 
     # ------------------------------------------------------------------ output
 
-    def _take(self, out: list[Records | Gap], frame: _Frame, rb: RecordBatch) -> None:
-        """Queue the records of ``rb``; a copy failing its checksum becomes a gap."""
-        if self.no_payload:
+    def _take(self, out: list[Records | Gap], frame: _Frame, rb: RecordBatch,
+              checked: bool = False) -> None:
+        """Queue the records of ``rb``; a copy failing its checksum becomes a gap
+        (``checked``: copies kept in memory, whose checksums were computed from them)."""
+        if self.no_payload or checked:
             frame.add(rb)
             return
         bad = np.flatnonzero(~rb.checksum_ok())

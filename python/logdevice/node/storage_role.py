@@ -128,7 +128,7 @@ def open_logsdb(node: Node) -> tuple[LogsDB, str | None]:
         return LogsDB(path / "logsdb", max_payload=s.max_payload_size,
                       partition_duration_ms=s.partition_duration_ms,
                       partition_size_limit=s.partition_size_limit_bytes,
-                      wal_recovery=wal_recovery)
+                      wal_recovery=wal_recovery, record_cache_bytes=s.record_cache_bytes)
 
     try:
         return open_db("absolute"), None

@@ -32,6 +32,7 @@ from logdevice.storage import keys as K
 from logdevice.storage.batch import CsiBatch, RecordBatch
 from logdevice.storage.partitioned import META_CF, PartitionedDB
 from logdevice.storage.partitions import Partition
+from logdevice.storage.record_cache import RecordCache
 from logdevice.storage.rocksdb import DB, Options
 from logdevice.storage.writes import PendingWrite
 
@@ -93,6 +94,10 @@ class LogsDB:
     csi_ranges : bool
         One copyset index entry per log and partition of each write (a block or a run)
         instead of one per record (LogDevice's layout): about half the write cost.
+    record_cache_bytes : int
+        Keep the records just written in memory, up to about this many bytes, for
+        tailing readers (``cache``, a :class:`.record_cache.RecordCache` kept exact by
+        every change of the store); 0: no cache (``cache`` is None).
     """
 
     def __init__(
@@ -110,6 +115,7 @@ class LogsDB:
         max_payload: int | None = None,
         csi_ranges: bool = True,
         wal_recovery: str | None = None,
+        record_cache_bytes: int = 0,
     ) -> None:
         if partition_duration_ms <= 0 or partition_size_limit <= 0:
             raise error_for(E.INVALID_PARAM, "partition duration and size limit must be > 0")
@@ -135,6 +141,10 @@ class LogsDB:
                                    size_limit=self.partition_size_limit)
         self._meta: dict[int, tuple[int, int, int, int]] = {}
         self._gate = _Gate()
+        #: Records just written, for tailing readers (None: off).  Told of every change
+        #: under ``parts.lock``, after it is written.
+        self.cache: RecordCache | None = (RecordCache(record_cache_bytes)
+                                          if record_cache_bytes > 0 else None)
         try:
             self.parts.load(self._load_meta)
         except BaseException:
@@ -159,6 +169,8 @@ class LogsDB:
         if not self._gate.close(timeout):
             raise error_for(E.TIMEDOUT, f"logsdb: operations still running after "
                                         f"{timeout:g}s; not closed")
+        if self.cache is not None:
+            self.cache.clear()
         self._db.close()
 
     @property
@@ -285,7 +297,22 @@ class LogsDB:
                 out[live] = amends.amend_records(self, log_id, want[live], fl[live],
                                                  wv[live], cs[live],
                                                  sync=sync or self.sync_writes)
+                if self.cache is not None:
+                    self.cache.changed(log_id, int(want[0]), int(want[-1]))
         return out
+
+    def cache_written(self, written: list[tuple]) -> None:
+        """Tell the cache what a commit wrote (``PendingWrite`` calls it under
+        ``parts.lock``, right after the commit): per ``add``, the log, its columns and
+        whether the log had nothing in their LSN range before."""
+        cache = self.cache
+        if cache is None:
+            return
+        directory = self.parts.directory
+        for log_id, lsns, ts, fl, wv, cs, payloads, offs, fresh in written:
+            tail = None if cache.holds(log_id) or not fresh else directory.tail(log_id)
+            cache.written(log_id, lsns, ts, fl, wv, cs, payloads, offs, fresh=fresh,
+                          trim_point=self._meta.get(log_id, _NO_META)[0], tail=tail)
 
     # ------------------------------------------------------------------ reads
 
@@ -323,6 +350,8 @@ class LogsDB:
         with self._gate, self.parts.lock:
             held = len(reads.read_records_at(self, log_id, arr, False))
             deletes.delete_records(self, log_id, arr, sync=sync)
+            if self.cache is not None:
+                self.cache.changed(log_id, int(arr[0]), int(arr[-1]))
         return held
 
     def read_csi(self, log_id: int, lo: int, hi: int = LSN_MAX, *,
@@ -423,6 +452,8 @@ class LogsDB:
             new = list(meta)
             new[slot] = value
             self._meta[log_id] = tuple(new)  # type: ignore[assignment]
+            if kind == K.META_TRIM and self.cache is not None:
+                self.cache.trimmed(log_id, value)
             return value
 
     def _get_meta(self, log_id: int, kind: bytes) -> int:

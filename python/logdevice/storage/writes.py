@@ -100,6 +100,8 @@ class PendingWrite:
         self.payload_bytes = 0
         self._done = False
         self._broken = False
+        # What each add wrote, for the store's record cache (only when it has one).
+        self._written: list[tuple] | None = [] if store.cache is not None else None
 
     def add(
         self,
@@ -166,6 +168,9 @@ class PendingWrite:
             raise error_for(E.TOOBIG, f"logsdb: {e}") from None
         except storefmt.RecordFormatError as e:
             raise _invalid(str(e)) from None
+        # For the record cache: did the log have nothing in this write's LSN range?
+        fresh = run is not None or (self._written is not None and not self._meets(
+            log_id, int(lsns[0]), int(lsns[-1])))
         try:
             if run is not None:
                 self._put_run(log_id, pid, run, lsns, ts, fl, payloads, offs)
@@ -176,6 +181,8 @@ class PendingWrite:
             raise
         self.records += n
         self.payload_bytes += run.payload_bytes if run is not None else int(offs[-1] - offs[0])
+        if self._written is not None:
+            self._written.append((log_id, lsns, ts, fl, wv, cs16, payloads, offs, fresh))
 
     def _known(self, log_id: int) -> list[tuple[int, Usage]]:
         known = dict(self._store.parts.directory.logs.get(log_id, {}))
@@ -260,9 +267,11 @@ class PendingWrite:
         if self._broken:
             raise error_for(E.FAILED, "logsdb: an add() to this pending write failed half-way")
         store = self._store
-        with store.operation():
+        with store.operation(), store.parts.lock:
             store.parts.commit(self._batch, self._usage, sync=sync or store.sync_writes,
                                wal=wal)
+            if self._written:  # in the store's order of changes: under its lock
+                store.cache_written(self._written)
         self._done = True
         store.parts.return_batch(self._batch)
 

@@ -1,0 +1,307 @@
+"""The record cache: the records a LogsDB stored a moment ago, per log, in memory.
+
+A tailing reader asks a storage node for the record it stored a millisecond ago; reading
+it back from RocksDB costs far more than keeping it.  LogsDB (``record_cache_bytes``)
+keeps a ``RecordCache`` and tells it every change it makes; read streams ask the cache
+first and read LogsDB only when the cache cannot say.
+
+What the cache knows, per log: a start LSN ``lo`` and the records held above it, as the
+columns of the writes that stored them (one chunk per write: no object per record).  The
+invariant: **for every LSN >= lo, the cache holds a record exactly when a LogsDB read
+would return one there, with the same columns** (LSN, timestamp, flags, wave, copyset,
+payload and its crc32c).  A read of ``[lo', hi]`` with ``lo' >= lo`` is then answered
+from memory for any ``hi``; a read starting below ``lo`` goes to LogsDB.
+
+Why every change keeps the invariant (LogsDB calls the cache under the lock every change
+of the store takes, after the change is written, so the cache sees changes in the order
+the store made them, and a read sees the cache before or after each one, never half):
+
+- A write (a group commit of STOREs, a recovery rewrite or hole plug, a rebuilt copy):
+  if every LSN of it lies above everything the cache holds of the log and it meets no
+  LSN range the log had (``fresh``), LogsDB now holds exactly the old records plus these
+  above ``lo``: the chunk is appended.  A write reaching into ``[lo, ...)`` otherwise
+  (rewrites by recovery, hole plugs over old LSNs, out-of-order STOREs) forgets the log.
+  A write wholly below ``lo`` changes nothing the cache speaks for.  A log not cached
+  starts at a fresh write that is the log's new tail: nothing above its first LSN but
+  its own records.
+- Amendments (rebuilding's new flags and copysets) and deletes (purging of unclean
+  epochs) reaching ``[lo, ...)`` forget the log.
+- Trims (a TRIM, or retention moving a trim point past records it drops): records at or
+  below the trim point go and ``lo`` moves past it; LogsDB reads skip them the same way.
+  Retention drops only partitions whose records of every log are at or below its trim
+  point, once that trim point is written, so it never removes a record the cache holds.
+- A store reopened (after damage or a restart) is a new LogsDB with an empty cache;
+  ``LogsDB.close`` empties this one.
+- A failed write changes nothing and tells nothing.
+
+A record held in memory is the copy that was written, so a read from the cache never
+fails a checksum where the disk copy may have rotted: the reader gets the intact copy.
+
+Bounded by ``capacity`` bytes (payloads plus a per-record and per-write charge): past
+it, the oldest writes of the least recently written log go first (``lo`` moves past
+them).  Thread-safe: reads may run in a read stream's thread while writes land.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_right
+from collections import OrderedDict
+
+import numpy as np
+
+from ldcore.checksum import crc32c_many
+from logdevice.storage.batch import RecordBatch
+
+__all__ = ["RecordCache", "DEFAULT_RECORD_CACHE_BYTES"]
+
+#: LogsDB's default bound on the cache (a storage node's setting ``record_cache_bytes``).
+DEFAULT_RECORD_CACHE_BYTES = 32 << 20
+#: Memory charged per record and per write besides the payload (columns, objects).
+RECORD_CHARGE = 64
+CHUNK_CHARGE = 1024
+
+
+class _Chunk:
+    """The records of one write, in LSN order, as a ``RecordBatch`` (offsets from 0)."""
+
+    __slots__ = ("first", "last", "rb", "cost")
+
+    def __init__(self, rb: RecordBatch) -> None:
+        self.rb = rb
+        self.first = int(rb.lsns[0])
+        self.last = int(rb.lsns[-1])
+        self.cost = rb.nbytes + RECORD_CHARGE * len(rb) + CHUNK_CHARGE
+
+
+class _LogRecords:
+    """What the cache knows of one log: nothing but ``chunks`` at or above ``lo``."""
+
+    __slots__ = ("lo", "chunks", "firsts", "nbytes")
+
+    def __init__(self, lo: int) -> None:
+        self.lo = lo
+        self.chunks: list[_Chunk] = []
+        self.firsts: list[int] = []
+        self.nbytes = 0
+
+    @property
+    def last(self) -> int:
+        return self.chunks[-1].last if self.chunks else self.lo - 1
+
+
+class RecordCache:
+    """Recently written records per log, exact above a per-log start LSN.
+
+    LogsDB calls ``written``, ``changed``, ``trimmed`` and ``clear`` (the changes);
+    read streams call ``read`` and ``next_lsn``.
+    """
+
+    def __init__(self, capacity: int = DEFAULT_RECORD_CACHE_BYTES) -> None:
+        self.capacity = max(int(capacity), 0)
+        self._logs: OrderedDict[int, _LogRecords] = OrderedDict()
+        self._lock = threading.Lock()
+        self.nbytes = 0
+        self.hits = 0  # reads answered from memory
+        self.misses = 0  # reads the cache could not answer
+
+    def __len__(self) -> int:
+        """Logs the cache speaks for."""
+        return len(self._logs)
+
+    def start(self, log_id: int) -> int | None:
+        """The LSN from which the cache knows ``log_id`` exactly (None: not at all)."""
+        lr = self._logs.get(log_id)
+        return None if lr is None else lr.lo
+
+    # ------------------------------------------------------------------ changes
+
+    def holds(self, log_id: int) -> bool:
+        return log_id in self._logs
+
+    def written(self, log_id: int, lsns: np.ndarray, timestamps: np.ndarray,
+                flags: np.ndarray, waves: np.ndarray | None, copysets: np.ndarray,
+                payloads, offsets: np.ndarray, *, fresh: bool, trim_point: int,
+                tail: int | None) -> None:
+        """LogsDB wrote these records of ``log_id`` (checked, LSNs strictly increasing).
+
+        ``fresh``: the log had no record anywhere in the write's LSN range before;
+        ``tail``: the log's highest stored LSN now (needed only for a log not cached:
+        None there means unknown, and the cache does not start the log).
+        """
+        n = len(lsns)
+        if n == 0:
+            return
+        first, last = int(lsns[0]), int(lsns[-1])
+        with self._lock:
+            lr = self._logs.get(log_id)
+            if lr is not None:
+                if last < lr.lo:
+                    return  # below what the cache speaks for
+                if not fresh or first <= lr.last:
+                    self._forget(log_id)
+                    return
+            elif not fresh or tail != last or first <= trim_point or self.capacity == 0:
+                return
+            chunk = _Chunk(_copy(log_id, lsns, timestamps, flags, waves, copysets,
+                                 payloads, offsets))
+            if lr is None:
+                lr = self._logs[log_id] = _LogRecords(first)
+            else:
+                self._logs.move_to_end(log_id)
+            lr.chunks.append(chunk)
+            lr.firsts.append(chunk.first)
+            lr.nbytes += chunk.cost
+            self.nbytes += chunk.cost
+            self._evict()
+
+    def changed(self, log_id: int, lo: int, hi: int) -> None:
+        """Records of ``log_id`` in ``[lo, hi]`` were deleted or amended: forget the log
+        if that reaches what the cache speaks for."""
+        with self._lock:
+            lr = self._logs.get(log_id)
+            if lr is not None and hi >= lr.lo:
+                self._forget(log_id)
+
+    def trimmed(self, log_id: int, trim_point: int) -> None:
+        """The trim point of ``log_id`` moved to ``trim_point``."""
+        with self._lock:
+            lr = self._logs.get(log_id)
+            if lr is None or trim_point < lr.lo:
+                return
+            while lr.chunks and lr.chunks[0].last <= trim_point:
+                self._pop_oldest(lr)
+            if lr.chunks and lr.chunks[0].first <= trim_point:
+                old = lr.chunks[0]
+                cut = int(np.searchsorted(old.rb.lsns, np.uint64(trim_point), "right"))
+                rest = _Chunk(old.rb.slice(cut, len(old.rb)).compact())
+                lr.chunks[0] = rest
+                lr.firsts[0] = rest.first
+                lr.nbytes += rest.cost - old.cost
+                self.nbytes += rest.cost - old.cost
+            lr.lo = trim_point + 1
+
+    def clear(self) -> None:
+        with self._lock:
+            self._logs.clear()
+            self.nbytes = 0
+
+    def _forget(self, log_id: int) -> None:
+        lr = self._logs.pop(log_id)
+        self.nbytes -= lr.nbytes
+
+    def _pop_oldest(self, lr: _LogRecords) -> None:
+        chunk = lr.chunks.pop(0)
+        lr.firsts.pop(0)
+        lr.nbytes -= chunk.cost
+        self.nbytes -= chunk.cost
+        lr.lo = chunk.last + 1
+
+    def _evict(self) -> None:
+        while self.nbytes > self.capacity and self._logs:
+            log_id, lr = next(iter(self._logs.items()))
+            if lr.chunks:
+                self._pop_oldest(lr)
+            if not lr.chunks:
+                self._forget(log_id)
+
+    # ------------------------------------------------------------------ reads
+
+    def _chunks(self, log_id: int, lo: int, hi: int) -> list[_Chunk] | None:
+        """The chunks meeting ``[lo, hi]`` (None: the cache cannot say)."""
+        with self._lock:
+            lr = self._logs.get(log_id)
+            if lr is None or lo < lr.lo:
+                self.misses += 1
+                return None
+            self.hits += 1
+            chunks, firsts = lr.chunks, lr.firsts
+            if not chunks or chunks[-1].last < lo:
+                return []  # the common tail case: nothing newer
+            i = max(bisect_right(firsts, lo) - 1, 0)
+            if chunks[i].last < lo:
+                i += 1
+            j = bisect_right(firsts, hi, i)
+            return chunks[i:j]
+
+    def read(self, log_id: int, lo: int, hi: int, *, max_records: int = 4096,
+             max_bytes: int = 8 << 20, payloads: bool = True) -> RecordBatch | None:
+        """What ``LogsDB.read_records`` returns for these arguments (the same records;
+        ``next_lsn`` past ``hi`` when the range is done), or None when the cache does
+        not know the whole range."""
+        if max_records <= 0 or lo > hi:
+            return None
+        chunks = self._chunks(log_id, lo, hi)
+        if chunks is None:
+            return None
+        if not chunks:
+            return RecordBatch.empty(log_id, hi + 1)
+        if len(chunks) == 1 and chunks[0].first >= lo and chunks[0].last <= hi:
+            rb = chunks[0].rb  # the whole write: its columns as they are
+        else:
+            rb = chunks[0].rb if len(chunks) == 1 else RecordBatch.concat(
+                [c.rb for c in chunks])
+            a = int(np.searchsorted(rb.lsns, np.uint64(lo), "left"))
+            b = int(np.searchsorted(rb.lsns, np.uint64(hi), "right"))
+            if a or b < len(rb):
+                rb = rb.slice(a, b)
+        n = min(len(rb), max_records)
+        if payloads and max_bytes and n and rb.nbytes >= max_bytes:
+            sizes = np.diff(rb.offsets[:n + 1].astype(np.int64))
+            before = np.cumsum(sizes) - sizes  # taken before each record, as LogsDB cuts
+            n = max(1, int(np.searchsorted(before, max_bytes, side="left")))
+        if n < len(rb):
+            rb = rb.slice(0, n)
+            next_lsn = int(rb.lsns[-1]) + 1
+        else:
+            next_lsn = hi + 1
+        if not payloads:
+            rb = rb.replace(payloads=_NO_BYTES, offsets=np.zeros(n + 1, np.uint64))
+        return rb.replace(next_lsn=next_lsn)
+
+    def next_lsn(self, log_id: int, lo: int, hi: int) -> int | None:
+        """The first LSN in ``[lo, hi]`` holding a record (``hi + 1``: none), or None
+        when the cache cannot say."""
+        chunks = self._chunks(log_id, lo, hi)
+        if chunks is None:
+            return None
+        for c in chunks:
+            if c.last >= lo:
+                rb = c.rb
+                first = int(rb.lsns[int(np.searchsorted(rb.lsns, np.uint64(lo), "left"))])
+                return first if first <= hi else hi + 1
+        return hi + 1
+
+
+_NO_BYTES = np.empty(0, np.uint8)
+
+
+def _copy(log_id: int, lsns: np.ndarray, timestamps: np.ndarray, flags: np.ndarray,
+          waves: np.ndarray | None, copysets: np.ndarray, payloads,
+          offsets: np.ndarray) -> RecordBatch:
+    """The written columns as a RecordBatch of their own (the caller's buffers, e.g. a
+    received frame, are neither kept alive nor shared), with the crc32c LogsDB stores."""
+    n = len(lsns)
+    o0, o1 = int(offsets[0]), int(offsets[-1])
+    buf = np.frombuffer(payloads, np.uint8) if not isinstance(payloads, np.ndarray) \
+        else payloads.reshape(-1).view(np.uint8)
+    body = buf[o0:o1].copy()
+    offs = np.array(offsets, np.uint64)
+    if o0:
+        offs -= np.uint64(o0)
+    crc = crc32c_many(body, offs) if o1 > o0 else np.zeros(n, np.uint32)
+    return RecordBatch(
+        log_id, np.array(lsns, np.uint64), np.array(timestamps, np.int64),
+        np.array(flags, np.uint32),
+        np.ones(n, np.uint32) if waves is None else np.array(waves, np.uint32),
+        _trimmed_copysets(copysets), crc, body, offs, 0)
+
+
+def _trimmed_copysets(copysets: np.ndarray) -> np.ndarray:
+    """int16 copysets as LogsDB returns them: as wide as the widest copyset (padding
+    columns of -1 only dropped)."""
+    cs = np.array(copysets, np.int16)
+    if cs.ndim == 2 and cs.shape[1] and bool((cs[:, -1] < 0).all()):
+        width = int((cs >= 0).sum(axis=1).max()) if len(cs) else 0
+        cs = np.ascontiguousarray(cs[:, :width])
+    return cs
