@@ -66,6 +66,24 @@ def sample_messages():
         p.Stored(request_id=2, log_id=77, node_index=3,
                  lsns=np.array([10, 11], np.uint64),
                  statuses=np.array([E.OK, E.NOSPC], np.uint16)),
+        p.StoreLogs(request_ids=np.array([2, 3], np.uint64),
+                    log_ids=np.array([77, 78], np.uint64), epochs=np.array([5, 6], np.uint64),
+                    last_known_good=np.array([(5 << 32) | 9, 0], np.uint64),
+                    recovery_epochs=np.array([0, 7], np.uint64),
+                    part_ends=np.array([1, 3], np.uint32),
+                    lsns=np.array([(5 << 32) | 10, (6 << 32) | 1, (6 << 32) | 2], np.uint64),
+                    timestamps=np.array([100, 101, 102], np.int64),
+                    flags=np.array([RecordFlag.CHECKSUM, 0, RecordFlag.HOLE], np.uint32),
+                    waves=np.array([1, 1, 2], np.uint32),
+                    copysets=np.array([[0, 2, -1], [1, 3, 4], [1, 3, 4]], np.int16),
+                    payload_offsets=np.array([0, 3, 5, 5], np.uint64), payloads=b"abcde",
+                    checksums=np.array([1, 0, 0], np.uint32)),
+        p.StoredLogs(node_index=3, request_ids=np.array([2, 3], np.uint64),
+                     log_ids=np.array([77, 78], np.uint64),
+                     statuses=np.array([E.OK, E.PREEMPTED], np.uint16),
+                     sealed_by=np.array([-1, 4], np.int64), part_ends=np.array([2, 2], np.uint32),
+                     lsns=np.array([10, 11], np.uint64),
+                     record_statuses=np.array([E.OK, E.NOSPC], np.uint16)),
         p.Release(log_id=77, lsn=(5 << 32) | 11, epoch=5),
         p.ReleaseBatch(log_ids=np.array([1, 2, 3], np.uint64),
                        lsns=np.array([10, 20, 2**64 - 1], np.uint64),
@@ -259,6 +277,120 @@ def test_hello_golden_bytes():
     # A peer from before the token field (6 fields) still decodes, with no token.
     before_token = bytes.fromhex("2f000000" "0100" "01" "00" "23000000" "96") + golden[13:-1]
     assert p.decode_frame(before_token) == hello
+
+
+def test_hello_reply_features_golden_bytes():
+    reply = p.HelloReply(status=E.OK, node_index=2, features=int(p.PeerFeature.STORE_LOGS))
+    golden = bytes.fromhex(
+        "12000000"  # frame_length 18
+        "0200"  # HELLO_REPLY
+        "01"  # version 1
+        "00"  # flags
+        "06000000"  # header_length 6
+        "95"  # msgpack array of 5 fields
+        "00"  # status OK
+        "02"  # node_index 2
+        "a0"  # message ""
+        "01"  # protocol_version 1
+        "01"  # features: STORE_LOGS
+    )
+    assert p.encode_frame(reply) == golden
+    assert p.decode_frame(golden) == reply
+    # A node from before features (4 fields) announces none.
+    before = bytes.fromhex("11000000" "0200" "01" "00" "05000000" "94") + golden[13:-1]
+    assert p.decode_frame(before).features == 0
+
+
+def test_store_logs_golden_bytes():
+    msg = p.StoreLogs(request_ids=np.array([2, 3], np.uint64),
+                      log_ids=np.array([7, 8], np.uint64), epochs=np.array([1, 1], np.uint64),
+                      last_known_good=np.array([0, 0], np.uint64),
+                      recovery_epochs=np.array([0, 0], np.uint64),
+                      part_ends=np.array([1, 2], np.uint32),
+                      lsns=np.array([(1 << 32) | 1, (1 << 32) | 1], np.uint64),
+                      timestamps=np.array([5, 6], np.int64), flags=np.zeros(2, np.uint32),
+                      waves=np.ones(2, np.uint32), copysets=np.array([[0], [1]], np.int16),
+                      payload_offsets=np.array([0, 1, 3], np.uint64), payloads=b"abc")
+    frame = p.encode_frame(msg)
+    total, type_id, version, flags, hl = PREFIX.unpack_from(frame)
+    assert (total, type_id, version, flags) == (len(frame), 18, 1, 0)
+    header = msgspec.msgpack.decode(frame[12:12 + hl])
+    # every field is a raw section: the header holds their byte lengths, in field order
+    # (the copysets matrix: its bytes and its width)
+    assert header == [16, 16, 16, 16, 16, 8, 16, 16, 8, 8, [4, 1], 24, 3, 0]
+    start = (12 + hl + 7) & ~7
+    assert frame[start:start + 16] == bytes.fromhex("0200000000000000" "0300000000000000")
+    assert frame.endswith(b"abc" + bytes(5))  # the payloads, padded to 8 bytes
+    assert_same(msg, p.decode_frame(frame))
+
+
+def test_store_logs_parts_are_the_stores_it_carries():
+    stores = [
+        p.Store(request_id=4, log_id=7, epoch=2, last_known_good=(2 << 32) | 1,
+                lsns=np.array([(2 << 32) | 2], np.uint64), timestamps=np.array([1], np.int64),
+                flags=np.array([RecordFlag.CHECKSUM], np.uint32), waves=np.ones(1, np.uint32),
+                copysets=np.array([[0, 1]], np.int16),
+                payload_offsets=np.array([0, 2], np.uint64), payloads=b"xy",
+                checksums=np.array([99], np.uint32)),
+        p.Store(request_id=5, log_id=8, epoch=3, recovery_epoch=4,
+                lsns=np.array([(3 << 32) | 1, (3 << 32) | 2], np.uint64),
+                timestamps=np.array([2, 3], np.int64), flags=np.zeros(2, np.uint32),
+                waves=np.array([1, 2], np.uint32),
+                copysets=np.array([[1, 2, 0], [2, 0, 1]], np.int16),
+                payload_offsets=np.array([0, 3, 4], np.uint64), payloads=b"abcd"),
+    ]
+    got = p.decode_frame(p.encode_frame(p.StoreLogs.of(stores))).parts()
+    assert len(got) == 2
+    for want, part in zip(stores, got, strict=True):
+        for field in ("request_id", "log_id", "epoch", "last_known_good", "recovery_epoch"):
+            assert getattr(part, field) == getattr(want, field)
+        for field in ("lsns", "timestamps", "flags", "waves", "payload_offsets"):
+            assert np.array_equal(getattr(part, field), getattr(want, field)), field
+        assert bytes(part.payloads) == bytes(want.payloads)
+        width = want.copysets.shape[1]
+        assert np.array_equal(part.copysets[:, :width], want.copysets)
+        assert (part.copysets[:, width:] == -1).all()  # padded to the frame's width
+        assert part.consistency_problem() is None
+    assert np.array_equal(got[0].checksums, [99])
+    assert np.array_equal(got[1].checksums, [0, 0])  # unflagged: zeros, never read
+
+
+def test_stored_logs_parts_round_trip():
+    replies = [
+        p.Stored(request_id=4, log_id=7, node_index=2, lsns=np.array([5, 6], np.uint64),
+                 statuses=np.array([E.OK, E.CHECKSUM_MISMATCH], np.uint16)),
+        p.Stored(request_id=5, log_id=8, node_index=2, status=E.PREEMPTED, sealed_by=1),
+        p.Stored(request_id=6, log_id=7, node_index=2, lsns=np.array([9], np.uint64),
+                 statuses=np.array([E.OK], np.uint16)),
+    ]
+    got = p.decode_frame(p.encode_frame(p.StoredLogs.of(2, replies))).parts()
+    assert [(r.request_id, r.log_id, r.node_index, r.status, r.sealed_by) for r in got] == \
+        [(r.request_id, r.log_id, r.node_index, r.status, r.sealed_by) for r in replies]
+    for want, part in zip(replies, got, strict=True):
+        assert np.array_equal(part.lsns, want.lsns)
+        assert np.array_equal(part.statuses, want.statuses)
+
+
+@pytest.mark.parametrize("change, problem", [
+    ({"part_ends": np.array([2, 1], np.uint32)}, "out of order"),
+    ({"part_ends": np.array([0, 2], np.uint32)}, "out of order"),
+    ({"part_ends": np.array([1, 1], np.uint32)}, "out of order"),
+    ({"part_ends": np.array([1, 3], np.uint32)}, "3"),
+    ({"epochs": np.array([1], np.uint64)}, "epochs"),
+])
+def test_store_logs_inconsistent_frames_are_refused(change, problem):
+    fields = dict(request_ids=np.array([2, 3], np.uint64), log_ids=np.array([7, 8], np.uint64),
+                  epochs=np.array([1, 1], np.uint64), last_known_good=np.zeros(2, np.uint64),
+                  recovery_epochs=np.zeros(2, np.uint64), part_ends=np.array([1, 2], np.uint32),
+                  lsns=np.array([1, 1], np.uint64), timestamps=np.array([5, 6], np.int64),
+                  flags=np.zeros(2, np.uint32), waves=np.ones(2, np.uint32),
+                  copysets=np.array([[0], [1]], np.int16),
+                  payload_offsets=np.array([0, 1, 3], np.uint64), payloads=b"abc")
+    fields.update(change)
+    msg = p.StoreLogs(**fields)
+    assert problem in (msg.consistency_problem() or "")
+    with pytest.raises(LogDeviceError):
+        p.encode_frame(msg)
 
 
 def test_records_layout_is_aligned_and_padded():

@@ -6,7 +6,9 @@ The same class serves both directions:
   ``check_hello`` decides, the node answers HELLO_REPLY and, unless the status is OK,
   closes the connection.  After that every frame goes to ``Node.dispatch``.
 - *outbound* (our link to another node, see ``links``): we send HELLO(role="node") and
-  wait for an OK HELLO_REPLY before the link counts as connected.
+  wait for an OK HELLO_REPLY before the link counts as connected.  Its ``features``
+  (``PeerFeature``: what the peer understands beyond its protocol version's messages)
+  become ``peer_features``; ours go in every HELLO_REPLY we send.
 
 With security on (``Node.access``) the HELLO also decides who the peer is: its TLS client
 certificate and HELLO token give its ``principal`` (a peer claiming to be a node must
@@ -53,10 +55,12 @@ from logdevice.protocol import (
     Hello,
     HelloReply,
     MessageType,
+    PeerFeature,
     ProtocolError,
     check_hello,
     encode,
 )
+from logdevice.protocol.flags import NODE_FEATURES
 from logdevice.security import NODE_PRINCIPAL, Principal
 
 if TYPE_CHECKING:
@@ -95,6 +99,7 @@ class Connection(asyncio.Protocol):
         self.peer_role: str | None = "node" if link is not None else None
         self.peer_node: int | None = link.index if link is not None else None
         self.peer_location = ""
+        self.peer_features = PeerFeature.NONE  # outbound: what the peer's HELLO_REPLY said
         self.attrs: dict[str, Any] = {}
         self._principal: Principal | None = NODE_PRINCIPAL if link is not None else None
         self.ready = False
@@ -268,6 +273,7 @@ class Connection(asyncio.Protocol):
                           self.peer_node, msg.node_index)
                 self.close()
                 return
+            self.peer_features = PeerFeature(msg.features & NODE_FEATURES)
             self.ready = True
             assert self.link is not None
             self.link.on_ready(self)
@@ -296,7 +302,8 @@ class Connection(asyncio.Protocol):
                 self._limit_key = key
             else:
                 status, why = E.TOOMANY, refused
-        reply = HelloReply(status=status, node_index=node.index, message=why)
+        reply = HelloReply(status=status, node_index=node.index, message=why,
+                           features=int(NODE_FEATURES))
         if status != E.OK:
             log.warning("%r: refusing HELLO: %s", self, why)
             self._write_now(reply)

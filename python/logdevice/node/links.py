@@ -25,6 +25,7 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from logdevice.node.connection import Connection
+from logdevice.protocol.flags import NODE_FEATURES, PeerFeature
 from logdevice.security import NODE_PRINCIPAL
 
 if TYPE_CHECKING:
@@ -116,6 +117,12 @@ class PeerLink:
                 log.info("link to N%d is down", self.index)
                 self.node.on_link_change(self.index, False)
 
+    @property
+    def features(self) -> PeerFeature:
+        """What the peer understands (its HELLO_REPLY's ``features``; none while down)."""
+        conn = self.conn
+        return conn.peer_features if conn is not None and self.connected else PeerFeature.NONE
+
     # -- sending ----------------------------------------------------------------------------
     def send(self, msg: Any) -> bool:
         conn = self.conn
@@ -174,6 +181,7 @@ class Loopback:
     """The link from a node to itself (always connected)."""
 
     connected = True
+    features = NODE_FEATURES  # the same code at both ends
 
     def __init__(self, node: Node) -> None:
         self.index = node.index

@@ -121,6 +121,12 @@ class _Collector:
                         a["recoveries_running"])
             yield gauge("logdevice_sequencers", "logs this node sequences now",
                         a["sequencers"])
+            yield counter("logdevice_stores_sent_total",
+                          "STOREs sent (one per storage node, log and epoch per loop turn)",
+                          a["stores"])
+            yield counter("logdevice_store_frames_sent_total",
+                          "frames carrying them (a STORE_LOGS carries several)",
+                          a["store_frames"])
         s = snap.get("stores")
         if s is not None:
             yield counter("logdevice_store_records_total", "records written to LogsDB",
@@ -240,7 +246,9 @@ class MetricsRole(Role):
                                "recoveries": seq.recoveries.completed,
                                "recovery_failures": seq.recoveries.failed,
                                "recoveries_running": len(seq.recoveries.by_log),
-                               "sequencers": len(seq.sequencers)}
+                               "sequencers": len(seq.sequencers),
+                               "stores": seq.sender.stores,
+                               "store_frames": seq.sender.frames}
         if node.has_role("storage"):
             committer = node.role("storage").committer
             if committer is not None:

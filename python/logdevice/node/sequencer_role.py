@@ -23,9 +23,9 @@ two nodes can still move the log back and forth, one epoch per move, as in LogDe
 
 Batches.  APPEND_BATCH carries several records of one log (a client's appends that queued
 while earlier ones were in flight).  The sequencer takes them in one step, in order, so
-the records it accepts get consecutive LSNs; each then runs as its own appender (STOREs
-still leave one frame per node and log per loop turn), and one APPENDED_BATCH answers
-the batch when the last of its records has its outcome.
+the records it accepts get consecutive LSNs; each then runs as its own appender (a
+turn's STOREs for one storage node leave in one frame, whatever their logs), and one
+APPENDED_BATCH answers the batch when the last of its records has its outcome.
 
 Activation.  The first APPEND or GET_TAIL of a log this node owns activates a
 ``Sequencer``: the epoch store hands out the next epoch (a blocking SQLite transaction,
@@ -54,9 +54,11 @@ deactivates the sequencer and the request is redirected (to the sealing node whi
 alive); one that cannot decide in time is answered AGAIN.
 
 Driving the state machines.  Actions come back from every sequencer call: ``StoreWave``
-and ``Release`` go to ``StoreSender`` (one STORE frame per node and log per loop turn, one
-RELEASE per node), ``AckAppend`` / ``Reject`` become APPENDED on the client's connection
-(or a record's outcome in its APPENDED_BATCH), ``Reactivate`` starts a new epoch.  Each
+and ``Release`` go to ``StoreSender`` (one STORE per node and log per loop turn, those of
+one node in one STORE_LOGS frame where it understands them; one RELEASE per node; their
+STOREDs may come back together in a STORED_LOGS), ``AckAppend`` / ``Reject`` become
+APPENDED on the client's connection (or a record's outcome in its APPENDED_BATCH),
+``Reactivate`` starts a new epoch.  Each
 sequencer has one timer (``loop.call_at`` at its ``next_deadline()``) for store
 timeouts.  Storage-node health: a node is *down* for copyset selection while the failure
 detector says so or while our link to it is broken (a broken link is noticed at once;
@@ -106,6 +108,7 @@ from logdevice.protocol import (
     SealState,
     Started,
     Stored,
+    StoredLogs,
     Tail,
     WriterBlobs,
     table_reply,
@@ -261,7 +264,7 @@ class SequencerRole(Role):
         rec = self.recoveries
         return {Append: self._on_append, AppendBatch: self._on_append_batch,
                 GetTail: self._on_get_tail, GetTails: self._on_get_tails,
-                Stored: self._on_stored,
+                Stored: self._on_stored, StoredLogs: self._on_stored_logs,
                 Sealed: rec.on_sealed, Started: rec.on_started, Records: rec.on_records,
                 Gap: rec.on_gap, GetRecoveries: self._on_get_recoveries,
                 SealState: self._on_seal_state, WriterBlobs: self.writers.on_reply}
@@ -657,6 +660,10 @@ class SequencerRole(Role):
             if self.sequencers.get(seq.log_id) is seq:
                 self.deactivate(seq.log_id, E.PREEMPTED,
                                 by=msg.sealed_by if msg.sealed_by >= 0 else None)
+
+    def _on_stored_logs(self, conn: Peer, msg: StoredLogs) -> None:
+        for part in msg.parts():
+            self._on_stored(conn, part)
 
     # -- activation -------------------------------------------------------------------------
     def _enqueue(self, log_id: int, item: tuple[Any, ...]) -> None:

@@ -7,6 +7,9 @@
   at or below the log's seal: a newer sequencer sealed it — LogDevice answers a sealed
   STORE with PREEMPTED too); NOSPC (disk full); CHECKSUM_MISMATCH (a record's payload
   does not match its crc32c); SHUTDOWN (the node is stopping).
+- STORE_LOGS (the STOREs of several logs in one frame): each part is taken exactly as
+  the STORE it stands for; from then on the connection understands STORED_LOGS, and the
+  STOREDs one group commit produces for it leave in one STORED_LOGS frame.
 - RELEASE / RELEASE_BATCH: the last released LSN per log is kept in memory, persisted to
   LogsDB lazily (every ``PERSIST_INTERVAL`` in one batch, and on shutdown), and every role
   hears about it through ``Node.notify_release`` (read streams wake their tailing
@@ -83,6 +86,8 @@ from logdevice.protocol import (
     SealState,
     Store,
     Stored,
+    StoredLogs,
+    StoreLogs,
     Trim,
     Trimmed,
     WriterBlobs,
@@ -98,6 +103,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("logdevice.node.storage")
 
 LSN_MAX = 2**64 - 1
+#: ``conn.attrs`` key: the peer sent STORE_LOGS, so it takes STORED_LOGS.
+_STORED_LOGS = "stored_logs"
 #: Seconds between lazy writes of last-released pointers.
 PERSIST_INTERVAL = 0.1
 #: Seconds a trim past this node's release pointer waits for a RELEASE to catch up.
@@ -191,7 +198,8 @@ class StorageRole(Role):
         self._damage_reported: asyncio.Future[Any] | None = None
 
     def handlers(self) -> Mapping[type, Any]:
-        return {Store: self._on_store, Release: self._on_release,
+        return {Store: self._on_store, StoreLogs: self._on_store_logs,
+                Release: self._on_release,
                 ReleaseBatch: self._on_release_batch, Trim: self._on_trim,
                 GetHead: self._on_get_head, FindTime: self._on_find_time,
                 DataSize: self._on_data_size, Seal: self._on_seal,
@@ -364,6 +372,11 @@ class StorageRole(Role):
             return
         self._write(conn, msg)
 
+    def _on_store_logs(self, conn: Peer, msg: StoreLogs) -> None:
+        conn.attrs[_STORED_LOGS] = True  # its sender takes the answers in one frame
+        for part in msg.parts():
+            self._on_store(conn, part)
+
     def _write(self, conn: Peer, msg: Store) -> None:
         """Hand an accepted STORE to the group committer."""
         if msg.last_known_good and not msg.recovery_epoch:
@@ -418,6 +431,7 @@ class StorageRole(Role):
 
     def _on_written(self, batch: list[StoreJob]) -> None:
         me = self.node.index
+        together: dict[Any, list[Stored]] = {}  # conn -> STOREDs for one STORED_LOGS
         for job in batch:
             msg = job.msg
             if job.status == E.OK and job.statuses is not None:
@@ -428,7 +442,13 @@ class StorageRole(Role):
                                status=job.status,
                                sealed_by=self._sealer_of(msg.log_id, msg.epoch)
                                if job.status == E.PREEMPTED else -1)
-            job.conn.send(reply)
+            conn = job.conn
+            if conn.attrs.get(_STORED_LOGS):
+                together.setdefault(conn, []).append(reply)
+            else:
+                conn.send(reply)
+        for conn, replies in together.items():
+            conn.send(replies[0] if len(replies) == 1 else StoredLogs.of(me, replies))
         self.node.flush_pending()  # STORED is on the append's critical path: no turn later
         if self._paused and self.committer is not None \
                 and self.committer.pending_bytes < RESUME_QUEUED_BYTES:

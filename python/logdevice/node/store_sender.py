@@ -3,9 +3,13 @@ RELEASE frames.
 
 The role's sequencers emit one ``StoreWave`` per record and wave (epoch recovery one
 ``SendStore`` per copy).  ``StoreSender`` queues them during a loop turn and, at the end
-of the turn, sends one STORE frame per storage node, log and epoch: columns as numpy
+of the turn, makes one STORE per storage node, log and epoch: columns as numpy
 arrays, payloads back to back in one buffer, assembled by ``ldcore.storecols`` (a record
-alone in its frame sends the same columns to every member of its copyset).  It remembers
+alone in its STORE sends the same columns to every member of its copyset).  A node gets
+its STOREs of the turn in one STORE_LOGS frame when there are several and its
+HELLO_REPLY said it understands them (``PeerFeature.STORE_LOGS``; an older node gets one
+frame per STORE): each keeps its own request id, so the bookkeeping below is per STORE
+either way.  It remembers
 what each STORE carried (``outstanding``: the sequencer, LSNs and waves, keyed by node
 and request id) because STORED only echoes the request id and the statuses;
 ``take_reply`` turns a STORED back into ``(node, lsn, wave, status)`` tuples for
@@ -34,7 +38,15 @@ import numpy as np
 
 from ldcore.storecols import store_columns, stored_replies
 from logdevice.errors import E
-from logdevice.protocol import RecordFlag, Release, ReleaseBatch, Store, Stored
+from logdevice.protocol import (
+    PeerFeature,
+    RecordFlag,
+    Release,
+    ReleaseBatch,
+    Store,
+    Stored,
+    StoreLogs,
+)
 from logdevice.sequencer import SendStore, Sequencer, StoreWave
 
 if TYPE_CHECKING:
@@ -82,7 +94,8 @@ class StoreSender:
         self._next_id = 1
         self.outstanding: OrderedDict[tuple[int, int], Outstanding] = OrderedDict()
         # Figures.
-        self.frames = 0
+        self.frames = 0  # STORE and STORE_LOGS frames sent
+        self.stores = 0  # STOREs sent (one per node, log and epoch per turn)
         self.records = 0
 
     # -- queueing ---------------------------------------------------------------------------
@@ -140,10 +153,15 @@ class StoreSender:
             now = self.node.loop.time()
             shared: dict[int, tuple] = {}
             owners: dict[tuple[int, int], Any] = {}
+            per_node: dict[int, list[tuple[Store, Any]]] = {}
             for (node, log_id, epoch), group in groups.items():
-                self._send_store(node, log_id, epoch, group, now, shared, owners)
+                built = self._build_store(log_id, epoch, group, shared, owners)
+                if built is not None:
+                    per_node.setdefault(node, []).append(built)
+            for node, built_stores in per_node.items():
+                self._send_stores(node, built_stores, now)
             # The STOREs are on the appends' critical path: they leave now, not a turn later.
-            self.node.flush_nodes({node for node, _, _ in groups})
+            self.node.flush_nodes(per_node)
         releases, self._releases = self._releases, {}
         for node, logs in releases.items():
             if len(logs) == 1:
@@ -171,13 +189,13 @@ class StoreSender:
         self._retry = None
         self.flush()
 
-    def _send_store(self, node: int, log_id: int, epoch: int, group: list[tuple],
-                    now: float, shared: dict[int, tuple],
-                    owners: dict[tuple[int, int], Any]) -> None:
-        """One STORE frame of ``group`` (StoreWave-shaped tuples) to ``node``.  A wave
-        alone in its frame gets the same columns in every member's frame (``shared``,
-        by wave); ``owners`` caches the sequencer (and recovery epoch) per log and epoch
-        for the turn."""
+    def _build_store(self, log_id: int, epoch: int, group: list[tuple],
+                     shared: dict[int, tuple], owners: dict[tuple[int, int], Any]
+                     ) -> tuple[Store, Any] | None:
+        """The STORE of ``group`` (StoreWave-shaped tuples of one log and epoch) for one
+        node, and whose it is (None: nothing left to send).  A wave alone in its frame
+        gets the same columns in every member's frame (``shared``, by wave); ``owners``
+        caches the sequencer (and recovery epoch) per log and epoch for the turn."""
         owner = owners.get((log_id, epoch))
         if owner is None:
             seq = self.sequencer_of(log_id, epoch)
@@ -187,7 +205,7 @@ class StoreSender:
                 else seq.recovery_epoch)  # type: ignore[attr-defined]
         seq, recovery_epoch = owner
         if seq is None:
-            return
+            return None
         payload_of = self.payload_of
         if len(group) == 1:
             wave = group[0]
@@ -195,30 +213,47 @@ class StoreSender:
             if cols is None:
                 entry = payload_of(wave[7])
                 if entry is None:  # answered meanwhile (the sequencer was deactivated)
-                    return
+                    return None
                 cols = shared[id(wave)] = store_columns(group, [entry], _CHECKSUM)
         else:
             entries = [payload_of(w[7]) for w in group]
             if None in entries:  # answered meanwhile (the sequencer was deactivated)
                 kept = [(w, e) for w, e in zip(group, entries, strict=True) if e is not None]
                 if not kept:
-                    return
+                    return None
                 group = [w for w, _ in kept]
                 entries = [e for _, e in kept]
             cols = store_columns(group, entries, _CHECKSUM)  # type: ignore[arg-type]
         lsns, stamps, flags, waves, copysets, offsets, payloads, checksums, lng = cols
         rid = self._next_id
         self._next_id += 1
-        msg = Store(
+        return Store(
             request_id=rid, log_id=log_id, epoch=epoch, last_known_good=lng,
             recovery_epoch=recovery_epoch, lsns=lsns, timestamps=stamps, flags=flags,
             waves=waves, copysets=copysets, payload_offsets=offsets, payloads=payloads,
-            checksums=checksums)
-        if self.node.send_to_node(node, msg):
-            self.outstanding[(node, rid)] = Outstanding(seq, lsns, waves, now)
-            self.frames += 1
-            self.records += len(lsns)
+            checksums=checksums), seq
+
+    def _send_stores(self, node: int, built: list[tuple[Store, Any]], now: float) -> None:
+        """Send a turn's STOREs for ``node``: in one STORE_LOGS frame when there are
+        several and the node understands it, else one STORE each."""
+        if len(built) > 1:
+            link = self.node.link(node)
+            if link is not None and link.features & PeerFeature.STORE_LOGS:
+                if self.node.send_to_node(node, StoreLogs.of([m for m, _ in built])):
+                    for msg, seq in built:
+                        self._sent(node, msg, seq, now)
+                    self.frames += 1
+                return  # not sent (link down): the waves time out or move on_node_down
+        for msg, seq in built:
+            if self.node.send_to_node(node, msg):
+                self._sent(node, msg, seq, now)
+                self.frames += 1
         # Not sent (link down): the wave times out or is moved by on_node_down.
+
+    def _sent(self, node: int, msg: Store, seq: Any, now: float) -> None:
+        self.outstanding[(node, msg.request_id)] = Outstanding(seq, msg.lsns, msg.waves, now)
+        self.stores += 1
+        self.records += len(msg.lsns)
 
     # -- replies ----------------------------------------------------------------------------
     def take_reply(self, msg: Stored, node: int) -> tuple[Sequencer | None, list[tuple], bool]:

@@ -5,12 +5,12 @@
 - ``messages``: every message type (msgspec Structs), ``MessageType``, ``GapReason``,
   ``check_hello``.
 - ``sections``: raw sections (numpy arrays and payload buffers beside the header).
-- ``flags``: record, append and START flag bits.
+- ``flags``: record, append and START flag bits, the features a node announces.
 - ``stream``: the thin asyncio glue (``read_messages``, ``write_message``).
 """
 
 from logdevice.protocol import messages as _messages
-from logdevice.protocol.flags import AppendFlag, RecordFlag, StartFlag
+from logdevice.protocol.flags import AppendFlag, PeerFeature, RecordFlag, StartFlag
 from logdevice.protocol.framing import (
     DEFAULT_MAX_FRAME_SIZE,
     PROTOCOL_VERSION,
@@ -28,6 +28,7 @@ from logdevice.protocol.stream import read_messages, write_message, write_messag
 
 __all__ = [
     "AppendFlag",
+    "PeerFeature",
     "RecordFlag",
     "StartFlag",
     "DEFAULT_MAX_FRAME_SIZE",

@@ -7,6 +7,8 @@
 - ``AppendFlag``: on APPEND and APPEND_BATCH (the record flags a client may set, and
   ``NO_REDIRECT``, a request to the node that is never stored).
 - ``StartFlag``: on START, with LogDevice's numbering.
+- ``PeerFeature``: in HELLO_REPLY, what the answering node understands beyond the
+  messages every node of this protocol version takes (see ``PeerFeature``).
 
 All are ``IntFlag`` so they combine with ``|`` and work against numpy flag arrays
 (``flags & RecordFlag.HOLE``).  The ``FLAG_*`` aliases are plain ints for kernels.
@@ -22,6 +24,8 @@ __all__ = [
     "RecordFlag",
     "AppendFlag",
     "StartFlag",
+    "PeerFeature",
+    "NODE_FEATURES",
     "FLAG_CHECKSUM",
     "FLAG_CHECKSUM_64BIT",
     "FLAG_AMEND",
@@ -79,3 +83,21 @@ FLAG_BRIDGE = int(RecordFlag.BRIDGE)
 FLAG_BUFFERED_WRITER_BLOB = int(RecordFlag.BUFFERED_WRITER_BLOB)
 FLAG_WRITTEN_BY_RECOVERY = int(RecordFlag.WRITTEN_BY_RECOVERY)
 FLAG_DRAINED = int(RecordFlag.DRAINED)
+
+
+class PeerFeature(IntFlag):
+    """What a node says it understands, in its HELLO_REPLY's ``features``.
+
+    A peer only sends a message a feature names to a node that announced the feature
+    (a node from before it answers 0, and keeps getting the older messages): nodes of
+    mixed versions, during a rolling upgrade, talk in what both understand.
+
+    ``STORE_LOGS``: the node takes STORE_LOGS frames (the STOREs of several logs in
+    one frame) and answers them with STORED_LOGS."""
+
+    NONE = 0
+    STORE_LOGS = 1 << 0
+
+
+#: What this version of the node understands (its HELLO_REPLY says so).
+NODE_FEATURES = PeerFeature.STORE_LOGS

@@ -56,6 +56,8 @@ __all__ = [
     "AppendedBatch",
     "Store",
     "Stored",
+    "StoreLogs",
+    "StoredLogs",
     "Release",
     "ReleaseBatch",
     "Start",
@@ -125,6 +127,8 @@ class MessageType(IntEnum):
     APPENDED = 11
     APPEND_BATCH = 16
     APPENDED_BATCH = 17
+    STORE_LOGS = 18
+    STORED_LOGS = 19
     STORE = 12
     STORED = 13
     RELEASE = 14
@@ -255,13 +259,16 @@ class Hello(Message):
 
 @register
 class HelloReply(Message):
-    """Node -> connecting peer, answer to HELLO.  ``node_index`` is the replying node."""
+    """Node -> connecting peer, answer to HELLO.  ``node_index`` is the replying node;
+    ``features`` (``PeerFeature`` bits) what it understands beyond the messages of its
+    protocol version (0 from a node from before features: it gets only those)."""
 
     TYPE = MessageType.HELLO_REPLY
     status: E
     node_index: int | None = None
     message: str = ""
     protocol_version: int = PROTOCOL_VERSION
+    features: int = 0
 
 
 @register
@@ -453,6 +460,193 @@ class Stored(Message, eq=False):
 
     def consistency_problem(self) -> str | None:
         return _check_columns(len(self.lsns), {"statuses": self.statuses})
+
+
+def _check_parts(ends: np.ndarray, n: int, strict: bool) -> str | None:
+    """``ends`` (part k's records end at ``ends[k]``) cover ``n`` records in order;
+    ``strict``: every part has at least one record."""
+    prev = 0
+    for end in ends.tolist():
+        if end < prev or (strict and end == prev):
+            return "part_ends out of order" + (" (or an empty part)" if strict else "")
+        prev = end
+    if prev != n:
+        return f"part_ends end at {prev}, the frame has {n} records"
+    return None
+
+
+@register
+class StoreLogs(Message, eq=False):
+    """Sequencer -> storage node: the STOREs of several logs in one frame.
+
+    Part k stands for the STORE ``request_ids[k]`` of log ``log_ids[k]``, with that
+    STORE's ``epochs[k]``, ``last_known_good[k]`` and ``recovery_epochs[k]``; its records
+    are ``part_ends[k-1]`` (0 for the first part) to ``part_ends[k]``.  The record
+    columns are STORE's, of all parts back to back (``payload_offsets`` index the one
+    ``payloads`` buffer; ``checksums`` is empty unless a record is flagged CHECKSUM).  A
+    log may appear in several parts (several epochs).  The storage node takes each part
+    exactly as the STORE it stands for (``parts()``: the same checks per log, the same
+    outcomes) and answers each by its request id, in a STORED or as a part of a
+    STORED_LOGS.  Sent only to nodes whose HELLO_REPLY announced
+    ``PeerFeature.STORE_LOGS``; older nodes get one STORE per log.
+    """
+
+    TYPE = MessageType.STORE_LOGS
+    request_ids: U64Array = EMPTY_U64
+    log_ids: U64Array = EMPTY_U64
+    epochs: U64Array = EMPTY_U64
+    last_known_good: U64Array = EMPTY_U64
+    recovery_epochs: U64Array = EMPTY_U64
+    part_ends: U32Array = EMPTY_U32
+    lsns: U64Array = EMPTY_U64
+    timestamps: I64Array = EMPTY_I64
+    flags: U32Array = EMPTY_U32
+    waves: U32Array = EMPTY_U32
+    copysets: I16Matrix = EMPTY_I16_2D
+    payload_offsets: U64Array = EMPTY_U64
+    payloads: Payload = b""
+    checksums: U32Array = EMPTY_U32
+
+    def consistency_problem(self) -> str | None:
+        return _check_columns(len(self.request_ids), {
+            "log_ids": self.log_ids, "epochs": self.epochs,
+            "last_known_good": self.last_known_good, "recovery_epochs": self.recovery_epochs,
+            "part_ends": self.part_ends}) \
+            or _check_parts(self.part_ends, len(self.lsns), strict=True) \
+            or _check_stored_records(self, {"checksums": self.checksums}) \
+            or _check_checksummed(self.flags, self.checksums, _CHECKSUM)
+
+    @classmethod
+    def of(cls, stores: list[Store]) -> "StoreLogs":
+        """One frame of ``stores`` (each with at least one record)."""
+        n = len(stores)
+        counts = [len(s.lsns) for s in stores]
+        ends = np.cumsum(np.array(counts, np.uint32), dtype=np.uint32)
+        width = max(s.copysets.shape[1] for s in stores)
+        copysets = [s.copysets if s.copysets.shape[1] == width else np.pad(
+            s.copysets, ((0, 0), (0, width - s.copysets.shape[1])), constant_values=-1)
+            for s in stores]
+        sizes = [int(s.payload_offsets[-1]) for s in stores]
+        bases = np.zeros(n, np.uint64)
+        np.cumsum(np.array(sizes[:-1], np.uint64), out=bases[1:])
+        offsets = np.empty(int(ends[-1]) + 1, np.uint64)
+        offsets[0] = 0
+        offsets[1:] = np.concatenate([s.payload_offsets[1:] for s in stores])
+        offsets[1:] += np.repeat(bases, counts)
+        if any(len(s.checksums) for s in stores):
+            checksums = np.concatenate([
+                s.checksums if len(s.checksums) else np.zeros(c, np.uint32)
+                for s, c in zip(stores, counts, strict=True)])
+        else:
+            checksums = EMPTY_U32
+        return cls(
+            request_ids=np.fromiter((s.request_id for s in stores), np.uint64, n),
+            log_ids=np.fromiter((s.log_id for s in stores), np.uint64, n),
+            epochs=np.fromiter((s.epoch for s in stores), np.uint64, n),
+            last_known_good=np.fromiter((s.last_known_good for s in stores), np.uint64, n),
+            recovery_epochs=np.fromiter((s.recovery_epoch for s in stores), np.uint64, n),
+            part_ends=ends,
+            lsns=np.concatenate([s.lsns for s in stores]),
+            timestamps=np.concatenate([s.timestamps for s in stores]),
+            flags=np.concatenate([s.flags for s in stores]),
+            waves=np.concatenate([s.waves for s in stores]),
+            copysets=np.concatenate(copysets),
+            payload_offsets=offsets,
+            payloads=b"".join(s.payloads for s in stores),
+            checksums=checksums)
+
+    def parts(self) -> list[Store]:
+        """The STOREs this frame carries, in order (their columns are views of it)."""
+        out = []
+        offsets = self.payload_offsets
+        buf = memoryview(self.payloads)
+        checked = len(self.checksums) > 0
+        lo = 0
+        for rid, log_id, epoch, lng, rec_epoch, hi in zip(
+                self.request_ids.tolist(), self.log_ids.tolist(), self.epochs.tolist(),
+                self.last_known_good.tolist(), self.recovery_epochs.tolist(),
+                self.part_ends.tolist(), strict=True):
+            first, last = int(offsets[lo]), int(offsets[hi])
+            out.append(Store(
+                request_id=rid, log_id=log_id, epoch=epoch, last_known_good=lng,
+                recovery_epoch=rec_epoch, lsns=self.lsns[lo:hi],
+                timestamps=self.timestamps[lo:hi], flags=self.flags[lo:hi],
+                waves=self.waves[lo:hi], copysets=self.copysets[lo:hi],
+                payload_offsets=offsets[lo:hi + 1] - first if first else offsets[lo:hi + 1],
+                payloads=buf[first:last],
+                checksums=self.checksums[lo:hi] if checked else EMPTY_U32))
+            lo = hi
+        return out
+
+
+@register
+class StoredLogs(Message, eq=False):
+    """Storage node -> sequencer: the answers to several STOREs (or parts of STORE_LOGS
+    frames) in one frame.
+
+    Part k is the STORED of request ``request_ids[k]`` (log ``log_ids[k]``): its
+    ``statuses[k]`` and ``sealed_by[k]`` are STORED's ``status`` and ``sealed_by``, its
+    per-record outcomes ``lsns`` / ``record_statuses`` from ``part_ends[k-1]`` (0 for the
+    first) to ``part_ends[k]`` (none: the whole STORE had ``statuses[k]``).  ``parts()``
+    gives the STOREDs back.  Sent only to a peer that sent STORE_LOGS on the connection.
+    """
+
+    TYPE = MessageType.STORED_LOGS
+    node_index: int
+    request_ids: U64Array = EMPTY_U64
+    log_ids: U64Array = EMPTY_U64
+    statuses: U16Array = EMPTY_U16
+    sealed_by: I64Array = EMPTY_I64
+    part_ends: U32Array = EMPTY_U32
+    lsns: U64Array = EMPTY_U64
+    record_statuses: U16Array = EMPTY_U16
+
+    def consistency_problem(self) -> str | None:
+        return _check_columns(len(self.request_ids), {
+            "log_ids": self.log_ids, "statuses": self.statuses, "sealed_by": self.sealed_by,
+            "part_ends": self.part_ends}) \
+            or _check_columns(len(self.lsns), {"record_statuses": self.record_statuses}) \
+            or _check_parts(self.part_ends, len(self.lsns), strict=False)
+
+    def parts(self) -> list[Stored]:
+        """The STOREDs this frame carries, in order."""
+        out = []
+        lo = 0
+        node = self.node_index
+        for rid, log_id, status, sealed_by, hi in zip(
+                self.request_ids.tolist(), self.log_ids.tolist(), self.statuses.tolist(),
+                self.sealed_by.tolist(), self.part_ends.tolist(), strict=True):
+            if hi > lo:
+                out.append(Stored(request_id=rid, log_id=log_id, node_index=node,
+                                  status=E(status), lsns=self.lsns[lo:hi],
+                                  statuses=self.record_statuses[lo:hi], sealed_by=sealed_by))
+            else:
+                out.append(Stored(request_id=rid, log_id=log_id, node_index=node,
+                                  status=E(status), sealed_by=sealed_by))
+            lo = hi
+        return out
+
+    @classmethod
+    def of(cls, node_index: int, replies: list[Stored]) -> "StoredLogs":
+        """One frame of ``replies`` (STOREDs of ``node_index``)."""
+        n = len(replies)
+        ends = np.empty(n, np.uint32)
+        total = 0
+        for k, r in enumerate(replies):
+            total += len(r.lsns)
+            ends[k] = total
+        with_records = [r for r in replies if len(r.lsns)]
+        return cls(
+            node_index=node_index,
+            request_ids=np.fromiter((r.request_id for r in replies), np.uint64, n),
+            log_ids=np.fromiter((r.log_id for r in replies), np.uint64, n),
+            statuses=np.fromiter((r.status for r in replies), np.uint16, n),
+            sealed_by=np.fromiter((r.sealed_by for r in replies), np.int64, n),
+            part_ends=ends,
+            lsns=np.concatenate([r.lsns for r in with_records]).astype(np.uint64, copy=False)
+            if with_records else EMPTY_U64,
+            record_statuses=np.concatenate([r.statuses for r in with_records]).astype(
+                np.uint16, copy=False) if with_records else EMPTY_U16)
 
 
 @register
