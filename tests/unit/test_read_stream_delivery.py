@@ -253,3 +253,36 @@ def test_window_shrinks_at_once_when_records_get_larger():
     assert win.size == 16
     _deliver(win, 21, 16, 1)  # small again: it grows back a quarter at a time
     assert 16 < win.size < 16 * 32
+
+
+# ------------------------------------------------------------------ newer epochs
+
+
+def test_no_gap_into_an_epoch_the_placement_does_not_cover():
+    # The stream reads nodes 0-2, whose nodeset covered epochs up to 1.  Epoch 2 was
+    # activated on nodes 0-3: its first record went to N3 and N0, and N0 is slow.  N1 and
+    # N2 (an f-majority of nodes 0-2, not of epoch 2's nodeset) have nothing from e1n2 to
+    # e2n1: a bridge over e2n1 would skip an acknowledged record.
+    def run(known_epoch):
+        rs, _ = make(nodes=(0, 1, 2), r=2, start=lsn(1, 1), until=lsn(9, 0),
+                     known_epoch=known_epoch, sequencer_window=1000)
+        for n in (1, 2):
+            records(rs, n, lsn(1, 1))
+            rs.on_gap(n, lsn(1, 2), lsn(2, 1))
+        return rs, show(rs.poll())
+
+    rs, got = run(known_epoch=None)  # what a stream without the limit does
+    assert got == [lsn(1, 1), ("BRIDGE", lsn(1, 2), lsn(2, 1))]
+    rs, got = run(known_epoch=1)
+    assert got == [lsn(1, 1)] and rs.wants_epoch == 2  # waits for epoch 2's placement
+    rs.on_gap(0, lsn(1, 2), lsn(2, 0))  # N0 has nothing before epoch 2 either
+    assert show(rs.poll()) == [("BRIDGE", lsn(1, 2), lsn(2, 0))]  # ESN 0: no record
+    assert rs.next_lsn == lsn(2, 1)  # e2n1 is not skipped
+
+
+def test_gaps_within_the_known_epochs_need_no_lookup():
+    rs, _ = make(nodes=(0, 1, 2), r=2, start=lsn(2, 1), until=lsn(2, 9), known_epoch=2)
+    for n in (0, 1, 2):
+        records(rs, n, lsn(2, 5))
+    assert show(rs.poll()) == [("DATALOSS", lsn(2, 1), lsn(2, 4)), lsn(2, 5)]
+    assert rs.wants_epoch == 0

@@ -129,7 +129,7 @@ class _ReaderBase:
         self._queue = ReaderQueue(self.options.max_buffered_records,
                                   self.options.max_buffered_bytes)
         self._core = ReaderCore(ctx.read_router(), self._queue, self.options,
-                                self._lt.loop, placements.statuses)
+                                self._lt.loop, placements.statuses, placements.placement)
         # Not a method of the reader: nothing the loop holds may keep the reader alive,
         # so a reader dropped without close() is collected and its finalizer runs.
         self._queue.on_room = self._core.schedule_refill

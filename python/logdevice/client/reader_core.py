@@ -50,6 +50,7 @@ log = logging.getLogger("logdevice.client.reader")
 
 #: Seconds between reads of the event log while streams are open.
 STATUS_REFRESH = 1.0
+PLACEMENT_RETRY = 1.0  # seconds between lookups of a newer epoch's placement that failed
 _NOT_BLOB = np.uint32(~FLAG_BUFFERED_WRITER_BLOB & 0xFFFFFFFF)
 _CHECKSUM = np.uint32(FLAG_CHECKSUM)
 _FIRST = np.zeros(1, np.intp)  # bad_copies of a frame whose one record is bad
@@ -170,7 +171,7 @@ class _LogStream:
 
     __slots__ = ("log_id", "rsid", "rs", "placement", "timer", "timer_at", "connecting",
                  "last_released", "started", "closed", "until_lsn", "born", "reached",
-                 "refused", "unreachable_check")
+                 "refused", "unreachable_check", "scd", "looking_up", "new_placement")
 
     def __init__(self, log_id: int, rsid: int, rs: ReadStream, placement: ReadPlacement,
                  until_lsn: int) -> None:
@@ -191,6 +192,11 @@ class _LogStream:
         self.reached = False  # a connection to a node of the nodeset worked
         self.refused: dict[int, str] = {}  # node -> why connecting failed
         self.unreachable_check: asyncio.TimerHandle | None = None
+        self.scd = False
+        # A newer epoch's placement: looked up (in a thread), then the stream restarts
+        # with it once everything it delivered was handed out.
+        self.looking_up = False
+        self.new_placement: ReadPlacement | None = None
 
 
 class ReaderCore:
@@ -208,7 +214,8 @@ class ReaderCore:
 
     def __init__(self, router: StreamRouter, queue: ReaderQueue, options: ReaderOptions,
                  loop: asyncio.AbstractEventLoop,
-                 statuses: Callable[[], dict[int, int] | None] | None = None) -> None:
+                 statuses: Callable[[], dict[int, int] | None] | None = None,
+                 placement: Callable[[int, int, int], ReadPlacement] | None = None) -> None:
         self.router = router
         self.queue = queue
         self.options = options
@@ -219,6 +226,7 @@ class ReaderCore:
         self._starved: dict[int, _LogStream] = {}
         self._closed = False
         self._statuses = statuses
+        self._placement = placement  # blocking: (log, from, until) -> ReadPlacement
         self._refill_pending = False
         self._watch: asyncio.Task[None] | None = None
 
@@ -238,8 +246,10 @@ class ReaderCore:
                         window_bytes=o.window_bytes,
                         grace_period=o.grace_period, scd_timeout=o.scd_timeout,
                         scd_all_send_all_timeout=o.scd_all_send_all_timeout,
-                        flow_control_threshold=o.flow_control_threshold)
+                        flow_control_threshold=o.flow_control_threshold,
+                        known_epoch=placement.known_epoch if self._placement else None)
         st = _LogStream(log_id, self.router.new_id(), rs, placement, until_lsn)
+        st.scd = scd
         st.born = self.loop.time()
         self.streams[log_id] = st
         self.router.streams[st.rsid] = (self, st)
@@ -464,8 +474,42 @@ class ReaderCore:
             self._drop(st)
             self.streams.pop(st.log_id, None)
             self.queue.log_done(st.log_id)
-        else:
-            self._arm(st)
+            return
+        self._arm(st)
+        if st.new_placement is not None and not rs.pending:
+            # Everything delivered was handed out: restart where the stream is.
+            self.start(st.log_id, rs.next_lsn, st.until_lsn, st.new_placement, st.scd)
+        elif rs.wants_epoch and not st.looking_up and self._placement is not None:
+            self._look_up(st)
+
+    def _look_up(self, st: _LogStream) -> None:
+        """The stream reached an epoch its placement does not cover: look it up again
+        (in a thread: it asks a node); a failed lookup is retried after a pause."""
+        st.looking_up = True
+        assert self._placement is not None
+        done = self.loop.run_in_executor(None, self._placement, st.log_id, st.rs.next_lsn,
+                                         st.until_lsn)
+
+        def landed(f: asyncio.Future[ReadPlacement]) -> None:
+            if st.closed or self.streams.get(st.log_id) is not st:
+                return
+            exc = f.exception() if not f.cancelled() else None
+            placement = f.result() if exc is None and not f.cancelled() else None
+            if placement is None or (placement.known_epoch is not None
+                                     and placement.known_epoch < st.rs.wants_epoch):
+                log.warning("log %d: cannot look up the placement of epoch %d (%s); "
+                            "retrying", st.log_id, st.rs.wants_epoch, exc or "not issued")
+                self.loop.call_later(PLACEMENT_RETRY, self._retry_look_up, st)
+                return
+            st.new_placement = placement
+            self._after(st)
+
+        done.add_done_callback(landed)
+
+    def _retry_look_up(self, st: _LogStream) -> None:
+        st.looking_up = False
+        if not st.closed and self.streams.get(st.log_id) is st:
+            self._after(st)
 
     def _hold(self, st: _LogStream) -> None:
         self._starved[st.rsid] = st

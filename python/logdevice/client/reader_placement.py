@@ -13,13 +13,15 @@ config.  When no node can say what the history is (none answers, or their epoch 
 does not), the read does not start: ``placement`` raises the status (TIMEDOUT, ...)
 after the client's timeout, rather than guess a placement in which a wiped or
 rebuilding node's "nothing here" could count toward a DATALOSS gap.  The placement is
-fixed when a stream starts: a nodeset change during a tailing read is not picked up.
+looked up again when a stream reaches an epoch newer than the lookup saw (its nodeset may
+differ: ``ReadPlacement.known_epoch``); the stream then restarts from where it is with
+the new placement.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ldcore.lsn import epoch_of
@@ -47,6 +49,10 @@ class ReadPlacement:
         For f-majority across failure domains.
     source : str
         ``"epoch store"`` or ``"config"``.
+    known_epoch : int or None
+        The log's newest epoch when the placement was looked up: later epochs may use
+        other nodes, so a read stream does not decide gaps in them before a new lookup
+        (0: the log had no epoch yet; None: no limit, the placement is a guess anyway).
     """
 
     nodeset: tuple[int, ...]
@@ -54,6 +60,7 @@ class ReadPlacement:
     authoritative: dict[int, int] = field(default_factory=dict)
     locations: dict[int, Any] = field(default_factory=dict)
     source: str = "config"
+    known_epoch: int | None = None
 
     @property
     def replication_factor(self) -> int:
@@ -115,7 +122,9 @@ class PlacementSource:
                 what = f"log {ids[0]}" if len(ids) == 1 else f"{len(ids)} logs"
                 raise error_for(exc.status, f"{what}: cannot read the metadata, so the "
                                             f"read does not start: {exc.message}") from None
-            states, statuses = {}, {}
+            # the principal may not read the log: its streams are refused anyway
+            return [replace(self._place(log_id, lo, hi, None, {}), known_epoch=None)
+                    for log_id, lo, hi in reads]
         return [self._place(log_id, lo, hi, states.get(log_id), statuses)
                 for log_id, lo, hi in reads]
 
@@ -144,7 +153,7 @@ class PlacementSource:
         wanted = set(nodeset)
         authoritative = {n: int(s) for n, s in statuses.items() if n in wanted}
         return ReadPlacement(nodeset, _fit(replication, len(nodeset)), authoritative,
-                             locations, source)
+                             locations, source, state.epoch if state is not None else 0)
 
 
 def _fit(replication: dict[str, int], n: int) -> dict[str, int]:

@@ -19,6 +19,13 @@ ESNs of one in which nothing was delivered yet, DATALOSS otherwise (or whenever 
 is fully authoritative).  With ``sequencer_window`` 0, a BRIDGE reaching into a later
 epoch is split at that epoch's ESN 0: BRIDGE up to it, DATALOSS after it.
 
+A stream knows the nodesets of the epochs its placement was looked up for, up to
+``known_epoch``.  A later epoch (a sequencer activated since, maybe on other nodes) may
+have copies on nodes the stream does not read, so an f-majority of the nodes it reads
+says nothing about it: an f-majority gap reaching into such an epoch is not issued, and
+``wants_epoch`` tells the stream's owner to look the placement up again (and restart the
+stream with it).
+
 ``GapDetector`` is given two read-only views when it is built, the per-node state (the
 ``SenderState`` of every node) and the buffer (``RecordWindow``); ``gaps_at`` returns its
 decision, the gaps to issue at the read pointer.  It queues nothing and does not move the
@@ -53,7 +60,7 @@ class GapDetector:
     def __init__(self, start_lsn: int, until_lsn: int, senders: Collection[SenderState],
                  window: RecordWindow, nodeset: FailureDomainNodeSet,
                  clock: Callable[[], float], grace_period: float, sequencer_window: int,
-                 fmajority: bool) -> None:
+                 fmajority: bool, known_epoch: int | None = None) -> None:
         self._start = start_lsn
         self._until = until_lsn
         self._senders = senders
@@ -64,6 +71,9 @@ class GapDetector:
         self._grace_deadline: float | None = None
         self._seq_window = sequencer_window
         self._fmajority = fmajority
+        self._known_epoch = known_epoch
+        #: the newest epoch an f-majority gap had to wait for (0: none)
+        self.wants_epoch = 0
 
     def set_fmajority(self, enabled: bool) -> None:
         """Whether f-majority gap detection applies: not in SCD mode, where a missing
@@ -132,6 +142,13 @@ class GapDetector:
             end = first
         if end == 0:
             return _NO_GAPS  # nobody sent anything yet
+        hi = min(end - 1, self._until)
+        if self._known_epoch is not None and hi > ((self._known_epoch + 1) << 32):
+            # The gap covers LSNs of a later epoch (not just its ESN 0, which never holds
+            # a record), whose copies may be on nodes this stream does not read.
+            self.wants_epoch = max(self.wants_epoch, hi >> 32)
+            self._grace_deadline = None
+            return _NO_GAPS
         gtype = self._gap_type(nxt, min(end, self._until + 1))
         if (res == FMajorityResult.AUTHORITATIVE_INCOMPLETE and not grace_expired
                 and self._grace_period > 0

@@ -99,6 +99,10 @@ class ReadStream:
         epoch is split into BRIDGE up to the epoch boundary and DATALOSS after it.
     trim_point : int
         Known trim point (see ``set_trim_point``).
+    known_epoch : int, optional
+        The newest epoch whose nodeset ``nodeset`` covers (None: every epoch).  A gap
+        reaching past it waits (``wants_epoch``): a later epoch may store copies on
+        nodes this stream does not read.
     """
 
     def __init__(self, log_id: int, start_lsn: int, until_lsn: int, nodeset: Iterable[int],
@@ -110,7 +114,8 @@ class ReadStream:
                  grace_period: float = 0.1, scd_timeout: float = 2.0,
                  scd_all_send_all_timeout: float = 10.0, sequencer_window: int = 1000,
                  flow_control_threshold: float = 0.7, reconnect_delay: float = 0.1,
-                 reconnect_max_delay: float = 5.0, trim_point: int = 0) -> None:
+                 reconnect_max_delay: float = 5.0, trim_point: int = 0,
+                 known_epoch: int | None = None) -> None:
         if not 0 <= start_lsn <= until_lsn < 2**64:
             raise InvalidParamError(E.INVALID_PARAM, f"bad LSN range [{start_lsn}, "
                                                      f"{until_lsn}]")
@@ -141,7 +146,7 @@ class ReadStream:
         # F-majority gap detection only in all-send-all mode (_rewind keeps it so).
         self._gaps = GapDetector(start_lsn, until_lsn, self._senders.states, self._window,
                                  self._fmaj, clock, grace_period, sequencer_window,
-                                 not self._scd.active)
+                                 not self._scd.active, known_epoch)
         self._stopped = False
         for s in self._senders:
             self._send_start(s)
@@ -162,6 +167,17 @@ class ReadStream:
     @property
     def window_high(self) -> int:
         return self._window.high
+
+    @property
+    def wants_epoch(self) -> int:
+        """An epoch past ``known_epoch`` that a gap decision waits for (0: none): look
+        the placement up again and restart the stream at ``next_lsn`` with it."""
+        return self._gaps.wants_epoch
+
+    @property
+    def pending(self) -> bool:
+        """Whether records or gaps wait to be handed out by ``poll``."""
+        return self._delivery.pending
 
     @property
     def filter_version(self) -> int:
