@@ -121,6 +121,8 @@ class _Collector:
                         a["recoveries_running"])
             yield gauge("logdevice_sequencers", "logs this node sequences now",
                         a["sequencers"])
+            yield gauge("logdevice_sequencers_awake", "of those, sequencers holding a window "
+                        "(appended to within sequencer_idle_ms)", a["sequencers_awake"])
         s = snap.get("stores")
         if s is not None:
             yield counter("logdevice_store_records_total", "records written to LogsDB",
@@ -240,7 +242,8 @@ class MetricsRole(Role):
                                "recoveries": seq.recoveries.completed,
                                "recovery_failures": seq.recoveries.failed,
                                "recoveries_running": len(seq.recoveries.by_log),
-                               "sequencers": len(seq.sequencers)}
+                               "sequencers": len(seq.sequencers),
+                               "sequencers_awake": seq.awake_sequencers()}
         if node.has_role("storage"):
             committer = node.role("storage").committer
             if committer is not None:
