@@ -60,6 +60,7 @@ from logdevice.epochstore import EpochStore
 from logdevice.errors import E, LogDeviceError
 from logdevice.node.epoch_bound import EpochBound
 from logdevice.node.group_commit import GroupCommitter, StoreJob
+from logdevice.node.known_good import KnownGood
 from logdevice.node.purging import Purger
 from logdevice.node.role import Peer, Role
 from logdevice.node.shard_check import mark_damaged, mark_if_data_lost
@@ -153,6 +154,11 @@ def apply_retention(db: LogsDB, config: Any) -> list[int]:
     return dropped
 
 
+def _any_sticky(config: Config) -> bool:
+    """Whether any log group of ``config`` has sticky copysets."""
+    return any(group.sticky_copysets for group in config.logs)
+
+
 class StorageRole(Role):
     """Stores records and answers per-node queries.  ``db`` is None on a node without
     the storage role (every STORE gets DISABLED)."""
@@ -172,8 +178,9 @@ class StorageRole(Role):
         self._read_exec = ThreadPoolExecutor(2, thread_name_prefix="logsdb-read")
         self._paused: set[Any] = set()
         self._stopping = False
-        self._sticky: dict[int, bool] = {}
-        self._lng: dict[tuple[int, int], int] = {}  # (log, epoch) -> highest LNG in STOREs
+        self._sticky: dict[int, bool] = {}  # only while some log group is sticky
+        self._any_sticky = _any_sticky(node.config)
+        self._lng = KnownGood()  # (log, epoch) -> highest LNG in STOREs
         self._sealers: dict[int, tuple[int, int]] = {}  # log -> (seal epoch, sealing node)
         self.purger: Purger | None = None
         self._held: dict[int, tuple[int, int]] = {}  # log -> (lsn, epoch) waiting for a purge
@@ -341,6 +348,7 @@ class StorageRole(Role):
     # -- STORE ------------------------------------------------------------------------------
     def on_config_change(self, old: Config, new: Config) -> None:
         self._sticky.clear()  # a runtime group's sticky_copysets may have changed
+        self._any_sticky = _any_sticky(new)
 
     def _on_store(self, conn: Peer, msg: Store, refreshed: bool = False) -> None:
         status = self._store_status(conn, msg)
@@ -408,6 +416,8 @@ class StorageRole(Role):
         return E.OK
 
     def _is_sticky(self, log_id: int) -> bool:
+        if not self._any_sticky:  # the common case: no per-log answer to keep
+            return False
         sticky = self._sticky.get(log_id)
         if sticky is None:
             sticky = self._sticky[log_id] = self.node.config.log_group(log_id).sticky_copysets
