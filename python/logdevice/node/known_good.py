@@ -11,6 +11,8 @@ by ``(log_id, epoch)`` keys, as the dict it replaces did.
 
 from __future__ import annotations
 
+from ldcore.logtable import LogTable
+
 __all__ = ["KnownGood"]
 
 
@@ -20,7 +22,7 @@ class KnownGood:
     __slots__ = ("_newest", "_older")
 
     def __init__(self) -> None:
-        self._newest: dict[int, int] = {}  # log -> LNG of its newest epoch (an LSN in it)
+        self._newest = LogTable(1)  # log -> LNG of its newest epoch (an LSN in it)
         self._older: dict[tuple[int, int], int] = {}  # (log, epoch) -> LNG, any other case
 
     def get(self, key: tuple[int, int], default: int = 0) -> int:
@@ -35,13 +37,13 @@ class KnownGood:
         newest = self._newest.get(log_id)
         if lng >> 32 != epoch:  # not an LSN of its own epoch: kept as given
             if newest is not None and newest >> 32 == epoch:
-                del self._newest[log_id]
+                self._newest.discard(log_id)
             self._older[key] = lng
         elif newest is None or newest >> 32 == epoch:
-            self._newest[log_id] = lng
+            self._newest.set(log_id, 0, lng)
         elif newest >> 32 < epoch:
             self._older[(log_id, newest >> 32)] = newest
-            self._newest[log_id] = lng
+            self._newest.set(log_id, 0, lng)
         else:  # a STORE of an older epoch than the newest seen
             self._older[key] = lng
 

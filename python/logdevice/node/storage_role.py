@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ldcore.logtable import LogTable
 from logdevice.epochstore import EpochStore
 from logdevice.errors import E, LogDeviceError
 from logdevice.node.epoch_bound import EpochBound
@@ -170,7 +171,7 @@ class StorageRole(Role):
         self.enabled = node.me.is_storage
         self.db = db
         self.committer: GroupCommitter | None = None
-        self._released: dict[int, int] = {}
+        self._released = LogTable(1)  # log -> last released LSN known here
         self._dirty: dict[int, int] = {}
         self._persist_handle: asyncio.TimerHandle | None = None
         self._persisting: asyncio.Future[Any] | None = None
@@ -457,7 +458,7 @@ class StorageRole(Role):
         lsn = self._released.get(log_id)
         if lsn is None:
             lsn = self.db.last_released(log_id) if self.db is not None else 0
-            self._released[log_id] = lsn
+            self._released.set(log_id, 0, lsn)
         return lsn
 
     def _on_release(self, conn: Peer, msg: Release) -> None:
@@ -490,7 +491,7 @@ class StorageRole(Role):
             if held is None or held < (lsn, epoch):
                 self._held[log_id] = (lsn, epoch)
             return
-        self._released[log_id] = lsn
+        self._released.set(log_id, 0, lsn)
         if self.db is not None:
             self._dirty[log_id] = lsn
             if self._persist_handle is None and not self._stopping:
