@@ -53,5 +53,6 @@ def test_many_logs_at_a_thousand(tmp_path: Path) -> None:
     assert run["logs"] == 1000
     assert run["reader"]["logs"] == 1000  # every log's first record was delivered
     assert set(run["rss_per_written_log_kb"]) == {"N0", "N1", "N2"}
+    assert set(run["rss_per_idle_log_kb"]) == {"N0", "N1", "N2"}
     assert run["restart_s"] > 0
     assert "| 1,000 |" in out_md.read_text()
