@@ -1049,4 +1049,5 @@ class SequencerRole(Role):
         flight give back their windows (see Idle logs)."""
         asleep = [seq for seq in self._awake
                   if seq.last_active <= cutoff and seq.sleep()]
-        self._awake.difference_update(asleep)
+        if asleep:  # a new set: one emptied in place keeps the table of its largest size
+            self._awake = self._awake.difference(asleep)
