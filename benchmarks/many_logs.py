@@ -8,7 +8,9 @@ A LocalCluster of 3 nodes, R=2, provisioned with logs ``1 .. N`` for each ``--lo
 2. **second round**: one more append to each log, at most 1,000 in flight, against the
    same number of appends to one log with 1,000 in flight in the same run (the ratio);
 3. **memory**: every node's resident set before the first touch and after the second
-   round: the growth per written, idle log;
+   round: the growth per written log, a second after the last append and once every
+   sequencer went idle and gave its window back (``--idle-ms``, the nodes'
+   ``sequencer_idle_ms``; the nodes' ``logdevice_sequencers_awake`` gauges say when);
 4. **one reader** over ``min(N, --reader-logs)`` logs (default 10,000): the time
    ``start_reading_many`` takes for all of them, then how long until every log's first
    record arrived, counted from its return; the nodes' resident set
@@ -21,7 +23,7 @@ The table goes to ``benchmarks/last-many-logs.md`` (and is printed), the JSON to
 ``benchmarks/plots/last-many-logs.png``.
 
     .venv/bin/python benchmarks/many_logs.py [--logs 1000,10000,100000]
-        [--reader-logs 10000] [--epoch-store sqlite|zookeeper]
+        [--reader-logs 10000] [--epoch-store sqlite|zookeeper] [--idle-ms 2000]
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import contextlib
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -57,6 +60,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="logs the one reader reads (at most the run's number of logs)")
     p.add_argument("--epoch-store", choices=("sqlite", "zookeeper"), default="sqlite")
     p.add_argument("--timeout", type=float, default=120.0, help="bound on every wait, s")
+    p.add_argument("--idle-ms", type=int, default=2000,
+                   help="the nodes' sequencer_idle_ms: how soon an idle log's sequencer "
+                        "gives its window back")
     p.add_argument("--out", type=Path, default=OUT_MD)
     p.add_argument("--json", type=Path, default=OUT_JSON)
     p.add_argument("--no-plot", action="store_true")
@@ -81,6 +87,27 @@ def rss_kb(pid: int | None) -> int:
 
 def node_rss(cluster: LocalCluster) -> dict[int, int]:
     return {i: rss_kb(cluster.pid(i)) for i in cluster.running()}
+
+
+def awake_sequencers(cluster: LocalCluster) -> int:
+    """Sequencers holding a window, over the running nodes (their /metrics)."""
+    total = 0
+    for i in cluster.running():
+        with urllib.request.urlopen(cluster.metrics_url(i), timeout=10) as resp:
+            for line in resp.read().decode().splitlines():
+                if line.startswith("logdevice_sequencers_awake "):
+                    total += int(float(line.split()[1]))
+    return total
+
+
+def wait_idle(cluster: LocalCluster, timeout: float) -> float:
+    """Wait until no node's sequencer holds a window; the seconds it took."""
+    t0 = time.perf_counter()
+    while awake_sequencers(cluster):
+        if time.perf_counter() - t0 > timeout:
+            raise RuntimeError(f"sequencers still awake after {timeout:g} s")
+        time.sleep(0.2)
+    return time.perf_counter() - t0
 
 
 def append_all(client: Client, logs: list[int], in_flight: int, timeout: float) -> float:
@@ -159,7 +186,8 @@ def run_one(n: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"logs": n}
     with epoch_store(args.epoch_store, work) as store, \
             LocalCluster(nodes=3, replication=2, logs=range(1, n + 1), root=work / f"c{n}",
-                         epoch_store=store, log_level="WARNING") as cluster, \
+                         epoch_store=store, log_level="WARNING",
+                         sequencer_idle_ms=args.idle_ms) as cluster, \
             Client(cluster.config_path, timeout=args.timeout) as client:
         logs = list(range(1, n + 1))
         rss0 = node_rss(cluster)
@@ -175,6 +203,10 @@ def run_one(n: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
         time.sleep(1.0)  # settle: released buffers show in the RSS
         out["rss_per_written_log_kb"] = per_log(rss0, node_rss(cluster), n)
         print(f"[{n:,} logs] memory per written log: {out['rss_per_written_log_kb']} KiB",
+              flush=True)
+        out["idle_after_s"] = wait_idle(cluster, args.timeout)
+        out["rss_per_idle_log_kb"] = per_log(rss0, node_rss(cluster), n)
+        print(f"[{n:,} logs] memory per written, idle log: {out['rss_per_idle_log_kb']} KiB",
               flush=True)
         r = read_first_records(client, logs[:min(n, args.reader_logs)], cluster, args.timeout)
         out["reader"] = r
@@ -197,17 +229,20 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace) -> str:
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     lines = [f"# Many logs ({when}, epoch store {args.epoch_store})", "",
              f"`.venv/bin/python benchmarks/many_logs.py --logs {args.logs} --reader-logs "
-             f"{args.reader_logs} --epoch-store {args.epoch_store}`", "",
+             f"{args.reader_logs} --epoch-store {args.epoch_store} --idle-ms "
+             f"{args.idle_ms}`", "",
              "| logs | first touch, logs/s | second round, appends/s (x one log) | "
-             "KiB per written log (N0, N1, N2) | reader: start_reading_many s / all first "
-             "records s | KiB per open stream (N0, N1, N2) | restart s |",
-             "|---|---|---|---|---|---|---|"]
+             "KiB per written log (N0, N1, N2) | KiB per written, idle log (N0, N1, N2) | "
+             "reader: start_reading_many s / all first records s | KiB per open stream "
+             "(N0, N1, N2) | restart s |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in runs:
         sr, rd = r["second_round"], r["reader"]
         lines.append(
             f"| {r['logs']:,} | {r['first_touch']['logs_per_s']:,.0f} | "
             f"{sr['appends_per_s']:,.0f} ({sr['ratio']:.2f}x) | "
-            f"{_kb(r['rss_per_written_log_kb'])} | {rd['start_reading_s']:.2f} / "
+            f"{_kb(r['rss_per_written_log_kb'])} | {_kb(r['rss_per_idle_log_kb'])} | "
+            f"{rd['start_reading_s']:.2f} / "
             f"{rd['first_records_s']:.2f} ({rd['logs']:,} logs) | {_kb(rd['rss_per_log_kb'])} "
             f"| {r['restart_s']:.2f} |")
     return "\n".join(lines) + "\n"
@@ -225,6 +260,8 @@ def plot(runs: list[dict[str, Any]]) -> None:
         ("second round, appends/s", [r["second_round"]["appends_per_s"] for r in runs]),
         ("KiB per written log (node mean)",
          [np.mean(list(r["rss_per_written_log_kb"].values())) for r in runs]),
+        ("KiB per written, idle log (node mean)",
+         [np.mean(list(r["rss_per_idle_log_kb"].values())) for r in runs]),
         ("restart, s", [r["restart_s"] for r in runs]),
     ]
     fig, axes = plt.subplots(1, len(figures), figsize=(4 * len(figures), 3.5))

@@ -53,5 +53,16 @@ def test_many_logs_at_a_thousand(tmp_path: Path) -> None:
     assert run["logs"] == 1000
     assert run["reader"]["logs"] == 1000  # every log's first record was delivered
     assert set(run["rss_per_written_log_kb"]) == {"N0", "N1", "N2"}
+    assert set(run["rss_per_idle_log_kb"]) == {"N0", "N1", "N2"}
     assert run["restart_s"] > 0
     assert "| 1,000 |" in out_md.read_text()
+
+
+def test_log_memory_tiny() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "log_memory.py"), "--logs", "200"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for row in ("| sequencer, awake after 2 appends |", "| sequencer, asleep |",
+                "| LogsDB directory + metadata |", "| storage role: release pointer + LNG |"):
+        assert row in proc.stdout

@@ -5,7 +5,8 @@ an error), which are lost, when time passes and which nodes go down or come back
 every step: no record is acked before all R members of one wave's copyset stored it, the
 copyset honours the replication property, release moves strictly forward and never past a
 record that is not acked, each request is answered at most once, and SEQNOBUFS only comes
-with a full window.  At the end the network heals and
+with a full window.  The sequencer is also told to sleep at random (it does only with
+nothing in flight) and must go on as if it had not.  At the end the network heals and
 every accepted append must be acked and released (liveness).
 """
 
@@ -132,6 +133,11 @@ class Model:
     def down(self, node):
         self.apply(self.seq.on_node_down(node))
 
+    def sleep(self):
+        idle = self.seq.in_flight == 0
+        assert self.seq.sleep() == idle
+        assert self.seq.dormant == idle
+
     def up(self, node):
         self.apply(self.seq.on_node_up(node))
 
@@ -155,7 +161,8 @@ class Model:
 
 ERRORS = [E.NOSPC, E.OVERLOADED, E.DISABLED]
 # Names repeat to weight the mix: mostly appends and replies, some failures and time.
-_OPS = ["append"] * 4 + ["deliver"] * 6 + ["error", "drop", "tick", "tick", "down", "up"]
+_OPS = ["append"] * 4 + ["deliver"] * 6 + ["error", "drop", "tick", "tick", "down", "up",
+                                          "sleep"]
 op = st.tuples(st.sampled_from(_OPS), st.integers(0, 10**6))
 TICKS = [0.001, 0.005, 0.01, 0.03, 0.2, 1.0]
 
@@ -196,6 +203,8 @@ def test_random_interleavings_keep_the_write_path_invariants(topo, ops, max_in_f
             m.tick(TICKS[arg % len(TICKS)])
         elif name == "down":
             m.down(arg % 8)
+        elif name == "sleep":
+            m.sleep()
         else:
             m.up(arg % 8)
     m.heal()

@@ -11,6 +11,7 @@ from ldcore import lsn as ldlsn
 from logdevice.errors import E, InvalidParamError
 from logdevice.sequencer import (
     AckAppend,
+    CopysetSelector,
     Reactivate,
     Reject,
     Release,
@@ -365,3 +366,48 @@ def test_small_appends_keep_the_short_first_wave_timeout():
                     store_timeout=(0.1, 60.0))
     seq.append_many([(i, 100, 0) for i in range(500)])
     assert seq.next_deadline() == pytest.approx(0.1)
+
+
+def test_an_idle_sequencer_sleeps_and_resumes_in_the_same_epoch():
+    seq, clock = make(epoch=4)
+    assert seq.dormant and seq.in_flight == 0  # no window until the first append
+    first = seq.append("a", 10)
+    assert not seq.dormant
+    assert not seq.sleep() and not seq.dormant  # "a" is in flight: the window stays
+    store_all(seq, first)
+    assert seq.sleep() and seq.dormant
+    assert seq.next_deadline() is None and seq.on_timer() == []
+    assert seq.on_node_down(1) == [] and seq.on_node_up(1) == []
+    # The next append goes on at the next ESN of the same epoch, later in time.
+    clock.wall -= 100  # the wall clock went back: the stamps do not
+    second = seq.append("b", 10)
+    assert not seq.dormant
+    lsn = ldlsn.compose(4, 2)
+    assert of(second, SendStore)[0].lsn == lsn
+    out = store_all(seq, second)
+    assert of(out, AckAppend) == [AckAppend("b", 1, lsn, 1_700_000_000_000)]
+    assert of(out, Release) == [Release(1, lsn, (0, 1, 2, 3, 4))]
+    assert seq.tail() == (lsn, 1_700_000_000_000)
+
+
+def test_a_dormant_sequencer_deactivates_and_retires():
+    seq, _ = make()
+    store_all(seq, seq.append("a", 10))
+    assert seq.sleep()
+    assert seq.deactivate(E.PREEMPTED) == [] and seq.state == SequencerState.DEACTIVATED
+    assert seq.append("b", 10) == [Reject("b", 1, E.NOSEQUENCER)]
+    retired, _ = make()
+    retired.retire()
+    assert retired.append("c", 10) == [Reject("c", 1, E.AGAIN)] and retired.dormant
+
+
+def test_a_shared_selector_must_fit_the_nodeset_and_replication():
+    base = CopysetSelector(range(5), 2)
+    a, _ = make(selector=base)
+    b, _ = make(selector=base)
+    assert a.ctx.selector is b.ctx.selector is base
+    assert of(a.append("x", 10), SendStore)
+    with pytest.raises(InvalidParamError):
+        make(nodes=range(4), selector=base)
+    with pytest.raises(InvalidParamError):
+        make(r=3, selector=base)

@@ -74,6 +74,7 @@ SETTING_BOUNDS: dict[str, tuple[float | None, float | None]] = {
     "idempotence_window_ms": (0, None),
     "client_idle_timeout_ms": (0, None),
     "record_cache_bytes": (0, None),
+    "sequencer_idle_ms": (0, None),
 }
 # Settings that take one of a few words.
 SETTING_CHOICES: dict[str, tuple[str, ...]] = {

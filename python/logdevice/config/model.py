@@ -281,6 +281,11 @@ class Settings:
     scd_all_send_all_timeout_ms: int = 10_000  # stuck this long in SCD: all-send-all
     store_graylist_ms: int = 5_000  # a node that timed out a wave is avoided this long
     store_blacklist_ms: int = 10_000  # a node that answered an error is avoided this long
+    # A sequencer with nothing in flight that took no append for this long gives back its
+    # window (it resumes in the same epoch on the next append; 0: never).  Waking costs
+    # only a few allocations, no epoch and no I/O, so this need not be long: just long
+    # enough that a log in steady use does not sleep between its appends.
+    sequencer_idle_ms: int = 30_000
     # When a storage node answers STORED: "memory" (written to RocksDB's memtable, no
     # write-ahead log: lost if the node crashes), "async_write" (in the write-ahead log,
     # not fsynced: survives a process crash, not a power loss) or "sync_write" (the WAL

@@ -121,6 +121,8 @@ class _Collector:
                         a["recoveries_running"])
             yield gauge("logdevice_sequencers", "logs this node sequences now",
                         a["sequencers"])
+            yield gauge("logdevice_sequencers_awake", "of those, sequencers holding a window "
+                        "(appended to within sequencer_idle_ms)", a["sequencers_awake"])
             yield counter("logdevice_stores_sent_total",
                           "STOREs sent (one per storage node, log and epoch per loop turn)",
                           a["stores"])
@@ -247,6 +249,7 @@ class MetricsRole(Role):
                                "recovery_failures": seq.recoveries.failed,
                                "recoveries_running": len(seq.recoveries.by_log),
                                "sequencers": len(seq.sequencers),
+                               "sequencers_awake": seq.awake_sequencers(),
                                "stores": seq.sender.stores,
                                "store_frames": seq.sender.frames}
         if node.has_role("storage"):

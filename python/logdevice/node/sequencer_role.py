@@ -53,6 +53,15 @@ answer an older tail than the newer sequencer already did. A check that finds a 
 deactivates the sequencer and the request is redirected (to the sealing node while it is
 alive); one that cannot decide in time is answered AGAIN.
 
+Idle logs.  A node sequences many logs, most of them idle at any time.  A sequencer that
+took no append for ``settings.sequencer_idle_ms`` and has nothing in flight is put to
+sleep (``Sequencer.sleep``): it gives back its window and keeps only what resuming in the
+same epoch needs, so the next append goes on at the next LSN without a new activation.
+(Resuming is as safe as for a sequencer that stayed awake: if another node took the log
+over meanwhile, the next STORE is answered PREEMPTED, as it would be anyway.)  Only
+sequencers that took appends since the last sweep are looked at (``_awake``).  Logs with
+the same nodeset and replication share one ``CopysetSelector``.
+
 Driving the state machines.  Actions come back from every sequencer call: ``StoreWave``
 and ``Release`` go to ``StoreSender`` (one STORE per node and log per loop turn, those of
 one node in one STORE_LOGS frame where it understands them; one RELEASE per node; their
@@ -71,6 +80,7 @@ import asyncio
 import itertools
 import logging
 import random
+import weakref
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -121,6 +131,7 @@ from logdevice.sequencer import (
     Reactivate,
     Reject,
     Release,
+    Replication,
     Sequencer,
     SequencerState,
     StoreWave,
@@ -149,7 +160,8 @@ _APPEND_FLAGS = int(AppendFlag.CHECKSUM | AppendFlag.BUFFERED_WRITER_BLOB)
 _CHECKSUM = int(AppendFlag.CHECKSUM)
 _BLOB = int(AppendFlag.BUFFERED_WRITER_BLOB)
 _NO_REDIRECT = int(AppendFlag.NO_REDIRECT)
-#: Seconds between sweeps of unanswered STORE bookkeeping.
+#: Seconds between sweeps of unanswered STORE bookkeeping (and of idle sequencers, or
+#: more often when ``sequencer_idle_ms`` is shorter than twice this).
 SWEEP_INTERVAL = 5.0
 
 
@@ -256,6 +268,15 @@ class SequencerRole(Role):
         self._locations = {n.index: n.location for n in config.nodes}
         self._weights = {n.index: n.storage_weight for n in config.nodes if n.is_storage}
         self._sweeper: asyncio.TimerHandle | None = None
+        idle_ms = self.settings.sequencer_idle_ms
+        self._idle_after = idle_ms / 1000 if idle_ms > 0 else None  # None: never sleep
+        self._sweep_every = SWEEP_INTERVAL if self._idle_after is None else \
+            min(SWEEP_INTERVAL, self._idle_after / 2)
+        self._awake: set[Sequencer] = set()  # took appends since they last slept
+        # (nodeset, replication) -> the selector the sequencers of such logs share
+        self._selectors: weakref.WeakValueDictionary[
+            tuple[tuple[int, ...], Replication], CopysetSelector] = \
+            weakref.WeakValueDictionary()
         self._stopping = False
         self.recoveries = Recoveries(self)
         self.append_stats = AppendStats()  # for metrics
@@ -270,7 +291,7 @@ class SequencerRole(Role):
                 SealState: self._on_seal_state, WriterBlobs: self.writers.on_reply}
 
     async def start(self) -> None:
-        self._sweeper = self.node.loop.call_later(SWEEP_INTERVAL, self._sweep)
+        self._sweeper = self.node.loop.call_later(self._sweep_every, self._sweep)
 
     async def stop(self) -> None:
         self._stopping = True
@@ -464,6 +485,8 @@ class SequencerRole(Role):
         if seq is None:
             self._enqueue(log_id, ("append", rid, size, flags))
         else:
+            if seq.dormant:
+                self._awake.add(seq)
             self._run(seq, seq.append(rid, size, flags))
 
     def _on_append_batch(self, conn: Peer, msg: AppendBatch, refreshed: bool = False) -> None:
@@ -511,6 +534,8 @@ class SequencerRole(Role):
         stats.bytes += total
         seq = self.sequencers.get(log_id)
         if seq is not None:
+            if seq.dormant:
+                self._awake.add(seq)
             self._run(seq, seq.append_many(requests, now))
             return
         for rid, size, flags in requests:
@@ -741,7 +766,8 @@ class SequencerRole(Role):
                 max_payload_size=self.settings.max_payload_size, health=self.health,
                 last_released=tail.lsn if tail is not None else 0,
                 last_timestamp=tail.timestamp if tail is not None else 0,
-                needs_recovery=recover, store_waves=True)
+                needs_recovery=recover, store_waves=True,
+                selector=self._selector(md.nodeset, group.replication))
         except LogDeviceError as exc:
             log.error("log %d: cannot start a sequencer: %s", log_id, exc)
             self._taken_over.discard(log_id)
@@ -768,9 +794,24 @@ class SequencerRole(Role):
                     self._answer(item[1], E.TIMEDOUT, message="the append waited past its "
                                  "timeout for the sequencer to activate; not written")
                     continue
+                if seq.dormant:
+                    self._awake.add(seq)
                 self._run(seq, seq.append(item[1], item[2], item[3]))
             elif item[0] == "tail":
                 self._send_tail(seq, item[1], item[2])
+
+    def _selector(self, nodeset: Collection[int], replication: Any) -> CopysetSelector | None:
+        """The copyset selector of sequencers with this nodeset and replication, shared;
+        None when it cannot be built (the sequencer then says why)."""
+        key = (tuple(nodeset), Replication(replication))
+        selector = self._selectors.get(key)
+        if selector is None:
+            try:
+                selector = CopysetSelector(nodeset, replication, self._locations, self._weights)
+            except ValueError:
+                return None
+            self._selectors[key] = selector
+        return selector
 
     @staticmethod
     def _recovery_needed(state: Any) -> bool:
@@ -875,6 +916,7 @@ class SequencerRole(Role):
         me = self.node.index
         self._locations = {n.index: n.location for n in new.nodes}
         self._weights = {n.index: n.storage_weight for n in new.nodes if n.is_storage}
+        self._selectors.clear()  # built with the old locations and weights
         known = {n.index for n in old.nodes}
         for n in new.nodes:
             if n.index != me and n.index not in known:
@@ -999,5 +1041,20 @@ class SequencerRole(Role):
             self._forget(seq)
 
     def _sweep(self) -> None:
-        self.sender.forget_old(self.node.loop.time())
-        self._sweeper = self.node.loop.call_later(SWEEP_INTERVAL, self._sweep)
+        now = self.node.loop.time()
+        self.sender.forget_old(now)
+        if self._idle_after is not None:
+            self._put_idle_to_sleep(now - self._idle_after)
+        self._sweeper = self.node.loop.call_later(self._sweep_every, self._sweep)
+
+    def awake_sequencers(self) -> int:
+        """How many of the node's sequencers hold a window now (see Idle logs)."""
+        return sum(1 for seq in self._awake if not seq.dormant)
+
+    def _put_idle_to_sleep(self, cutoff: float) -> None:
+        """Sequencers whose last append is older than ``cutoff`` and that have nothing in
+        flight give back their windows (see Idle logs)."""
+        asleep = [seq for seq in self._awake
+                  if seq.last_active <= cutoff and seq.sleep()]
+        if asleep:  # a new set: one emptied in place keeps the table of its largest size
+            self._awake = self._awake.difference(asleep)

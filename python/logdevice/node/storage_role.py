@@ -59,10 +59,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ldcore.logtable import LogTable
 from logdevice.epochstore import EpochStore
 from logdevice.errors import E, LogDeviceError
 from logdevice.node.epoch_bound import EpochBound
 from logdevice.node.group_commit import GroupCommitter, StoreJob
+from logdevice.node.known_good import KnownGood
 from logdevice.node.purging import Purger
 from logdevice.node.role import Peer, Role
 from logdevice.node.shard_check import mark_damaged, mark_if_data_lost
@@ -160,6 +162,11 @@ def apply_retention(db: LogsDB, config: Any) -> list[int]:
     return dropped
 
 
+def _any_sticky(config: Config) -> bool:
+    """Whether any log group of ``config`` has sticky copysets."""
+    return any(group.sticky_copysets for group in config.logs)
+
+
 class StorageRole(Role):
     """Stores records and answers per-node queries.  ``db`` is None on a node without
     the storage role (every STORE gets DISABLED)."""
@@ -171,7 +178,7 @@ class StorageRole(Role):
         self.enabled = node.me.is_storage
         self.db = db
         self.committer: GroupCommitter | None = None
-        self._released: dict[int, int] = {}
+        self._released = LogTable(1)  # log -> last released LSN known here
         self._dirty: dict[int, int] = {}
         self._persist_handle: asyncio.TimerHandle | None = None
         self._persisting: asyncio.Future[Any] | None = None
@@ -179,8 +186,9 @@ class StorageRole(Role):
         self._read_exec = ThreadPoolExecutor(2, thread_name_prefix="logsdb-read")
         self._paused: set[Any] = set()
         self._stopping = False
-        self._sticky: dict[int, bool] = {}
-        self._lng: dict[tuple[int, int], int] = {}  # (log, epoch) -> highest LNG in STOREs
+        self._sticky: dict[int, bool] = {}  # only while some log group is sticky
+        self._any_sticky = _any_sticky(node.config)
+        self._lng = KnownGood()  # (log, epoch) -> highest LNG in STOREs
         self._sealers: dict[int, tuple[int, int]] = {}  # log -> (seal epoch, sealing node)
         self.purger: Purger | None = None
         self._held: dict[int, tuple[int, int]] = {}  # log -> (lsn, epoch) waiting for a purge
@@ -352,6 +360,7 @@ class StorageRole(Role):
     # -- STORE ------------------------------------------------------------------------------
     def on_config_change(self, old: Config, new: Config) -> None:
         self._sticky.clear()  # a runtime group's sticky_copysets may have changed
+        self._any_sticky = _any_sticky(new)
 
     def _on_store(self, conn: Peer, msg: Store, refreshed: bool = False) -> None:
         status = self._store_status(conn, msg)
@@ -424,6 +433,8 @@ class StorageRole(Role):
         return E.OK
 
     def _is_sticky(self, log_id: int) -> bool:
+        if not self._any_sticky:  # the common case: no per-log answer to keep
+            return False
         sticky = self._sticky.get(log_id)
         if sticky is None:
             sticky = self._sticky[log_id] = self.node.config.log_group(log_id).sticky_copysets
@@ -470,7 +481,7 @@ class StorageRole(Role):
         lsn = self._released.get(log_id)
         if lsn is None:
             lsn = self.db.last_released(log_id) if self.db is not None else 0
-            self._released[log_id] = lsn
+            self._released.set(log_id, 0, lsn)
         return lsn
 
     def _on_release(self, conn: Peer, msg: Release) -> None:
@@ -503,7 +514,7 @@ class StorageRole(Role):
             if held is None or held < (lsn, epoch):
                 self._held[log_id] = (lsn, epoch)
             return
-        self._released[log_id] = lsn
+        self._released.set(log_id, 0, lsn)
         if self.db is not None:
             self._dirty[log_id] = lsn
             if self._persist_handle is None and not self._stopping:

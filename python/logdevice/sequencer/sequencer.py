@@ -23,6 +23,15 @@ So the release pointer never passes a record that is not fully replicated.  Reco
 stamped with the wall clock in ms, never smaller than the previous record's stamp in the
 log.
 
+Idle sequencers.  A node holds a sequencer for every log it sequences, most of them idle
+at any time, so one that has nothing in flight can give back what only appends in flight
+use: ``sleep()`` drops its window, LSN index and timer heap (``dormant`` is then True) and
+keeps only what resuming in the same epoch needs (next ESN, timestamp floor, LNG, release
+pointer, the copyset state).  The next append wakes it: nothing about the epoch changes,
+so no new activation is needed and LSNs go on from where they were.  A sequencer starts
+dormant: its window is allocated by its first append.  Logs with the same nodeset and
+replication may share one ``CopysetSelector`` (``selector=``): it holds no per-log state.
+
 Epoch recovery is not done here but in ``recovery.EpochRecovery``.
 The seam: a sequencer whose earlier epochs may have an unclean tail is built with
 ``needs_recovery=True``; it replicates and acks as usual but sends no ``Release`` until
@@ -39,6 +48,7 @@ from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from enum import IntEnum
 from random import Random
+from types import MappingProxyType
 from typing import Any
 
 from ldcore import lsn as ldlsn
@@ -50,7 +60,7 @@ from logdevice.sequencer.appender import (
     AppenderContext,
     AppenderState,
 )
-from logdevice.sequencer.copyset import CopysetSelector, StickyCopysetSelector
+from logdevice.sequencer.copyset import CopysetSelector, Replication, StickyCopysetSelector
 from logdevice.sequencer.nodestate import NodeHealth
 
 #: Largest payload one APPEND may carry.
@@ -63,6 +73,11 @@ STICKY_BLOCK = (32 << 20, 600_000.0)
 _REPLICATED = AppenderState.REPLICATED
 _REPLICATING = AppenderState.REPLICATING
 _WAITING = AppenderState.WAITING
+# What a dormant sequencer holds instead of its window, LSN index and timer heap: shared
+# and read-only, so only ``_wake`` can give it real ones.
+_NO_WINDOW: Any = ()
+_NO_APPENDERS: Any = MappingProxyType({})
+_NO_TIMERS: Any = ()
 
 
 class SequencerState(IntEnum):
@@ -117,12 +132,21 @@ class Sequencer:
     store_waves : bool
         Emit one ``StoreWave`` per wave (all members of its copyset) instead of one
         ``SendStore`` per member: fewer actions for a driver that sends them together.
+    selector : CopysetSelector, optional
+        A selector built for this nodeset and replication, shared with other sequencers
+        (it keeps no per-log state); built from the arguments above when not given.
 
     Raises
     ------
     InvalidParamError
         Bad epoch or window, or a nodeset that can never satisfy the replication.
     """
+
+    __slots__ = ("ctx", "log_id", "epoch", "nodeset", "replication", "health", "state",
+                 "max_in_flight", "max_payload_size", "max_esn", "needs_recovery", "_clock",
+                 "_wall", "_next_esn", "_last_ts", "_window", "_by_lsn", "_timers", "dormant",
+                 "last_active", "lng", "_lng_ts", "release_lsn", "_release_ts",
+                 "_release_due")
 
     def __init__(self, log_id: int, epoch: int, nodeset: Iterable[int], replication: Any,
                  locations: Mapping[int, Any] | None = None,
@@ -139,7 +163,8 @@ class Sequencer:
                  last_timestamp: int = 0,
                  needs_recovery: bool = False,
                  max_esn: int = ldlsn.ESN_MAX - 1,
-                 store_waves: bool = False) -> None:
+                 store_waves: bool = False,
+                 selector: CopysetSelector | None = None) -> None:
         if not ldlsn.EPOCH_MIN <= epoch <= ldlsn.EPOCH_MAX:
             raise InvalidParamError(message=f"log {log_id}: epoch {epoch} out of range")
         if max_in_flight < 1:
@@ -151,14 +176,22 @@ class Sequencer:
                                     f"{ldlsn.to_string(last_released)} is not before epoch "
                                     f"{epoch}")
         try:
-            base = CopysetSelector(nodeset, replication, locations, weights)
-            selector: CopysetSelector | StickyCopysetSelector = base
+            if selector is None:
+                base = CopysetSelector(nodeset, replication, locations, weights)
+            else:
+                base = selector
+                if tuple(dict.fromkeys(int(n) for n in nodeset)) != base.nodeset \
+                        or Replication(replication) != base.replication:
+                    raise ValueError(f"the shared selector is for nodeset "
+                                     f"{list(base.nodeset)}, replication "
+                                     f"{base.replication.to_dict()}")
+            picker: CopysetSelector | StickyCopysetSelector = base
             if sticky is True:
                 sticky = STICKY_BLOCK
             if sticky:
                 block_bytes, block_ms = sticky
-                selector = StickyCopysetSelector(base, int(block_bytes), float(block_ms))
-            self.ctx = AppenderContext(log_id, selector, rng if rng is not None else Random(),
+                picker = StickyCopysetSelector(base, int(block_bytes), float(block_ms))
+            self.ctx = AppenderContext(log_id, picker, rng if rng is not None else Random(),
                                        health, store_timeout, store_waves)
         except ValueError as exc:
             raise InvalidParamError(message=f"log {log_id}: {exc}") from None
@@ -176,9 +209,13 @@ class Sequencer:
         self._wall = wall_clock_ms
         self._next_esn = ldlsn.ESN_MIN
         self._last_ts = last_timestamp
-        self._window: deque[Appender] = deque()
-        self._by_lsn: dict[int, Appender] = {}
-        self._timers: list[tuple[float, int]] = []  # (deadline, lsn) heap, lazily cleaned
+        # Dormant until the first append (see the module docstring).
+        self._window: deque[Appender] = _NO_WINDOW
+        self._by_lsn: dict[int, Appender] = _NO_APPENDERS
+        self._timers: list[tuple[float, int]] = _NO_TIMERS  # (deadline, lsn) heap, lazy
+        self.dormant = True
+        #: Clock reading of the last append taken (or refused), for idleness.
+        self.last_active = clock()
         self.lng = ldlsn.LSN_INVALID  # last known good of this epoch (last retired)
         self._lng_ts = last_timestamp
         self.release_lsn = last_released
@@ -216,8 +253,9 @@ class Sequencer:
         and followed by a ``Reactivate`` action.
         """
         out: list = []
-        self._append(out, request_id, payload_len, flags,
-                     self._clock() if now is None else now, self._wall())
+        now = self._clock() if now is None else now
+        self.last_active = now
+        self._append(out, request_id, payload_len, flags, now, self._wall())
         return out
 
     def append_many(self, requests: Iterable[tuple[Hashable, int, int]],
@@ -226,6 +264,7 @@ class Sequencer:
         (the records are stamped with one wall-clock reading)."""
         out: list = []
         now = self._clock() if now is None else now
+        self.last_active = now
         wall_ms = self._wall()
         for request_id, payload_len, flags in requests:
             self._append(out, request_id, payload_len, flags, now, wall_ms)
@@ -249,6 +288,8 @@ class Sequencer:
         if copyset is None:
             out.append(Reject(request_id, log_id, status))
             return
+        if self.dormant:
+            self._wake()
         esn = self._next_esn
         self._next_esn = esn + 1
         lsn = ldlsn.compose(self.epoch, esn)
@@ -263,6 +304,25 @@ class Sequencer:
             self.state = SequencerState.EXHAUSTED
             # E.TOOBIG is LogDevice's internal status for "ESN space exhausted".
             out.append(Reactivate(log_id, self.epoch, E.TOOBIG))
+
+    # -- idleness --------------------------------------------------------------------------
+    def _wake(self) -> None:
+        self._window = deque()
+        self._by_lsn = {}
+        self._timers = []
+        self.dormant = False
+
+    def sleep(self) -> bool:
+        """Give back the window, LSN index and timer heap if nothing is in flight (see
+        Idle sequencers in the module docstring); whether the sequencer is dormant now.
+        Nothing else changes: the next append goes on in the same epoch."""
+        if self._window:
+            return False
+        self._window = _NO_WINDOW
+        self._by_lsn = _NO_APPENDERS
+        self._timers = _NO_TIMERS
+        self.dormant = True
+        return True
 
     # -- replies and timers ---------------------------------------------------------------
     def on_stored(self, node: int, lsn: int, wave: int, status: E | int = E.OK,
@@ -407,8 +467,9 @@ class Sequencer:
         out: list = []
         for app in self._window:
             out += app.abort(status)
-        self._window.clear()
-        self._by_lsn.clear()
-        self._timers.clear()
+        self._window = _NO_WINDOW
+        self._by_lsn = _NO_APPENDERS
+        self._timers = _NO_TIMERS
+        self.dormant = True
         self.state = SequencerState.DEACTIVATED
         return out

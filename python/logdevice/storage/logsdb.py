@@ -26,6 +26,7 @@ from os import fspath
 
 import numpy as np
 
+from ldcore.logtable import LogTable
 from logdevice.errors import E, error_for
 from logdevice.storage import amends, deletes, producers, reads
 from logdevice.storage import keys as K
@@ -40,7 +41,6 @@ __all__ = ["LogsDB", "PendingWrite", "RecordBatch", "CsiBatch", "Partition"]
 
 LSN_MAX = 2**64 - 1
 _SLOTS = {K.META_TRIM: 0, K.META_RELEASED: 1, K.META_SEAL: 2, K.META_CLEAN: 3}
-_NO_META = (0, 0, 0, 0)
 
 
 class _Gate:
@@ -139,7 +139,8 @@ class LogsDB:
         #: delete paths (``storage.partitioned``).
         self.parts = PartitionedDB(self._db, duration_ms=self.partition_duration_ms,
                                    size_limit=self.partition_size_limit)
-        self._meta: dict[int, tuple[int, int, int, int]] = {}
+        # Per-log metadata, one row of _SLOTS per log: kept for every log the node holds.
+        self._meta = LogTable(len(_SLOTS))
         self._gate = _Gate()
         #: Records just written, for tailing readers (None: off).  Told of every change
         #: under ``parts.lock``, after it is written.
@@ -156,9 +157,7 @@ class LogsDB:
     def _load_meta(self, key: bytes, value: bytes) -> None:
         kind = key[:1]
         if kind in _SLOTS and len(key) == 9:
-            meta = list(self._meta.get(K.read_be(key, 1), _NO_META))
-            meta[_SLOTS[kind]] = K.read_u64(value)
-            self._meta[K.read_be(key, 1)] = tuple(meta)  # type: ignore[assignment]
+            self._meta.set(K.read_be(key, 1), _SLOTS[kind], K.read_u64(value))
 
     def close(self, timeout: float = 10.0) -> None:
         """Wait (up to ``timeout`` s) for operations in flight, then close.  Idempotent.
@@ -312,7 +311,7 @@ class LogsDB:
         for log_id, lsns, ts, fl, wv, cs, payloads, offs, fresh in written:
             tail = None if cache.holds(log_id) or not fresh else directory.tail(log_id)
             cache.written(log_id, lsns, ts, fl, wv, cs, payloads, offs, fresh=fresh,
-                          trim_point=self._meta.get(log_id, _NO_META)[0], tail=tail)
+                          trim_point=self._meta.get(log_id, _SLOTS[K.META_TRIM], 0), tail=tail)
 
     # ------------------------------------------------------------------ reads
 
@@ -398,7 +397,7 @@ class LogsDB:
     def logs(self) -> list[int]:
         """Log ids with records or metadata here."""
         self.check_open()
-        return sorted(set(self.parts.directory.logs) | set(self._meta))
+        return sorted(set(self.parts.directory.logs) | set(self._meta.logs()))
 
     def average_record_size(self, log_id: int) -> float:
         """Mean stored bytes per record of ``log_id`` (payload plus its head of 24 + 2 *
@@ -445,20 +444,18 @@ class LogsDB:
     def _set_meta(self, log_id: int, kind: bytes, value: int, sync: bool) -> int:
         slot = _SLOTS[kind]
         with self._gate, self.parts.lock:
-            meta = self._meta.get(log_id, _NO_META)
-            if value <= meta[slot]:
-                return meta[slot]
+            held = self._meta.get(log_id, slot, 0)
+            if value <= held:
+                return held
             self._db.put(K.meta_key(kind, log_id), K.u64(value), self.parts.meta_cf, sync=sync)
-            new = list(meta)
-            new[slot] = value
-            self._meta[log_id] = tuple(new)  # type: ignore[assignment]
+            self._meta.set(log_id, slot, value)
             if kind == K.META_TRIM and self.cache is not None:
                 self.cache.trimmed(log_id, value)
             return value
 
     def _get_meta(self, log_id: int, kind: bytes) -> int:
         self.check_open()
-        return self._meta.get(K.check_log_id(log_id), _NO_META)[_SLOTS[kind]]
+        return self._meta.get(K.check_log_id(log_id), _SLOTS[kind], 0)
 
     def trim(self, log_id: int, lsn: int, *, sync: bool = True) -> int:
         """Move the trim point of ``log_id`` up to ``lsn`` (never down); returns it.

@@ -3,6 +3,9 @@
 Kept in memory, persisted in the metadata column family (formats in :mod:`.keys`) in the
 same write batch as the records that change it, so a reopened store finds exactly what was
 committed.  A partition is a column family ``p<id>``; ids grow, start times do not go back.
+
+``Usage`` (what one log has in one partition) is compiled (``ldcore.usage``): a node
+keeps one per log and partition, six C integers instead of a dataclass of Python ints.
 """
 
 from __future__ import annotations
@@ -11,7 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ldcore.usage import Usage
 from logdevice.storage import keys as K
+
+__all__ = ["Directory", "Partition", "Usage", "TS_NONE_MIN", "TS_NONE_MAX"]
 
 TS_NONE_MIN = 2**63 - 1
 TS_NONE_MAX = -(2**63)
@@ -49,40 +55,6 @@ class Partition:
         self.max_ts = max(self.max_ts, d.max_ts)
         self.records += d.records
         self.nbytes += d.nbytes
-
-
-@dataclass(slots=True)
-class Usage:
-    """What one log has in one partition (also used for deltas of a pending write)."""
-
-    min_lsn: int
-    max_lsn: int
-    min_ts: int
-    max_ts: int
-    records: int
-    nbytes: int
-
-    def encode(self) -> bytes:
-        return K.DIR_VALUE.pack(self.min_lsn, self.max_lsn, self.min_ts, self.max_ts,
-                                self.records, self.nbytes)
-
-    @classmethod
-    def decode(cls, value: bytes) -> Usage:
-        return cls(*K.DIR_VALUE.unpack(value))
-
-    def copy(self) -> Usage:
-        # Spelled out: dataclasses.replace costs several times more, once per write.
-        return Usage(self.min_lsn, self.max_lsn, self.min_ts, self.max_ts, self.records,
-                     self.nbytes)
-
-    def merged(self, other: Usage | None) -> Usage:
-        if other is None:
-            return self.copy()
-        return Usage(
-            min(self.min_lsn, other.min_lsn), max(self.max_lsn, other.max_lsn),
-            min(self.min_ts, other.min_ts), max(self.max_ts, other.max_ts),
-            self.records + other.records, self.nbytes + other.nbytes,
-        )
 
 
 class Directory:
