@@ -119,9 +119,10 @@ class PlacementSource:
             if exc.status == E.ACCESS and len(ids) > 1:  # which log? ask one by one
                 return [self.placement(*r) for r in reads]
             if exc.status != E.ACCESS:
-                what = f"log {ids[0]}" if len(ids) == 1 else f"{len(ids)} logs"
-                raise error_for(exc.status, f"{what}: cannot read the metadata, so the "
-                                            f"read does not start: {exc.message}") from None
+                what = (f"log {ids[0]}: cannot read its metadata" if len(ids) == 1
+                        else f"{len(ids)} logs: cannot read their metadata")
+                raise error_for(exc.status, f"{what}, so the read does not start: "
+                                            f"{exc.message}") from None
             # the principal may not read the log: its streams are refused anyway
             return [replace(self._place(log_id, lo, hi, None, {}), known_epoch=None)
                     for log_id, lo, hi in reads]
