@@ -379,6 +379,7 @@ def test_start_reading_many_logs_at_once(client):
                                                         for n in range(20, 27))
         with pytest.raises(NotFoundError):  # one unknown log: none starts
             r.start_reading_many([20, 12345])
+        r.start_reading_many([])  # nothing to start, nothing asked
         assert not r.is_reading(20)
         r.start_reading_many(range(20, 26), until_lsn=max(max(v) for v in written.values()))
         by_log: dict[int, list[bytes]] = {}

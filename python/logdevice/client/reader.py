@@ -264,6 +264,9 @@ class _ReaderBase:
         """Start (or restart) each log's stream over the same range: one metadata lookup
         for all (``PlacementSource.placements``), one hop to the client's loop."""
         ids = list(dict.fromkeys(log_ids))
+        if not ids:
+            self._check_open()
+            return
         ranges = [self._prepare_start(log_id, from_lsn, until_lsn) for log_id in ids]
         with self._lock:
             self._check_room_locked(sum(log_id not in self._logs for log_id in ids))
