@@ -140,6 +140,9 @@ class ClientCore:
         self._poller: asyncio.Task[None] | None = None  # background view refreshes
         self._sequencer_calls = 0  # sequencer requests in progress
         self._tasks: set[asyncio.Task[Any]] = set()  # append batches on the long way
+        # log -> its batches on the long way: a later batch of the log must not be
+        # written before them (appends keep their order per log)
+        self._long_way: dict[int, int] = {}
         self._closed = False
 
     def set_config(self, config: Config) -> None:
@@ -353,21 +356,33 @@ class ClientCore:
         until the deadline.  The future fails only when cancelled (the client closing)
         or on a bug: a failure of the whole request is every open record's.
 
-        The common case costs no task: when the log's sequencer is known and its
-        connection is up, the frame is written at once and an answer that is OK for
-        every record completes the future from the reply's callback.  Anything else
+        The common case costs no task: when the log's sequencer is known, its
+        connection is up and no earlier batch of the log is still on the long way, the
+        frame is written at once and an answer that is OK for every record completes
+        the future from the reply's callback.  Anything else
         (no route yet, an urgent view fetch, a refusal, a redirect, a failure) goes
         through ``_append_batch`` (from the answer on, if the frame was written), so
         retries, redirects and failures are handled in one place."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        sent = self._send_batch_now(log_id, payloads, checksums, deadline, timeout)
+        sent = None if log_id in self._long_way else \
+            self._send_batch_now(log_id, payloads, checksums, deadline, timeout)
         if sent is None:
-            return self._spawn(self._append_batch(log_id, payloads, checksums, timeout))
+            self._long_way[log_id] = self._long_way.get(log_id, 0) + 1
+            task = self._spawn(self._append_batch(log_id, payloads, checksums, timeout))
+            task.add_done_callback(functools.partial(self._left_long_way, log_id))
+            return task
         out: asyncio.Future[list[int | LogDeviceError]] = loop.create_future()
         sent.reply.add_done_callback(functools.partial(
             self._batch_answered, out, log_id, payloads, checksums, sent))
         return out
+
+    def _left_long_way(self, log_id: int, _task: asyncio.Task[Any]) -> None:
+        left = self._long_way[log_id] - 1
+        if left:
+            self._long_way[log_id] = left
+        else:
+            del self._long_way[log_id]
 
     def _spawn(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         task = asyncio.ensure_future(coro)
