@@ -41,6 +41,7 @@ from logdevice.config import Config
 from logdevice.local_cluster import LocalCluster
 from logdevice.protocol import Hello, MessageType, encode_frame
 from logdevice.security import ConnectSecurity
+from logdevice.tools import benchutil
 
 HERE = Path(__file__).resolve().parent
 OUT_MD = HERE / "last-hostile.md"
@@ -120,10 +121,7 @@ async def _attack(config_path: str, cert: str, key: str, seconds: float, mix: st
 
 # ---------------------------------------------------------------------------- measuring
 def _rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+    return benchutil.rss_kib(pid) / 1024
 
 
 class RssWatch(threading.Thread):

@@ -71,22 +71,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def rss_kb(pid: int | None) -> int:
-    """Resident set of ``pid`` in KiB (0 if it is gone)."""
-    if pid is None:
-        return 0
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
 def node_rss(cluster: LocalCluster) -> dict[int, int]:
-    return {i: rss_kb(cluster.pid(i)) for i in cluster.running()}
+    return {i: benchutil.rss_kib(cluster.pid(i)) for i in cluster.running()}
 
 
 def awake_sequencers(cluster: LocalCluster) -> int:

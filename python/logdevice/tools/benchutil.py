@@ -34,7 +34,7 @@ except ImportError as exc:  # the "cli" extra
     raise missing_extra("ldbench", "cli", exc) from None
 
 __all__ = ["BenchCluster", "bench_cluster", "cluster_config", "percentiles", "progress",
-           "results_table", "write_json", "machine", "CpuMeter"]
+           "results_table", "write_json", "machine", "CpuMeter", "rss_kib"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -236,6 +236,20 @@ class CpuMeter:
             return f"client used {self.process_cores:.2f} cores{nodes}"
         return (f"machine busy {self.machine_cores:.1f} of {os.cpu_count()} cores "
                 f"(client {self.process_cores:.2f}{nodes})")
+
+
+def rss_kib(pid: int | None) -> int:
+    """Resident set of process ``pid`` in KiB, from ``/proc`` (0 when it is gone)."""
+    if pid is None:
+        return 0
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 def machine() -> dict[str, Any]:
