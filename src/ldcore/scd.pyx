@@ -108,8 +108,8 @@ ld_scd_init()
 HAVE_SSE2 = bool(LD_SCD_HAVE_SSE2)
 
 
-def _set_simd(bint enabled):
-    """For tests: ``False`` makes the plain path use its portable classify step even where
+def use_simd(bint enabled):
+    """``False`` makes the plain path use its portable classify step even where
     SSE2 is built in (``True`` does nothing without SSE2).  Returns the previous setting."""
     global ld_scd_simd
     previous = bool(ld_scd_simd)

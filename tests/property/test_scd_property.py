@@ -126,11 +126,11 @@ def test_plain_path_matches_reference(case, simd, with_flags, data):
         flags = np.array(
             data.draw(st.lists(FLAG_VALUES, min_size=len(cs), max_size=len(cs))), dtype=np.uint32
         )
-    previous = scd._set_simd(simd)
+    previous = scd.use_simd(simd)
     try:
         got = ship_mask(cs, me, known_down, flags=flags)
     finally:
-        scd._set_simd(previous)
+        scd.use_simd(previous)
     assert got.dtype == np.bool_
     assert got.tolist() == ref.ship_mask(cs.tolist(), me, known_down, flags=flags)
 
@@ -157,12 +157,12 @@ def test_plain_path_bad_index_names_the_first_bad_row(case, bad, simd, data):
     for r, c in spots:
         cs[r, c] = bad
     first = min(r for r, _ in spots)
-    previous = scd._set_simd(simd)
+    previous = scd.use_simd(simd)
     try:
         with pytest.raises(ValueError, match=rf"copysets\[{first}\] holds node index {bad}"):
             ship_mask(cs, me, known_down)
     finally:
-        scd._set_simd(previous)
+        scd.use_simd(previous)
 
 
 # The cache of _ship_small (seeded shuffle, or > 4 known down: scd.h) is set up for 4096

@@ -286,9 +286,9 @@ def test_sse2_is_built_in_on_x86_64():
 
 @pytest.fixture(params=[True, False], ids=["simd", "portable"])
 def simd(request):
-    previous = scd._set_simd(request.param)
+    previous = scd.use_simd(request.param)
     yield request.param
-    scd._set_simd(previous)
+    scd.use_simd(previous)
 
 
 @pytest.mark.parametrize("dtype", ["i1", "i2", "i4", "i8"])
@@ -348,11 +348,11 @@ def test_plain_path_simd_and_portable_agree_on_many_rows():
                 flags = rng.choice([0, FLAG_HOLE, FLAG_DRAINED], 5003).astype(np.uint32)
                 got = []
                 for enabled in (True, False):
-                    previous = scd._set_simd(enabled)
+                    previous = scd.use_simd(enabled)
                     try:
                         got.append(ship_mask(cs, me, kd, flags=flags))
                     finally:
-                        scd._set_simd(previous)
+                        scd.use_simd(previous)
                 assert (got[0] == got[1]).all()
                 # and the general kernel (5 known-down nodes) agrees where they overlap
                 general = ship_mask(cs, me, (*kd, 100, 101, 102, 103, 104)[:5], flags=flags)
