@@ -96,7 +96,7 @@ def test_blocking_memory_limit_applies_back_pressure(client):
     futs = []
     for i in range(500):
         futs.append(w.append(5, b"%04d" % i + b"z" * 96))
-        peak = max(peak, w._budget.used)
+        peak = max(peak, w.buffered_bytes)
     w.flush()
     lsns = [f.result(30) for f in futs]
     assert peak <= 10_000

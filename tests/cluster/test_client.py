@@ -63,7 +63,8 @@ def test_append_async_futures_pipeline(client):
     lsns = [f.result(30) for f in futs]
     assert len(set(lsns)) == 500
     assert time.monotonic() - t0 < 20
-    conn = client._core.conns[client._core.routing.sequencer(3)]
+    core = client.context.core
+    conn = core.conns[core.routing.sequencer(3)]
     assert conn.connects == 1  # one connection carried them all
 
 
@@ -162,7 +163,7 @@ def test_client_dropped_without_close_stops_its_thread(cluster):
 
     c = ld.Client(cluster.config_path)
     c.append(8, b"x")
-    thread = c._loop.thread
+    thread = c.context.loop.thread
     del c
     gc.collect()
     thread.join(5)
@@ -225,7 +226,7 @@ def test_sequencer_node_killed_appends_move_on(local_cluster):
     cluster = local_cluster(nodes=3, replication=2, logs=range(1, 11))
     with ld.Client(cluster.config_path, timeout=15.0) as c:
         before = c.append(1, b"before")
-        owner = c._core.routing.sequencer(1)
+        owner = c.context.core.routing.sequencer(1)
         futs = [c.append_async(1, b"inflight %d" % i) for i in range(50)]
         cluster.kill(owner)
         for f in futs:  # each either landed or says why (it may be stored: no retry)
@@ -235,7 +236,7 @@ def test_sequencer_node_killed_appends_move_on(local_cluster):
                 assert exc.status in (E.PEER_CLOSED, E.PREEMPTED, E.TIMEDOUT), exc
         after = c.append(1, b"after")
         assert after > before
-        assert c._core.routing.sequencer(1) != owner
+        assert c.context.core.routing.sequencer(1) != owner
         assert after >> 32 > before >> 32  # a new sequencer: a new epoch
 
 
@@ -306,6 +307,43 @@ def test_async_client(local_cluster):
             return got
 
     assert sorted(asyncio.run(main())) == sorted(b"a%d" % i for i in range(50))
+
+
+def test_async_client_calls_wait_in_no_thread(cluster):
+    """AsyncClient awaits its calls on the client's loop: with the default executor of
+    the caller's loop refusing work, many calls in flight at once all complete, and so
+    does a reader's start (its metadata lookup) and a read."""
+    import asyncio
+    import concurrent.futures
+
+    class NoThreads(concurrent.futures.ThreadPoolExecutor):
+        used = 0
+
+        def submit(self, *args, **kwargs):
+            NoThreads.used += 1
+            raise RuntimeError("an AsyncClient call asked for an executor thread")
+
+    log_id = 35
+
+    async def main() -> tuple[list, bytes]:
+        client = ld.AsyncClient(cluster.config_path, timeout=20.0)
+        asyncio.get_running_loop().set_default_executor(NoThreads())
+        lsn = await client.append(log_id, b"first")
+        calls = [client.get_tail_lsn(log_id) for _ in range(100)]
+        calls += [client.find_time(log_id, 0) for _ in range(20)]
+        calls += [client.get_head_attributes(log_id) for _ in range(20)]
+        calls += [client.is_log_empty(log_id) for _ in range(3)]
+        answers = await asyncio.wait_for(asyncio.gather(*calls), 60)
+        reader = client.create_reader()
+        await reader.start_reading(log_id, lsn, lsn)
+        got = [item async for item in reader]
+        await reader.aclose()
+        client.client.close()  # AsyncClient.close hands the blocking close to a thread
+        return answers, got[0].payload
+
+    answers, payload = asyncio.run(main())
+    assert NoThreads.used == 0
+    assert len(answers) == 143 and payload == b"first"
 
 
 @pytest.mark.parametrize("event_loop", ["asyncio", "uvloop"])

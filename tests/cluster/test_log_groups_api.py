@@ -25,7 +25,7 @@ def test_a_group_created_by_one_client_is_known_to_another_at_once(config_path):
         group = a.create_log_group("events", 500, 599, replication=3, scd=False,
                                    backlog_retention_ms=60_000)
         assert group.replication_factor == 3 and not group.scd
-        assert b._log_group(550).name == "events"  # unknown log: read once more, found
+        assert b.context.log_group(550).name == "events"  # unknown log: read once more, found
         assert [g.name for g in b.log_groups()][-1] == "events"
         assert b.update_log_group("events", replication=2).replication_factor == 2
         assert a.log_groups()[-1].replication_factor == 2
@@ -35,7 +35,7 @@ def test_a_group_created_by_one_client_is_known_to_another_at_once(config_path):
             assert time.monotonic() < deadline
             time.sleep(0.02)
         with pytest.raises(NotFoundError):
-            a._log_group(550)
+            a.context.log_group(550)
         with pytest.raises(NotFoundError):
             a.append(550, b"x")  # refused before anything is sent
 

@@ -443,7 +443,7 @@ def test_back_pressure_bounds_the_queue(client, log1):
     with client.create_reader(buffer_size=64, max_buffered_records=100) as r:
         r.start_reading(1, lsns[0], lsns[-1])
         time.sleep(0.5)  # the reader does not read: the nodes must stop sending
-        q = r._queue
+        q = r.core.queue
         assert q.rows <= 100 + 64
         assert r.stats.records_received < 600
         # More than the queue holds: read() takes what comes until it has them all.
@@ -555,7 +555,7 @@ def test_dropped_reader_stops_its_streams(client, log1):
     r = client.create_reader()
     r.start_reading(1, lsns[0])
     assert len(r.read(5, timeout=10)) == 5
-    core, ref = r._core, weakref.ref(r)
+    core, ref = r.core, weakref.ref(r)
     del r
     gc.collect()
     deadline = time.monotonic() + 5

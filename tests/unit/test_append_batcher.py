@@ -50,6 +50,10 @@ class FrameRecorder:
         """Frames sent and not answered yet."""
         return len(self._held)
 
+    def take_held(self, index: int) -> asyncio.Future:
+        """The answer of the ``index``-th frame held, to settle out of order."""
+        return self._held.pop(index)
+
     def answer(self, count: int = 1) -> None:
         """Let the ``count`` oldest held frames come back (called on the loop)."""
         for _ in range(count):
@@ -144,7 +148,7 @@ def test_a_frame_answered_before_an_earlier_one_keeps_its_slots_until_then(loop)
     later = [batcher.submit(1, b"c%d" % i, 0, 10.0) for i in range(4)]
     settle(loop)
     slots = core.append_slots(1)
-    second = core._held.pop(1)  # the second frame is answered first
+    second = core.take_held(1)  # the second frame is answered first
     loop.call_soon(second.set_result, None)
     settle(loop)
     assert slots.used == 4  # its slot is held for the first frame: 2 left for a frame

@@ -9,6 +9,7 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -267,8 +268,27 @@ def test_memory_budget_close_wakes_waiters_and_idle_wait():
 # ---------------------------------------------------------------------- futures
 
 
+class _Blob(concurrent.futures.Future):  # type: ignore[type-arg]
+    """A blob future that lists the done callbacks it has not run yet (``waiters``):
+    what waits on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiters: list[object] = []
+
+    def add_done_callback(self, fn: Callable[[concurrent.futures.Future[int]], object]
+                          ) -> None:
+        if not self.done():
+            self.waiters.append(fn)
+        super().add_done_callback(fn)
+
+    def set_result(self, result: int) -> None:
+        super().set_result(result)
+        self.waiters.clear()
+
+
 def test_payload_future_delegates_to_the_blob():
-    blob: concurrent.futures.Future[int] = concurrent.futures.Future()
+    blob = _Blob()
     a, b = PayloadFuture(blob, 0), PayloadFuture(blob, 1)
     seen = []
     a.add_done_callback(lambda f: seen.append((f.batch_offset, f.result())))
@@ -280,7 +300,7 @@ def test_payload_future_delegates_to_the_blob():
     assert done == {a, b} and not not_done
     assert a.result() == b.result() == 42 and seen == [(0, 42)]
     assert set(concurrent.futures.as_completed([a, b], timeout=1)) == {a, b}
-    assert blob._waiters == []
+    assert blob.waiters == []
     with pytest.raises(RuntimeError):
         a.set_result(1)
 
@@ -291,18 +311,14 @@ def test_payload_future_delegates_to_the_blob():
 
 
 def test_payload_futures_of_a_blob_share_one_waiter_entry():
-    # wait/as_completed over n payload futures of a blob install one forwarding entry on
-    # the blob, not n of them to search through for each payload future's removal.
-    blob: concurrent.futures.Future[int] = concurrent.futures.Future()
+    # wait/as_completed over n payload futures of a blob install one entry on the blob,
+    # not n of them; it goes once the blob is done.
+    blob = _Blob()
     futs = [PayloadFuture(blob, i) for i in range(1000)]
-    waiter = object()
-    for f in futs:
-        f._waiters.append(waiter)
-    assert len(blob._waiters) == 1
-    for f in reversed(futs):
-        f._waiters.remove(waiter)
-    assert blob._waiters == []
+    concurrent.futures.wait(futs, timeout=0)
+    assert len(blob.waiters) == 1
     blob.set_result(7)
+    assert blob.waiters == []
     assert sorted(f.batch_offset for f in concurrent.futures.as_completed(futs, timeout=5)) \
         == list(range(1000))
 

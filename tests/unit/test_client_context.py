@@ -21,7 +21,7 @@ def test_the_client_hands_its_context_to_what_it_creates(client):
     assert isinstance(ctx, ClientContext)
     assert ctx.client is client and ctx.config is client.config
     assert (ctx.settings, ctx.timeout, ctx.loop, ctx.core) == (
-        client.settings, client.timeout, client._loop, client._core)
+        client.settings, client.timeout, client.calls.context.loop, client.calls.context.core)
     # one of each shared reader part per client
     assert ctx.placements() is ctx.placements() and ctx.read_router() is ctx.read_router()
     w = client.create_buffered_writer()
@@ -89,7 +89,7 @@ def test_closing_the_client_closes_readers_and_fails_writers(config):
 
 def test_a_reader_keeps_the_loop_not_the_client(config):
     c = Client(config, timeout=1.0)
-    thread = c._loop.thread
+    thread = c.context.loop.thread
     r = c.create_reader()
     client_ref = weakref.ref(c)
     del c

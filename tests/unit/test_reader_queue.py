@@ -178,7 +178,7 @@ def test_threads_and_tasks_wait_alike():
     q.take_items(1)
     q.wait(1, False, 0.02)
     asyncio.run(q.wait_async(1, False, 0.02))
-    assert q._waiters == []
+    assert q.waiters == []
 
 
 def test_a_finished_log_has_more_until_its_records_are_taken():

@@ -6,6 +6,8 @@
   loop, core, settings, log groups, shared reader state), handed to them by the client.
 - ``checkpointed_reader``, ``group_reader``: consumers that resume from checkpoints, and
   consumer groups sharing logs.
+- ``calls``: every call of ``Client`` and ``AsyncClient`` but appends, written once as
+  checks and a coroutine on the client loop.
 - ``core``: the coroutines on the client loop (routing, retries, storage fan-out).
 - ``connection``: one pipelined connection to one node.
 - ``loop``: the client's event loop thread.

@@ -7,19 +7,20 @@
         await reader.start_reading(1)
 
 A ``Client`` does its network work on a loop thread of its own; ``AsyncClient`` awaits
-those results from the caller's event loop without blocking it (appends are futures
-already; the other calls run in the default executor).  Everything else (settings,
-timeouts, errors) is the ``Client``'s.
+each call's coroutine there from the caller's event loop (``ClientCalls.wait``: the loop
+thread's future, through ``asyncio.wrap_future``), so no thread of the caller's side
+waits for it, however many calls are in flight.  The checks and coroutines are the
+``Client``'s own (``client.calls``), and so are the settings, timeouts and errors.
+Bad input raises when the call is awaited, before anything is sent.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import os
-from collections.abc import Callable
-from typing import Any, TypeVar, Unpack
+from typing import Any, Unpack
 
+from logdevice.client.calls import Call
 from logdevice.client.client import Client
 from logdevice.client.combine import HeadAttributes, TailAttributes
 from logdevice.client.reader import AsyncReader
@@ -28,8 +29,6 @@ from logdevice.client.settings import ClientSettingKwargs
 from logdevice.config import Config
 
 __all__ = ["AsyncClient"]
-
-T = TypeVar("T")
 
 
 class AsyncClient:
@@ -40,9 +39,8 @@ class AsyncClient:
                  **settings: Unpack[ClientSettingKwargs]) -> None:
         self.client = Client(config_path, timeout=timeout, **settings)
 
-    async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(
-            None, functools.partial(fn, *args, **kwargs))
+    async def _wait(self, call: Call) -> Any:
+        return await self.client.calls.wait(call)
 
     async def append(self, log_id: int, payload: Any, *, timeout: float | None = None) -> int:
         """Append one record; its LSN once acknowledged (errors as ``Client.append``)."""
@@ -50,24 +48,25 @@ class AsyncClient:
             self.client.append_async(log_id, payload, timeout=timeout))
 
     async def get_tail_lsn(self, log_id: int, *, timeout: float | None = None) -> int:
-        return await self._run(self.client.get_tail_lsn, log_id, timeout=timeout)
+        return (await self.get_tail_attributes(log_id, timeout=timeout)
+                ).last_released_real_lsn
 
     async def get_tail_attributes(self, log_id: int, *,
                                   timeout: float | None = None) -> TailAttributes:
-        return await self._run(self.client.get_tail_attributes, log_id, timeout=timeout)
+        return await self._wait(self.client.calls.tail_attributes(log_id, timeout))  # type: ignore[no-any-return]
 
     async def get_head_attributes(self, log_id: int, *,
                                   timeout: float | None = None) -> HeadAttributes:
-        return await self._run(self.client.get_head_attributes, log_id, timeout=timeout)
+        return await self._wait(self.client.calls.head_attributes(log_id, timeout))  # type: ignore[no-any-return]
 
     async def trim(self, log_id: int, lsn: int, *, timeout: float | None = None) -> None:
-        await self._run(self.client.trim, log_id, lsn, timeout=timeout)
+        await self._wait(self.client.calls.trim(log_id, lsn, False, timeout))
 
     async def find_time(self, log_id: int, ms: float, *, timeout: float | None = None) -> int:
-        return await self._run(self.client.find_time, log_id, ms, timeout=timeout)
+        return await self._wait(self.client.calls.find_time(log_id, ms, timeout))  # type: ignore[no-any-return]
 
     async def is_log_empty(self, log_id: int, *, timeout: float | None = None) -> bool:
-        return await self._run(self.client.is_log_empty, log_id, timeout=timeout)
+        return await self._wait(self.client.calls.is_log_empty(log_id, timeout))  # type: ignore[no-any-return]
 
     def create_reader(self, max_logs: int = 1, **options: Unpack[ReaderOptionKwargs]
                       ) -> AsyncReader:
@@ -76,7 +75,9 @@ class AsyncClient:
         return self.client.create_async_reader(max_logs, **options)
 
     async def close(self) -> None:
-        await self._run(self.client.close)
+        """Close the client (as ``Client.close``: it waits for the loop thread to stop,
+        so it runs in a worker thread of the caller's loop)."""
+        await asyncio.to_thread(self.client.close)
 
     async def __aenter__(self) -> AsyncClient:
         return self

@@ -42,7 +42,7 @@ import queue
 import secrets
 import threading
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict
 
 import numpy as np
 
@@ -56,15 +56,12 @@ from logdevice.client.batching import (
     encode_batch,
     payload_offsets,
 )
-from logdevice.client.context import ClientContext
+from logdevice.client.context import ClientContext, HasContext, context_of
 from logdevice.client.futures import BatchFuture, PayloadFuture
 from logdevice.client.payloads import as_byte_view, as_payload
 from logdevice.client.retry import WRITER_RETRYABLE, Backoff
 from logdevice.errors import E, InvalidParamError, LogDeviceError, error_for
 from logdevice.protocol import AppendFlag
-
-if TYPE_CHECKING:
-    from logdevice.client.client import Client
 
 __all__ = ["BufferedWriter", "BufferedWriterKwargs", "MODES"]
 
@@ -144,7 +141,7 @@ class BufferedWriter:
         writers of different data.
     """
 
-    def __init__(self, client: Client | ClientContext, *, size_trigger: int | None = 1_000_000,
+    def __init__(self, client: HasContext | ClientContext, *, size_trigger: int | None = 1_000_000,
                  time_trigger: float | None = 0.05, count_trigger: int | None = None,
                  compression: str | None = "zstd", compression_level: int = 1,
                  mode: Literal["independent", "one_at_a_time"] | str = "independent",
@@ -177,7 +174,7 @@ class BufferedWriter:
         if not 0 <= lo <= hi:
             raise InvalidParamError(message=f"backoff must satisfy 0 <= initial <= max, "
                                             f"got {backoff!r}")
-        ctx = client if isinstance(client, ClientContext) else client.context
+        ctx = context_of(client)
         ctx.check_open()
         self._ctx = ctx
         self.mode = mode
@@ -213,10 +210,15 @@ class BufferedWriter:
         ctx.on_close(self._abort)
 
     @property
-    def client(self) -> Client | None:
+    def client(self) -> HasContext | None:
         """The ``Client`` this writer appends through (None once it was collected; the
         writer keeps working with the client's context)."""
         return self._ctx.client  # type: ignore[no-any-return]
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Payload bytes buffered or in flight: what ``memory_limit_bytes`` bounds."""
+        return self._budget.used
 
     def __repr__(self) -> str:
         return (f"<BufferedWriter {self.mode} {self._budget.used} B buffered/in flight, "

@@ -22,20 +22,28 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from logdevice.client.reader import Reader
 from logdevice.errors import InvalidParamError
 from logdevice.records import LSN_MAX, LSN_OLDEST, DataRecord, GapRecord
 
-if TYPE_CHECKING:
-    from logdevice.client.client import Client
-    from logdevice.client.reader import Reader
-
-__all__ = ["CheckpointedReader"]
+__all__ = ["CheckpointedReader", "CheckpointStore"]
 
 #: Batch offset meaning "everything at this LSN was processed" (a gap, or a whole record).
 ALL = 0xFFFFFFFF
 Position = tuple[int, int]
+
+
+class CheckpointStore(Protocol):
+    """Where a consumer's checkpoints are kept: a ``Client`` (its ``load_checkpoints``
+    and ``store_checkpoints``)."""
+
+    def load_checkpoints(self, name: str, *,
+                         timeout: float | None = None) -> dict[int, Position]: ...
+
+    def store_checkpoints(self, name: str, positions: Mapping[int, Position], *,
+                          timeout: float | None = None) -> dict[int, Position]: ...
 
 
 def _position(item: DataRecord | GapRecord) -> Position:
@@ -49,14 +57,15 @@ class CheckpointedReader:
 
     Parameters
     ----------
-    client : Client
+    client : CheckpointStore
+        The ``Client`` whose cluster keeps the checkpoints.
     name : str
         The consumer; at most 255 bytes.
     reader : Reader
         The reader it drives (from ``client.create_reader``).
     """
 
-    def __init__(self, client: Client, name: str, reader: Reader) -> None:
+    def __init__(self, client: CheckpointStore, name: str, reader: Reader) -> None:
         self.name = name
         self._client = client
         self._reader = reader

@@ -1,9 +1,11 @@
 """``ld.Client``: the synchronous, thread-safe face of a client.
 
 A ``Client`` runs its own asyncio loop in one background daemon thread (``LoopThread``);
-every method hands a coroutine of ``ClientCore`` to that loop and waits for it, bounded
-by the client's timeout.  Any number of threads may call it at once, and many appends
-in flight share one connection per node (pipelined, matched by request id).
+every method checks its input, hands a coroutine on the client's loop to that loop and
+waits for it, bounded by the client's timeout.  The checks and coroutines are written
+once, in ``ClientCalls`` (``calls``), which ``AsyncClient`` awaits instead.  Any number
+of threads may call it at once, and many appends in flight share one connection per
+node (pipelined, matched by request id).
 
 The loop thread, the core, the settings and what readers share are held by the client's
 ``ClientContext`` (``client.context``), which the client hands to the readers and writers
@@ -17,70 +19,32 @@ a wrong type ``InvalidParamError``.  Every failure is a ``LogDeviceError`` with
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import os
-from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any, TypeVar, Unpack, cast
-
-import numpy as np
+from collections.abc import Mapping, Sequence
+from typing import Any, Unpack
 
 from ldcore.checksum import crc32c
-from logdevice.client import combine, reader_queries, summaries
 from logdevice.client.append_batcher import AppendBatcher
 from logdevice.client.buffered_writer import (
     BufferedWriter,
     BufferedWriterKwargs,
     check_option_names,
 )
+from logdevice.client.calls import WAIT_SLACK, ClientCalls
 from logdevice.client.checkpointed_reader import CheckpointedReader
 from logdevice.client.combine import HeadAttributes, TailAttributes
 from logdevice.client.context import ClientContext
 from logdevice.client.group_reader import GroupReader
-from logdevice.client.metadata import decode_statuses
 from logdevice.client.payloads import as_payload
 from logdevice.client.reader import AsyncReader, Reader
 from logdevice.client.reader_core import ReaderOptionKwargs
 from logdevice.client.settings import ClientSettingKwargs, ClientSettings
 from logdevice.client.summaries import LogSummary, RecordRowsFound
 from logdevice.config import Config, LogGroup
-from logdevice.epochstore.checkpoints import validate_name
-from logdevice.errors import E, InvalidParamError, LogDeviceError, TimedOutError, error_for
-from logdevice.protocol import (
-    DataSize,
-    FindTime,
-    GetCheckpoints,
-    GetHead,
-    GetLogSummaries,
-    GetRecordRows,
-    GroupHeartbeat,
-    SetCheckpoints,
-    Trim,
-)
-from logdevice.records import LSN_MAX
+from logdevice.errors import E, InvalidParamError, TimedOutError, error_for
 
 __all__ = ["Client"]
-
-T = TypeVar("T")
-
-# Logs per GET_LOG_SUMMARIES: keeps the answers well below the frame limit.
-LOGS_PER_REQUEST = 50_000
-
-# Added to the client timeout when a sync call waits for its coroutine: the coroutine
-# enforces the timeout itself; this only catches a stuck loop.
-_WAIT_SLACK = 5.0
-
-
-def check_timeout(timeout: Any, what: str = "timeout") -> float | None:
-    """``timeout`` as float seconds (None stays None); ``InvalidParamError`` unless a
-    number >= 0."""
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not (
-            timeout >= 0):  # "not >=" also refuses NaN
-        raise InvalidParamError(message=f"{what} must be None or seconds >= 0, "
-                                        f"got {timeout!r}")
-    return float(timeout)
 
 
 class Client:
@@ -116,11 +80,9 @@ class Client:
         # readers and writers get the context, not the client.
         self._ctx = ClientContext(loaded, ClientSettings.from_config(loaded, settings),
                                   float(timeout), owner=self)
-        self._core = self._ctx.core
-        self._loop = self._ctx.loop
-        self._appends = AppendBatcher(self._loop, self._core)
+        self._calls = ClientCalls(self._ctx)
+        self._appends = AppendBatcher(self._ctx.loop, self._ctx.core)
         self._ctx.on_close(self._appends.close)
-        self._tails_seen: dict[int, TailAttributes] = {}  # written on the client loop
 
     def __repr__(self) -> str:
         state = "closed" if self._ctx.closed else "open"
@@ -131,6 +93,12 @@ class Client:
         """What this client's readers and writers work with: its loop, core, settings,
         log groups and shared reader state (see ``ClientContext``)."""
         return self._ctx
+
+    @property
+    def calls(self) -> ClientCalls:
+        """This client's calls as checks and coroutines on its loop (what ``AsyncClient``
+        awaits; see ``ClientCalls``)."""
+        return self._calls
 
     @property
     def config(self) -> Config:
@@ -155,11 +123,6 @@ class Client:
     @timeout.setter
     def timeout(self, timeout: float) -> None:
         self._ctx.timeout = timeout
-
-    # ------------------------------------------------------------------ checks
-
-    def _log_group(self, log_id: int) -> LogGroup:
-        return self._ctx.log_group(log_id)
 
     # ------------------------------------------------------------------ log groups
 
@@ -248,16 +211,6 @@ class Client:
         self._ctx.log_groups.refresh()
         return list(self.config.logs)
 
-    def _call(self, fn: Callable[..., Coroutine[Any, Any, T]], *args: Any,
-              timeout: float | None) -> T:
-        self._ctx.check_open()
-        t = self._timeout(timeout)
-        return cast(T, self._loop.run(fn, *args, timeout=t + _WAIT_SLACK))
-
-    def _timeout(self, timeout: float | None) -> float:
-        t = check_timeout(timeout)
-        return self.timeout if t is None else t
-
     def _prepare_append(self, log_id: int, payload: Any) -> tuple[Any, int]:
         """The checked payload and its crc32c (0 unless the client sends checksums)."""
         ctx = self._ctx
@@ -292,12 +245,12 @@ class Client:
             The sequencer refused it (SEQNOBUFS, OVERLOADED, NOSPC, ...) or the
             connection dropped after it was sent (PEER_CLOSED).
         """
-        if self._loop.in_loop_thread():
+        if self._ctx.loop.in_loop_thread():
             raise InvalidParamError(
                 message="a blocking append from the client's own loop thread (a future "
                         "callback) would deadlock; use append_async there")
         fut = self.append_async(log_id, payload, timeout=timeout)
-        wait = self._timeout(timeout) + _WAIT_SLACK
+        wait = self._calls.timeout(timeout) + WAIT_SLACK
         try:
             return fut.result(wait)
         except concurrent.futures.TimeoutError:
@@ -315,8 +268,7 @@ class Client:
         ctx = self._ctx
         ctx.check_open()
         data, checksum = self._prepare_append(log_id, payload)
-        return self._appends.submit(log_id, data, checksum,
-                                    ctx.timeout if timeout is None else self._timeout(timeout))
+        return self._appends.submit(log_id, data, checksum, self._calls.timeout(timeout))
 
     # ------------------------------------------------------------------ tail and head
 
@@ -329,7 +281,7 @@ class Client:
         travelled in, retries included); ``storage_requests`` and
         ``sequencer_requests``: requests sent to storage nodes (one per node of each
         storage-side call) and to sequencer nodes (each attempt, GET_TAILS included)."""
-        return dict(self._core.stats)
+        return dict(self._ctx.core.stats)
 
     def get_tail_lsn(self, log_id: int, *, timeout: float | None = None) -> int:
         """The last released LSN of the log (LSN_INVALID if nothing was released)."""
@@ -339,32 +291,12 @@ class Client:
                             timeout: float | None = None) -> TailAttributes:
         """Last released LSN, its timestamp (and byte offset when tracked), from the
         log's sequencer."""
-        self._log_group(log_id)
-        return self._call(self._tail, log_id, self._timeout(timeout),
-                          timeout=timeout)
-
-    async def _tail(self, log_id: int, timeout: float) -> TailAttributes:
-        return self._tail_reply(log_id, await self._core.get_tail(log_id, timeout))
-
-    def _tail_reply(self, log_id: int, reply: Any) -> TailAttributes:
-        """A sequencer's OK TAIL of ``log_id`` as ``TailAttributes``, never below what
-        this client reported before."""
-        tail = TailAttributes(int(reply.lsn), int(reply.timestamp), None)
-        # Never report less than this client already did: a sequencer that has not yet
-        # learned it was replaced may still answer with its older release.
-        seen = self._tails_seen.get(log_id)
-        if seen is not None and seen.last_released_real_lsn > tail.last_released_real_lsn:
-            return seen
-        self._tails_seen[log_id] = tail
-        return tail
+        return self._calls.run(self._calls.tail_attributes(log_id, timeout))  # type: ignore[no-any-return]
 
     def get_head_attributes(self, log_id: int, *,
                             timeout: float | None = None) -> HeadAttributes:
         """Trim point and the timestamp of the first record after it (see ``combine``)."""
-        group = self._log_group(log_id)
-        return self._call(self._storage, log_id, lambda: GetHead(request_id=0, log_id=log_id),
-                          combine.combine_head, group, self._timeout(timeout),
-                          timeout=timeout)
+        return self._calls.run(self._calls.head_attributes(log_id, timeout))  # type: ignore[no-any-return]
 
     def is_log_empty(self, log_id: int, *, timeout: float | None = None) -> bool:
         """True if the log holds no record past its trim point.
@@ -372,8 +304,7 @@ class Client:
         Answered by reading (see ``reader_queries``): the log is read without payloads
         from its trim point until the first record or past the last released LSN.
         """
-        self._log_group(log_id)
-        return reader_queries.is_log_empty(self, log_id, self._timeout(timeout))
+        return self._calls.run(self._calls.is_log_empty(log_id, timeout))  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ storage-side calls
 
@@ -384,22 +315,12 @@ class Client:
         ``LogDeviceError(E.PARTIAL)`` (some trimmed) or the common failure.  A trim past
         the log's tail would swallow records not written yet: the nodes refuse it
         (``TooBigError``) unless ``force`` (which needs ``admin`` on the log)."""
-        group = self._log_group(log_id)
-        if isinstance(lsn, bool) or not isinstance(lsn, int) or not 0 <= lsn < LSN_MAX:
-            raise InvalidParamError(message=f"trim lsn must be an int in [0, LSN_MAX), got {lsn!r}")
-        msg = Trim(request_id=0, log_id=log_id, lsn=lsn, force=bool(force))
-        self._call(self._storage, log_id, lambda: msg, combine.combine_trim, group,
-                   self._timeout(timeout), timeout=timeout)
+        self._calls.run(self._calls.trim(log_id, lsn, force, timeout))
 
     def find_time(self, log_id: int, ms: float, *, timeout: float | None = None) -> int:
         """The first LSN whose record has a timestamp >= ``ms`` (ms since the Unix epoch);
         one past the last record if all are older.  The rule is in ``combine``."""
-        group = self._log_group(log_id)
-        t = _as_ms(ms, "ms")
-        return self._call(self._storage, log_id,
-                          lambda: FindTime(request_id=0, log_id=log_id, timestamp=t),
-                          combine.combine_find_time, group, self._timeout(timeout),
-                          timeout=timeout)
+        return self._calls.run(self._calls.find_time(log_id, ms, timeout))  # type: ignore[no-any-return]
 
     def data_size(self, log_id: int, start_ms: float, end_ms: float, *,
                   timeout: float | None = None) -> int:
@@ -409,11 +330,8 @@ class Client:
         Exact: the range is read (single copy delivery), so the cost grows with the data;
         ``approximate_data_size`` is the cheap estimate from storage-node statistics.
         """
-        self._log_group(log_id)
-        a, b = _as_ms(start_ms, "start_ms"), _as_ms(end_ms, "end_ms")
-        if b < a:
-            raise InvalidParamError(message=f"end_ms {b} is before start_ms {a}")
-        return reader_queries.data_size(self, log_id, a, b, self._timeout(timeout))
+        return self._calls.run(self._calls.data_size(  # type: ignore[no-any-return]
+            log_id, start_ms, end_ms, timeout))
 
     def approximate_data_size(self, log_id: int, start_ms: float, end_ms: float, *,
                               timeout: float | None = None) -> int:
@@ -421,32 +339,8 @@ class Client:
         ``[start_ms, end_ms]``, from each storage node's partition statistics (stored
         record size, headers included; partitions partly in range count in proportion
         to their time overlap), divided by the replication factor."""
-        group = self._log_group(log_id)
-        a, b = _as_ms(start_ms, "start_ms"), _as_ms(end_ms, "end_ms")
-        if b < a:
-            raise InvalidParamError(message=f"end_ms {b} is before start_ms {a}")
-        return self._call(self._storage, log_id,
-                          lambda: DataSize(request_id=0, log_id=log_id, start_ms=a, end_ms=b),
-                          combine.combine_data_size, group, self._timeout(timeout),
-                          timeout=timeout)
-
-    async def _storage(self, log_id: int, make: Any, rule: Any, group: LogGroup,
-                       timeout: float) -> Any:
-        """``make()`` to every storage node of the log, the answers combined by ``rule``
-        over an f-majority as the read path counts one (failure domains, the nodes'
-        authoritative statuses as the nodes tell them)."""
-        loop = self._loop.loop
-        start = loop.time()
-        answers = await self._core.storage_call(log_id, make, timeout,
-                                                group.replication_factor)
-        try:
-            statuses, _since = decode_statuses(await self._ctx.metadata.fetch(
-                "shard_statuses", timeout=max(0.1, timeout - (loop.time() - start))))
-        except LogDeviceError:  # no node could say: every node counts as it answered
-            statuses = {}
-        locations = {n.index: n.location for n in self.config.nodes}
-        return rule(answers, combine.storage_nodeset(answers, group.replication.to_dict(),
-                                                     locations, statuses))
+        return self._calls.run(self._calls.approximate_data_size(  # type: ignore[no-any-return]
+            log_id, start_ms, end_ms, timeout))
 
     # ------------------------------------------------------------------ many logs at once
 
@@ -484,43 +378,8 @@ class Client:
             The first log without an f-majority of answers (PARTIAL or the common
             failure) or whose tail failed; its message names the log.
         """
-        logs = [int(x) for x in log_ids]
-        groups = [self._log_group(x) for x in logs]
-        times = [_as_ms(t, "find_times") for t in find_times]
-        a, b = (0, 2**62) if size_window is None else (
-            _as_ms(size_window[0], "size_window"), _as_ms(size_window[1], "size_window"))
-        if b < a:
-            raise InvalidParamError(message=f"size_window ends ({b}) before it starts ({a})")
-        found = self._call(self._summaries, logs, groups, times, a, b, tails,
-                           self._timeout(timeout), timeout=timeout)
-        for s in found:
-            if isinstance(s, LogDeviceError):
-                raise s
-        return cast(list[LogSummary], found)
-
-    async def _summaries(self, logs: list[int], groups: list[LogGroup], times: list[int],
-                         a: int, b: int, tails: bool, timeout: float
-                         ) -> list[LogSummary | LogDeviceError]:
-        loop = self._loop.loop
-        start = loop.time()
-        seq = asyncio.ensure_future(self._core.get_tails(logs, timeout)) if tails else None
-        out: list[LogSummary | LogDeviceError] = []
-        for lo in range(0, len(logs), LOGS_PER_REQUEST):
-            chunk = logs[lo:lo + LOGS_PER_REQUEST]
-            msg = GetLogSummaries(request_id=0, log_ids=np.array(chunk, np.uint64),
-                                  find_times=np.array(times, np.int64), size_from_ms=a,
-                                  size_to_ms=b)
-            answers = await self._many_logs_call(lambda m=msg: m, groups[lo:lo + len(chunk)],
-                                                 timeout - (loop.time() - start))
-            nodesets = await self._nodesets(answers, groups[lo:lo + len(chunk)],
-                                            timeout - (loop.time() - start))
-            out += summaries.combine_summaries(chunk, answers, nodesets, len(times))
-        if seq is not None:
-            tails_found: dict[int, TailAttributes | LogDeviceError] = {
-                log_id: t if isinstance(t, LogDeviceError) else self._tail_reply(log_id, t)
-                for log_id, t in (await seq).items()}
-            out = summaries.with_tails(out, tails_found)
-        return out
+        return self._calls.run(self._calls.log_summaries(  # type: ignore[no-any-return]
+            log_ids, find_times, size_window, tails, timeout))
 
     def record_rows(self, ranges: Mapping[int, tuple[int, int]], *,
                     max_rows: int | None = None, timeout: float | None = None
@@ -550,65 +409,8 @@ class Client:
         LogDeviceError
             The first log without an f-majority of answers; its message names it.
         """
-        logs = [int(x) for x in ranges]
-        groups = [self._log_group(x) for x in logs]
-        for log_id in logs:
-            lo, hi = ranges[log_id]
-            if not (isinstance(lo, int) and isinstance(hi, int) and lo >= 0 and hi < LSN_MAX):
-                raise InvalidParamError(message=f"record_rows: log {log_id}: bad range "
-                                                f"({lo!r}, {hi!r})")
-        if max_rows is not None and (isinstance(max_rows, bool) or
-                                     not isinstance(max_rows, int) or max_rows < 1):
-            raise InvalidParamError(message=f"max_rows must be an int >= 1, got {max_rows!r}")
-        his = [ranges[x][1] for x in logs]
-        msg = GetRecordRows(request_id=0, log_ids=np.array(logs, np.uint64),
-                            los=np.array([ranges[x][0] for x in logs], np.uint64),
-                            his=np.array(his, np.uint64), max_rows=max_rows or 0)
-        found = self._call(self._record_rows, msg, logs, his, groups,
-                           self._timeout(timeout), timeout=timeout)
-        for r in found:
-            if isinstance(r, LogDeviceError):
-                raise r
-        return {r.log_id: r for r in cast(list[RecordRowsFound], found)}
-
-    async def _record_rows(self, msg: GetRecordRows, logs: list[int], his: list[int],
-                           groups: list[LogGroup], timeout: float
-                           ) -> list[RecordRowsFound | LogDeviceError]:
-        loop = self._loop.loop
-        start = loop.time()
-        answers = await self._many_logs_call(lambda: msg, groups, timeout)
-        nodesets = await self._nodesets(answers, groups, timeout - (loop.time() - start))
-        return summaries.combine_record_rows(logs, his, answers, nodesets)
-
-    async def _many_logs_call(self, make: Any, groups: Sequence[LogGroup],
-                              timeout: float) -> dict[int, Any]:
-        """``make()`` (about many logs) to every storage node; node -> reply or
-        exception, stragglers awaited as the strictest f-majority of the logs needs."""
-        nodes = [n.index for n in self.config.storage_nodes()]
-        need = max((combine.f_majority(len(nodes), g.replication_factor) for g in groups),
-                   default=1)
-        return await self._core.storage_call_nodes(nodes, make, max(0.1, timeout), need)
-
-    async def _nodesets(self, answers: Mapping[int, Any], groups: Sequence[LogGroup],
-                        timeout: float) -> list[Any]:
-        """Each log's nodeset as ``_storage`` judges it (one object per replication
-        property: logs with the same one share it)."""
-        try:
-            statuses, _since = decode_statuses(await self._ctx.metadata.fetch(
-                "shard_statuses", timeout=max(0.1, timeout)))
-        except LogDeviceError:
-            statuses = {}
-        locations = {n.index: n.location for n in self.config.nodes}
-        by_replication: dict[str, Any] = {}
-        out = []
-        for g in groups:
-            rep = g.replication.to_dict()
-            key = repr(sorted(rep.items()))
-            if key not in by_replication:
-                by_replication[key] = combine.storage_nodeset(answers, rep, locations,
-                                                              statuses)
-            out.append(by_replication[key])
-        return out
+        return self._calls.run(self._calls.record_rows(  # type: ignore[no-any-return]
+            ranges, max_rows, timeout))
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -617,24 +419,14 @@ class Client:
         """The checkpoints of consumer ``name``: log id -> (lsn, batch offset) of the last
         record it processed (empty if it has none).  Kept in the cluster's epoch store,
         reached through any node."""
-        return self._call(self._checkpoints,
-                          lambda: GetCheckpoints(request_id=0, name=validate_name(name)),
-                          self._timeout(timeout), timeout=timeout)
+        return self._calls.run(self._calls.load_checkpoints(name, timeout))  # type: ignore[no-any-return]
 
     def store_checkpoints(self, name: str, positions: Mapping[int, tuple[int, int]], *,
                           timeout: float | None = None) -> dict[int, tuple[int, int]]:
         """Set consumer ``name``'s checkpoints of the given logs, atomically (others stay
         as they are); all of its checkpoints after the change."""
-        validate_name(name)
-        for log_id in positions:
-            self._log_group(log_id)
-        logs = sorted(positions)
-        msg = SetCheckpoints(
-            request_id=0, name=name, log_ids=np.array(logs, np.uint64),
-            lsns=np.array([positions[k][0] for k in logs], np.uint64),
-            batch_offsets=np.array([positions[k][1] for k in logs], np.uint32))
-        return self._call(self._checkpoints, lambda: msg,
-                          self._timeout(timeout), timeout=timeout)
+        return self._calls.run(self._calls.store_checkpoints(  # type: ignore[no-any-return]
+            name, positions, timeout))
 
     def group_heartbeat(self, group: str, member: str, logs: Sequence[int], *,
                         session_timeout: float = 10.0, leave: bool = False,
@@ -642,28 +434,8 @@ class Client:
         """``member`` of consumer group ``group`` (reading ``logs``) is alive for
         ``session_timeout`` more seconds (or leaves): the group's generation and the logs
         the member reads now.  ``GroupReader`` calls it; tools may, to look."""
-        for log_id in logs:
-            self._log_group(log_id)
-        msg = GroupHeartbeat(request_id=0, group=validate_name(group), member=member,
-                             log_ids=np.array(sorted(set(logs)), np.uint64),
-                             session_ms=int(session_timeout * 1000), leave=leave)
-        return self._call(self._group_heartbeat, msg,
-                          self._timeout(timeout), timeout=timeout)
-
-    async def _group_heartbeat(self, msg: GroupHeartbeat, timeout: float
-                               ) -> tuple[int, list[int]]:
-        reply = await self._core.any_node_call(lambda: msg, timeout, "group heartbeat")
-        if reply.status != E.OK:
-            raise error_for(reply.status, f"group {msg.group!r}: {reply.message}")
-        return int(reply.generation), reply.log_ids.tolist()
-
-    async def _checkpoints(self, make: Any, timeout: float) -> dict[int, tuple[int, int]]:
-        reply = await self._core.any_node_call(make, timeout, "checkpoints")
-        if reply.status != E.OK:
-            raise error_for(reply.status, f"checkpoints of {reply.name!r}: {reply.message}")
-        return {log: (lsn, off) for log, lsn, off in zip(
-            reply.log_ids.tolist(), reply.lsns.tolist(), reply.batch_offsets.tolist(),
-            strict=True)}
+        return self._calls.run(self._calls.group_heartbeat(  # type: ignore[no-any-return]
+            group, member, logs, session_timeout, leave, timeout))
 
     # ------------------------------------------------------------------ writers
 
@@ -742,7 +514,7 @@ class Client:
     @property
     def bytes_received(self) -> int:
         """Bytes this client has read from all node connections so far (reads, replies)."""
-        return sum(c.bytes_received for c in list(self._core.conns.values()))
+        return sum(c.bytes_received for c in list(self._ctx.core.conns.values()))
 
     # ------------------------------------------------------------------ closing
 
@@ -757,8 +529,3 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-def _as_ms(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidParamError(message=f"{name} must be a number of milliseconds, got {value!r}")
-    return int(value)

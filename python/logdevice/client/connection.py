@@ -89,8 +89,11 @@ class _Protocol(asyncio.Protocol):
     turn, with one STORE per storage node), and a lone request is not delayed (the write
     happens before the loop waits for I/O again)."""
 
-    def __init__(self, owner: Connection) -> None:
-        self.owner = owner
+    def __init__(self, owner: Connection, on_message: Callable[[_Protocol, Any], None],
+                 on_lost: Callable[[_Protocol, E, str], None]) -> None:
+        self.owner = owner  # its byte count and keepalive
+        self.on_message = on_message
+        self.on_lost = on_lost
         self.decoder = FrameDecoder()
         self.transport: asyncio.Transport | None = None
         self.out: list[Any] = []  # frames of this turn, not written yet
@@ -124,16 +127,16 @@ class _Protocol(asyncio.Protocol):
         try:
             msgs = self.decoder.feed(data)
         except ProtocolError as exc:
-            self.owner._lost(self, exc.status, f"bad frame from the node: {exc}")
+            self.on_lost(self, exc.status, f"bad frame from the node: {exc}")
             return
-        dispatch = self.owner._dispatch
+        dispatch = self.on_message
         for msg in msgs:
             dispatch(self, msg)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
         self.gone.set()
-        self.owner._lost(self, E.PEER_CLOSED, f"connection closed ({exc or 'by the peer'})")
+        self.on_lost(self, E.PEER_CLOSED, f"connection closed ({exc or 'by the peer'})")
         self._wake_writers()
 
     def pause_writing(self) -> None:
@@ -258,7 +261,8 @@ class Connection:
             async with asyncio.timeout(self.connect_timeout):
                 tls = self.security.ssl
                 _, proto = await loop.create_connection(
-                    lambda: _Protocol(self), self.host, self.port, ssl=tls,
+                    lambda: _Protocol(self, self._dispatch, self._lost), self.host,
+                    self.port, ssl=tls,
                     server_hostname=self.host if tls is not None else None)
                 self._hello_waiter = loop.create_future()
                 assert proto.transport is not None

@@ -25,10 +25,12 @@ A ``Client`` is the user's facade over one cluster connection.  The objects it m
 ``metadata``              the cluster's metadata, asked of the nodes (``ClusterMetadata``)
 ========================  =============================================================
 
-The client makes one context (``Client.context``) and hands it to what it creates; the
-context owns the loop, the core and the log-group poller and stops them on ``close()``,
-or when it is dropped unclosed (the client and everything it made are gone).  A reader or
-writer holds the context, not the client.  Thread-safe.
+Readers and writers take a context or anything that holds one (``HasContext``: a
+``Client``), so none of them imports the client.  The client makes one context
+(``Client.context``) and hands it to what it creates; the context owns the loop, the
+core and the log-group poller and stops them on ``close()``, or when it is dropped
+unclosed (the client and everything it made are gone).  A reader or writer holds the
+context, not the client.  Thread-safe.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from logdevice.client.core import ClientCore
 from logdevice.client.log_groups import ClientLogGroups
@@ -48,7 +50,7 @@ from logdevice.client.settings import ClientSettings
 from logdevice.config import Config, LogGroup
 from logdevice.errors import E, InvalidParamError, LogDeviceError, NotFoundError
 
-__all__ = ["ClientContext"]
+__all__ = ["ClientContext", "HasContext", "context_of"]
 
 
 class ClientContext:
@@ -195,6 +197,19 @@ class ClientContext:
         self.log_groups.close()
         self.loop.stop(self.core.close)
         return True
+
+
+class HasContext(Protocol):
+    """What holds a context: a ``Client`` (readers and writers made from one find its
+    context there)."""
+
+    @property
+    def context(self) -> ClientContext: ...
+
+
+def context_of(source: ClientContext | HasContext) -> ClientContext:
+    """``source`` itself, or the context of the client ``source``."""
+    return source if isinstance(source, ClientContext) else source.context
 
 
 def _release(loop: LoopThread, core: ClientCore, log_groups: ClientLogGroups) -> None:

@@ -1,12 +1,16 @@
 """The futures a BufferedWriter hands out: one per payload, one per bulk call.
 
 Every payload of a blob gets the blob's LSN, so a per-payload future need not be resolved
-one by one: ``PayloadFuture`` is a thin view of its blob's future plus the payload's
+one by one: ``PayloadFuture`` answers from its blob's future, plus the payload's
 ``batch_offset`` (position in the blob).  Resolving a blob of 10,000 payloads is then one
 ``set_result``, not 10,000, and an ``append`` costs one small object instead of a full
 ``Future`` with its own condition variable.  It is still a ``concurrent.futures.Future``:
-``result``, ``exception``, ``done``, ``add_done_callback``, ``concurrent.futures.wait``,
-``as_completed`` and ``asyncio.wrap_future`` all work (they see the blob's state).
+``result``, ``exception``, ``done``, ``add_done_callback`` and ``asyncio.wrap_future``
+ask the blob's future.  ``concurrent.futures.wait`` and ``as_completed`` read a future's
+state directly, not through its methods: the first time they touch a payload future it
+becomes a complete ``Future`` (the base constructor runs then) that follows its blob.  The
+payload futures of one blob that are followed so share one done callback on the blob, so
+waiting on n of them adds one entry to the blob, not n.
 
 ``BatchFuture`` (from ``append_many``) is a real future that resolves once every blob
 holding part of the batch has: its result is a uint64 array of LSNs, one per payload, and
@@ -18,6 +22,7 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,6 +32,13 @@ import numpy.typing as npt
 __all__ = ["PayloadFuture", "BatchFuture", "Segment"]
 
 Future = concurrent.futures.Future
+
+# Blob future -> its payload futures that follow it (made complete, waiting for it).
+_followers: weakref.WeakKeyDictionary[Future[int], list[PayloadFuture]] = \
+    weakref.WeakKeyDictionary()
+_followers_lock = threading.Lock()
+# What a PayloadFuture sets itself; any other attribute asked of it is the base class's.
+_OWN = frozenset({"_blob", "batch_offset", "_following"})
 
 
 class PayloadFuture(Future):  # type: ignore[type-arg]
@@ -38,29 +50,36 @@ class PayloadFuture(Future):  # type: ignore[type-arg]
         The payload's position in its blob (what readers see as ``batch_offset``).
     """
 
-    # The base class's __init__ (a Condition per future) is deliberately not called: all
-    # state is the blob future's.  ``_condition``/``_state``/``_waiters`` are read by
-    # ``concurrent.futures.wait`` and ``as_completed``, which have no public hook.  With
-    # public methods only, each payload future would be a real one resolved from the blob
-    # (add_done_callback): made so at creation, ~15x the cost of this one per append;
-    # made so when first waited on, ~10x the time of ``wait`` and a Condition (~1.6 KB)
-    # per payload future waited on (measured).
+    # The base constructor (a Condition per future) runs only when something reads the
+    # base class's state directly (see the module docstring): made at creation, each
+    # payload future would cost ~15x this one per append (measured).
 
     def __init__(self, blob: Future[int], batch_offset: int) -> None:
         self._blob = blob
         self.batch_offset = batch_offset
 
-    @property
-    def _condition(self) -> threading.Condition:  # type: ignore[override]
-        return self._blob._condition  # type: ignore[attr-defined,no-any-return]
+    def __getattr__(self, name: str) -> Any:
+        # Reached only for attributes not set yet: the base class's state.
+        if name in _OWN or name.startswith("__"):
+            raise AttributeError(name)
+        self._follow()
+        return object.__getattribute__(self, name)
 
-    @property
-    def _state(self) -> str:  # type: ignore[override]
-        return self._blob._state  # type: ignore[attr-defined,no-any-return]
-
-    @property
-    def _waiters(self) -> _WaiterList:  # type: ignore[override]
-        return _WaiterList(self)
+    def _follow(self) -> None:
+        """Become a complete Future resolved with the blob (once)."""
+        blob = self._blob
+        with _followers_lock:
+            if vars(self).get("_following"):
+                return
+            Future.__init__(self)
+            self._following = True
+            waiting = _followers.get(blob)
+            first = waiting is None
+            if waiting is None:
+                waiting = _followers[blob] = []
+            waiting.append(self)
+        if first:  # runs at once, in this thread, if the blob is done already
+            blob.add_done_callback(_resolve_followers)
 
     @property
     def blob_future(self) -> Future[int]:
@@ -101,60 +120,15 @@ class PayloadFuture(Future):  # type: ignore[type-arg]
         raise RuntimeError("a PayloadFuture is resolved by its BufferedWriter")
 
 
-class _Forward:
-    """A waiter of ``concurrent.futures.wait`` or ``as_completed`` installed on a blob on
-    behalf of the payload futures of that blob the call waits for: it reports each of
-    them, not the blob.  One per call and blob, so adding or removing a payload future
-    costs the same however many of the blob's payloads the call waits for."""
-
-    __slots__ = ("waiter", "payloads")
-
-    def __init__(self, waiter: Any) -> None:
-        self.waiter = waiter
-        self.payloads: dict[int, PayloadFuture] = {}  # id -> payload future
-
-    def add_result(self, _future: Any) -> None:
-        for payload in self.payloads.values():
-            self.waiter.add_result(payload)
-
-    def add_exception(self, _future: Any) -> None:
-        for payload in self.payloads.values():
-            self.waiter.add_exception(payload)
-
-    def add_cancelled(self, _future: Any) -> None:
-        for payload in self.payloads.values():
-            self.waiter.add_cancelled(payload)
-
-
-class _WaiterList:
-    """``payload._waiters``: what ``wait``/``as_completed`` append to and remove from
-    (under ``payload._condition``, the blob's)."""
-
-    __slots__ = ("payload",)
-
-    def __init__(self, payload: PayloadFuture) -> None:
-        self.payload = payload
-
-    def _forward(self, waiter: Any) -> tuple[list[Any], _Forward | None]:
-        waiters: list[Any] = self.payload._blob._waiters  # type: ignore[attr-defined]
-        for w in waiters:  # one per call waiting on the blob or on payloads of it
-            if isinstance(w, _Forward) and w.waiter is waiter:
-                return waiters, w
-        return waiters, None
-
-    def append(self, waiter: Any) -> None:
-        waiters, forward = self._forward(waiter)
-        if forward is None:
-            forward = _Forward(waiter)
-            waiters.append(forward)
-        forward.payloads[id(self.payload)] = self.payload
-
-    def remove(self, waiter: Any) -> None:
-        waiters, forward = self._forward(waiter)
-        if forward is None or forward.payloads.pop(id(self.payload), None) is None:
-            raise ValueError("waiter not installed")
-        if not forward.payloads:
-            waiters.remove(forward)
+def _resolve_followers(blob: Future[int]) -> None:
+    with _followers_lock:
+        waiting = _followers.pop(blob, [])
+    exc = concurrent.futures.CancelledError() if blob.cancelled() else blob.exception()
+    for payload in waiting:
+        if exc is not None:
+            Future.set_exception(payload, exc)
+        else:
+            Future.set_result(payload, blob.result())
 
 
 class Segment:

@@ -30,17 +30,27 @@ import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Unpack
+from typing import Protocol, Unpack
 
-from logdevice.client.checkpointed_reader import CheckpointedReader, Position
+from logdevice.client.checkpointed_reader import CheckpointedReader, CheckpointStore, Position
+from logdevice.client.reader import Reader
 from logdevice.client.reader_core import ReaderOptionKwargs
 from logdevice.errors import InvalidParamError, LogDeviceError
 from logdevice.records import DataRecord, GapRecord
 
-if TYPE_CHECKING:
-    from logdevice.client.client import Client
+__all__ = ["GroupReader", "GroupClient"]
 
-__all__ = ["GroupReader"]
+
+class GroupClient(CheckpointStore, Protocol):
+    """What a group member needs of its ``Client``: readers, the group's heartbeats and
+    its checkpoints."""
+
+    def create_reader(self, max_logs: int = 1, **options: Unpack[ReaderOptionKwargs]
+                      ) -> Reader: ...
+
+    def group_heartbeat(self, group: str, member: str, logs: Sequence[int], *,
+                        session_timeout: float = 10.0, leave: bool = False,
+                        timeout: float | None = None) -> tuple[int, list[int]]: ...
 
 
 class GroupReader:
@@ -48,7 +58,8 @@ class GroupReader:
 
     Parameters
     ----------
-    client : Client
+    client : GroupClient
+        The ``Client`` to read through.
     group : str
     logs : sequence of int
         Every log the group reads (the same list for every member).
@@ -60,7 +71,7 @@ class GroupReader:
         Reader options (see ``Client.create_reader``).
     """
 
-    def __init__(self, client: Client, group: str, logs: Sequence[int], *,
+    def __init__(self, client: GroupClient, group: str, logs: Sequence[int], *,
                  member: str | None = None, session_timeout: float = 10.0,
                  **options: Unpack[ReaderOptionKwargs]) -> None:
         self.logs = sorted({int(x) for x in logs})

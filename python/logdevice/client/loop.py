@@ -1,7 +1,8 @@
 """The client's own event loop, running in one background daemon thread.
 
 Every network action of a client happens on this loop; user threads hand it work through
-``submit`` (returns a ``concurrent.futures.Future``) or ``run`` (waits, bounded).
+``submit`` (returns a ``concurrent.futures.Future``) or ``run`` (waits, bounded);
+coroutines of other event loops ``await`` it through ``wait`` (no thread waits).
 Submissions are queued and the loop is woken once per burst rather than once per call,
 so a producer making many ``append_async`` calls does not pay a self-pipe write each.
 """
@@ -153,9 +154,25 @@ class LoopThread:
         except TimeoutError:
             if fut.done() and not fut.cancelled():
                 raise  # the coroutine's own TimedOutError
-            if not fut.cancel() and fut.task is not None:  # started: cancel the task
-                self.loop.call_soon_threadsafe(fut.task.cancel)
-            raise TimedOutError(message=f"no answer within {timeout:g} s") from None
+            raise self._give_up(fut, timeout) from None
+
+    async def wait(self, fn: CoroFn, *args: Any, timeout: float) -> Any:
+        """``run`` for a coroutine of another event loop: awaits ``fn(*args)`` on this
+        loop through its future (``asyncio.wrap_future``), so no thread waits for it.
+        Bounded and cancelled as ``run``; cancelling the awaiting task leaves the call
+        running, as an append that was sent."""
+        fut = self.submit(fn, *args)
+        wrapped = asyncio.wrap_future(fut)
+        done, _ = await asyncio.wait({wrapped}, timeout=timeout)
+        if not done:
+            raise self._give_up(fut, timeout)
+        return wrapped.result()
+
+    def _give_up(self, fut: LoopFuture, timeout: float) -> TimedOutError:
+        """A call not answered within ``timeout``: cancel it, and the error to raise."""
+        if not fut.cancel() and fut.task is not None:  # started: cancel the task
+            self.loop.call_soon_threadsafe(fut.task.cancel)
+        return TimedOutError(message=f"no answer within {timeout:g} s")
 
     # ------------------------------------------------------------------ shutdown
 

@@ -5,7 +5,8 @@ the first node that answers and turns the replies back into the epoch store's ty
 (``LogEpochState``, ``LogsConfigState``, ``RebuildingSet``).  A status other than OK
 raises the matching ``LogDeviceError`` (ACCESS for a principal the ACLs do not allow,
 TIMEDOUT when no node answered in time).  The blocking methods run on the client's loop
-and may be called from any thread but that loop's.
+and may be called from any thread but that loop's; the coroutines (``fetch``,
+``change``, ``read_*``) run on that loop.
 """
 
 from __future__ import annotations
@@ -69,6 +70,21 @@ class ClusterMetadata:
             raise error_for(reply.status, reply.message)
         return reply.body
 
+    async def read_log_states(self, log_ids: Iterable[int], timeout: float | None = None
+                              ) -> dict[int, LogEpochState | None]:
+        """``log_states`` on the client's loop."""
+        ids = list(log_ids)
+        out: dict[int, LogEpochState | None] = {}
+        for i in range(0, len(ids), LOGS_PER_REQUEST):
+            out.update(decode_log_states(await self.fetch(
+                "log_states", ids[i:i + LOGS_PER_REQUEST], timeout=timeout)))
+        return out
+
+    async def read_shard_statuses(self, timeout: float | None = None
+                                  ) -> tuple[dict[int, AuthoritativeStatus], dict[int, int]]:
+        """``shard_statuses`` on the client's loop."""
+        return decode_statuses(await self.fetch("shard_statuses", timeout=timeout))
+
     def _run(self, coro_fn: Any, *args: Any, **kwargs: Any) -> Any:
         async def call() -> Any:
             return await coro_fn(*args, **kwargs)
@@ -82,9 +98,9 @@ class ClusterMetadata:
         ``LOGS_PER_REQUEST`` at a time."""
         ids = list(log_ids)
         out: dict[int, LogEpochState | None] = {}
-        for i in range(0, len(ids), LOGS_PER_REQUEST):
-            out.update(decode_log_states(self._run(
-                self.fetch, "log_states", ids[i:i + LOGS_PER_REQUEST], timeout=timeout)))
+        for i in range(0, len(ids), LOGS_PER_REQUEST):  # each request bounded by _run
+            out.update(self._run(self.read_log_states, ids[i:i + LOGS_PER_REQUEST],
+                                 timeout=timeout))
         return out
 
     def log_state(self, log_id: int, *, timeout: float | None = None
@@ -95,8 +111,7 @@ class ClusterMetadata:
                        ) -> tuple[dict[int, AuthoritativeStatus], dict[int, int]]:
         """Nodes that are not fully authoritative, with their status; and since when
         (ms)."""
-        body = self._run(self.fetch, "shard_statuses", timeout=timeout)
-        return decode_statuses(body)
+        return self._run(self.read_shard_statuses, timeout=timeout)  # type: ignore[no-any-return]
 
     def logs_config(self, *, timeout: float | None = None) -> LogsConfigState:
         """The runtime log groups and their version."""

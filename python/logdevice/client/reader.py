@@ -25,21 +25,21 @@ is being read.
 - reads: the queue's ``gather``/``gather_async`` (one gathering logic, ``reader_queue``)
   between the shared checks (``_begin_read``) and bookkeeping (``_forget_done``);
 - the other calls are generators of steps (``_start_steps``, ``_stop_steps``...): each
-  step (``_ON_LOOP``: a function to run on the client's loop, ``_BLOCKING``: one that may
-  block, ``_QUEUE``: a wait on the queue) is done by the flavour's ``_drive`` (blocking
-  the caller's thread) or ``_drive`` coroutine (awaiting), which sends each result back.
+  step (``_ON_LOOP``: a function to run on the client's loop, ``_AWAIT``: a coroutine
+  to run there, ``_QUEUE``: a wait on the queue) is done by the flavour's ``_drive``
+  (blocking the caller's thread) or ``_drive`` coroutine (awaiting the loop's future: no
+  thread waits), which sends each result back.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar, Unpack
+from typing import Any, TypeVar, Unpack
 
-from logdevice.client.context import ClientContext
+from logdevice.client.context import ClientContext, HasContext, context_of
 from logdevice.client.reader_batch import ReaderBatch
 from logdevice.client.reader_core import (
     ReaderCore,
@@ -51,21 +51,18 @@ from logdevice.client.reader_queue import Item, ReaderQueue
 from logdevice.errors import E, InvalidParamError, LogDeviceError, NotFoundError, error_for
 from logdevice.records import LSN_MAX, LSN_OLDEST
 
-if TYPE_CHECKING:
-    from logdevice.client.client import Client
-
 __all__ = ["Reader", "AsyncReader", "reader_options"]
 
 _ITER_CHUNK = 4096
 _OPTION_NAMES = frozenset(ReaderOptionKwargs.__annotations__)
 
 
-def reader_options(client: ClientContext | Client, options: Mapping[str, Any]
+def reader_options(client: ClientContext | HasContext, options: Mapping[str, Any]
                    ) -> ReaderOptions:
     """Reader tunables: the config's read settings (of ``client``, a client or its
     context), then ``options`` by name (unknown names and bad values:
     ``InvalidParamError``, naming the known ones)."""
-    s = client.config.settings
+    s = context_of(client).config.settings
     base: dict[str, Any] = {
         "buffer_size": s.read_window_size,
         # A window asked for is kept: it grows only by the settings' default, or when
@@ -96,8 +93,11 @@ async def _call(fn: Any, *args: Any) -> Any:
 
 # What a reader call needs done, as yielded by its step generator: (kind, fn, args).
 _ON_LOOP = "on_loop"  # fn(*args) on the client's loop (bounded by the client's timeout)
-_BLOCKING = "blocking"  # fn(*args) may block (the epoch store): a thread for asyncio code
+_AWAIT = "await"  # the coroutine fn(*args) on the client's loop (it bounds itself)
 _QUEUE = "queue"  # a wait on the queue: wait(*args), fn unused
+# Added to the client's timeout when waiting for an _AWAIT step: its requests are bounded
+# by the timeout each; this only catches a stuck loop.
+_AWAIT_SLACK = 5.0
 T = TypeVar("T")
 Step = tuple[str, Callable[..., Any] | None, tuple[Any, ...]]
 Steps = Generator[Step, Any, T]  # a call: its steps, then its result
@@ -114,11 +114,11 @@ class _ReaderBase:
     """What the sync and async readers share: configuration, the loop side, and every
     call as checks and bookkeeping around what the flavour waits for."""
 
-    def __init__(self, client: Client | ClientContext, max_logs: int = 1,
+    def __init__(self, client: HasContext | ClientContext, max_logs: int = 1,
                  **options: Unpack[ReaderOptionKwargs]) -> None:
         if isinstance(max_logs, bool) or not isinstance(max_logs, int) or max_logs < 1:
             raise InvalidParamError(message=f"max_logs must be an int >= 1, got {max_logs!r}")
-        ctx = client if isinstance(client, ClientContext) else client.context
+        ctx = context_of(client)
         ctx.check_open()
         self._ctx = ctx
         self.max_logs = max_logs
@@ -170,6 +170,12 @@ class _ReaderBase:
     def stats(self) -> ReaderStats:
         """Counters of what this reader received (read them as a snapshot)."""
         return self._core.stats
+
+    @property
+    def core(self) -> ReaderCore:
+        """The reader's loop side: its streams and its queue (touch its streams on the
+        client's loop only)."""
+        return self._core
 
     # ------------------------------------------------------------------ helpers
 
@@ -270,7 +276,7 @@ class _ReaderBase:
         ranges = [self._prepare_start(log_id, from_lsn, until_lsn) for log_id in ids]
         with self._lock:
             self._check_room_locked(sum(log_id not in self._logs for log_id in ids))
-        placements = yield _BLOCKING, self._placements.placements, (
+        placements = yield _AWAIT, self._placements.placements, (
             [(log_id, lo, hi) for log_id, (lo, hi) in zip(ids, ranges, strict=True)],)
         starts = [(log_id, lo, hi, placement, self._scd_for(log_id))
                   for log_id, (lo, hi), placement in zip(ids, ranges, placements, strict=True)]
@@ -367,8 +373,9 @@ class Reader(_ReaderBase):
                 try:
                     if kind is _ON_LOOP:
                         result = self._lt.run(_call, fn, *args, timeout=self._ctx.timeout)
-                    elif kind is _BLOCKING:
-                        result = fn(*args)  # type: ignore[misc]
+                    elif kind is _AWAIT:
+                        result = self._lt.run(fn, *args,  # type: ignore[arg-type]
+                                              timeout=self._ctx.timeout + _AWAIT_SLACK)
                     else:
                         self._queue.wait(*args)
                         result = None
@@ -483,10 +490,11 @@ class AsyncReader(_ReaderBase):
             while True:
                 try:
                     if kind is _ON_LOOP:
-                        result = await asyncio.wait_for(asyncio.wrap_future(
-                            self._lt.submit(_call, fn, *args)), self._ctx.timeout)
-                    elif kind is _BLOCKING:
-                        result = await asyncio.to_thread(fn, *args)  # type: ignore[arg-type]
+                        result = await self._lt.wait(_call, fn, *args,
+                                                     timeout=self._ctx.timeout)
+                    elif kind is _AWAIT:
+                        result = await self._lt.wait(fn, *args,  # type: ignore[arg-type]
+                                                     timeout=self._ctx.timeout + _AWAIT_SLACK)
                     else:
                         await self._queue.wait_async(*args)
                         result = None

@@ -23,9 +23,9 @@ import contextlib
 import dataclasses
 import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, Protocol, TypedDict
 
 import numpy as np
 
@@ -33,15 +33,13 @@ from ldcore.checksum import crc32c, crc32c_many
 from logdevice.client.connection import Connection
 from logdevice.client.reader_placement import ReadPlacement
 from logdevice.client.reader_queue import ReaderQueue
+from logdevice.client.settings import ClientSettings
 from logdevice.errors import E, LogDeviceError, error_for
 from logdevice.protocol import Gap, GapReason, Records, Start, Started, StartFlag, Stop, Window
 from logdevice.protocol.flags import FLAG_BUFFERED_WRITER_BLOB, FLAG_CHECKSUM
 from logdevice.readstream import ReadBatch, ReadStream, SendStart, SendStop, SendWindow
 from logdevice.readstream.fmajority import FailureDomainNodeSet
 from logdevice.records import GapRecord, GapType
-
-if TYPE_CHECKING:
-    from logdevice.client.core import ClientCore
 
 __all__ = ["StreamRouter", "ReaderCore", "ReaderOptions", "ReaderOptionKwargs", "ReaderStats",
            "bad_copies"]
@@ -139,10 +137,20 @@ def bad_copies(msg: Records) -> np.ndarray | None:
     return np.flatnonzero(mismatch) if mismatch.any() else None
 
 
+class Connections(Protocol):
+    """What readers need of the client's core (``ClientCore``): its connections (made on
+    first use by ``conn``) and settings."""
+
+    conns: dict[int, Connection]
+    settings: ClientSettings
+
+    def conn(self, node: int) -> Connection: ...
+
+
 class StreamRouter:
     """Read stream ids and message routing for every reader of one client (loop side)."""
 
-    def __init__(self, core: ClientCore) -> None:
+    def __init__(self, core: Connections) -> None:
         self.core = core
         self._ids = itertools.count(1)
         self.streams: dict[int, tuple[ReaderCore, _LogStream]] = {}
@@ -210,12 +218,16 @@ class ReaderCore:
     options : ReaderOptions
     loop : asyncio event loop
         The client's loop (also the streams' clock).
+    statuses, placement : coroutine functions, optional
+        The nodes' authoritative statuses and a log's read placement, asked of the
+        nodes on this loop (``PlacementSource``).
     """
 
     def __init__(self, router: StreamRouter, queue: ReaderQueue, options: ReaderOptions,
                  loop: asyncio.AbstractEventLoop,
-                 statuses: Callable[[], dict[int, int] | None] | None = None,
-                 placement: Callable[[int, int, int], ReadPlacement] | None = None) -> None:
+                 statuses: Callable[[], Awaitable[dict[int, int] | None]] | None = None,
+                 placement: Callable[[int, int, int], Awaitable[ReadPlacement]] | None = None
+                 ) -> None:
         self.router = router
         self.queue = queue
         self.options = options
@@ -226,7 +238,7 @@ class ReaderCore:
         self._starved: dict[int, _LogStream] = {}
         self._closed = False
         self._statuses = statuses
-        self._placement = placement  # blocking: (log, from, until) -> ReadPlacement
+        self._placement = placement  # (log, from, until) -> ReadPlacement, on this loop
         self._refill_pending = False
         self._watch: asyncio.Task[None] | None = None
 
@@ -284,7 +296,7 @@ class ReaderCore:
         while self.streams and not self._closed:
             await asyncio.sleep(STATUS_REFRESH)
             try:
-                statuses = await self.loop.run_in_executor(None, source)
+                statuses = await source()
             except Exception:  # the store went away: keep what we know
                 continue
             if statuses is not None and not self._closed:
@@ -484,11 +496,11 @@ class ReaderCore:
 
     def _look_up(self, st: _LogStream) -> None:
         """The stream reached an epoch its placement does not cover: look it up again
-        (in a thread: it asks a node); a failed lookup is retried after a pause."""
+        (it asks a node); a failed lookup is retried after a pause."""
         st.looking_up = True
         assert self._placement is not None
-        done = self.loop.run_in_executor(None, self._placement, st.log_id, st.rs.next_lsn,
-                                         st.until_lsn)
+        done = asyncio.ensure_future(self._placement(st.log_id, st.rs.next_lsn,
+                                                     st.until_lsn), loop=self.loop)
 
         def landed(f: asyncio.Future[ReadPlacement]) -> None:
             if st.closed or self.streams.get(st.log_id) is not st:

@@ -20,6 +20,7 @@ the new placement.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -69,8 +70,8 @@ class ReadPlacement:
 
 
 class PlacementSource:
-    """Looks up read placements for one client, from its nodes (thread-safe; blocking
-    calls, never from the client's loop thread).
+    """Looks up read placements for one client, from its nodes (coroutines on the
+    client's loop).
 
     Parameters
     ----------
@@ -84,16 +85,16 @@ class PlacementSource:
         self.config = config
         self._metadata = metadata
 
-    def statuses(self) -> dict[int, int] | None:
+    async def statuses(self) -> dict[int, int] | None:
         """Every node the event log says is not fully authoritative (None: no node could
         say)."""
         try:
-            statuses, _since = self._metadata.shard_statuses()
+            statuses, _since = await self._metadata.read_shard_statuses()
         except LogDeviceError:
             return None
         return {n: int(s) for n, s in statuses.items()}
 
-    def placement(self, log_id: int, from_lsn: int, until_lsn: int) -> ReadPlacement:
+    async def placement(self, log_id: int, from_lsn: int, until_lsn: int) -> ReadPlacement:
         """The placement for reading ``[from_lsn, until_lsn]`` of ``log_id``.
 
         Raises
@@ -104,20 +105,21 @@ class PlacementSource:
             (ACCESS) gets the config's placement instead: the nodes refuse its streams,
             which the reader turns into an ACCESS gap.
         """
-        return self.placements([(log_id, from_lsn, until_lsn)])[0]
+        return (await self.placements([(log_id, from_lsn, until_lsn)]))[0]
 
-    def placements(self, reads: Sequence[tuple[int, int, int]]) -> list[ReadPlacement]:
+    async def placements(self, reads: Sequence[tuple[int, int, int]]) -> list[ReadPlacement]:
         """``placement`` of each ``(log_id, from_lsn, until_lsn)``, from one metadata
-        request for all the logs (a few, for thousands) and one for the nodes' status."""
+        request for all the logs (a few, for thousands) and, at the same time, one for
+        the nodes' status."""
         ids = list(dict.fromkeys(log_id for log_id, _, _ in reads))
         for log_id in ids:
             self.config.log_group(log_id)  # NOTFOUND before asking anyone
         try:
-            states = self._metadata.log_states(ids)
-            statuses, _since = self._metadata.shard_statuses()
+            states, (statuses, _since) = await asyncio.gather(
+                self._metadata.read_log_states(ids), self._metadata.read_shard_statuses())
         except LogDeviceError as exc:
             if exc.status == E.ACCESS and len(ids) > 1:  # which log? ask one by one
-                return [self.placement(*r) for r in reads]
+                return [await self.placement(*r) for r in reads]
             if exc.status != E.ACCESS:
                 what = (f"log {ids[0]}: cannot read its metadata" if len(ids) == 1
                         else f"{len(ids)} logs: cannot read their metadata")

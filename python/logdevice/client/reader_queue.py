@@ -163,6 +163,12 @@ class ReaderQueue:
             self.starved = True
             return False
 
+    @property
+    def waiters(self) -> list[Any]:
+        """The threads and tasks waiting in ``wait``/``wait_async`` now (a copy)."""
+        with self._lock:
+            return list(self._waiters)
+
     def has_more(self, log_id: int) -> bool:
         """Whether ``read`` may still return something of ``log_id``: it is being read,
         or what it delivered waits here."""
