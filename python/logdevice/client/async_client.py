@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from typing import Any, Unpack
 
 from logdevice.client.calls import Call
@@ -39,13 +40,24 @@ class AsyncClient:
                  **settings: Unpack[ClientSettingKwargs]) -> None:
         self.client = Client(config_path, timeout=timeout, **settings)
 
-    async def _wait(self, call: Call) -> Any:
+    async def _call(self, log_id: Any, checked: Callable[[], Call]) -> Any:
+        """Check (``checked`` makes the call), then await the call on the client's loop.
+        A log not in the config makes the check read the runtime log groups, a blocking
+        read: that check runs on the log groups' own thread, never on the caller's loop."""
+        ctx = self.client.context
+        if ctx.knows(log_id):
+            call = checked()
+        else:
+            call = await asyncio.wrap_future(ctx.log_groups.run_blocking(checked))
         return await self.client.calls.wait(call)
 
     async def append(self, log_id: int, payload: Any, *, timeout: float | None = None) -> int:
         """Append one record; its LSN once acknowledged (errors as ``Client.append``)."""
-        return await asyncio.wrap_future(
-            self.client.append_async(log_id, payload, timeout=timeout))
+        client = self.client
+        if not client.context.knows(log_id):  # see _call
+            await asyncio.wrap_future(client.context.log_groups.run_blocking(
+                lambda: client.context.log_group(log_id)))
+        return await asyncio.wrap_future(client.append_async(log_id, payload, timeout=timeout))
 
     async def get_tail_lsn(self, log_id: int, *, timeout: float | None = None) -> int:
         return (await self.get_tail_attributes(log_id, timeout=timeout)
@@ -53,20 +65,25 @@ class AsyncClient:
 
     async def get_tail_attributes(self, log_id: int, *,
                                   timeout: float | None = None) -> TailAttributes:
-        return await self._wait(self.client.calls.tail_attributes(log_id, timeout))  # type: ignore[no-any-return]
+        calls = self.client.calls
+        return await self._call(log_id, lambda: calls.tail_attributes(log_id, timeout))  # type: ignore[no-any-return]
 
     async def get_head_attributes(self, log_id: int, *,
                                   timeout: float | None = None) -> HeadAttributes:
-        return await self._wait(self.client.calls.head_attributes(log_id, timeout))  # type: ignore[no-any-return]
+        calls = self.client.calls
+        return await self._call(log_id, lambda: calls.head_attributes(log_id, timeout))  # type: ignore[no-any-return]
 
     async def trim(self, log_id: int, lsn: int, *, timeout: float | None = None) -> None:
-        await self._wait(self.client.calls.trim(log_id, lsn, False, timeout))
+        calls = self.client.calls
+        await self._call(log_id, lambda: calls.trim(log_id, lsn, False, timeout))
 
     async def find_time(self, log_id: int, ms: float, *, timeout: float | None = None) -> int:
-        return await self._wait(self.client.calls.find_time(log_id, ms, timeout))  # type: ignore[no-any-return]
+        calls = self.client.calls
+        return await self._call(log_id, lambda: calls.find_time(log_id, ms, timeout))  # type: ignore[no-any-return]
 
     async def is_log_empty(self, log_id: int, *, timeout: float | None = None) -> bool:
-        return await self._wait(self.client.calls.is_log_empty(log_id, timeout))  # type: ignore[no-any-return]
+        calls = self.client.calls
+        return await self._call(log_id, lambda: calls.is_log_empty(log_id, timeout))  # type: ignore[no-any-return]
 
     def create_reader(self, max_logs: int = 1, **options: Unpack[ReaderOptionKwargs]
                       ) -> AsyncReader:

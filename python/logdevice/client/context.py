@@ -142,6 +142,14 @@ class ClientContext:
             self.log_groups.refresh()  # created at runtime a moment ago?
         return self.config.log_group(log_id)  # NotFoundError names the log and cluster
 
+    def knows(self, log_id: Any) -> bool:
+        """Whether ``log_id`` is in the config as it is (no reading of the runtime groups)."""
+        try:
+            self.config.log_group(log_id)
+        except LogDeviceError:
+            return False
+        return True
+
     def adopt_config(self, config: Config) -> None:
         """Use ``config`` from now on (runtime log groups changed)."""
         self.config = config

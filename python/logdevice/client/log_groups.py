@@ -14,17 +14,20 @@ client then reads the groups back.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from logdevice.client.loop import LoopThread
 from logdevice.client.metadata import ClusterMetadata
 from logdevice.config import Config, LogGroup
 from logdevice.errors import E, LogDeviceError
 from logdevice.logs_config import LogsConfigSource
+
+T = TypeVar("T")
 
 __all__ = ["ClientLogGroups"]
 
@@ -94,6 +97,11 @@ class ClientLogGroups:
                 return False
             self._adopt(config)
             return True
+
+    def run_blocking(self, fn: Callable[[], T]) -> concurrent.futures.Future[T]:
+        """Run ``fn`` on the thread that reads the groups (its Future): for a check that
+        may read them (an unknown log), made from an event loop that must not block."""
+        return self._exec.submit(fn)
 
     def _changed(self, action: str, name: str, **fields: Any) -> None:
         """Send the change, then read the groups back until this client has them."""
