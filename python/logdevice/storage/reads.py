@@ -272,7 +272,7 @@ def _pad(cs: np.ndarray, width: int) -> np.ndarray:
     return np.pad(cs, ((0, 0), (0, width - cs.shape[1])), constant_values=-1)
 
 
-def _merge_rows(rows: list[tuple], horizon: int):
+def merge_rows(rows: list[tuple], horizon: int):
     """Rows in LSN order up to ``horizon``, one per LSN (single entries win)."""
     rows = [r for r in rows if len(r[0])] or rows[:1]
     width = max(r[3].shape[1] for r in rows)
@@ -314,7 +314,7 @@ def read_csi(store: ReadSource, log_id: int, lo: int, hi: int, max_entries: int)
             part_rows, done = _csi_partition(store.parts, pid, log_id, lo, hi, left)
             rows += part_rows
             horizon = min(horizon, done)
-        lsns, flags, cs = _merge_rows(rows, horizon)
+        lsns, flags, cs = merge_rows(rows, horizon)
         full = len(lsns)
         if full > left:
             lsns, flags, cs = lsns[:left], flags[:left], cs[:left]
