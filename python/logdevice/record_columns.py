@@ -177,7 +177,9 @@ class RecordColumns:
                              offsets=self.offsets.astype(np.uint64) - np.uint64(o0))
 
     @classmethod
-    def _concat_row_column(cls, name: str, arrays: list[np.ndarray]) -> np.ndarray:
+    def concat_row_column(cls, name: str, arrays: list[np.ndarray]) -> np.ndarray:
+        """Per-row column ``name`` of several parts as one (``concat``); a subclass whose
+        column's rows can differ in shape overrides it."""
         return np.concatenate(arrays)
 
     @classmethod
@@ -206,7 +208,7 @@ class RecordColumns:
             batch_offsets=None if plain else np.concatenate(
                 [p.batch_offsets_or_zeros() for p in parts]),
             # The parts' own per-row columns (``cls`` may be a base class of theirs).
-            **{name: kind._concat_row_column(name, [getattr(p, name) for p in parts])
+            **{name: kind.concat_row_column(name, [getattr(p, name) for p in parts])
                for name in kind.ROW_COLUMNS})
 
     @staticmethod

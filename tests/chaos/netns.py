@@ -135,7 +135,7 @@ class Network:
         remove_leftovers()
         net = cls(nodes)
         try:
-            net._build()
+            net.build()
         except BaseException:
             net.close()
             raise
@@ -153,7 +153,8 @@ class Network:
         self._made.append(name)
         _run("ip", "-n", name, "link", "set", "lo", "up")
 
-    def _build(self) -> None:
+    def build(self) -> None:
+        """Make the hub and the node namespaces and wire them (``create`` calls it)."""
         self._add_namespace(self.hub)
         _run("ip", "-n", self.hub, "link", "add", "br0", "type", "bridge")
         _run("ip", "-n", self.hub, "addr", "add", f"{HUB}/24", "dev", "br0")

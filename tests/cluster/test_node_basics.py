@@ -118,7 +118,7 @@ def test_malformed_frame_closes_only_that_connection(cluster, garbage):
     with NodeConnection(addr, "local") as bystander, NodeConnection(addr, "local") as bad:
         bad.send_raw(garbage)
         assert bad.closed_by_peer(5.0)
-        errors = [m for m in bad._inbox if isinstance(m, Error)]
+        errors = [m for m in bad.inbox if isinstance(m, Error)]
         assert errors and errors[0].status in (E.BADMSG, E.PROTONOSUPPORT)
         reply = bystander.request(GetTail(request_id=1, log_id=1))
         assert isinstance(reply, Tail)
@@ -154,7 +154,7 @@ def test_request_before_hello_closes(cluster):
     with NodeConnection(cluster.node_address(3), "local", hello=False) as conn:
         conn.send(Append(request_id=1, log_id=1, payload=b"x"))
         assert conn.closed_by_peer(5.0)
-        assert any(isinstance(m, Error) and m.status == E.BADMSG for m in conn._inbox)
+        assert any(isinstance(m, Error) and m.status == E.BADMSG for m in conn.inbox)
     _check_still_serving(cluster, 3)
 
 

@@ -75,7 +75,7 @@ def test_first_frame_before_hello_is_capped(cluster):
     with NodeConnection(cluster.node_address(0), "local", hello=False) as c:
         c.send_raw(_claim(1 << 20))
         assert c.closed_by_peer(5.0)
-        errors = [m for m in c._inbox if isinstance(m, Error)]
+        errors = [m for m in c.inbox if isinstance(m, Error)]
         assert errors and errors[0].status == E.BADMSG and "first frame" in errors[0].message
     _serving(cluster, 0)
 
@@ -87,7 +87,7 @@ def test_a_stalled_half_frame_is_closed(cluster):
         assert c.closed_by_peer(FRAME_TIMEOUT_MS / 1000 + 10)
         waited = time.monotonic() - t0
         assert FRAME_TIMEOUT_MS / 1000 - 0.5 < waited < FRAME_TIMEOUT_MS / 1000 + 5
-        errors = [m for m in c._inbox if isinstance(m, Error)]
+        errors = [m for m in c.inbox if isinstance(m, Error)]
         assert errors and errors[0].status == E.TIMEDOUT
     with NodeConnection(cluster.node_address(2), "local") as c:  # a slow but moving frame
         frame = encode_frame(GetTail(request_id=7, log_id=1))

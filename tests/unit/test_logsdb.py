@@ -460,7 +460,7 @@ def test_close_never_frees_rocksdb_under_a_running_operation(tmp_path):
     got: list[bytes | None] = []
 
     def running_read() -> None:
-        with db._gate:  # held by every LogsDB call for as long as it uses RocksDB
+        with db.operation():  # held by every LogsDB call for as long as it uses RocksDB
             inside.set()
             assert leave.wait(10)
             # What a read does with the handle: here, a raw get of record 1's data key.

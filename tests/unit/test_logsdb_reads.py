@@ -107,7 +107,7 @@ def test_merge_rows_fast_and_slow_paths_agree_with_brute_force(case):
     elif case % 4 == 1:
         rows[0] = row([], 0, 3, rng)  # no single entries: range entries in a row
     horizon = int(rng.integers(0, 70))
-    lsns, flags, cs = reads._merge_rows(rows, horizon)
+    lsns, flags, cs = reads.merge_rows(rows, horizon)
     got = [(int(lsns[i]), int(flags[i]), [int(x) for x in cs[i] if x >= 0])
            for i in range(len(lsns))]
     assert got == brute_merge(rows, horizon)

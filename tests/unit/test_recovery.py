@@ -698,43 +698,44 @@ def test_storage_role_seal(tmp_path):
             role = StorageRole(node, db)
             node.add_role(role)
             assert Seal in role.handlers()
+            on_store, on_seal = role.handlers()[Store], role.handlers()[Seal]
             await role.start()
             seq = _Peer()
-            role._on_store(seq, _store(1, 1, [1, 2, 3], lng=L(1, 2)))
+            on_store(seq, _store(1, 1, [1, 2, 3], lng=L(1, 2)))
             assert (await reply(seq, Stored)).status == E.OK
-            role._on_seal(seq, Seal(request_id=7, log_id=LOG, seal_epoch=1, epoch=1))
+            on_seal(seq, Seal(request_id=7, log_id=LOG, seal_epoch=1, epoch=1))
             sealed = await reply(seq, Sealed)
             assert (sealed.status, sealed.request_id, sealed.epoch, sealed.node_index) == (
                 E.OK, 7, 1, 0)
             assert sealed.last_known_good == L(1, 2) and sealed.max_seen_lsn == L(1, 3)
             assert db.sealed_epoch(LOG) == 1
             # The old sequencer is refused; recovery (seal epoch 1) is not.
-            role._on_store(seq, _store(2, 1, [4]))
+            on_store(seq, _store(2, 1, [4]))
             assert (await reply(seq, Stored)).status == E.PREEMPTED
-            role._on_store(seq, _store(3, 1, [4], recovery_epoch=1))
+            on_store(seq, _store(3, 1, [4], recovery_epoch=1))
             assert (await reply(seq, Stored)).status == E.OK
             # Recovery copies do not count as the epoch's LNG; a newer epoch is untouched.
-            role._on_store(seq, _store(4, 2, [1], lng=L(2, 1)))
+            on_store(seq, _store(4, 2, [1], lng=L(2, 1)))
             assert (await reply(seq, Stored)).status == E.OK
-            role._on_seal(seq, Seal(request_id=8, log_id=LOG, seal_epoch=1, epoch=1))
+            on_seal(seq, Seal(request_id=8, log_id=LOG, seal_epoch=1, epoch=1))
             assert (await reply(seq, Sealed)).last_known_good == L(1, 2)
             # A lower seal than the one in force: PREEMPTED, naming the seal.
-            role._on_seal(seq, Seal(request_id=9, log_id=LOG, seal_epoch=2, epoch=2))
+            on_seal(seq, Seal(request_id=9, log_id=LOG, seal_epoch=2, epoch=2))
             assert (await reply(seq, Sealed)).last_known_good == L(2, 1)
-            role._on_seal(seq, Seal(request_id=10, log_id=LOG, seal_epoch=1, epoch=1))
+            on_seal(seq, Seal(request_id=10, log_id=LOG, seal_epoch=1, epoch=1))
             late = await reply(seq, Sealed)
             assert (late.status, late.seal_epoch) == (E.PREEMPTED, 2)
             # Epochs the store has not issued are refused, STOREs and SEALs alike.
-            role._on_store(seq, _store(13, 3, [1]))
+            on_store(seq, _store(13, 3, [1]))
             assert (await reply(seq, Stored)).status == E.INVALID_PARAM
-            role._on_seal(seq, Seal(request_id=14, log_id=LOG, seal_epoch=2**64 - 1))
+            on_seal(seq, Seal(request_id=14, log_id=LOG, seal_epoch=2**64 - 1))
             assert (await reply(seq, Sealed)).status == E.INVALID_PARAM
             assert db.sealed_epoch(LOG) == 2
             # Only nodes seal; unknown logs are NOTFOUND.
             client = _Peer("client", None)
-            role._on_seal(client, Seal(request_id=11, log_id=LOG, seal_epoch=3))
+            on_seal(client, Seal(request_id=11, log_id=LOG, seal_epoch=3))
             assert client.sent[-1].status == E.ACCESS and db.sealed_epoch(LOG) == 2
-            role._on_seal(seq, Seal(request_id=12, log_id=999, seal_epoch=3))
+            on_seal(seq, Seal(request_id=12, log_id=999, seal_epoch=3))
             assert (await reply(seq, Sealed)).status == E.NOTFOUND
             await role.stop()
             role.close()

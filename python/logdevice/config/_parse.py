@@ -2,7 +2,8 @@
 starts, and every problem raises ``InvalidConfigError`` naming the file and the field.
 
 ``Config.load`` and ``Config.from_dict`` call ``load_config`` / ``parse_config`` with the
-class to build, so this module needs only ``model``'s parts, not ``cluster``.
+class to build (any callable taking ``Config``'s fields), so this module needs only
+``model``'s parts, not ``cluster``.
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from logdevice.config._fields import FieldError, Obj, check_int, check_list, check_str, join
 from logdevice.config.location import Location, NodeLocationScope
@@ -41,8 +42,8 @@ from logdevice.config.replication import ReplicationProperty
 from logdevice.epochstore.uri import parse_epoch_store_uri
 from logdevice.errors import InvalidConfigError
 
-if TYPE_CHECKING:
-    from logdevice.config.cluster import Config
+#: The config class ``parse_config`` builds (``cluster.Config``).
+ConfigT = TypeVar("ConfigT")
 
 TOP_KEYS = ("cluster", "nodes", "logs", "epoch_store", "data_dir", "settings", "security")
 NODE_KEYS = ("index", "host", "port", "admin_port", "location", "roles", "weights", "data_dir")
@@ -86,7 +87,7 @@ _HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[0-9A-Fa-f:]*:[0-9A-Fa-f:.]*"
                    r"|[A-Za-z0-9]([A-Za-z0-9\-.]*[A-Za-z0-9])?)$")
 
 
-def load_config(cls: type[Config], path: str | os.PathLike[str]) -> Config:
+def load_config(cls: Callable[..., ConfigT], path: str | os.PathLike[str]) -> ConfigT:
     """Read the config file ``path`` and validate it into a ``cls``."""
     path = Path(path)
     try:
@@ -104,9 +105,9 @@ def load_config(cls: type[Config], path: str | os.PathLike[str]) -> Config:
     return parse_config(cls, d, source=path, base_dir=path.resolve().parent)
 
 
-def parse_config(cls: type[Config], d: Mapping[str, Any],
+def parse_config(cls: Callable[..., ConfigT], d: Mapping[str, Any],
                  source: str | os.PathLike[str] | None = None,
-                 base_dir: str | os.PathLike[str] | None = None) -> Config:
+                 base_dir: str | os.PathLike[str] | None = None) -> ConfigT:
     """Validate ``d`` (the JSON form) into a ``cls``."""
     if base_dir is None:
         base_dir = Path(source).resolve().parent if source is not None else Path.cwd()
@@ -129,7 +130,7 @@ def _error(source: str | os.PathLike[str] | None, path: str, problem: str
     return err
 
 
-def _parse(cls: type[Config], d: Any, base_dir: Path, source: str | None) -> Config:
+def _parse(cls: Callable[..., ConfigT], d: Any, base_dir: Path, source: str | None) -> ConfigT:
     top = Obj(d, "")
     top.done(TOP_KEYS)
     cluster = top.get_str("cluster", nonempty=True)

@@ -30,7 +30,7 @@ from ldcore import availability
 from logdevice.checker.runs import to_runs
 from logdevice.checker.wire import pack_availability, pack_runs
 from logdevice.errors import E, LogDeviceError
-from logdevice.node.role import Peer, Role
+from logdevice.node.role import NodeServices, Peer, Role
 from logdevice.protocol import (
     GetPartitions,
     GetRecordAvailability,
@@ -40,7 +40,6 @@ from logdevice.protocol import (
 from logdevice.storage.flags import FLAG_DRAINED
 
 if TYPE_CHECKING:
-    from logdevice.node.server import Node
     from logdevice.storage.logsdb import LogsDB
 
 log = logging.getLogger("logdevice.node.availability")
@@ -110,7 +109,7 @@ class AvailabilityRole(Role):
 
     name = "availability"
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: NodeServices) -> None:
         super().__init__(node)
         self.budget = RecordBudget(node.config.settings.checker_records_per_second)
         self._exec = ThreadPoolExecutor(1, thread_name_prefix="checker-read")

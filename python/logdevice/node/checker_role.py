@@ -23,18 +23,15 @@ import random
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from logdevice.checker.driver import CheckOptions, run_check
 from logdevice.checker.report import Report
 from logdevice.config import Config
 from logdevice.epochstore import LogEpochState
 from logdevice.errors import LogDeviceError
-from logdevice.node.role import Role, cancel_and_wait
+from logdevice.node.role import NodeServices, Role, cancel_and_wait
 from logdevice.security.store import open_cluster_store
-
-if TYPE_CHECKING:
-    from logdevice.node.server import Node
 
 log = logging.getLogger("logdevice.node.checker")
 
@@ -67,7 +64,7 @@ class CheckerRole(Role):
 
     name = "checker"
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: NodeServices) -> None:
         super().__init__(node)
         settings = node.config.settings
         self.interval = settings.checker_interval_ms / 1000

@@ -45,7 +45,7 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from logdevice.errors import E
 from logdevice.node.request_gate import admit_from_client
@@ -64,8 +64,10 @@ from logdevice.protocol.flags import NODE_FEATURES
 from logdevice.security import NODE_PRINCIPAL, Principal
 
 if TYPE_CHECKING:
-    from logdevice.node.links import PeerLink
-    from logdevice.node.server import Node
+    from logdevice.config import Config, NodeConfig
+    from logdevice.node.access import NodeAccess
+    from logdevice.node.limits import ConnectionLimits
+    from logdevice.node.role import Peer
 
 log = logging.getLogger("logdevice.node.connection")
 
@@ -88,10 +90,58 @@ def _hello_first(type_id: int, header_length: int) -> ProtocolError | None:
     return ProtocolError(E.BADMSG, f"message type {type_id} before HELLO: HELLO first")
 
 
+class ConnectionHost(Protocol):
+    """What a connection uses of the node it serves (``server.Node`` is one)."""
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def me(self) -> NodeConfig: ...
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop: ...
+
+    @property
+    def access(self) -> NodeAccess | None: ...
+
+    @property
+    def store_id(self) -> str:
+        """The identity of the node's epoch store, sent in HELLO ("" until known)."""
+
+    @property
+    def limits(self) -> ConnectionLimits: ...
+
+    @property
+    def connections(self) -> set[Connection]:
+        """The node's inbound connections: each adds itself, and leaves when closed."""
+
+    def dispatch(self, conn: Peer, msg: Any) -> None: ...
+
+    def want_flush(self, conn: Connection) -> None: ...
+
+    def on_connection_lost(self, conn: Peer) -> None: ...
+
+
+class OutboundLink(Protocol):
+    """What an outbound connection tells the link it serves (``links.PeerLink``)."""
+
+    @property
+    def index(self) -> int:
+        """The node dialed."""
+
+    def on_ready(self, conn: Connection) -> None: ...
+
+    def on_closed(self, conn: Connection, was_ready: bool) -> None: ...
+
+
 class Connection(asyncio.Protocol):
     """A framed connection.  ``link`` set: outbound to node ``link.index``."""
 
-    def __init__(self, node: Node, link: PeerLink | None = None) -> None:
+    def __init__(self, node: ConnectionHost, link: OutboundLink | None = None) -> None:
         self.node = node
         self.link = link
         self.id = next(_ids)
@@ -352,7 +402,9 @@ class Connection(asyncio.Protocol):
         t = self.transport
         return t is not None and t.get_write_buffer_size() > LINK_DROP_BYTES
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
+        """Write what is queued now (``Node.flush_pending`` calls it at the end of the
+        loop turn, or sooner)."""
         self._flush_scheduled = False
         if self._out and not self.closed and self.transport is not None:
             out, self._out = self._out, []
@@ -385,7 +437,7 @@ class Connection(asyncio.Protocol):
         """Flush what is queued and close (``connection_lost`` follows)."""
         if self.transport is None or self.transport.is_closing():
             return
-        self._flush()
+        self.flush()
         self.transport.close()
 
     def abort(self) -> None:

@@ -37,12 +37,11 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from logdevice.errors import E
-from logdevice.node.role import Peer, Role
+from logdevice.node.role import NodeServices, Peer, Role
 from logdevice.protocol import ClusterView, GetClusterView, Heartbeat, SequencerNode
 
 if TYPE_CHECKING:
     from logdevice.config import Config
-    from logdevice.node.server import Node
 
 log = logging.getLogger("logdevice.node.failure_detector")
 
@@ -191,7 +190,7 @@ class FailureDetectorRole(Role):
 
     name = "failure_detector"
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: NodeServices) -> None:
         super().__init__(node)
         settings = node.config.settings
         self.interval = settings.heartbeat_interval_ms / 1000

@@ -22,14 +22,11 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from logdevice.node.connection import Connection
+from logdevice.node.connection import Connection, ConnectionHost
 from logdevice.protocol.flags import NODE_FEATURES, PeerFeature
 from logdevice.security import NODE_PRINCIPAL
-
-if TYPE_CHECKING:
-    from logdevice.node.server import Node
 
 log = logging.getLogger("logdevice.node.links")
 
@@ -37,10 +34,16 @@ BACKOFF_INITIAL = 0.05
 BACKOFF_MAX = 1.0
 
 
+class LinkHost(ConnectionHost, Protocol):
+    """What links use of their node (``server.Node`` is one)."""
+
+    def on_link_change(self, node: int, connected: bool) -> None: ...
+
+
 class PeerLink:
     """The outbound connection of this node to node ``index`` at ``host:port``."""
 
-    def __init__(self, node: Node, index: int, host: str, port: int) -> None:
+    def __init__(self, node: LinkHost, index: int, host: str, port: int) -> None:
         self.node = node
         self.index = index
         self.host = host
@@ -144,7 +147,7 @@ class _LoopbackEnd:
     principal = NODE_PRINCIPAL
     closed = False
 
-    def __init__(self, node: Node, id_: int) -> None:
+    def __init__(self, node: LinkHost, id_: int) -> None:
         self.node = node
         self.id = id_
         self.peer_node: int | None = node.index
@@ -183,7 +186,7 @@ class Loopback:
     connected = True
     features = NODE_FEATURES  # the same code at both ends
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: LinkHost) -> None:
         self.index = node.index
         # Negative ids: never equal to a real connection's id.
         self.out = _LoopbackEnd(node, -1)

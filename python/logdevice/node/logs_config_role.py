@@ -18,13 +18,9 @@ import asyncio
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
 
 from logdevice.logs_config import StoreLogsConfig
-from logdevice.node.role import Role
-
-if TYPE_CHECKING:
-    from logdevice.node.server import Node
+from logdevice.node.role import NodeServices, Role
 
 log = logging.getLogger("logdevice.node.logs_config")
 
@@ -34,7 +30,7 @@ class LogsConfigRole(Role):
 
     name = "logs_config"
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: NodeServices) -> None:
         super().__init__(node)
         self.source = StoreLogsConfig(node.config, watch_file=True)
         self._exec = ThreadPoolExecutor(1, thread_name_prefix="logs-config")

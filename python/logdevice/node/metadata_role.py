@@ -13,11 +13,11 @@ request says and does the store work in a thread of its own.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from logdevice.epochstore import StatusHistory
 from logdevice.errors import E
-from logdevice.node.role import Peer
+from logdevice.node.role import NodeServices, Peer
 from logdevice.node.store_requests import StoreRequestRole
 from logdevice.protocol import (
     ADMIN_ACTIONS,
@@ -28,9 +28,6 @@ from logdevice.protocol import (
 )
 from logdevice.rebuilding.requests import cancel_rebuild, request_rebuild
 
-if TYPE_CHECKING:
-    from logdevice.node.server import Node
-
 #: At most this many logs in one ``log_states`` request.
 MAX_LOGS_PER_REQUEST = 10_000
 
@@ -40,7 +37,7 @@ class MetadataRole(StoreRequestRole):
 
     name = "metadata"
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: NodeServices) -> None:
         super().__init__(node)
         self._history = StatusHistory()  # the event log as read so far (role's thread)
 

@@ -18,12 +18,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from logdevice.node.role import Role
-
-if TYPE_CHECKING:
-    from logdevice.node.server import Node
+from logdevice.node.role import NodeServices, Role
 
 log = logging.getLogger("logdevice.node.metrics")
 
@@ -214,7 +211,7 @@ class MetricsRole(Role):
 
     name = "metrics"
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: NodeServices) -> None:
         super().__init__(node)
         try:
             from prometheus_client import CollectorRegistry

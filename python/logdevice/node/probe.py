@@ -67,7 +67,8 @@ class NodeConnection:
                                               f" failed: {exc}") from None
         self.sock = sock
         self.decoder = FrameDecoder()
-        self._inbox: deque[Any] = deque()
+        #: Messages received and not yet returned by ``recv``.
+        self.inbox: deque[Any] = deque()
         self.hello_reply: HelloReply | None = None
         if hello:
             kw: dict[str, Any] = {"cluster": cluster, "role": role, "node_index": node_index,
@@ -109,10 +110,10 @@ class NodeConnection:
 
     def recv(self, timeout: float | None = None) -> Any:
         """The next message; TIMEDOUT after ``timeout`` s, PEER_CLOSED if the node closed."""
-        if self._inbox:
-            return self._inbox.popleft()
+        if self.inbox:
+            return self.inbox.popleft()
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
-        while not self._inbox:
+        while not self.inbox:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimedOutError(message=f"no message from {self.address} in time")
@@ -126,10 +127,10 @@ class NodeConnection:
             if not data:
                 raise error_for(E.PEER_CLOSED, f"{self.address} closed the connection")
             try:
-                self._inbox.extend(self.decoder.feed(data))
+                self.inbox.extend(self.decoder.feed(data))
             except ProtocolError:
                 raise
-        return self._inbox.popleft()
+        return self.inbox.popleft()
 
     def closed_by_peer(self, timeout: float | None = None) -> bool:
         """Read until the node closes the connection (True) or ``timeout`` (False);
@@ -149,7 +150,7 @@ class NodeConnection:
             if not data:
                 return True
             try:
-                self._inbox.extend(self.decoder.feed(data))
+                self.inbox.extend(self.decoder.feed(data))
             except ProtocolError:
                 return True
 

@@ -43,7 +43,7 @@ from logdevice.node.read_stream_server import (
     ServerReadStream,
     StreamState,
 )
-from logdevice.node.role import Peer, Role
+from logdevice.node.role import NodeServices, Peer, Role
 from logdevice.node.stats import ReadTotals
 from logdevice.protocol import (
     GetReadStreams,
@@ -58,7 +58,6 @@ from logdevice.protocol import (
 
 if TYPE_CHECKING:
     from logdevice.config import Config
-    from logdevice.node.server import Node
     from logdevice.storage.logsdb import LogsDB
 
 log = logging.getLogger("logdevice.node.read_streams")
@@ -128,7 +127,7 @@ class ReadStreamsRole(Role):
 
     Parameters
     ----------
-    node : Node
+    node : NodeServices
     db : LogsDB, optional
         The store to read; default: the storage role's (``node.role("storage").db``).
     budget_bytes : int
@@ -137,7 +136,7 @@ class ReadStreamsRole(Role):
 
     name = "read_streams"
 
-    def __init__(self, node: Node, db: LogsDB | None = None, *,
+    def __init__(self, node: NodeServices, db: LogsDB | None = None, *,
                  budget_bytes: int = DEFAULT_BUDGET_BYTES) -> None:
         super().__init__(node)
         self._db = db

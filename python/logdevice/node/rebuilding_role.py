@@ -71,7 +71,7 @@ from logdevice.epochstore import (
 )
 from logdevice.epochstore.events import ShardView
 from logdevice.errors import E, LogDeviceError
-from logdevice.node.role import Peer, Role
+from logdevice.node.role import NodeServices, Peer, Role
 from logdevice.protocol import RebuildAmend, RebuildStore, RebuildStored
 from logdevice.rebuilding.copies import amend_copies, amend_held, write_copies
 from logdevice.rebuilding.plan import (
@@ -87,7 +87,6 @@ from logdevice.storage.batch import RecordBatch
 from logdevice.storage.flags import FLAG_DRAINED
 
 if TYPE_CHECKING:
-    from logdevice.node.server import Node
     from logdevice.storage.logsdb import LogsDB
 
 log = logging.getLogger("logdevice.node.rebuilding")
@@ -119,7 +118,7 @@ class RebuildingRole(Role):
 
     name = "rebuilding"
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: NodeServices) -> None:
         super().__init__(node)
         settings = node.config.settings
         self.poll_interval = settings.rebuilding_poll_ms / 1000

@@ -22,7 +22,6 @@ import asyncio
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
 
 from logdevice.epochstore import AuthoritativeStatus, EpochStore
 from logdevice.epochstore.events import (
@@ -33,13 +32,10 @@ from logdevice.epochstore.events import (
     ShardStatusFold,
 )
 from logdevice.errors import LogDeviceError
-from logdevice.node.role import Role, cancel_and_wait
+from logdevice.node.role import NodeServices, Role, cancel_and_wait
 from logdevice.rebuilding.requests import needs_rebuild_event
 from logdevice.rebuilding.supervisor import ClusterHealth, decide
 from logdevice.security.store import open_cluster_store
-
-if TYPE_CHECKING:
-    from logdevice.node.server import Node
 
 log = logging.getLogger("logdevice.node.rebuilding_supervisor")
 
@@ -51,7 +47,7 @@ class RebuildingSupervisorRole(Role):
 
     name = "rebuilding_supervisor"
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: NodeServices) -> None:
         super().__init__(node)
         settings = node.config.settings
         self.grace_period = settings.self_rebuild_grace_period_ms / 1000

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from logdevice.epochstore import EpochStore, LogEpochState, TailRecord
 from logdevice.errors import E, LogDeviceError
-from logdevice.node.role import Peer
+from logdevice.node.role import NodeServices, Peer
 from logdevice.protocol import Gap, Records, Seal, Sealed, Start, Started, StartFlag, Stop
 from logdevice.sequencer import SendStore, Sequencer, SequencerState
 from logdevice.sequencer.recovery import (
@@ -53,7 +53,6 @@ from logdevice.sequencer.recovery import (
 if TYPE_CHECKING:
     import asyncio
 
-    from logdevice.node.server import Node
     from logdevice.node.store_sender import StoreSender
 
 log = logging.getLogger("logdevice.node.recovery")
@@ -63,7 +62,7 @@ class RecoveryHost(Protocol):
     """What recovery uses of the sequencer role that owns it."""
 
     @property
-    def node(self) -> Node: ...
+    def node(self) -> NodeServices: ...
     @property
     def sequencers(self) -> Mapping[int, Sequencer]: ...  # log -> its active sequencer
     @property

@@ -20,6 +20,9 @@ handler that has slow work to do schedules it (a task, an executor) and answers 
 with ``conn.send(...)``.  A handler that raises ``LogDeviceError`` makes the node answer
 ``Error(status)`` to the peer; any other exception is logged and answered with FAILED.
 Neither closes the connection.
+
+A role sees the node it runs on as a ``NodeServices``: the few node attributes and
+methods roles use (``server.Node`` is one), so no role depends on the node module.
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from logdevice.config import Config
-    from logdevice.node.server import Node
+    from logdevice.config import Config, NodeConfig
+    from logdevice.node.access import NodeAccess
+    from logdevice.protocol.flags import PeerFeature
     from logdevice.security import Principal
 
 
@@ -64,12 +68,74 @@ class Peer(Protocol):
 Handler = Callable[[Peer, Any], None]
 
 
+class NodeLink(Protocol):
+    """What roles use of the node's link to another node (or to itself)."""
+
+    @property
+    def connected(self) -> bool: ...
+
+    @property
+    def features(self) -> PeerFeature:
+        """What the peer understands (none while the link is down)."""
+
+    def send(self, msg: Any) -> bool: ...
+
+
+class NodeServices(Protocol):
+    """What roles use of the node they run on (``server.Node`` is one)."""
+
+    @property
+    def config(self) -> Config:
+        """The effective config now (replaced, never changed in place)."""
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def me(self) -> NodeConfig: ...
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop: ...
+
+    @property
+    def access(self) -> NodeAccess | None:
+        """TLS, authentication and ACLs; None when the config has no security section."""
+
+    @property
+    def generation(self) -> int:
+        """Grows on every restart of the node."""
+
+    @property
+    def links(self) -> Mapping[int, NodeLink]:
+        """The links to the other nodes, by node index."""
+
+    def role(self, name: str) -> Any: ...
+
+    def has_role(self, name: str) -> bool: ...
+
+    def link(self, node: int) -> NodeLink | None: ...
+
+    def send_to_node(self, node: int, msg: Any) -> bool: ...
+
+    def flush_pending(self) -> None: ...
+
+    def flush_nodes(self, nodes: Collection[int]) -> None: ...
+
+    def notify_release(self, log_id: int, lsn: int) -> None: ...
+
+    def notify_cluster_change(self, down: Collection[int], up: Collection[int]) -> None: ...
+
+    def set_config(self, config: Config) -> None: ...
+
+    def after_fresh_logs_config(self, callback: Callable[[], None]) -> bool: ...
+
+
 class Role:
     """Base class of node roles: every hook is a no-op, override what you use."""
 
     name = "role"
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: NodeServices) -> None:
         self.node = node
 
     def handlers(self) -> Mapping[type, Handler]:

@@ -83,7 +83,7 @@ import random
 import weakref
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ldcore import codec
 from ldcore import lsn as ldlsn
@@ -95,7 +95,7 @@ from logdevice.epochstore import EpochMetadata, EpochStore
 from logdevice.errors import E, LogDeviceError
 from logdevice.node.activations import ActivationBatcher
 from logdevice.node.recovery_driver import Recoveries, RecoveryDriver
-from logdevice.node.role import Peer, Role
+from logdevice.node.role import NodeServices, Peer, Role
 from logdevice.node.stats import AppendStats
 from logdevice.node.store_sender import StoreSender
 from logdevice.node.tail_batch import TailBatch
@@ -149,10 +149,6 @@ from logdevice.sequencer.seal_check import (
     SendCheckSeal,
     Undecided,
 )
-
-if TYPE_CHECKING:
-    from logdevice.node.failure_detector import FailureDetectorRole
-    from logdevice.node.server import Node
 
 log = logging.getLogger("logdevice.node.sequencer")
 
@@ -224,16 +220,28 @@ class _BatchReply:
                 message=self.message))
 
 
+class LiveNodes(Protocol):
+    """What the sequencer role asks the failure detector
+    (``failure_detector.FailureDetectorRole``)."""
+
+    @property
+    def live(self) -> Collection[int]:
+        """Nodes placement counts as alive now."""
+
+    def sequencer_weights(self) -> dict[int, float]:
+        """Live sequencer nodes and their weights."""
+
+
 class SequencerRole(Role):
     """Runs the sequencers of the logs this node owns."""
 
     name = "sequencer"
 
-    def __init__(self, node: Node, epoch_store: EpochStore | None = None) -> None:
+    def __init__(self, node: NodeServices, epoch_store: EpochStore | None = None) -> None:
         super().__init__(node)
         config = node.config
         self.settings = config.settings
-        self.fd: FailureDetectorRole = node.role("failure_detector")
+        self.fd: LiveNodes = node.role("failure_detector")
         self.health = NodeHealth(graylist_seconds=self.settings.store_graylist_ms / 1000,
                                  blacklist_seconds=self.settings.store_blacklist_ms / 1000)
         self.rng = random.Random()

@@ -165,7 +165,7 @@ class Node:
         self._flush_scheduled = False
         conns, self._unflushed = self._unflushed, []
         for conn in conns:
-            conn._flush()
+            conn.flush()
 
     def flush_nodes(self, nodes: Collection[int]) -> None:
         """Write what our links to ``nodes`` have queued, now (see ``flush_pending``)."""
@@ -173,7 +173,7 @@ class Node:
         for n in nodes:
             link = links.get(n)
             if link is not None and link.conn is not None:
-                link.conn._flush()
+                link.conn.flush()
 
     # -- events -----------------------------------------------------------------------------
     def notify_release(self, log_id: int, lsn: int) -> None:

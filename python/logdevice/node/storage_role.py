@@ -66,7 +66,7 @@ from logdevice.node.epoch_bound import EpochBound
 from logdevice.node.group_commit import GroupCommitter, StoreJob
 from logdevice.node.known_good import KnownGood
 from logdevice.node.purging import Purger
-from logdevice.node.role import Peer, Role
+from logdevice.node.role import NodeServices, Peer, Role
 from logdevice.node.shard_check import mark_damaged, mark_if_data_lost
 from logdevice.protocol import (
     CheckSeal,
@@ -100,7 +100,6 @@ from logdevice.storage.logsdb import LogsDB
 
 if TYPE_CHECKING:
     from logdevice.config import Config
-    from logdevice.node.server import Node
 
 log = logging.getLogger("logdevice.node.storage")
 
@@ -116,7 +115,7 @@ MAX_QUEUED_BYTES = 64 << 20
 RESUME_QUEUED_BYTES = 16 << 20
 
 
-def open_logsdb(node: Node) -> tuple[LogsDB, str | None]:
+def open_logsdb(node: NodeServices) -> tuple[LogsDB, str | None]:
     """The node's LogsDB in its data directory (created when missing), and what damage
     opening it found (None: none).
 
@@ -173,7 +172,7 @@ class StorageRole(Role):
 
     name = "storage"
 
-    def __init__(self, node: Node, db: LogsDB | None = None) -> None:
+    def __init__(self, node: NodeServices, db: LogsDB | None = None) -> None:
         super().__init__(node)
         self.enabled = node.me.is_storage
         self.db = db

@@ -11,15 +11,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from logdevice.epochstore import EpochStore
 from logdevice.errors import E, LogDeviceError
-from logdevice.node.role import Peer, Role
+from logdevice.node.role import NodeServices, Peer, Role
 from logdevice.security.store import open_cluster_store
-
-if TYPE_CHECKING:
-    from logdevice.node.server import Node
 
 __all__ = ["StoreRequestRole"]
 
@@ -29,7 +26,7 @@ log = logging.getLogger("logdevice.node.store_requests")
 class StoreRequestRole(Role):
     """A role whose requests are answered from the epoch store, in a thread of its own."""
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: NodeServices) -> None:
         super().__init__(node)
         self._exec = ThreadPoolExecutor(1, thread_name_prefix=self.name)
         self._store: EpochStore | None = None

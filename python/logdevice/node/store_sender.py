@@ -50,7 +50,7 @@ from logdevice.protocol import (
 from logdevice.sequencer import SendStore, Sequencer, StoreWave
 
 if TYPE_CHECKING:
-    from logdevice.node.server import Node
+    from logdevice.node.role import NodeServices
 
 log = logging.getLogger("logdevice.node.store_sender")
 
@@ -74,7 +74,7 @@ class StoreSender:
 
     Parameters
     ----------
-    node : Node
+    node : NodeServices
     payload_of : callable(request_id) -> (payload, checksum) or None
         The payload (and client crc32c) kept for an append; None once it was answered.
     sequencer_of : callable(log_id, epoch) -> Sequencer or None
@@ -82,7 +82,7 @@ class StoreSender:
         an epoch it repairs (its ``recovery_epoch`` then goes into the STORE).
     """
 
-    def __init__(self, node: Node, payload_of: Callable[[Any], tuple[Any, int] | None],
+    def __init__(self, node: NodeServices, payload_of: Callable[[Any], tuple[Any, int] | None],
                  sequencer_of: Callable[[int, int], Sequencer | None]) -> None:
         self.node = node
         self.payload_of = payload_of

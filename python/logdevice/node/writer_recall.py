@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from logdevice.errors import E
 from logdevice.protocol import GetWriterBlobs, WriterBlobs
@@ -21,7 +21,7 @@ from logdevice.sequencer.producers import ProducerTable
 from logdevice.sequencer.writer_recall import Recalled, SendGetWriterBlobs, WriterRecalls
 
 if TYPE_CHECKING:
-    from logdevice.node.role import Peer
+    from logdevice.node.role import NodeServices, Peer
     from logdevice.sequencer.sequencer import Sequencer
 
 log = logging.getLogger("logdevice.node.sequencer")
@@ -32,7 +32,7 @@ __all__ = ["WriterRecallDriver"]
 class WriterRecallDriver:
     """One node's writer recalls (see the module docstring)."""
 
-    def __init__(self, node: Any, producers: ProducerTable,
+    def __init__(self, node: NodeServices, producers: ProducerTable,
                  on_recalled: Callable[[int], None]) -> None:
         self.node = node
         settings = node.config.settings

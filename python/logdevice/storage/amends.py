@@ -22,10 +22,10 @@ from logdevice.storage import reads
 from logdevice.storage.rocksdb_batch import WriteBatch
 
 if TYPE_CHECKING:
-    from logdevice.storage.logsdb import LogsDB
+    from logdevice.storage.partitioned import PartitionedDB
 
 
-def amend_records(store: LogsDB, log_id: int, lsns: np.ndarray, flags: np.ndarray,
+def amend_records(partitions: PartitionedDB, log_id: int, lsns: np.ndarray, flags: np.ndarray,
                   waves: np.ndarray, copysets: np.ndarray, *, sync: bool) -> np.ndarray:
     """Amend the copies of ``lsns`` (checked, strictly increasing, above the trim point)
     to ``flags`` and ``copysets`` where the copy held has wave ``waves[i]`` and the same
@@ -36,7 +36,7 @@ def amend_records(store: LogsDB, log_id: int, lsns: np.ndarray, flags: np.ndarra
         return amended
     batch = WriteBatch()
     try:
-        for group in reads.records_by_partition(store, log_id, lsns, payloads=False):
+        for group in reads.records_by_partition(partitions, log_id, lsns, payloads=False):
             for pid, held in group:
                 if not len(held):
                     continue
@@ -45,7 +45,7 @@ def amend_records(store: LogsDB, log_id: int, lsns: np.ndarray, flags: np.ndarra
                 at = at[ok]
                 if not len(at):
                     continue
-                cf = store.parts.cf(pid)
+                cf = partitions.cf(pid)
                 cs, counts = K.normalize_copysets(copysets[at], len(at))
                 values, offsets = K.encode_amends(flags[at], waves[at], cs, counts)
                 batch.put_many(K.amend_keys(log_id, lsns[at]),
@@ -55,7 +55,7 @@ def amend_records(store: LogsDB, log_id: int, lsns: np.ndarray, flags: np.ndarra
                                K.fixed_offsets(len(at), K.CSI_KEY_LEN), values, offsets, cf)
                 amended[at] = True
         if batch.count():
-            store.parts.db.write(batch, sync=sync)
+            partitions.db.write(batch, sync=sync)
     finally:
         batch.close()
     return amended

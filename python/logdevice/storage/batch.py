@@ -55,7 +55,7 @@ class RecordBatch(RecordColumns):
         )
 
     @classmethod
-    def _concat_row_column(cls, name: str, arrays: list[np.ndarray]) -> np.ndarray:
+    def concat_row_column(cls, name: str, arrays: list[np.ndarray]) -> np.ndarray:
         if name != "copysets":
             return np.concatenate(arrays)
         # Copysets of different widths: the narrower ones padded with -1 (no node).

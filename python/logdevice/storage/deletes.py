@@ -19,17 +19,17 @@ from logdevice.storage import keys as K
 from logdevice.storage.rocksdb_batch import WriteBatch
 
 if TYPE_CHECKING:
-    from logdevice.storage.logsdb import LogsDB
+    from logdevice.storage.partitioned import PartitionedDB
 
 
-def _range_entries(store: LogsDB, pid: int, log_id: int, lo: int, hi: int):
+def _range_entries(partitions: PartitionedDB, pid: int, log_id: int, lo: int, hi: int):
     """(key, value) of the range entries of ``log_id`` in partition ``pid`` that may
     cover an LSN of ``[lo, hi]``."""
-    cf = store.parts.cf(pid)
+    cf = partitions.cf(pid)
     lower = K.log_prefix(K.CSI_RANGE, log_id)
     upper = K.csi_range_key(log_id, hi, 255)
     out = []
-    with store.parts.db.iterator(cf, lower, upper + b"\x00") as it:
+    with partitions.db.iterator(cf, lower, upper + b"\x00") as it:
         it.seek_for_prev(K.csi_range_key(log_id, lo - 1, 255))
         if it.valid() and K.range_last(it.value()) >= lo:
             out.append((it.key(), it.value()))
@@ -41,7 +41,8 @@ def _range_entries(store: LogsDB, pid: int, log_id: int, lo: int, hi: int):
     return out
 
 
-def delete_records(store: LogsDB, log_id: int, lsns: np.ndarray, *, sync: bool) -> int:
+def delete_records(partitions: PartitionedDB, log_id: int, lsns: np.ndarray, *,
+                   sync: bool) -> int:
     """Delete the records ``lsns`` (sorted) of ``log_id``; how many range entries were
     rewritten.  LSNs the store does not hold are ignored."""
     if not len(lsns):
@@ -49,13 +50,13 @@ def delete_records(store: LogsDB, log_id: int, lsns: np.ndarray, *, sync: bool) 
     lo, hi = int(lsns[0]), int(lsns[-1])
     batch = WriteBatch()
     rewritten = 0
-    for pid, _usage in store.parts.directory.ranges(log_id, lo, hi):
-        cf = store.parts.cf(pid)
+    for pid, _usage in partitions.directory.ranges(log_id, lo, hi):
+        cf = partitions.cf(pid)
         for lsn in lsns.tolist():
             batch.delete(K.data_key(log_id, lsn), cf)
             batch.delete(K.csi_key(log_id, lsn, K.CSI_SINGLE), cf)
             batch.delete(K.amend_key(log_id, lsn), cf)
-        for key, value in _range_entries(store, pid, log_id, lo, hi):
+        for key, value in _range_entries(partitions, pid, log_id, lo, hi):
             first, kind = K.read_be(key, 9), key[17]
             r_lsns, r_flags, r_cs = K.decode_range(first, kind, value)
             keep = ~np.isin(r_lsns, lsns)
@@ -68,5 +69,5 @@ def delete_records(store: LogsDB, log_id: int, lsns: np.ndarray, *, sync: bool) 
                 kept = r_lsns[keep]
                 batch.put(K.csi_range_key(log_id, int(kept[0]), K.CSI_RUN),
                           K.encode_run(kept, r_flags[keep], cs, counts), cf)
-    store.parts.db.write(batch, sync=sync)
+    partitions.db.write(batch, sync=sync)
     return rewritten

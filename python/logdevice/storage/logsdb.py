@@ -293,7 +293,7 @@ class LogsDB:
         with self._gate, self.parts.lock:
             live = want > np.uint64(self.trim_point(log_id))
             if live.any():
-                out[live] = amends.amend_records(self, log_id, want[live], fl[live],
+                out[live] = amends.amend_records(self.parts, log_id, want[live], fl[live],
                                                  wv[live], cs[live],
                                                  sync=sync or self.sync_writes)
                 if self.cache is not None:
@@ -348,7 +348,7 @@ class LogsDB:
             return 0
         with self._gate, self.parts.lock:
             held = len(reads.read_records_at(self, log_id, arr, False))
-            deletes.delete_records(self, log_id, arr, sync=sync)
+            deletes.delete_records(self.parts, log_id, arr, sync=sync)
             if self.cache is not None:
                 self.cache.changed(log_id, int(arr[0]), int(arr[-1]))
         return held

@@ -12,7 +12,7 @@ when retention drops it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -23,7 +23,8 @@ from logdevice.storage import keys as K
 from logdevice.storage.flags import FLAG_HOLE
 
 if TYPE_CHECKING:
-    from logdevice.storage.logsdb import LogsDB
+    from logdevice.storage.batch import RecordBatch
+    from logdevice.storage.partitioned import PartitionedDB
 
 __all__ = ["WriterEntries", "writer_entries", "scan"]
 
@@ -64,7 +65,18 @@ def writer_entries(log_id: int, lsns: np.ndarray, timestamps: np.ndarray,
     return out
 
 
-def scan(store: LogsDB, log_id: int, since_ms: int) -> WriterEntries:
+class BlobSource(Protocol):
+    """What ``scan`` uses of its store (``logsdb.LogsDB`` is one)."""
+
+    parts: PartitionedDB
+
+    def trim_point(self, log_id: int) -> int: ...
+
+    def read_records_at(self, log_id: int, lsns: Any, *, payloads: bool = True
+                        ) -> RecordBatch: ...
+
+
+def scan(store: BlobSource, log_id: int, since_ms: int) -> WriterEntries:
     """The blobs with a writer that ``store`` holds for ``log_id`` with a timestamp of at
     least ``since_ms``.  Blocking (RocksDB)."""
     trim = store.trim_point(log_id)

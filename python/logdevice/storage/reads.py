@@ -13,7 +13,7 @@ amendment entries over the same LSNs, which finds nothing at all in the usual ca
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -24,9 +24,19 @@ from logdevice.storage.flags import FLAG_WRITTEN_BY_RECOVERY
 from logdevice.storage.rocksdb import Chunk
 
 if TYPE_CHECKING:
-    from logdevice.storage.logsdb import LogsDB
+    from logdevice.storage.partitioned import PartitionedDB
 
 LSN_MAX = 2**64 - 1
+
+
+class ReadSource(Protocol):
+    """What the read path uses of its store (``logsdb.LogsDB`` is one)."""
+
+    parts: PartitionedDB
+
+    def trim_point(self, log_id: int) -> int: ...
+
+    def tail(self, log_id: int) -> int: ...
 
 
 def _upper(prefix: bytes, log_id: int, hi: int, kind: bytes = b"") -> bytes:
@@ -47,14 +57,14 @@ def _records(log_id: int, ch: Chunk, payloads: bool = True) -> RecordBatch:
     )
 
 
-def _amendments(store: LogsDB, pid: int, log_id: int, rb: RecordBatch, *,
+def _amendments(partitions: PartitionedDB, pid: int, log_id: int, rb: RecordBatch, *,
                 sparse: bool):
     """The amendment entries of partition ``pid`` over the LSNs of ``rb`` (lsns, flags,
     waves, copysets); ``sparse``: look up exactly those LSNs (a merge join) rather than
     scan the range they span."""
     lo, hi = int(rb.lsns[0]), int(rb.lsns[-1])
     lower = K.amend_key(log_id, lo)
-    with store.parts.db.iterator(store.parts.cf(pid), lower,
+    with partitions.db.iterator(partitions.cf(pid), lower,
                                  _upper(K.AMEND, log_id, hi)) as it:
         if sparse:
             ch = it.read_keys(K.amend_keys(log_id, rb.lsns),
@@ -84,12 +94,12 @@ def amendable(rb: RecordBatch, at: np.ndarray, flags: np.ndarray, waves: np.ndar
     return (rb.waves[at] == waves) & (((rb.flags[at] ^ flags) & rec) == 0)
 
 
-def _amend(store: LogsDB, pid: int, log_id: int, rb: RecordBatch, *,
+def _amend(partitions: PartitionedDB, pid: int, log_id: int, rb: RecordBatch, *,
            sparse: bool = False) -> RecordBatch:
     """``rb`` (records of partition ``pid``) with the amendments that apply to them."""
     if not len(rb):
         return rb
-    lsns, flags, waves, cs = _amendments(store, pid, log_id, rb, sparse=sparse)
+    lsns, flags, waves, cs = _amendments(partitions, pid, log_id, rb, sparse=sparse)
     if not len(lsns):
         return rb
     at = np.minimum(np.searchsorted(rb.lsns, lsns), len(rb) - 1)
@@ -127,7 +137,7 @@ def _cut(rb: RecordBatch, max_n: int, max_bytes: int) -> RecordBatch:
     return rb if n == len(rb) else rb.take(slice(0, n))
 
 
-def read_records(store: LogsDB, log_id: int, lo: int, hi: int, max_records: int,
+def read_records(store: ReadSource, log_id: int, lo: int, hi: int, max_records: int,
                  max_bytes: int, payloads: bool = True) -> RecordBatch:
     lo = max(lo, store.trim_point(log_id) + 1)
     if not payloads:
@@ -146,7 +156,7 @@ def read_records(store: LogsDB, log_id: int, lo: int, hi: int, max_records: int,
                 it.seek(lower)
                 ch = it.read_many(n_left, b_left if max_bytes else 0, split_head=True,
                                   skip_body=not payloads, key_hint=K.DATA_KEY_LEN)
-            rb = _amend(store, pid, log_id, _records(log_id, ch, payloads))
+            rb = _amend(store.parts, pid, log_id, _records(log_id, ch, payloads))
             if ch.stop != "end":
                 horizon = min(horizon, int(rb.lsns[-1]))
             got.append(rb)
@@ -173,12 +183,12 @@ def checked_lsns(lsns) -> np.ndarray:
     return want
 
 
-def records_by_partition(store: LogsDB, log_id: int, want: np.ndarray, payloads: bool
+def records_by_partition(partitions: PartitionedDB, log_id: int, want: np.ndarray, payloads: bool
                          ) -> list[list[tuple[int, RecordBatch]]]:
     """The records at LSNs ``want`` (checked, above the trim point) as written, without
     amendments: per group of overlapping partitions, (pid, records found there)."""
     out = []
-    for group in store.parts.directory.groups(log_id, int(want[0]), int(want[-1])):
+    for group in partitions.directory.groups(log_id, int(want[0]), int(want[-1])):
         got = []
         for pid, u in group:
             a = int(np.searchsorted(want, np.uint64(u.min_lsn), "left"))
@@ -188,7 +198,7 @@ def records_by_partition(store: LogsDB, log_id: int, want: np.ndarray, payloads:
                 continue
             lower = K.data_key(log_id, int(sel[0]))
             upper = _upper(K.DATA, log_id, int(sel[-1]))
-            with store.parts.db.iterator(store.parts.cf(pid), lower, upper) as it:
+            with partitions.db.iterator(partitions.cf(pid), lower, upper) as it:
                 ch = it.read_keys(K.data_keys(log_id, sel),
                                   K.fixed_offsets(len(sel), K.DATA_KEY_LEN), split_head=True,
                                   skip_body=not payloads)
@@ -198,7 +208,7 @@ def records_by_partition(store: LogsDB, log_id: int, want: np.ndarray, payloads:
     return out
 
 
-def read_records_at(store: LogsDB, log_id: int, lsns, payloads: bool = True) -> RecordBatch:
+def read_records_at(store: ReadSource, log_id: int, lsns, payloads: bool = True) -> RecordBatch:
     want = checked_lsns(lsns)
     if not len(want):
         return RecordBatch.empty(log_id, 0)
@@ -207,19 +217,20 @@ def read_records_at(store: LogsDB, log_id: int, lsns, payloads: bool = True) -> 
     if not len(want):
         return RecordBatch.empty(log_id, nxt)
     parts = []
-    for group in records_by_partition(store, log_id, want, payloads):
-        got = [_amend(store, pid, log_id, rb, sparse=True) for pid, rb in group]
+    for group in records_by_partition(store.parts, log_id, want, payloads):
+        got = [_amend(store.parts, pid, log_id, rb, sparse=True) for pid, rb in group]
         parts.append(got[0] if len(got) == 1 else _merge(log_id, got))
     return RecordBatch.concat_reads(log_id, parts, nxt)
 
 
-def _csi_partition(store: LogsDB, pid: int, log_id: int, lo: int, hi: int, budget: int):
+def _csi_partition(partitions: PartitionedDB, pid: int, log_id: int, lo: int, hi: int,
+                   budget: int):
     """One row per LSN of ``[lo, hi]`` in one partition's CSI (lsns, priority, flags,
     copysets; single entries have priority 0, range entries 1), and the LSN through which
     the partition was read completely."""
-    cf = store.parts.cf(pid)
+    cf = partitions.cf(pid)
     lower = K.csi_key(log_id, lo, K.CSI_SINGLE)
-    with store.parts.db.iterator(cf, lower, _upper(K.CSI, log_id, hi, b"\x00")) as it:
+    with partitions.db.iterator(cf, lower, _upper(K.CSI, log_id, hi, b"\x00")) as it:
         it.seek(lower)
         ch = it.read_many(budget, key_hint=K.CSI_KEY_LEN, body_hint=16 * min(budget, 4096))
     lsns, flags, cs = K.decode_csi(ch.keys, ch.bodies, ch.body_offsets)
@@ -227,7 +238,7 @@ def _csi_partition(store: LogsDB, pid: int, log_id: int, lo: int, hi: int, budge
     rows = [(lsns, np.zeros(len(lsns), np.uint8), flags, cs)]
     # Range entries never overlap each other: at most one starts before lo and covers it.
     lower = K.log_prefix(K.CSI_RANGE, log_id)
-    with store.parts.db.iterator(cf, lower, _upper(K.CSI_RANGE, log_id, hi, b"\x00")) as it:
+    with partitions.db.iterator(cf, lower, _upper(K.CSI_RANGE, log_id, hi, b"\x00")) as it:
         entries = []
         it.seek_for_prev(K.csi_range_key(log_id, lo - 1, 255))
         if it.valid() and K.range_last(value := it.value()) >= lo:
@@ -261,7 +272,7 @@ def _pad(cs: np.ndarray, width: int) -> np.ndarray:
     return np.pad(cs, ((0, 0), (0, width - cs.shape[1])), constant_values=-1)
 
 
-def _merge_rows(rows: list[tuple], horizon: int):
+def merge_rows(rows: list[tuple], horizon: int):
     """Rows in LSN order up to ``horizon``, one per LSN (single entries win)."""
     rows = [r for r in rows if len(r[0])] or rows[:1]
     width = max(r[3].shape[1] for r in rows)
@@ -289,7 +300,7 @@ def _merge_rows(rows: list[tuple], horizon: int):
     return lsns, flags, cs
 
 
-def read_csi(store: LogsDB, log_id: int, lo: int, hi: int, max_entries: int) -> CsiBatch:
+def read_csi(store: ReadSource, log_id: int, lo: int, hi: int, max_entries: int) -> CsiBatch:
     lo = max(lo, store.trim_point(log_id) + 1)
     out: list[tuple] = []
     left = max_entries
@@ -300,10 +311,10 @@ def read_csi(store: LogsDB, log_id: int, lo: int, hi: int, max_entries: int) -> 
             break
         rows, horizon = [], hi
         for pid, _ in group:
-            part_rows, done = _csi_partition(store, pid, log_id, lo, hi, left)
+            part_rows, done = _csi_partition(store.parts, pid, log_id, lo, hi, left)
             rows += part_rows
             horizon = min(horizon, done)
-        lsns, flags, cs = _merge_rows(rows, horizon)
+        lsns, flags, cs = merge_rows(rows, horizon)
         full = len(lsns)
         if full > left:
             lsns, flags, cs = lsns[:left], flags[:left], cs[:left]
@@ -326,7 +337,7 @@ def read_csi(store: LogsDB, log_id: int, lo: int, hi: int, max_entries: int) -> 
     )
 
 
-def find_time(store: LogsDB, log_id: int, ms: int) -> int:
+def find_time(store: ReadSource, log_id: int, ms: int) -> int:
     trim = store.trim_point(log_id)
     for pid, u in store.parts.directory.ranges(log_id, trim + 1, LSN_MAX):
         if u.max_ts < ms:

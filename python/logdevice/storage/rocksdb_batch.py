@@ -8,17 +8,21 @@ kind encoded into one buffer) the same way.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from logdevice._rocksdb import ffi, lib
 from logdevice.errors import E, error_for
 from logdevice.storage._rdb import as_buf, as_u64, cbuf, check_offsets, closed_error, u64p
 
-if TYPE_CHECKING:
-    from logdevice.storage.rocksdb import ColumnFamily
+
+class Family(Protocol):
+    """A column family as a batch uses it (``rocksdb.ColumnFamily``)."""
+
+    def handle(self) -> Any:
+        """The C column family handle."""
 
 
-def _cf_handle(cf: ColumnFamily | None):
+def _cf_handle(cf: Family | None):
     return ffi.NULL if cf is None else cf.handle()
 
 
@@ -36,7 +40,7 @@ class WriteBatch:
             raise closed_error("write batch")
         return self._ptr
 
-    def put(self, key, value, cf: ColumnFamily | None = None) -> None:
+    def put(self, key, value, cf: Family | None = None) -> None:
         b = self.handle()
         if cf is None:
             lib.rocksdb_writebatch_put(b, as_buf(key), len(key), as_buf(value), len(value))
@@ -45,14 +49,14 @@ class WriteBatch:
                 b, cf.handle(), as_buf(key), len(key), as_buf(value), len(value)
             )
 
-    def delete(self, key, cf: ColumnFamily | None = None) -> None:
+    def delete(self, key, cf: Family | None = None) -> None:
         b = self.handle()
         if cf is None:
             lib.rocksdb_writebatch_delete(b, as_buf(key), len(key))
         else:
             lib.rocksdb_writebatch_delete_cf(b, cf.handle(), as_buf(key), len(key))
 
-    def delete_range(self, start, end, cf: ColumnFamily | None = None) -> None:
+    def delete_range(self, start, end, cf: Family | None = None) -> None:
         """Delete every key in ``[start, end)``."""
         b = self.handle()
         if cf is None:
@@ -68,7 +72,7 @@ class WriteBatch:
         key_offsets,
         values,
         value_offsets,
-        cf: ColumnFamily | None = None,
+        cf: Family | None = None,
         heads=None,
         head_offsets=None,
         *,
@@ -107,7 +111,7 @@ class WriteBatch:
                 u64p(voff),
             )
 
-    def put_plan(self, plan: bytes, bodies, cf: ColumnFamily | None = None) -> int:
+    def put_plan(self, plan: bytes, bodies, cf: Family | None = None) -> int:
         """Put the entries of ``plan`` (made by ``ldcore.storefmt.encode_run``), whose
         values end in slices of ``bodies`` (bytes-like); returns how many.  A plan that
         runs past its end, or past the end of ``bodies``, puts nothing: INVALID_PARAM."""
@@ -121,7 +125,7 @@ class WriteBatch:
             raise error_for(E.INVALID_PARAM, "put plan runs past its end or its bodies")
         return n
 
-    def delete_many(self, keys, key_offsets, cf: ColumnFamily | None = None) -> None:
+    def delete_many(self, keys, key_offsets, cf: Family | None = None) -> None:
         """Delete n keys given as one buffer and n + 1 offsets."""
         b = self.handle()
         koff = as_u64(key_offsets)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Iterator as _PyIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -26,8 +26,15 @@ from logdevice.storage._rdb import (
     u64p,
 )
 
-if TYPE_CHECKING:
-    from logdevice.storage.rocksdb import DB, Ownership
+
+class IteratorOwner(Protocol):
+    """Where an iterator's C objects are kept until freed (``rocksdb.Ownership``)."""
+
+    iters: dict[int, tuple]  # token -> (iterator*, readoptions*, keep-alive)
+
+    def add_iter(self, it: Any, ro: Any, keep: list[Any]) -> int: ...
+
+    def release_iter(self, token: int) -> None: ...
 
 
 @dataclass
@@ -147,7 +154,7 @@ class Iterator:
     Iterating the object yields ``(key, value)`` from the current position.
     """
 
-    def __init__(self, db: DB, state: Ownership, dbp, handle, lower, upper, fill_cache=True,
+    def __init__(self, db: object, state: IteratorOwner, dbp, handle, lower, upper, fill_cache=True,
                  readahead=0) -> None:
         ro = lib.rocksdb_readoptions_create()
         keep = []

@@ -28,7 +28,7 @@ amendments (``keys``) in the same batch: the copy written now is the newest.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -40,7 +40,10 @@ from logdevice.storage import producers
 from logdevice.storage.partitions import Usage
 
 if TYPE_CHECKING:
-    from logdevice.storage.logsdb import LogsDB
+    import contextlib
+
+    from logdevice.storage.partitioned import PartitionedDB
+    from logdevice.storage.record_cache import RecordCache
 
 LSN_MAX = 2**64 - 1
 _BLOB = int(FLAG_BUFFERED_WRITER_BLOB)  # records that may carry a writer entry
@@ -86,13 +89,30 @@ def _bytes_like(payloads):
         raise _invalid(f"payloads must be bytes-like: {e}") from None
 
 
+class WriteTarget(Protocol):
+    """What a pending write uses of its store (``logsdb.LogsDB`` is one)."""
+
+    parts: PartitionedDB
+    #: Told of every commit (None: the store keeps no record cache).
+    cache: RecordCache | None
+    max_payload: int | None
+    csi_ranges: bool
+    sync_writes: bool
+
+    def check_open(self) -> None: ...
+
+    def operation(self) -> contextlib.AbstractContextManager[None]: ...
+
+    def cache_written(self, written: list[tuple]) -> None: ...
+
+
 class PendingWrite:
     """Records for one atomic commit; fill with :meth:`add`, then :meth:`commit` once.
 
     The node group-commits concurrent STOREs by adding them all to one pending write.
     """
 
-    def __init__(self, store: LogsDB) -> None:
+    def __init__(self, store: WriteTarget) -> None:
         self._store = store
         self._batch = store.parts.take_batch()
         self._usage: dict[tuple[int, int], Usage] = {}  # (pid, log) -> what this write adds
