@@ -3,24 +3,15 @@ compare-and-set semantics.
 
 ``open_epoch_store(uri)`` picks the backend from the URI: ``file:`` is the embedded SQLite
 store (``FileEpochStore``, one machine); ``zookeeper:`` is ``ZooKeeperEpochStore`` (kazoo),
-for clusters across machines.  Both implement the same ``EpochStore`` contract.
+for clusters across machines.  Both implement the same ``EpochStore`` contract (``base``)
+over the value types of ``records``, changed by the pure functions of ``transitions``.
 """
 
 from __future__ import annotations
 
 import os
 
-from logdevice.epochstore.base import (
-    EPOCH_INVALID,
-    EPOCH_MAX,
-    EPOCH_MIN,
-    EpochMetadata,
-    EpochStore,
-    LogEpochState,
-    LogsConfigState,
-    TailRecord,
-    VersionMismatchError,
-)
+from logdevice.epochstore.base import EpochStore
 from logdevice.epochstore.events import (
     EVENT_TYPES,
     SHARD_ABORT_REBUILD,
@@ -34,6 +25,16 @@ from logdevice.epochstore.events import (
     StatusHistory,
 )
 from logdevice.epochstore.outcome import EpochOutcome
+from logdevice.epochstore.records import (
+    EPOCH_INVALID,
+    EPOCH_MAX,
+    EPOCH_MIN,
+    EpochMetadata,
+    LogEpochState,
+    LogsConfigState,
+    TailRecord,
+    VersionMismatchError,
+)
 from logdevice.epochstore.sqlite import FileEpochStore
 from logdevice.epochstore.uri import EpochStoreURI, parse_epoch_store_uri
 from logdevice.epochstore.zookeeper import ZooKeeperCredential, ZooKeeperEpochStore

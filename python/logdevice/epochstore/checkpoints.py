@@ -24,7 +24,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from logdevice.epochstore.base import EpochStore, LogEpochState
+from logdevice.epochstore.base import EpochStore
+from logdevice.epochstore.records import LogEpochState
 from logdevice.errors import E, InvalidParamError, LogDeviceError
 
 __all__ = ["CHECKPOINT_KEYS", "checkpoint_key", "is_checkpoint_key", "load_checkpoints",
