@@ -20,7 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from logdevice.logs_config import StoreLogsConfig
+from logdevice.logs_config_store import StoreLogsConfig
 from logdevice.node.role import Role
 
 if TYPE_CHECKING:
