@@ -77,7 +77,8 @@ def test_the_epoch_store_package_names_resolve():
 
 
 def test_tools_run_as_modules():
-    for module, prog in (("logdevice.tools.ldshell", "ldshell"),):
+    for module, prog in (("logdevice.tools.ldshell", "ldshell"),
+                         ("logdevice.tools.dev_cluster", "ld-dev-cluster")):
         p = _python("-m", module, "--help")
         assert p.returncode == 0, p.stderr
         assert p.stdout.startswith(f"usage: {prog} "), p.stdout
