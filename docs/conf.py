@@ -83,14 +83,13 @@ def _generate() -> None:
         + _table("a principal (security.principals.<name>)",
                  [r for r in _field_rows(PrincipalConfig) if r[0] != "name"]) + "\n"
         + _table("an ACL (security.acl, logs[].acl)", _field_rows(Acl)))
-    from logdevice import local_cluster
     from logdevice.node import main as node_main
-    from logdevice.tools import ldbench, ldcat, ldtail, ldwrite
+    from logdevice.tools import dev_cluster, ldbench, ldcat, ldtail, ldwrite
 
     parts = []
     for name, mod in (("logdeviced", node_main), ("ldwrite", ldwrite), ("ldcat", ldcat),
                       ("ldtail", ldtail), ("ldbench", ldbench),
-                      ("ld-dev-cluster", local_cluster)):
+                      ("ld-dev-cluster", dev_cluster)):
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf), contextlib.suppress(SystemExit):
             mod.main(["--help"])

@@ -19,13 +19,13 @@ ZooKeeper; clients use ``<root>/cluster.json``).
 
 With ``tls=True`` the cluster runs with TLS on every connection: a CA, the nodes'
 certificate (CN ``logdevice-node``, valid for every node address) and its key are made
-with ``trustme`` (a test dependency) under ``<root>/tls/``; ``client_cert(name)`` issues a
-client certificate of that CA for principal ``name``.  ``security={...}`` adds to the
-config's ``security`` section (principals, the default ACL, ``tls.require_client_cert``);
-per-log-group ACLs are the ``acl`` log attribute.  Security without TLS gets a generated
-node secret unless one is given.  The cluster's own probes act as a node.
-``security={"insecure": True}`` is the config's way of running nodes beyond loopback
-without security, on purpose (nothing is generated then).
+under ``<root>/tls/`` (``security.dev_certs``, with ``trustme``, a test dependency);
+``client_cert(name)`` issues a client certificate of that CA for principal ``name``.
+``security={...}`` adds to the config's ``security`` section (principals, the default
+ACL, ``tls.require_client_cert``); per-log-group ACLs are the ``acl`` log attribute.
+Security without TLS gets a generated node secret unless one is given.  The cluster's own
+probes act as a node.  ``security={"insecure": True}`` is the config's way of running
+nodes beyond loopback without security, on purpose (nothing is generated then).
 
 Nodes on addresses that are not this process's (each node in a network namespace of its
 own, say) take ``ports=[(data, admin), ...]`` chosen by the caller and
@@ -38,18 +38,15 @@ bounded time and SIGKILLs what is left.  On Linux the nodes also get SIGKILL if 
 thread that started them dies (``PR_SET_PDEATHSIG``), so even a crashed test runner
 leaves no orphans.
 
-``ld-dev-cluster`` (``main``) starts one, prints the config path and runs until Ctrl-C or
-SIGTERM.
+``ld-dev-cluster`` (``tools.dev_cluster``) runs one from the shell.
 """
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import contextlib
 import ctypes
 import dataclasses
-import ipaddress
 import os
 import secrets
 import shutil
@@ -65,21 +62,19 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
-from logdevice.cli import add_version
 from logdevice.client import Client
 from logdevice.config import Config, LogGroup, Settings, make_local_config
-from logdevice.epochstore.uri import parse_epoch_store_uri
-from logdevice.errors import LogDeviceError
 from logdevice.node.failure_detector import config_version
 from logdevice.node.probe import cluster_view
 from logdevice.rebuilding.requests import request_rebuild
 from logdevice.security import PLAIN, ConnectSecurity
+from logdevice.security.dev_certs import NODE_SUBJECT, DevCertificates
 from logdevice.security.store import open_cluster_store, open_existing_cluster_store
 
 if TYPE_CHECKING:
     from logdevice.client.settings import ClientSettingKwargs
 
-__all__ = ["LocalCluster", "main"]
+__all__ = ["LocalCluster", "free_ports"]
 
 #: Settings a local cluster uses unless told otherwise: notice a dead node in 1.5 s.
 LOCAL_SETTINGS: dict[str, Any] = {"dead_timeout_ms": 1500, "suspect_timeout_ms": 1000}
@@ -88,8 +83,6 @@ _LOG_ATTR_NAMES = {f.name for f in dataclasses.fields(LogGroup)} - {"name", "lo"
                                                                     "replication"}
 _LIVE: weakref.WeakSet[LocalCluster] = weakref.WeakSet()
 _PR_SET_PDEATHSIG = 1
-#: The CN of the node certificate of a cluster with ``tls=True``.
-NODE_SUBJECT = "logdevice-node"
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
@@ -204,7 +197,7 @@ class LocalCluster:
             raise ValueError(f"ports has {len(ports)} entries for {nodes} nodes")
         self.separate_roots = hosts is not None
         host_list = list(hosts) if hosts is not None else ["127.0.0.1"] * nodes
-        self._ca: Any = None  # trustme.CA with tls=True
+        self._certs: DevCertificates | None = None  # with tls=True
         self.node_security = PLAIN  # what the cluster's probes present (set below)
         try:
             section = self._security_section(tls, security, host_list, epoch_store)
@@ -258,23 +251,10 @@ class LocalCluster:
             return dict(extra)  # the config's parser says what else may go with it
         section: dict[str, Any] = {}
         if tls:
-            try:
-                import trustme  # optional (the "test" extra): only tls=True needs it
-            except ImportError:
-                raise RuntimeError("LocalCluster(tls=True) needs trustme (pip install "
-                                   "trustme, or the package's test extra)") from None
-            tls_dir = self.root / "tls"
-            tls_dir.mkdir(exist_ok=True)
-            self._ca = trustme.CA()
-            self._ca.cert_pem.write_to_path(str(tls_dir / "ca.pem"))
-            node = self._ca.issue_cert(*dict.fromkeys([*hosts, "localhost"]),
-                                       common_name=NODE_SUBJECT)
-            node.private_key_pem.write_to_path(str(tls_dir / "node.key"))
-            with open(tls_dir / "node.pem", "wb") as f:
-                for blob in node.cert_chain_pems:
-                    f.write(blob.bytes())
-            section["tls"] = {"cert": str(tls_dir / "node.pem"),
-                              "key": str(tls_dir / "node.key"), "ca": str(tls_dir / "ca.pem")}
+            self._certs = DevCertificates(self.root / "tls")
+            node_cert, node_key = self._certs.node_cert([*hosts, "localhost"])
+            section["tls"] = {"cert": str(node_cert), "key": str(node_key),
+                              "ca": str(self._certs.ca_path)}
             section["node_subjects"] = [NODE_SUBJECT]
         for key, value in (extra or {}).items():
             section[key] = {**section.get(key, {}), **value} if key == "tls" else value
@@ -300,15 +280,9 @@ class LocalCluster:
     def client_cert(self, name: str) -> tuple[Path, Path]:
         """A client certificate for principal ``name`` (its CN), signed by the cluster's
         CA: ``(cert_path, key_path)`` under ``<root>/tls/``.  Needs ``tls=True``."""
-        if self._ca is None:
+        if self._certs is None:
             raise RuntimeError("client_cert needs a cluster started with tls=True")
-        cert = self.root / "tls" / f"client-{name}.pem"
-        key = self.root / "tls" / f"client-{name}.key"
-        if not cert.exists():
-            leaf = self._ca.issue_cert(f"{name}.client.invalid", common_name=name)
-            leaf.private_key_pem.write_to_path(str(key))
-            leaf.cert_chain_pems[0].write_to_path(str(cert))
-        return cert, key
+        return self._certs.client_cert(name)
 
     # -- where things are -------------------------------------------------------------------
     def node_address(self, i: int) -> tuple[str, int]:
@@ -643,156 +617,3 @@ def _close_all() -> None:
         with contextlib.suppress(Exception):
             cluster.close()
 
-
-def _parse_logs(text: str) -> list[int]:
-    """``"1-100"`` or ``"1,5,7-9"`` -> log ids; ``ValueError`` saying what is wrong."""
-    out: list[int] = []
-    for part in text.split(","):
-        lo, dash, hi = part.strip().partition("-")
-        try:
-            a, b = int(lo), int(hi if dash else lo)
-        except ValueError:
-            raise ValueError(f"{part.strip()!r} is neither a log id nor a range "
-                             f"lo-hi") from None
-        if a < 1 or b < a:
-            raise ValueError(f"{part.strip()!r}: log ids are >= 1 and a range lo-hi has "
-                             f"lo <= hi")
-        out.extend(range(a, b + 1))
-    return out
-
-
-def _log_ids(text: str) -> list[int]:
-    try:
-        return _parse_logs(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{exc} (e.g. 1-100 or 1,5,7-9)") from None
-
-
-def _positive_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= 1")
-    return n
-
-
-def _loopback_hosts(text: str) -> list[str]:
-    hosts = [h.strip() for h in text.split(",")]
-    for h in hosts:
-        try:
-            ok = ipaddress.ip_address(h) in ipaddress.ip_network("127.0.0.0/8")
-        except ValueError:
-            ok = False
-        if not ok:
-            raise argparse.ArgumentTypeError(
-                f"{h!r} is not a loopback IPv4 address (127.0.0.0/8): every node of a local "
-                f"cluster runs on this machine")
-    return hosts
-
-
-#: ``ld-dev-cluster --tls``: TLS, two principals, trim and admin for one of them.
-DEV_TLS: dict[str, Any] = {
-    "tls": True,
-    "security": {"principals": {"app": {}, "admin": {}},
-                 "acl": {"trim": ["admin"], "admin": ["admin"]}},
-}
-
-
-def _epoch_store(text: str) -> str:
-    try:
-        parse_epoch_store_uri(text)
-    except LogDeviceError as exc:
-        raise argparse.ArgumentTypeError(exc.message) from None
-    return text
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ld-dev-cluster",
-                                description="Run a local logdevice cluster on loopback "
-                                            "addresses: prints the config path on stdout, "
-                                            "runs until Ctrl-C or SIGTERM.")
-    add_version(p)
-    p.add_argument("--nodes", type=_positive_int, default=None, metavar="N",
-                   help="number of nodes, each sequencer and storage (default 5, or one per "
-                        "--hosts address)")
-    p.add_argument("--replication", type=_positive_int, default=2, metavar="R",
-                   help="copies of every record, at most --nodes (default 2)")
-    p.add_argument("--logs", type=_log_ids, default=_parse_logs("1-100"), metavar="IDS",
-                   help="log ids, e.g. 1-100 or 1,5,7-9 (default 1-100)")
-    p.add_argument("--root", default=None,
-                   help="directory for config, data and node logs, kept on exit (default: a "
-                        "temporary one, removed on exit)")
-    p.add_argument("--log-level", default="INFO", type=str.upper,
-                   choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                   help="the nodes' log level (their logs: <root>/N<i>.log)")
-    p.add_argument("--epoch-store", default=None, metavar="URI", type=_epoch_store,
-                   help="epoch store, e.g. zookeeper:127.0.0.1:2181/dev (default: a SQLite "
-                        "file in the root)")
-    p.add_argument("--tls", action="store_true",
-                   help="a secured cluster: TLS, node certificates, principals 'app' "
-                        "(append, read) and 'admin' (also trim and admin), whose client "
-                        "certificates are written to <root>/tls/")
-    p.add_argument("--hosts", default=None, metavar="A,B,...", type=_loopback_hosts,
-                   help="one loopback address per node, e.g. 127.0.0.2,127.0.0.3,127.0.0.4 "
-                        "(each node then gets its own directory; needs a zookeeper: store)")
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``ld-dev-cluster``: start a local cluster, print its config path, run until Ctrl-C.
-
-    Bad arguments are usage errors (exit 2); a cluster that does not start or a node that
-    dies exits 1 with the end of the node's log (its path only when ``--root`` keeps it)."""
-    p = _parser()
-    args = p.parse_args(argv)
-    nodes: int = args.nodes if args.nodes is not None else 5
-    if args.hosts is not None:
-        if args.nodes is not None and args.nodes != len(args.hosts):
-            p.error(f"--nodes {args.nodes} but --hosts has {len(args.hosts)} addresses "
-                    f"(one per node)")
-        nodes = len(args.hosts)
-        if not (args.epoch_store or "").startswith("zookeeper:"):
-            p.error("--hosts needs --epoch-store zookeeper:HOST:PORT/ROOT (nodes in their own "
-                    "directories share no file)")
-    if args.replication > nodes:
-        p.error(f"--replication {args.replication} is more than the {nodes} nodes")
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: Any) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    try:
-        cluster = LocalCluster(nodes=nodes, replication=args.replication, logs=args.logs,
-                               root=args.root, log_level=args.log_level,
-                               epoch_store=args.epoch_store, hosts=args.hosts,
-                               **(DEV_TLS if args.tls else {}))
-    except (TimeoutError, RuntimeError, ValueError, OSError, LogDeviceError) as exc:
-        print(f"ld-dev-cluster: {exc}", file=sys.stderr)
-        return 1
-    with cluster:
-        print(cluster.config_path, flush=True)
-        if args.tls:
-            for name in DEV_TLS["security"]["principals"]:
-                cert, key = cluster.client_cert(name)
-                print(f"principal {name}: --tls-cert {cert} --tls-key {key}",
-                      file=sys.stderr, flush=True)
-        kept = "" if args.root is not None else ", removed on exit"
-        print(f"{cluster.n} nodes running (config, data and logs in {cluster.root}{kept}); "
-              f"Ctrl-C stops them", file=sys.stderr, flush=True)
-        while not stop.wait(0.5):
-            dead = [i for i in range(cluster.n) if not cluster.is_running(i)]
-            if dead:
-                i = dead[0]
-                print(f"ld-dev-cluster: N{i} exited with code {cluster.returncode(i)}; "
-                      f"{cluster.log_excerpt(i)}", file=sys.stderr)
-                return 1
-    print("stopped", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

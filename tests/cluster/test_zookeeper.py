@@ -200,7 +200,7 @@ def test_node_refuses_to_start_on_another_epoch_store(local_cluster, tmp_path):
 def test_ld_dev_cluster_on_zookeeper_and_loopback_hosts(zk_uri, tmp_path):
     hosts = HOSTS[:3]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "logdevice.local_cluster", "--epoch-store", zk_uri,
+        [sys.executable, "-m", "logdevice.tools.dev_cluster", "--epoch-store", zk_uri,
          "--hosts", ",".join(hosts), "--logs", "1-4", "--root", str(tmp_path / "dev")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

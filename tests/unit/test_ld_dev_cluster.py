@@ -1,4 +1,4 @@
-"""``ld-dev-cluster`` (``local_cluster.main``): bad arguments are argparse usage errors (exit
+"""``ld-dev-cluster`` (``tools.dev_cluster.main``): bad arguments are argparse usage errors (exit
 2) before anything starts, every option has a help text, the node count it prints is the
 cluster's, and its errors never send the user to a file under a temporary root that is
 removed on exit (they quote the end of the node's log instead)."""
@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from logdevice import local_cluster
-from logdevice.local_cluster import LocalCluster, main
+from logdevice.local_cluster import LocalCluster
+from logdevice.tools import dev_cluster
+from logdevice.tools.dev_cluster import main
 
 
 @pytest.fixture(autouse=True)
@@ -58,13 +60,13 @@ def test_bad_arguments_are_usage_errors(capsys, monkeypatch, argv, says):
     def no_cluster(*a, **kw):
         raise AssertionError("a cluster was started despite bad arguments")
 
-    monkeypatch.setattr(local_cluster, "LocalCluster", no_cluster)
+    monkeypatch.setattr(dev_cluster, "LocalCluster", no_cluster)
     err = usage_error(capsys, *argv)
     assert "ld-dev-cluster: error: " in err and says in err, err
 
 
 def test_every_option_has_help():
-    options = [a for a in local_cluster._parser()._actions
+    options = [a for a in dev_cluster.build_parser()._actions
                if a.option_strings and not isinstance(a, argparse._HelpAction)]
     assert {o for a in options for o in a.option_strings} >= {
         "--nodes", "--replication", "--logs", "--root", "--log-level", "--epoch-store",
@@ -102,7 +104,7 @@ class FakeCluster:
 
 
 def test_node_count_comes_from_the_hosts(capsys, monkeypatch):
-    monkeypatch.setattr(local_cluster, "LocalCluster", FakeCluster)
+    monkeypatch.setattr(dev_cluster, "LocalCluster", FakeCluster)
     hosts = "127.0.0.2,127.0.0.3,127.0.0.4"
     assert main(["--hosts", hosts, "--epoch-store", "zookeeper:127.0.0.1:2181/dev",
                  "--logs", "1-3,7", "--log-level", "debug"]) == 1

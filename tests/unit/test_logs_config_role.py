@@ -6,7 +6,7 @@ import asyncio
 import threading
 
 from logdevice.config import Config, make_local_config
-from logdevice.logs_config import StoreLogsConfig
+from logdevice.logs_config_store import StoreLogsConfig
 from logdevice.node.logs_config_role import LogsConfigRole
 
 

@@ -3,24 +3,19 @@ compare-and-set semantics.
 
 ``open_epoch_store(uri)`` picks the backend from the URI: ``file:`` is the embedded SQLite
 store (``FileEpochStore``, one machine); ``zookeeper:`` is ``ZooKeeperEpochStore`` (kazoo),
-for clusters across machines.  Both implement the same ``EpochStore`` contract.
+for clusters across machines.  Both implement the same ``EpochStore`` contract (``base``)
+over the value types of ``records``, changed by the pure functions of ``transitions``.
+
+Clients use the value types (a node's metadata replies decode into them) but never open a
+store, so importing this package loads neither ``EpochStore`` nor a backend: those (and
+``open_epoch_store``, in ``backends``) load on first use of their name.
 """
 
 from __future__ import annotations
 
-import os
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from logdevice.epochstore.base import (
-    EPOCH_INVALID,
-    EPOCH_MAX,
-    EPOCH_MIN,
-    EpochMetadata,
-    EpochStore,
-    LogEpochState,
-    LogsConfigState,
-    TailRecord,
-    VersionMismatchError,
-)
 from logdevice.epochstore.events import (
     EVENT_TYPES,
     SHARD_ABORT_REBUILD,
@@ -34,54 +29,41 @@ from logdevice.epochstore.events import (
     StatusHistory,
 )
 from logdevice.epochstore.outcome import EpochOutcome
-from logdevice.epochstore.sqlite import FileEpochStore
+from logdevice.epochstore.records import (
+    EPOCH_INVALID,
+    EPOCH_MAX,
+    EPOCH_MIN,
+    EpochMetadata,
+    LogEpochState,
+    LogsConfigState,
+    TailRecord,
+    VersionMismatchError,
+)
 from logdevice.epochstore.uri import EpochStoreURI, parse_epoch_store_uri
-from logdevice.epochstore.zookeeper import ZooKeeperCredential, ZooKeeperEpochStore
 from logdevice.shards import AuthoritativeStatus
 
+if TYPE_CHECKING:
+    from logdevice.epochstore.backends import open_epoch_store, open_existing_epoch_store
+    from logdevice.epochstore.base import EpochStore
+    from logdevice.epochstore.sqlite import FileEpochStore
+    from logdevice.epochstore.zookeeper import ZooKeeperCredential, ZooKeeperEpochStore
 
-def open_epoch_store(uri: str, *, base_dir: str | os.PathLike[str] | None = None,
-                     timeout: float = 10.0, auth: ZooKeeperCredential | None = None
-                     ) -> EpochStore:
-    """Open the epoch store named by ``uri``.
-
-    Parameters
-    ----------
-    uri : str
-        ``file:/abs/path/epochs.sqlite`` (a relative path is taken relative to
-        ``base_dir``, else the current directory) or ``zookeeper:host:port/root``.
-    timeout : float
-        Seconds an operation may wait for the store before TIMEDOUT.
-    auth : ZooKeeperCredential, optional
-        For ``zookeeper:``: authenticate with it and lock every znode to it (see
-        ``ZooKeeperEpochStore``).
-
-    Raises
-    ------
-    InvalidParamError
-        The URI is malformed.
-    LogDeviceError
-        NOTSUPPORTED: ``zookeeper:`` without kazoo installed.
-    """
-    parsed = parse_epoch_store_uri(uri, base_dir=base_dir)
-    if parsed.scheme == "file":
-        assert parsed.path is not None
-        return FileEpochStore(parsed.path, timeout=timeout)
-    return ZooKeeperEpochStore(parsed, timeout=timeout, auth=auth)
+#: The names loaded on first use, and their modules.
+_LAZY = {"open_epoch_store": "logdevice.epochstore.backends",
+         "open_existing_epoch_store": "logdevice.epochstore.backends",
+         "EpochStore": "logdevice.epochstore.base",
+         "FileEpochStore": "logdevice.epochstore.sqlite",
+         "ZooKeeperEpochStore": "logdevice.epochstore.zookeeper",
+         "ZooKeeperCredential": "logdevice.epochstore.zookeeper"}
 
 
-def open_existing_epoch_store(uri: str, *, timeout: float = 10.0,
-                              auth: ZooKeeperCredential | None = None) -> EpochStore | None:
-    """The store named by ``uri`` if it can already hold something, else None.
-
-    For readers and checks that must not create a store: a ``file:`` store whose file does
-    not exist (a cluster that never activated a log, or a client on another machine) is
-    None; a ``zookeeper:`` store is always opened (it is shared by design).
-    """
-    parsed = parse_epoch_store_uri(uri)
-    if parsed.scheme == "file" and (parsed.path is None or not parsed.path.exists()):
-        return None
-    return open_epoch_store(parsed.uri, timeout=timeout, auth=auth)
+def __getattr__(name: str) -> Any:
+    """A name of ``_LAZY``, imported now (PEP 562)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
 
 
 __all__ = [

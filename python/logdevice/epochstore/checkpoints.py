@@ -22,9 +22,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
-from logdevice.epochstore.base import EpochStore, LogEpochState
+from logdevice.epochstore.records import LogEpochState
+from logdevice.epochstore.transitions import UpdateFn
 from logdevice.errors import E, InvalidParamError, LogDeviceError
 
 __all__ = ["CHECKPOINT_KEYS", "checkpoint_key", "is_checkpoint_key", "load_checkpoints",
@@ -34,6 +35,15 @@ __all__ = ["CHECKPOINT_KEYS", "checkpoint_key", "is_checkpoint_key", "load_check
 CHECKPOINT_KEYS = 2**62 + 2**61
 MAX_NAME = 255
 Position = tuple[int, int]  # (lsn, batch offset)
+
+
+class EntryStore(Protocol):
+    """What checkpoints need of an epoch store (``EpochStore`` has it): a client that
+    only checks names does not load the store."""
+
+    def get(self, log_id: int) -> LogEpochState | None: ...
+
+    def update(self, log_id: int, fn: UpdateFn) -> LogEpochState | None: ...
 
 
 def validate_name(name: object) -> str:
@@ -76,7 +86,7 @@ def _positions(state: LogEpochState | None, name: str) -> dict[int, Position]:
             for log, p in state.extra.get("checkpoints", {}).items()}
 
 
-def load_checkpoints(store: EpochStore, name: str, owner: str | None = None
+def load_checkpoints(store: EntryStore, name: str, owner: str | None = None
                      ) -> dict[int, Position]:
     """``name``'s checkpoints: log id -> (lsn, batch offset); empty if it has none."""
     state = store.get(checkpoint_key(name))
@@ -85,7 +95,7 @@ def load_checkpoints(store: EpochStore, name: str, owner: str | None = None
     return _positions(state, name)
 
 
-def store_checkpoints(store: EpochStore, name: str, positions: Mapping[int, Position],
+def store_checkpoints(store: EntryStore, name: str, positions: Mapping[int, Position],
                       owner: str | None = None) -> dict[int, Position]:
     """Set ``name``'s checkpoints of the given logs (others stay); all of them after."""
     key = checkpoint_key(name)

@@ -26,8 +26,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from logdevice.epochstore.base import EpochStore, LogEpochState
+from logdevice.epochstore.base import EpochStore
 from logdevice.epochstore.checkpoints import CHECKPOINT_KEYS, claim, validate_name
+from logdevice.epochstore.records import LogEpochState
 from logdevice.errors import E, InvalidParamError, LogDeviceError
 
 __all__ = ["GROUP_KEYS", "group_key", "settle", "heartbeat"]

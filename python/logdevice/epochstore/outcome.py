@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from logdevice.errors import InvalidParamError
-from logdevice.storage.flags import FLAG_BRIDGE, FLAG_HOLE
+from logdevice.protocol.flags import FLAG_BRIDGE, FLAG_HOLE
 
 __all__ = ["EpochOutcome"]
 

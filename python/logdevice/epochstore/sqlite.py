@@ -23,18 +23,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from logdevice.epochstore.base import (
-    EpochStore,
+from logdevice.epochstore.base import EpochStore
+from logdevice.epochstore.events import validate_event
+from logdevice.epochstore.records import (
     LogEpochState,
-    LogsConfigFn,
     LogsConfigState,
-    UpdateFn,
     VersionMismatchError,
-    _check_log_id,
+    check_log_id,
+)
+from logdevice.epochstore.transitions import (
+    LogsConfigFn,
+    UpdateFn,
     next_logs_config,
     next_state,
 )
-from logdevice.epochstore.events import validate_event
 from logdevice.errors import E, LogDeviceError, TimedOutError
 
 SCHEMA_VERSION = 1
@@ -166,12 +168,12 @@ class FileEpochStore(EpochStore):
 
     # -- EpochStore -----------------------------------------------------------------------
     def get(self, log_id: int) -> LogEpochState | None:
-        log_id = _check_log_id(log_id)
+        log_id = check_log_id(log_id)
         rows = self._read("SELECT version, state FROM logs WHERE log_id=?", (log_id,))
         return self._decode(*rows[0]) if rows else None
 
     def epochs(self, log_ids: Sequence[int]) -> dict[int, int]:
-        ids = [_check_log_id(log_id) for log_id in log_ids]
+        ids = [check_log_id(log_id) for log_id in log_ids]
         out: dict[int, int] = {}
         for i in range(0, len(ids), _IN_MAX):
             chunk = ids[i:i + _IN_MAX]
@@ -181,7 +183,7 @@ class FileEpochStore(EpochStore):
         return out
 
     def update(self, log_id: int, fn: UpdateFn) -> LogEpochState | None:
-        log_id = _check_log_id(log_id)
+        log_id = check_log_id(log_id)
         try:
             with self._transaction() as c:
                 return self._update_in(c, log_id, fn)
@@ -191,7 +193,7 @@ class FileEpochStore(EpochStore):
     def update_many(self, changes: Sequence[tuple[int, UpdateFn]]
                     ) -> list[LogEpochState | None | LogDeviceError]:
         """Every change in one transaction: one commit (one fsync) for the batch."""
-        checked = [(_check_log_id(log_id), fn) for log_id, fn in changes]
+        checked = [(check_log_id(log_id), fn) for log_id, fn in changes]
         out: list[LogEpochState | None | LogDeviceError] = []
         try:
             with self._transaction() as c:
@@ -219,7 +221,7 @@ class FileEpochStore(EpochStore):
         return new
 
     def remove(self, log_id: int, expected_version: int | None = None) -> bool:
-        log_id = _check_log_id(log_id)
+        log_id = check_log_id(log_id)
         try:
             with self._transaction() as c:
                 row = c.execute("SELECT version FROM logs WHERE log_id=?", (log_id,)).fetchone()

@@ -44,21 +44,23 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from logdevice.epochstore.base import (
-    EpochStore,
+from logdevice.epochstore.base import EpochStore
+from logdevice.epochstore.events import validate_event
+from logdevice.epochstore.outcome import EpochOutcome
+from logdevice.epochstore.records import (
     LogEpochState,
-    LogsConfigFn,
     LogsConfigState,
-    MetadataArg,
     TailRecord,
-    UpdateFn,
     VersionMismatchError,
-    _check_log_id,
+    check_log_id,
+)
+from logdevice.epochstore.transitions import (
+    LogsConfigFn,
+    MetadataArg,
+    UpdateFn,
     next_logs_config,
     next_state,
 )
-from logdevice.epochstore.events import validate_event
-from logdevice.epochstore.outcome import EpochOutcome
 from logdevice.epochstore.uri import EpochStoreURI
 from logdevice.errors import E, LogDeviceError, TimedOutError
 
@@ -312,7 +314,7 @@ class ZooKeeperEpochStore(EpochStore):
         """The log's state, including every write ZooKeeper acknowledged before the call:
         the server this session talks to may lag behind another session's write (a
         sequencer's new epoch), so the read follows a sync."""
-        log_id = _check_log_id(log_id)
+        log_id = check_log_id(log_id)
 
         def read() -> LogEpochState | None:
             self._wait(self._zk.sync_async(self._log_path(log_id)))
@@ -323,7 +325,7 @@ class ZooKeeperEpochStore(EpochStore):
     def epochs(self, log_ids: Sequence[int]) -> dict[int, int]:
         """One sync (so every write ZooKeeper acknowledged before the call is seen, as in
         ``get``), then every log's read sent at once."""
-        ids = [_check_log_id(log_id) for log_id in log_ids]
+        ids = [check_log_id(log_id) for log_id in log_ids]
 
         def read() -> dict[int, int]:
             self._wait(self._zk.sync_async(self._logs))
@@ -339,7 +341,7 @@ class ZooKeeperEpochStore(EpochStore):
 
     def update(self, log_id: int,
                fn: Callable[[LogEpochState | None], LogEpochState | None]) -> LogEpochState | None:
-        log_id = _check_log_id(log_id)
+        log_id = check_log_id(log_id)
         path = self._log_path(log_id)
         token = uuid.uuid4().hex
         sent: list[Any] = []  # what the last write sent: (expected stat version, new state)
@@ -364,7 +366,7 @@ class ZooKeeperEpochStore(EpochStore):
         """The changes in ``multi`` transactions of up to ``_MULTI_MAX`` logs: one round
         trip per transaction (reads sent together, then one conditional write of them
         all), atomic like ``update``.  A log named twice goes one change at a time."""
-        checked = [(_check_log_id(log_id), fn) for log_id, fn in changes]
+        checked = [(check_log_id(log_id), fn) for log_id, fn in changes]
         if len(checked) < 2 or len({log_id for log_id, _ in checked}) != len(checked):
             return super().update_many(checked)
         out: list[LogEpochState | None | LogDeviceError] = []
@@ -462,7 +464,7 @@ class ZooKeeperEpochStore(EpochStore):
                                                 f"{self.timeout:g} s") from None
 
     def remove(self, log_id: int, expected_version: int | None = None) -> bool:
-        log_id = _check_log_id(log_id)
+        log_id = check_log_id(log_id)
         path = self._log_path(log_id)
 
         def attempt() -> bool:

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from logdevice.logs_config import StoreLogsConfig
+from logdevice.logs_config_store import StoreLogsConfig
 from logdevice.node.role import NodeServices, Role
 
 log = logging.getLogger("logdevice.node.logs_config")
