@@ -25,14 +25,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ldcore.lsn import EPOCH_INVALID, EPOCH_MAX, EPOCH_MIN
 from logdevice.epochstore.events import RebuildingSet, ShardStatusFold, ShardView
 from logdevice.epochstore.outcome import EpochOutcome
 from logdevice.errors import E, InvalidParamError, LogDeviceError, NotFoundError
 from logdevice.shards import AuthoritativeStatus
 
-EPOCH_INVALID = 0
-EPOCH_MIN = 1
-EPOCH_MAX = 0xFFFFFFFE
 LOGID_MAX = 2**63 - 1  # what a backend can key on; the config limits user logs further
 SCOPE_NAMES = ("region", "dc", "cluster", "row", "rack", "node")  # biggest first
 #: Recovery outcomes kept per log (the newest epochs).  A storage node that missed more

@@ -42,7 +42,6 @@ from logdevice.storage.partitions import Usage
 if TYPE_CHECKING:
     from logdevice.storage.logsdb import LogsDB
 
-LSN_MAX = 2**64 - 1
 _BLOB = int(FLAG_BUFFERED_WRITER_BLOB)  # records that may carry a writer entry
 
 
