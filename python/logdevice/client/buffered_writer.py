@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 import numpy as np
 
 from ldcore.checksum import crc32c
+from logdevice.backoff import ExponentialBackoff
 from logdevice.client.batching import (
     BLOB_OVERHEAD,
     PER_PAYLOAD_OVERHEAD,
@@ -59,7 +60,7 @@ from logdevice.client.batching import (
 from logdevice.client.context import ClientContext
 from logdevice.client.futures import BatchFuture, PayloadFuture
 from logdevice.client.payloads import as_byte_view, as_payload
-from logdevice.client.retry import WRITER_RETRYABLE, Backoff
+from logdevice.client.retry import JITTER, WRITER_RETRYABLE
 from logdevice.errors import E, InvalidParamError, LogDeviceError, error_for
 from logdevice.protocol import AppendFlag
 
@@ -422,7 +423,7 @@ class BufferedWriter:
         if ctx.settings.append_checksum:
             flags |= int(AppendFlag.CHECKSUM)
             checksum = crc32c(blob)
-        backoff = Backoff(*self.backoff)
+        backoff = ExponentialBackoff(*self.backoff, jitter=JITTER)
         try:
             while True:
                 b.attempts += 1
