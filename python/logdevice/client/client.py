@@ -26,6 +26,7 @@ from typing import Any, TypeVar, Unpack, cast
 import numpy as np
 
 from ldcore.checksum import crc32c
+from logdevice import validate
 from logdevice.client import combine, reader_queries, summaries
 from logdevice.client.append_batcher import AppendBatcher
 from logdevice.client.buffered_writer import (
@@ -71,18 +72,6 @@ LOGS_PER_REQUEST = 50_000
 _WAIT_SLACK = 5.0
 
 
-def check_timeout(timeout: Any, what: str = "timeout") -> float | None:
-    """``timeout`` as float seconds (None stays None); ``InvalidParamError`` unless a
-    number >= 0."""
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not (
-            timeout >= 0):  # "not >=" also refuses NaN
-        raise InvalidParamError(message=f"{what} must be None or seconds >= 0, "
-                                        f"got {timeout!r}")
-    return float(timeout)
-
-
 class Client:
     """A connection to one cluster.
 
@@ -110,12 +99,11 @@ class Client:
     def __init__(self, config: str | os.PathLike[str] | Config, timeout: float = 10.0,
                  **settings: Unpack[ClientSettingKwargs]) -> None:
         loaded = config if isinstance(config, Config) else Config.load(config)
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-            raise InvalidParamError(message=f"timeout must be a positive number, got {timeout!r}")
+        timeout = validate.timeout(timeout, positive=True)
         # The loop, core, runtime log groups and what readers share live in the context;
         # readers and writers get the context, not the client.
         self._ctx = ClientContext(loaded, ClientSettings.from_config(loaded, settings),
-                                  float(timeout), owner=self)
+                                  timeout, owner=self)
         self._core = self._ctx.core
         self._loop = self._ctx.loop
         self._appends = AppendBatcher(self._loop, self._core)
@@ -255,7 +243,7 @@ class Client:
         return cast(T, self._loop.run(fn, *args, timeout=t + _WAIT_SLACK))
 
     def _timeout(self, timeout: float | None) -> float:
-        t = check_timeout(timeout)
+        t = validate.optional_timeout(timeout)
         return self.timeout if t is None else t
 
     def _prepare_append(self, log_id: int, payload: Any) -> tuple[Any, int]:
@@ -385,8 +373,7 @@ class Client:
         the log's tail would swallow records not written yet: the nodes refuse it
         (``TooBigError``) unless ``force`` (which needs ``admin`` on the log)."""
         group = self._log_group(log_id)
-        if isinstance(lsn, bool) or not isinstance(lsn, int) or not 0 <= lsn < LSN_MAX:
-            raise InvalidParamError(message=f"trim lsn must be an int in [0, LSN_MAX), got {lsn!r}")
+        validate.lsn(lsn, "trim lsn", below_max=True)
         msg = Trim(request_id=0, log_id=log_id, lsn=lsn, force=bool(force))
         self._call(self._storage, log_id, lambda: msg, combine.combine_trim, group,
                    self._timeout(timeout), timeout=timeout)
@@ -557,9 +544,8 @@ class Client:
             if not (isinstance(lo, int) and isinstance(hi, int) and lo >= 0 and hi < LSN_MAX):
                 raise InvalidParamError(message=f"record_rows: log {log_id}: bad range "
                                                 f"({lo!r}, {hi!r})")
-        if max_rows is not None and (isinstance(max_rows, bool) or
-                                     not isinstance(max_rows, int) or max_rows < 1):
-            raise InvalidParamError(message=f"max_rows must be an int >= 1, got {max_rows!r}")
+        if max_rows is not None:
+            validate.count(max_rows, "max_rows", minimum=1)
         his = [ranges[x][1] for x in logs]
         msg = GetRecordRows(request_id=0, log_ids=np.array(logs, np.uint64),
                             los=np.array([ranges[x][0] for x in logs], np.uint64),

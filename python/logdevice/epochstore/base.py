@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ldcore.lsn import EPOCH_INVALID, EPOCH_MAX, EPOCH_MIN
+from logdevice import validate
 from logdevice.epochstore.events import RebuildingSet, ShardStatusFold, ShardView
 from logdevice.epochstore.outcome import EpochOutcome
 from logdevice.errors import E, InvalidParamError, LogDeviceError, NotFoundError
@@ -51,9 +52,7 @@ class VersionMismatchError(LogDeviceError):
 
 
 def _check_log_id(log_id: Any) -> int:
-    if isinstance(log_id, bool) or not isinstance(log_id, int) or not 0 < log_id <= LOGID_MAX:
-        raise InvalidParamError(message=f"bad log id {log_id!r}")
-    return log_id
+    return validate.log_id(log_id, maximum=LOGID_MAX)
 
 
 def _normalize_replication(value: Any) -> dict[str, int]:
