@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
-LSN_INVALID = 0
-LSN_OLDEST = 1
-LSN_MAX = 2**64 - 1
+from ldcore.lsn import LSN_INVALID, LSN_MAX, LSN_OLDEST
+
+__all__ = ["LSN_INVALID", "LSN_OLDEST", "LSN_MAX", "GapType", "DataRecord", "GapRecord"]
 
 
 class GapType(IntEnum):

@@ -54,6 +54,19 @@ def test_bad_timeouts_are_invalid_param(client, bad):
         client.get_tail_lsn(1, timeout=bad)
 
 
+@pytest.mark.parametrize("bad", [-1, True, float("nan"), float("inf")])
+def test_readers_and_writers_refuse_the_timeouts_the_client_refuses(client, bad):
+    reader = client.create_reader()
+    try:
+        with pytest.raises(InvalidParamError, match="timeout must be"):
+            reader.read(1, timeout=bad)
+    finally:
+        reader.close()
+    with pytest.raises(InvalidParamError, match="time_trigger must be"):
+        BufferedWriter(client, time_trigger=bad)
+    with pytest.raises(InvalidParamError, match="timeout must be"):
+        client.get_tail_lsn(1, timeout=bad)
+
 def test_buffered_writer_refuses_object_buffers(client):
     w = BufferedWriter(client)
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from logdevice.backoff import ExponentialBackoff
 from logdevice.client.combine import (
     HeadAttributes,
     combine_data_size,
@@ -14,7 +15,7 @@ from logdevice.client.combine import (
     f_majority,
     storage_nodeset,
 )
-from logdevice.client.retry import WRITER_RETRYABLE, Backoff
+from logdevice.client.retry import JITTER, WRITER_RETRYABLE
 from logdevice.client.routing import Routing
 from logdevice.client.settings import ClientSettings
 from logdevice.config import make_local_config
@@ -210,9 +211,9 @@ def test_settings_from_config_and_overrides(config):
 
 
 def test_backoff_doubles_with_jitter_and_caps():
-    b = Backoff(0.01, 0.05, rng=lambda: 1.0)
+    b = ExponentialBackoff(0.01, 0.05, jitter=JITTER, rng=lambda: 1.0)
     assert [round(b.next_delay(), 4) for _ in range(5)] == [0.01, 0.02, 0.04, 0.05, 0.05]
-    low = Backoff(0.1, 0.1, rng=lambda: 0.0)
+    low = ExponentialBackoff(0.1, 0.1, jitter=JITTER, rng=lambda: 0.0)
     assert low.next_delay() == pytest.approx(0.05)
     assert {E.SEQNOBUFS, E.NOSEQUENCER, E.TIMEDOUT} <= WRITER_RETRYABLE
     assert E.NOTFOUND not in WRITER_RETRYABLE and E.TOOBIG not in WRITER_RETRYABLE

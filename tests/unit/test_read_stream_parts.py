@@ -67,7 +67,7 @@ def test_senders_messages_versions_and_reconnects():
         ss.send_start(s, 5, 20, None)
         assert s.reconnect_at is None
     ss.started(s)
-    assert s.backoff == 0.125 and s.connected and s.acked_version == 2
+    assert s.backoff.upcoming == 0.125 and s.connected and s.acked_version == 2
     assert ss.next_reconnect() is None
 
 

@@ -72,6 +72,6 @@ def test_what_counts_as_away_and_the_retry_delays():
     assert not is_away(error_for(E.ACCESS)) and not is_away(LogDeviceError(E.NOTFOUND))
     assert not is_away(ConnectionRefusedError())
     d = RetryDelay()
-    assert [d.next() for _ in range(6)] == [0.5, 1.0, 2.0, 4.0, 5.0, 5.0]
+    assert [d.next_delay() for _ in range(6)] == [0.5, 1.0, 2.0, 4.0, 5.0, 5.0]
     d.reset()
-    assert d.next() == 0.5
+    assert d.next_delay() == 0.5

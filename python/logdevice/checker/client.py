@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ldcore import availability
+from ldcore.lsn import LSN_MAX
 from logdevice.checker.verdict import NodeHoldings
 from logdevice.checker.wire import unpack_availability, unpack_runs
 from logdevice.client.connection import Connection
@@ -33,7 +34,6 @@ from logdevice.security import ConnectSecurity
 
 __all__ = ["AvailabilityClient", "NodeStream", "Fetched", "REPLY_OVERHEAD", "DEFAULT_PAGE_RECORDS"]
 
-LSN_MAX = 2**64 - 1
 #: Bytes of a reply besides its sections (frame prefix and header), for the byte count.
 REPLY_OVERHEAD = 64
 #: Records per reply asked for: ~0.5 MB on the wire for per-record copysets; fewer, larger

@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ldcore.lsn import epoch_of, esn_of
 from logdevice.checker.client import (
     DEFAULT_PAGE_RECORDS,
     LSN_MAX,
@@ -373,7 +374,7 @@ def _epoch_ends(recovered: dict[int, int], released: int) -> dict[int, int]:
     the release pointer no earlier than the pointer (ESNs up to it are released)."""
     ends = dict(recovered)
     if released:
-        epoch, esn = released >> 32, released & 0xFFFFFFFF
+        epoch, esn = epoch_of(released), esn_of(released)
         ends[epoch] = max(ends.get(epoch, 0), esn)
     return ends
 

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ldcore.lsn import LSN_MAX, compose, epoch_of
+
 __all__ = ["Grid"]
 
-_ESN = np.uint64(0xFFFFFFFF)
 _SHIFT = np.uint64(32)
-_LSN_MAX = 2**64 - 1
 
 
 def _epochs(lsns: np.ndarray) -> np.ndarray:
@@ -30,9 +30,11 @@ def _epochs(lsns: np.ndarray) -> np.ndarray:
     out: list[int] = []
     at, n = 0, len(lsns)
     while at < n:
-        e = int(lsns[at]) >> 32
+        e = epoch_of(int(lsns[at]))
         out.append(e)
-        at = int(np.searchsorted(lsns, np.uint64((e + 1) << 32))) if e < 0xFFFFFFFF else n
+        if e == epoch_of(LSN_MAX):
+            break  # the last epoch has no next one
+        at = int(np.searchsorted(lsns, np.uint64(compose(e + 1, 0))))
     return np.array(out, np.uint64)
 
 
@@ -52,15 +54,15 @@ class Grid:
 
     @classmethod
     def build(cls, lo: int, parts: Sequence[np.ndarray], ends: Mapping[int, int] | None = None,
-              hi: int = _LSN_MAX) -> Grid:
+              hi: int = LSN_MAX) -> Grid:
         """The grid of sorted uint64 LSN arrays ``parts`` (all in ``[lo, hi]``), with each
         epoch of ``ends`` (epoch -> its last ESN) laid out up to that ESN (within
         ``[lo, hi]``) even where nobody holds it."""
         parts = [p for p in parts if len(p)]
         expected = {}  # epoch -> its last LSN in [lo, hi]
         for e, esn in (ends or {}).items():
-            end = min((int(e) << 32) | int(esn), hi)
-            if esn > 0 and max((int(e) << 32) | 1, lo) <= end:
+            end = min(compose(int(e), int(esn)), hi)
+            if esn > 0 and max(compose(int(e), 1), lo) <= end:
                 expected[int(e)] = end
         if not parts and not expected:
             z = np.empty(0, np.int64)

@@ -47,6 +47,8 @@ from typing import Any, Literal, TypedDict
 import numpy as np
 
 from ldcore.checksum import crc32c
+from logdevice import validate
+from logdevice.backoff import ExponentialBackoff
 from logdevice.client.batching import (
     BLOB_OVERHEAD,
     PER_PAYLOAD_OVERHEAD,
@@ -59,7 +61,7 @@ from logdevice.client.batching import (
 from logdevice.client.context import ClientContext, HasContext, context_of
 from logdevice.client.futures import BatchFuture, PayloadFuture
 from logdevice.client.payloads import as_byte_view, as_payload
-from logdevice.client.retry import WRITER_RETRYABLE, Backoff
+from logdevice.client.retry import JITTER, WRITER_RETRYABLE
 from logdevice.errors import E, InvalidParamError, LogDeviceError, error_for
 from logdevice.protocol import AppendFlag
 
@@ -157,19 +159,14 @@ class BufferedWriter:
                                             f"got {compression!r}")
         for name, v in (("size_trigger", size_trigger), ("count_trigger", count_trigger),
                         ("memory_limit_bytes", memory_limit_bytes)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
-                raise InvalidParamError(message=f"{name} must be a positive int or None, "
-                                                f"got {v!r}")
-        if time_trigger is not None and (not isinstance(time_trigger, int | float)
-                                         or time_trigger < 0):
-            raise InvalidParamError(message=f"time_trigger must be >= 0 seconds or None, "
-                                            f"got {time_trigger!r}")
+            if v is not None:
+                validate.count(v, name, minimum=1)
+        validate.optional_timeout(time_trigger, "time_trigger")
         if writer_id is not None and (isinstance(writer_id, bool) or not isinstance(
                 writer_id, int) or not 0 < writer_id < 2**64):
             raise InvalidParamError(message=f"writer_id must be an int in 1 .. 2**64 - 1, "
                                             f"got {writer_id!r}")
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-            raise InvalidParamError(message=f"retries must be an int >= 0, got {retries!r}")
+        validate.count(retries, "retries")
         lo, hi = (backoff, max(backoff, 2.0)) if isinstance(backoff, int | float) else backoff
         if not 0 <= lo <= hi:
             raise InvalidParamError(message=f"backoff must satisfy 0 <= initial <= max, "
@@ -424,7 +421,7 @@ class BufferedWriter:
         if ctx.settings.append_checksum:
             flags |= int(AppendFlag.CHECKSUM)
             checksum = crc32c(blob)
-        backoff = Backoff(*self.backoff)
+        backoff = ExponentialBackoff(*self.backoff, jitter=JITTER)
         try:
             while True:
                 b.attempts += 1

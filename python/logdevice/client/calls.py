@@ -28,6 +28,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
+from logdevice import validate
 from logdevice.client import combine, reader_queries, summaries
 from logdevice.client.combine import HeadAttributes, TailAttributes
 from logdevice.client.context import ClientContext
@@ -49,7 +50,7 @@ from logdevice.protocol import (
 )
 from logdevice.records import LSN_MAX
 
-__all__ = ["Call", "ClientCalls", "check_timeout", "WAIT_SLACK"]
+__all__ = ["Call", "ClientCalls", "WAIT_SLACK"]
 
 T = TypeVar("T")
 
@@ -59,18 +60,6 @@ LOGS_PER_REQUEST = 50_000
 #: Added to a call's timeout when its caller waits for the coroutine: the coroutine
 #: enforces the timeout itself; this only catches a stuck loop.
 WAIT_SLACK = 5.0
-
-
-def check_timeout(timeout: Any, what: str = "timeout") -> float | None:
-    """``timeout`` as float seconds (None stays None); ``InvalidParamError`` unless a
-    number >= 0."""
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not (
-            timeout >= 0):  # "not >=" also refuses NaN
-        raise InvalidParamError(message=f"{what} must be None or seconds >= 0, "
-                                        f"got {timeout!r}")
-    return float(timeout)
 
 
 def _as_ms(value: Any, name: str) -> int:
@@ -111,7 +100,7 @@ class ClientCalls:
 
     def timeout(self, timeout: Any) -> float:
         """A call's timeout: checked, the client's when None."""
-        t = check_timeout(timeout)
+        t = validate.optional_timeout(timeout)
         return self.context.timeout if t is None else t
 
     # ------------------------------------------------------------------ tail and head
@@ -156,8 +145,7 @@ class ClientCalls:
 
     def trim(self, log_id: int, lsn: int, force: bool, timeout: float | None) -> Call:
         group = self.context.log_group(log_id)
-        if isinstance(lsn, bool) or not isinstance(lsn, int) or not 0 <= lsn < LSN_MAX:
-            raise InvalidParamError(message=f"trim lsn must be an int in [0, LSN_MAX), got {lsn!r}")
+        validate.lsn(lsn, "trim lsn", below_max=True)
         msg = Trim(request_id=0, log_id=log_id, lsn=lsn, force=bool(force))
         t = self.timeout(timeout)
         return Call(self._storage, (log_id, lambda: msg, combine.combine_trim, group, t), t)
@@ -263,9 +251,8 @@ class ClientCalls:
             if not (isinstance(lo, int) and isinstance(hi, int) and lo >= 0 and hi < LSN_MAX):
                 raise InvalidParamError(message=f"record_rows: log {log_id}: bad range "
                                                 f"({lo!r}, {hi!r})")
-        if max_rows is not None and (isinstance(max_rows, bool) or
-                                     not isinstance(max_rows, int) or max_rows < 1):
-            raise InvalidParamError(message=f"max_rows must be an int >= 1, got {max_rows!r}")
+        if max_rows is not None:
+            validate.count(max_rows, "max_rows", minimum=1)
         his = [ranges[x][1] for x in logs]
         msg = GetRecordRows(request_id=0, log_ids=np.array(logs, np.uint64),
                             los=np.array([ranges[x][0] for x in logs], np.uint64),

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Unpack
 
 from ldcore.checksum import crc32c
+from logdevice import validate
 from logdevice.client.append_batcher import AppendBatcher
 from logdevice.client.buffered_writer import (
     BufferedWriter,
@@ -74,12 +75,11 @@ class Client:
     def __init__(self, config: str | os.PathLike[str] | Config, timeout: float = 10.0,
                  **settings: Unpack[ClientSettingKwargs]) -> None:
         loaded = config if isinstance(config, Config) else Config.load(config)
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-            raise InvalidParamError(message=f"timeout must be a positive number, got {timeout!r}")
+        timeout = validate.timeout(timeout, positive=True)
         # The loop, core, runtime log groups and what readers share live in the context;
         # readers and writers get the context, not the client.
         self._ctx = ClientContext(loaded, ClientSettings.from_config(loaded, settings),
-                                  float(timeout), owner=self)
+                                  timeout, owner=self)
         self._calls = ClientCalls(self._ctx)
         self._appends = AppendBatcher(self._ctx.loop, self._ctx.core)
         self._ctx.on_close(self._appends.close)

@@ -40,6 +40,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from logdevice import validate
 from logdevice.client.core import ClientCore
 from logdevice.client.log_groups import ClientLogGroups
 from logdevice.client.loop import LoopThread
@@ -48,7 +49,7 @@ from logdevice.client.reader_core import StreamRouter
 from logdevice.client.reader_placement import PlacementSource
 from logdevice.client.settings import ClientSettings
 from logdevice.config import Config, LogGroup
-from logdevice.errors import E, InvalidParamError, LogDeviceError, NotFoundError
+from logdevice.errors import E, LogDeviceError, NotFoundError
 
 __all__ = ["ClientContext", "HasContext", "context_of"]
 
@@ -134,8 +135,7 @@ class ClientContext:
             No group has the log, also after reading the runtime groups once more (a
             log created by another process a moment ago is found).
         """
-        if isinstance(log_id, bool) or not isinstance(log_id, int):
-            raise InvalidParamError(message=f"log id must be an int, not {type(log_id).__name__}")
+        validate.log_id(log_id)  # unknown ids are NotFoundError below, not bad arguments
         try:
             return self.config.log_group(log_id)
         except NotFoundError:

@@ -41,10 +41,11 @@ from typing import Any, NamedTuple, TypeVar
 import msgspec
 import numpy as np
 
+from logdevice.backoff import ExponentialBackoff
 from logdevice.client.append_slots import AppendSlots
 from logdevice.client.combine import f_majority
 from logdevice.client.connection import Connection
-from logdevice.client.retry import REFUSAL_RETRYABLE, Backoff
+from logdevice.client.retry import JITTER, REFUSAL_RETRYABLE
 from logdevice.client.routing import Routing
 from logdevice.client.send_order import SendOrder
 from logdevice.client.settings import ClientSettings
@@ -462,7 +463,8 @@ class ClientCore:
         outcomes: list[Any] = [None] * len(payloads)  # every path fills in each
         todo = list(range(len(payloads)))
         flags = int(AppendFlag.CHECKSUM) if checksums is not None else 0
-        backoff = Backoff(self.settings.initial_backoff, self.settings.max_backoff)
+        backoff = ExponentialBackoff(self.settings.initial_backoff, self.settings.max_backoff,
+                                     jitter=JITTER)
         while True:
             offsets, buffer = _pack([payloads[i] for i in todo])
             batch = AppendBatch(
@@ -613,7 +615,8 @@ class ClientCore:
                              first: WrittenAttempt | None) -> Any:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout if first is None else first.deadline
-        backoff = Backoff(self.settings.initial_backoff, self.settings.max_backoff)
+        backoff = ExponentialBackoff(self.settings.initial_backoff, self.settings.max_backoff,
+                                     jitter=JITTER)
         redirects = 0
         redirected_by: set[int] = set()  # nodes that redirected this request
         last = "no attempt"
@@ -742,7 +745,8 @@ class ClientCore:
         await c.drain()
         return await reply
 
-    async def _back_off(self, backoff: Backoff, deadline: float, *, refresh: bool) -> None:
+    async def _back_off(self, backoff: ExponentialBackoff, deadline: float, *,
+                        refresh: bool) -> None:
         loop = asyncio.get_running_loop()
         start = loop.time()
         if refresh:
@@ -814,7 +818,8 @@ class ClientCore:
         checkpoints); its reply, whatever its status."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        backoff = Backoff(self.settings.initial_backoff, self.settings.max_backoff)
+        backoff = ExponentialBackoff(self.settings.initial_backoff, self.settings.max_backoff,
+                                     jitter=JITTER)
         last = "no attempt"
         while loop.time() < deadline:
             for node in self.routing.view_sources():

@@ -32,6 +32,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Protocol, Unpack
 
+from logdevice import validate
 from logdevice.client.checkpointed_reader import CheckpointedReader, CheckpointStore, Position
 from logdevice.client.reader import Reader
 from logdevice.client.reader_core import ReaderOptionKwargs
@@ -77,13 +78,11 @@ class GroupReader:
         self.logs = sorted({int(x) for x in logs})
         if not self.logs:
             raise InvalidParamError(message="a group reads at least one log")
-        if not session_timeout > 0:
-            raise InvalidParamError(message=f"session_timeout must be > 0, got "
-                                            f"{session_timeout!r}")
+        session_timeout = validate.timeout(session_timeout, "session_timeout", positive=True)
         self.group = group
         self.member = member or (f"{socket.gethostname()}-{os.getpid()}-"
                                  f"{secrets.token_hex(4)}")
-        self.session_timeout = float(session_timeout)
+        self.session_timeout = session_timeout
         self._client = client
         self._reader = CheckpointedReader(
             client, group, client.create_reader(max_logs=len(self.logs), **options))

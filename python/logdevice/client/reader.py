@@ -39,6 +39,7 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Mapping
 from typing import Any, TypeVar, Unpack
 
+from logdevice import validate
 from logdevice.client.context import ClientContext, HasContext, context_of
 from logdevice.client.reader_batch import ReaderBatch
 from logdevice.client.reader_core import (
@@ -116,8 +117,7 @@ class _ReaderBase:
 
     def __init__(self, client: HasContext | ClientContext, max_logs: int = 1,
                  **options: Unpack[ReaderOptionKwargs]) -> None:
-        if isinstance(max_logs, bool) or not isinstance(max_logs, int) or max_logs < 1:
-            raise InvalidParamError(message=f"max_logs must be an int >= 1, got {max_logs!r}")
+        validate.count(max_logs, "max_logs", minimum=1)
         ctx = context_of(client)
         ctx.check_open()
         self._ctx = ctx
@@ -194,8 +194,7 @@ class _ReaderBase:
         self._check_open()
         self._ctx.log_group(log_id)
         for name, v in (("from_lsn", from_lsn), ("until_lsn", until_lsn)):
-            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= LSN_MAX:
-                raise InvalidParamError(message=f"{name} must be an LSN, got {v!r}")
+            validate.lsn(v, name)
         from_lsn = max(from_lsn, LSN_OLDEST)
         if from_lsn > until_lsn:
             raise InvalidParamError(message=f"from_lsn {from_lsn} is past until_lsn {until_lsn}")
@@ -219,18 +218,6 @@ class _ReaderBase:
         with self._lock:
             self._logs &= self._queue.active
 
-    @staticmethod
-    def _check_count(count: int, what: str) -> None:
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise InvalidParamError(message=f"{what} must be an int >= 0, got {count!r}")
-
-    @staticmethod
-    def _check_timeout(timeout: float | None) -> None:
-        if timeout is not None and (isinstance(timeout, bool)
-                                    or not isinstance(timeout, int | float) or timeout < 0):
-            raise InvalidParamError(message=f"timeout must be None or seconds >= 0, "
-                                            f"got {timeout!r}")
-
     def _reading(self) -> bool:
         """Some log is still being read or has data queued."""
         q = self._queue
@@ -239,8 +226,8 @@ class _ReaderBase:
     def _begin_read(self, count: int, what: str, timeout: float | None) -> bool:
         """Checks of ``read``/``read_batch``; False when there is nothing to wait for
         (``count`` 0)."""
-        self._check_count(count, what)
-        self._check_timeout(timeout)
+        validate.count(count, what)
+        validate.optional_timeout(timeout)
         self._check_open()
         return count > 0
 

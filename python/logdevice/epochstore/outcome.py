@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
+from ldcore.lsn import ESN_MAX
 from logdevice.errors import InvalidParamError
 from logdevice.protocol.flags import FLAG_BRIDGE, FLAG_HOLE
 
 __all__ = ["EpochOutcome"]
 
-ESN_MAX = 0xFFFFFFFF
 _KIND = FLAG_HOLE | FLAG_BRIDGE
 
 

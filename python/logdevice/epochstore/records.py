@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ldcore.lsn import EPOCH_INVALID, EPOCH_MAX, EPOCH_MIN
+from logdevice import validate
 from logdevice.epochstore.outcome import EpochOutcome
 from logdevice.errors import E, InvalidParamError, LogDeviceError
 
@@ -26,9 +28,6 @@ __all__ = ["EPOCH_INVALID", "EPOCH_MIN", "EPOCH_MAX", "LOGID_MAX", "SCOPE_NAMES"
            "MAX_OUTCOMES", "VersionMismatchError", "check_log_id", "TailRecord",
            "EpochMetadata", "LogEpochState", "LogsConfigState"]
 
-EPOCH_INVALID = 0
-EPOCH_MIN = 1
-EPOCH_MAX = 0xFFFFFFFE
 LOGID_MAX = 2**63 - 1  # what a backend can key on; the config limits user logs further
 SCOPE_NAMES = ("region", "dc", "cluster", "row", "rack", "node")  # biggest first
 #: Recovery outcomes kept per log (the newest epochs).  A storage node that missed more
@@ -50,9 +49,7 @@ class VersionMismatchError(LogDeviceError):
 
 def check_log_id(log_id: Any) -> int:
     """``log_id`` if a backend can key on it, else INVALID_PARAM."""
-    if isinstance(log_id, bool) or not isinstance(log_id, int) or not 0 < log_id <= LOGID_MAX:
-        raise InvalidParamError(message=f"bad log id {log_id!r}")
-    return log_id
+    return validate.log_id(log_id, maximum=LOGID_MAX)
 
 
 def _normalize_replication(value: Any) -> dict[str, int]:

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from logdevice.backoff import ExponentialBackoff
 from logdevice.epochstore.base import EpochStore
 from logdevice.epochstore.events import validate_event
 from logdevice.epochstore.records import (
@@ -112,7 +113,7 @@ class FileEpochStore(EpochStore):
     def _retry_busy(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn``, retrying while SQLite says busy/locked, until ``timeout``."""
         deadline = time.monotonic() + self.timeout
-        delay = 0.001
+        backoff = ExponentialBackoff(0.001, 0.05)
         while True:
             try:
                 return fn()
@@ -123,8 +124,7 @@ class FileEpochStore(EpochStore):
                 if time.monotonic() >= deadline:
                     raise TimedOutError(message=f"epoch store {self.path} stayed busy for "
                                                 f"{self.timeout:g}s: {e}") from None
-                time.sleep(delay)
-                delay = min(delay * 2, 0.05)
+                time.sleep(backoff.next_delay())
 
     def _failed(self, e: Exception) -> LogDeviceError:
         return LogDeviceError(E.FAILED, f"epoch store {self.path}: {e}")

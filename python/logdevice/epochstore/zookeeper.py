@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from logdevice.backoff import ExponentialBackoff
 from logdevice.epochstore.base import EpochStore
 from logdevice.epochstore.events import validate_event
 from logdevice.epochstore.outcome import EpochOutcome
@@ -191,7 +192,7 @@ class ZooKeeperEpochStore(EpochStore):
         what = self._what(what)
         start = time.monotonic()
         deadline = start + self.timeout
-        delay = _BACKOFF_START
+        backoff = ExponentialBackoff(_BACKOFF_START, _BACKOFF_MAX)
         waited_since: float | None = None
         while True:
             if self._closed:
@@ -220,11 +221,11 @@ class ZooKeeperEpochStore(EpochStore):
                 raise TimedOutError(message=f"epoch store {self.uri}: ZooKeeper stayed "
                                             f"unreachable for {self.timeout:g} s; could not "
                                             f"{what}")
+            delay = min(backoff.next_delay(), deadline - now)
             if why == "not connected":  # back off, but wake up as soon as kazoo reconnects
-                self._connected.wait(min(delay, deadline - now))
+                self._connected.wait(delay)
             else:  # connected, yet the call failed: the connection is going down
-                time.sleep(min(delay, deadline - now))
-            delay = min(delay * 2, _BACKOFF_MAX)
+                time.sleep(delay)
 
     def _wait(self, async_result: Any, deadline: float | None = None) -> Any:
         """The result of a kazoo async call, waiting at most until ``deadline``."""

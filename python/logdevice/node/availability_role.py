@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ldcore import availability
+from ldcore.lsn import LSN_MAX
 from logdevice.checker.runs import to_runs
 from logdevice.checker.wire import pack_availability, pack_runs
 from logdevice.errors import E, LogDeviceError
@@ -49,7 +50,6 @@ __all__ = ["AvailabilityRole", "RecordBudget", "DEFAULT_PAGE", "MAX_PAGE"]
 #: Records per reply when the request does not say, and the most a reply lists.
 DEFAULT_PAGE = 1 << 16
 MAX_PAGE = 1 << 20
-LSN_MAX = 2**64 - 1
 
 
 class RecordBudget:

@@ -12,6 +12,7 @@ by ``(log_id, epoch)`` keys, as the dict it replaces did.
 from __future__ import annotations
 
 from ldcore.logtable import LogTable
+from ldcore.lsn import epoch_of
 
 __all__ = ["KnownGood"]
 
@@ -28,21 +29,21 @@ class KnownGood:
     def get(self, key: tuple[int, int], default: int = 0) -> int:
         log_id, epoch = key
         lng = self._newest.get(log_id)
-        if lng is not None and lng >> 32 == epoch:
+        if lng is not None and epoch_of(lng) == epoch:
             return lng
         return self._older.get(key, default) if self._older else default
 
     def __setitem__(self, key: tuple[int, int], lng: int) -> None:
         log_id, epoch = key
         newest = self._newest.get(log_id)
-        if lng >> 32 != epoch:  # not an LSN of its own epoch: kept as given
-            if newest is not None and newest >> 32 == epoch:
+        if epoch_of(lng) != epoch:  # not an LSN of its own epoch: kept as given
+            if newest is not None and epoch_of(newest) == epoch:
                 self._newest.discard(log_id)
             self._older[key] = lng
-        elif newest is None or newest >> 32 == epoch:
+        elif newest is None or epoch_of(newest) == epoch:
             self._newest.set(log_id, 0, lng)
-        elif newest >> 32 < epoch:
-            self._older[(log_id, newest >> 32)] = newest
+        elif epoch_of(newest) < epoch:
+            self._older[(log_id, epoch_of(newest))] = newest
             self._newest.set(log_id, 0, lng)
         else:  # a STORE of an older epoch than the newest seen
             self._older[key] = lng

@@ -24,6 +24,7 @@ import logging
 from collections.abc import Collection
 from typing import Any, Protocol
 
+from logdevice.backoff import ExponentialBackoff
 from logdevice.node.connection import Connection, ConnectionHost
 from logdevice.protocol.flags import NODE_FEATURES, PeerFeature
 from logdevice.security import NODE_PRINCIPAL
@@ -75,7 +76,7 @@ class PeerLink:
     async def _run(self) -> None:
         loop = self.node.loop
         timeout = self.node.config.settings.connect_timeout_ms / 1000
-        backoff = BACKOFF_INITIAL
+        backoff = ExponentialBackoff(BACKOFF_INITIAL, BACKOFF_MAX)
         access = self.node.access
         tls = access.link.ssl if access is not None else None
         while not self._stopping:
@@ -94,10 +95,9 @@ class PeerLink:
             if self._stopping:
                 return
             if self._had_session:  # it worked for a while: retry quickly
-                backoff = BACKOFF_INITIAL
+                backoff.reset()
             self._had_session = False
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, BACKOFF_MAX)
+            await asyncio.sleep(backoff.next_delay())
 
     # -- called by the Connection -----------------------------------------------------------
     def on_ready(self, conn: Connection) -> None:

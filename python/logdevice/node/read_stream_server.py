@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ldcore.lsn import LSN_MAX
 from ldcore.scd import ship_mask
 from logdevice.protocol.flags import FLAG_CHECKSUM, FLAG_DRAINED, StartFlag
 from logdevice.protocol.messages import Gap, GapReason, Records, Start
@@ -59,7 +60,6 @@ __all__ = [
     "MAX_FRAME_RECORDS",
 ]
 
-LSN_MAX = 2**64 - 1
 MAX_FRAME_BYTES = 1 << 20  # payload bytes per RECORDS frame (one larger record still goes)
 MAX_FRAME_RECORDS = 4096
 DEFAULT_BUDGET_BYTES = 1 << 20  # what one step() sends at most (about; >= one record)

@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ldcore.lsn import LSN_MAX
 from logdevice.config.location import Location, NodeLocationScope
 from logdevice.config.model import METADATA_LOG_BIT
 from logdevice.errors import E, LogDeviceError
@@ -64,7 +65,6 @@ log = logging.getLogger("logdevice.node.read_streams")
 
 __all__ = ["ReadStreamsRole", "ReadStreamRow"]
 
-LSN_MAX = 2**64 - 1
 #: Unsent bytes on a connection above which its streams wait, and below which they go on.
 HIGH_WATER = 4 << 20
 LOW_WATER = 1 << 20

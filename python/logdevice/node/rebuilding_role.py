@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from ldcore.lsn import epoch_of
 from logdevice.epochstore import (
     SHARD_ABORT_REBUILD,
     SHARD_ACK_REBUILT,
@@ -500,7 +501,7 @@ class RebuildingRole(Role):
             conn.send(RebuildStored(request_id=msg.request_id, status=status,
                                     node_index=self.node.index))
             return
-        top = int(msg.lsns.max()) >> 32 if len(msg.lsns) else 0
+        top = epoch_of(int(msg.lsns.max())) if len(msg.lsns) else 0
         if storage.epochs.admits(msg.log_id, top):
             self._take_copies(conn, msg)
         else:

@@ -34,6 +34,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+from logdevice.backoff import ExponentialBackoff
 from logdevice.epochstore import EpochStore, LogEpochState, TailRecord
 from logdevice.errors import E, LogDeviceError
 from logdevice.node.role import NodeServices, Peer
@@ -85,6 +86,7 @@ class RecoveryHost(Protocol):
 #: Seconds before a failed recovery is tried again (doubling up to RETRY_MAX).
 RETRY_DELAY = 0.5
 RETRY_MAX = 10.0
+_RETRY_BACKOFF = ExponentialBackoff(RETRY_DELAY, RETRY_MAX)
 #: Seconds between checks for a still running sequencer of an epoch to recover, and the
 #: longest wait for it.
 DRAIN_POLL = 0.05
@@ -411,6 +413,6 @@ class Recoveries:
 
     def _retry(self, seq: Sequencer, state: LogEpochState, statuses: dict[int, Any],
                attempt: int) -> None:
-        delay = min(RETRY_MAX, RETRY_DELAY * 2.0 ** attempt)
+        delay = _RETRY_BACKOFF.delay(attempt)
         self._retries[seq.log_id] = self.node.loop.call_later(
             delay, self.start, seq, state, statuses, attempt + 1)

@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ldcore.logtable import LogTable
+from ldcore.lsn import ESN_MAX, LSN_MAX, compose, epoch_of
 from logdevice.epochstore import EpochStore
 from logdevice.errors import E, LogDeviceError
 from logdevice.node.epoch_bound import EpochBound
@@ -103,7 +104,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("logdevice.node.storage")
 
-LSN_MAX = 2**64 - 1
 #: ``conn.attrs`` key: the peer sent STORE_LOGS, so it takes STORED_LOGS.
 _STORED_LOGS = "stored_logs"
 #: Seconds between lazy writes of last-released pointers.
@@ -316,7 +316,7 @@ class StorageRole(Role):
         lsns = msg.lsns
         n = len(lsns)
         # One record: no numpy reduction (a call costs more than the rest of the check).
-        top = (int(lsns[0]) if n == 1 else int(lsns.max()) if n else 0) >> 32
+        top = epoch_of(int(lsns[0]) if n == 1 else int(lsns.max()) if n else 0)
         return max(msg.epoch, msg.recovery_epoch, top)
 
     def _park(self, conn: Peer, msg: Store) -> None:
@@ -501,7 +501,7 @@ class StorageRole(Role):
     def _release(self, log_id: int, lsn: int, epoch: int) -> None:
         if not self.node.config.has_log(log_id) or lsn <= self.last_released(log_id):
             return
-        if lsn >> 32 > epoch:  # a sequencer releases records of its epoch, or older
+        if epoch_of(lsn) > epoch:  # a sequencer releases records of its epoch, or older
             log.warning("log %d: dropping a RELEASE of %#x from the sequencer of epoch %d",
                         log_id, lsn, epoch)
             return
@@ -630,13 +630,13 @@ class StorageRole(Role):
             epoch = msg.epoch or msg.seal_epoch
             lng = self._lng.get((msg.log_id, epoch), 0)
             released = self.last_released(msg.log_id)
-            if released >> 32 >= epoch:
+            if epoch_of(released) >= epoch:
                 lng = max(lng, released)
             tail = db.tail(msg.log_id)
-            if tail >> 32 > epoch:
-                max_seen = (epoch << 32) | 0xFFFFFFFF  # unknown: something may be there
+            if epoch_of(tail) > epoch:
+                max_seen = compose(epoch, ESN_MAX)  # unknown: something may be there
             else:
-                max_seen = tail if tail >> 32 == epoch else 0
+                max_seen = tail if epoch_of(tail) == epoch else 0
         except LogDeviceError as exc:
             conn.send(self._sealed(msg, exc.status))
             return

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from ldcore.lsn import epoch_of
 from ldcore.storecols import store_columns, stored_replies
 from logdevice.errors import E
 from logdevice.protocol import (
@@ -142,7 +143,7 @@ class StoreSender:
                 else:  # a SendStore: one member
                     wave = a[1:]
                     members = (a[0],)
-                log_id, epoch = wave[0], wave[1] >> 32
+                log_id, epoch = wave[0], epoch_of(wave[1])
                 for node in members:
                     key = (node, log_id, epoch)
                     group = groups.get(key)

@@ -26,10 +26,7 @@ __all__ = [
     "FLAG_BUFFERED_WRITER_BLOB",
     "FLAG_HOLE",
     "FLAG_WRITTEN_BY_RECOVERY",
-    "ESN_MAX",
 ]
-
-ESN_MAX = 0xFFFFFFFF
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,8 +21,8 @@ from collections import deque
 import numpy as np
 
 from ldcore import codec
+from ldcore.lsn import ESN_MAX, compose, epoch_of
 from logdevice.readstream.actions import (
-    ESN_MAX,
     FLAG_BRIDGE,
     FLAG_BUFFERED_WRITER_BLOB,
     FLAG_HOLE,
@@ -83,7 +83,7 @@ class Delivery:
             if f & FLAG_BRIDGE:
                 # Nothing but hole plugs can follow a bridge record in its epoch: skip to
                 # the next epoch (anything popped after it is covered by the gap).
-                hi = min(self._until, (lsn & ~ESN_MAX) | ESN_MAX)
+                hi = min(self._until, compose(epoch_of(lsn), ESN_MAX))
                 self.add_gap(GapType.BRIDGE, lsn, hi)
                 return hi + 1
             if f & FLAG_HOLE:

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 
-from logdevice.readstream.actions import ESN_MAX
+from ldcore.lsn import ESN_MAX, compose, epoch_of
 from logdevice.readstream.fmajority import FailureDomainNodeSet, FMajorityResult
 from logdevice.readstream.sender import SenderState
 from logdevice.readstream.window import RecordWindow
@@ -143,10 +143,10 @@ class GapDetector:
         if end == 0:
             return _NO_GAPS  # nobody sent anything yet
         hi = min(end - 1, self._until)
-        if self._known_epoch is not None and hi > ((self._known_epoch + 1) << 32):
+        if self._known_epoch is not None and hi > compose(self._known_epoch + 1, 0):
             # The gap covers LSNs of a later epoch (not just its ESN 0, which never holds
             # a record), whose copies may be on nodes this stream does not read.
-            self.wants_epoch = max(self.wants_epoch, hi >> 32)
+            self.wants_epoch = max(self.wants_epoch, epoch_of(hi))
             self._grace_deadline = None
             return _NO_GAPS
         gtype = self._gap_type(nxt, min(end, self._until + 1))
@@ -158,6 +158,7 @@ class GapDetector:
             return _NO_GAPS
         self._grace_deadline = None
         hi = min(end - 1, self._until)
+        # end may be one past LSN_MAX (2**64): shifts there, not epoch_of.
         if self._seq_window == 0 and gtype == GapType.BRIDGE \
                 and (end >> 32) != (nxt >> 32) and (end & ESN_MAX) > 1:
             boundary = (end >> 32) << 32  # ESN 0 of the gap's last epoch

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, ValuesView
 
+from logdevice.backoff import ExponentialBackoff
 from logdevice.readstream.actions import SendStart, SendStop, SendWindow
 
 
@@ -34,7 +35,7 @@ class SenderState:
         "window_sent",
     )
 
-    def __init__(self, node: int, initial_backoff: float) -> None:
+    def __init__(self, node: int, backoff: ExponentialBackoff) -> None:
         self.node = node
         self.next_lsn = 0
         self.ur_regions: list[tuple[int, int]] = []
@@ -43,7 +44,7 @@ class SenderState:
         self.connected = True
         self.shipped_record = False  # sent a record since its last START
         self.reconnect_at: float | None = None
-        self.backoff = initial_backoff
+        self.backoff = backoff  # before the next START after a disconnect
         self.window_sent = 0  # window_high in the last START or WINDOW sent to it
 
     def reset_for_start(self) -> None:
@@ -110,12 +111,11 @@ class Senders:
 
     def __init__(self, nodes: Iterable[int], until_lsn: int, clock: Callable[[], float],
                  reconnect_delay: float, reconnect_max_delay: float) -> None:
-        self._states = {n: SenderState(n, reconnect_delay) for n in nodes}
+        self._states = {n: SenderState(n, ExponentialBackoff(reconnect_delay, reconnect_max_delay))
+                        for n in nodes}
         self._view = self._states.values()  # the nodeset is fixed: a live view of it
         self._until = until_lsn
         self._clock = clock
-        self._reconnect_initial = reconnect_delay
-        self._reconnect_max = reconnect_max_delay
         self._filter_version = 1
         self._actions: list[SendStart | SendWindow | SendStop] = []
 
@@ -180,14 +180,13 @@ class Senders:
         """The node acknowledged the current START."""
         s.acked_version = self._filter_version
         s.connected = True
-        s.backoff = self._reconnect_initial
+        s.backoff.reset()
         s.reconnect_at = None
 
     def schedule_reconnect(self, s: SenderState) -> None:
         """Send START to the node again after its backoff (doubling up to the max)."""
         if s.reconnect_at is None:
-            s.reconnect_at = self._clock() + s.backoff
-            s.backoff = min(s.backoff * 2, self._reconnect_max)
+            s.reconnect_at = self._clock() + s.backoff.next_delay()
 
     def due_reconnects(self, now: float) -> list[SenderState]:
         due = []

@@ -60,6 +60,7 @@ from random import Random
 from typing import Any, NamedTuple
 
 from ldcore import lsn as ldlsn
+from logdevice.backoff import ExponentialBackoff
 from logdevice.epochstore.outcome import EpochOutcome
 from logdevice.errors import E
 from logdevice.readstream.fmajority import FailureDomainNodeSet, FMajorityResult
@@ -319,12 +320,12 @@ class EpochRecovery:
         self.health = health if health is not None else NodeHealth()
         self._ids = ids if ids is not None else itertools.count(1)
         self.token = object()  # part of every request id of this recovery's STOREs
-        self.seal_timeout = seal_timeout
+        self._seal_backoff = ExponentialBackoff(*seal_timeout)
         self.seal_attempts = seal_attempts
         self.digest_timeout = digest_timeout
         self.digest_restarts = digest_restarts
         self.digest_grace = digest_grace
-        self.store_timeout = store_timeout
+        self._store_backoff = ExponentialBackoff(*store_timeout)
         self.store_attempts = store_attempts
         self.epoch_store_attempts = epoch_store_attempts
         self.epochs: dict[int, _Epoch] = {}
@@ -396,8 +397,7 @@ class EpochRecovery:
     def _send_seal(self, out: list, ep: _Epoch, node: int, now: float) -> None:
         seal = ep.seals[node]
         seal.attempts += 1
-        first, most = self.seal_timeout
-        seal.next_at = now + min(most, first * 2.0 ** (seal.attempts - 1))
+        seal.next_at = now + self._seal_backoff.delay(seal.attempts - 1)
         self._seal_ids.pop(seal.request_id, None)
         seal.request_id = next(self._ids)
         self._seal_ids[seal.request_id] = (ep, node)
@@ -596,8 +596,7 @@ class EpochRecovery:
         m.copyset = tuple(copyset) + extra
         m.targets = frozenset(m.copyset)
         m.stored = set()
-        first, most = self.store_timeout
-        m.deadline = now + min(most, first * 2.0 ** (m.attempt - 1))
+        m.deadline = now + self._store_backoff.delay(m.attempt - 1)
         heapq.heappush(self._store_timers, (m.deadline, d.lsn, m.attempt))
         rid = (self.token, d.lsn)
         lng = ep.digest.lng if ep.digest is not None else 0
@@ -681,8 +680,7 @@ class EpochRecovery:
         elif status == E.PREEMPTED or self._es_attempts >= self.epoch_store_attempts:
             self._finish(out, E(status), f"epoch store update failed: {message}")
         else:
-            first, most = self.store_timeout
-            self._es_retry_at = now + min(most, first * 2.0 ** (self._es_attempts - 1))
+            self._es_retry_at = now + self._store_backoff.delay(self._es_attempts - 1)
         return out
 
     def _update_epoch_store(self, out: list) -> None:

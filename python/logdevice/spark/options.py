@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from logdevice import validate
 from logdevice.client import Client
 from logdevice.config import Config
 from logdevice.errors import InvalidParamError
@@ -314,9 +315,7 @@ def parse_float(options: Mapping[str, str], name: str, default: float) -> float:
         value = float(str(raw).strip())
     except ValueError:
         raise InvalidParamError(message=f"option {name}: {raw!r} is not a number") from None
-    if not value > 0:
-        raise InvalidParamError(message=f"option {name} must be > 0, got {value}")
-    return value
+    return validate.timeout(value, f"option {name}", positive=True)
 
 
 def parse_bool(options: Mapping[str, str], name: str, default: bool) -> bool:
@@ -344,9 +343,7 @@ def parse_lsn(options: Mapping[str, str], name: str, default: int) -> int:
         value = int(text, 0)
     except ValueError:
         raise InvalidParamError(message=f"option {name}: {raw!r} is not an LSN") from None
-    if not 0 <= value <= LSN_MAX:
-        raise InvalidParamError(message=f"option {name}: {value} is out of the LSN range")
-    return value
+    return validate.lsn(value, f"option {name}")
 
 
 def parse_time_ms(options: Mapping[str, str], name: str) -> int | None:

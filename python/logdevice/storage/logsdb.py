@@ -27,6 +27,7 @@ from os import fspath
 import numpy as np
 
 from ldcore.logtable import LogTable
+from ldcore.lsn import LSN_MAX
 from logdevice.errors import E, error_for
 from logdevice.storage import amends, deletes, producers, reads
 from logdevice.storage import keys as K
@@ -39,7 +40,6 @@ from logdevice.storage.writes import PendingWrite
 
 __all__ = ["LogsDB", "PendingWrite", "RecordBatch", "CsiBatch", "Partition"]
 
-LSN_MAX = 2**64 - 1
 _SLOTS = {K.META_TRIM: 0, K.META_RELEASED: 1, K.META_SEAL: 2, K.META_CLEAN: 3}
 
 

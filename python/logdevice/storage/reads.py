@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from ldcore.lsn import LSN_MAX
 from logdevice.errors import E, error_for
 from logdevice.storage import keys as K
 from logdevice.storage.batch import CsiBatch, RecordBatch
@@ -26,7 +27,6 @@ from logdevice.storage.rocksdb import Chunk
 if TYPE_CHECKING:
     from logdevice.storage.partitioned import PartitionedDB
 
-LSN_MAX = 2**64 - 1
 
 
 class ReadSource(Protocol):

@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from logdevice.storage.partitioned import PartitionedDB
     from logdevice.storage.record_cache import RecordCache
 
-LSN_MAX = 2**64 - 1
 _BLOB = int(FLAG_BUFFERED_WRITER_BLOB)  # records that may carry a writer entry
 
 

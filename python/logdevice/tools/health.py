@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
+from logdevice.backoff import ExponentialBackoff
 from logdevice.cli import console as tool_console
 from logdevice.errors import E, LogDeviceError
 
@@ -111,26 +112,18 @@ def _why(err: int | None) -> str:
     return os.strerror(err).lower() if err else "cannot connect"
 
 
-class RetryDelay:
+class RetryDelay(ExponentialBackoff):
     """Pauses between tries while waiting: ``first`` seconds, doubling, at most ``most``.
     ``reset`` after a success; ``sleep(until)`` does not sleep past ``until`` (monotonic
     time)."""
 
+    __slots__ = ()
+
     def __init__(self, first: float = 0.5, most: float = 5.0) -> None:
-        self.first = first
-        self.most = most
-        self._next = first
-
-    def next(self) -> float:
-        d = self._next
-        self._next = min(self.most, d * 2)
-        return d
-
-    def reset(self) -> None:
-        self._next = self.first
+        super().__init__(first, most)
 
     def sleep(self, until: float | None = None) -> None:
-        d = self.next()
+        d = self.next_delay()
         if until is not None:
             d = min(d, until - time.monotonic())
         if d > 0:
