@@ -447,6 +447,22 @@ class Reader(_ReaderBase):
         return ReaderBatch.concat(self._gather(max_records, "max_records", timeout,
                                                self._queue.take_batch_part))
 
+    def batches(self, size: int = 65536, limit: int | None = None) -> Iterator[ReaderBatch]:
+        """``read_batch(size)`` until the logs being read reach their ``until_lsn``: each
+        batch that has records, at most ``limit`` records in all.  It switches the reader to
+        ``wait_only_when_no_data`` (so an empty batch without gaps means every log is done):
+        for reading closed ranges."""
+        self.wait_only_when_no_data()
+        left = limit
+        while left is None or left > 0:
+            b = self.read_batch(size if left is None else min(size, left))
+            if not len(b) and not b.gaps:
+                return
+            if len(b):
+                if left is not None:
+                    left -= len(b)
+                yield b
+
     def __iter__(self) -> Iterator[Item]:
         """Every record and gap until all logs reached their ``until_lsn``."""
         while (items := self._drive(self._chunk_steps())) is not None:

@@ -56,15 +56,8 @@ def last_records(client: Client, log_id: int, tail: int, n: int) -> ReaderBatch 
     for _ in range(_TRIES):
         lo = max(LSN_OLDEST, tail - span + 1)
         with client.create_reader() as r:
-            r.wait_only_when_no_data()
             r.start_reading(log_id, lo, tail)
-            parts = []
-            while True:
-                b = r.read_batch(65536)
-                if not len(b) and not b.gaps:
-                    break
-                if len(b):
-                    parts.append(b)
+            parts = list(r.batches())
         rows = sum(len(b) for b in parts)
         best = _last(parts, n)
         if rows >= n or lo == LSN_OLDEST:

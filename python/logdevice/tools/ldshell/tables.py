@@ -192,16 +192,8 @@ def records(ctx: ShellContext, opts: TableOptions) -> Any:
             if hi < opts.lo:
                 continue
             with client.create_reader() as r:
-                r.wait_only_when_no_data()
                 r.start_reading(log_id, opts.lo, hi)
-                got = 0
-                while got < opts.max_records:
-                    b = r.read_batch(min(65536, opts.max_records - got))
-                    if not len(b) and not b.gaps:
-                        break
-                    if len(b):
-                        batches.append(b.to_arrow())
-                        got += len(b)
+                batches += [b.to_arrow() for b in r.batches(limit=opts.max_records)]
     if not batches:
         return pa.Table.from_batches([ReaderBatch.empty().to_arrow()])
     return pa.Table.from_batches(batches)
