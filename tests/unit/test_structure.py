@@ -25,7 +25,8 @@ PACKAGE = SOURCE / "logdevice"
 #: Where reach-ins are left, at most this many per file (paths from the repository root).
 #: May only go down.
 ALLOWED_REACH_INS: dict[str, int] = {
-    "tests/unit/test_ld_dev_cluster.py": 3,
+    # argparse lists a parser's options only in its private _actions
+    "tests/unit/test_ld_dev_cluster.py": 2,
 }
 
 #: Where reach-ins are looked for.
