@@ -31,6 +31,7 @@ from logdevice.protocol import (
 )
 from logdevice.storage import keys as K
 from logdevice.storage.logsdb import LogsDB
+from tests.waiting import async_wait_until
 
 LOG = 7
 LSN_MAX = 2**64 - 1
@@ -487,10 +488,8 @@ class Peer:
 
 async def settle(role, timeout=20.0):
     """Wait until every stream is parked (bounded)."""
-    async with asyncio.timeout(timeout):
-        await asyncio.sleep(0)
-        while not role.idle:
-            await asyncio.sleep(0.001)
+    await asyncio.sleep(0)
+    await async_wait_until(lambda: role.idle, timeout, message="a stream never parked")
 
 
 def test_role_handlers(tmp_path):
