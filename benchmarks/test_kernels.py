@@ -3,6 +3,8 @@
 ship_mask: the Cython kernel vs the plain-Python reference of tests/reference/scd.py and
 vs a numpy copy of the same copyset array (what merely touching the data costs).
 codec: blob encode/decode vs raw zstandard on the same bytes.
+window: the read stream's ring buffer moving its head over an epoch jump (2**32 LSNs and
+more) vs over just its own slots: the far move must cost what the near one costs.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import zstandard
 
 from ldcore import codec
 from ldcore.scd import ship_mask
+from ldcore.window import Window
 from tests.reference import scd as scd_ref
 
 N_RECORDS = 1_000_000
@@ -120,3 +123,31 @@ def test_raw_zstd_decompress(benchmark, framed):
     _info(benchmark, len(framed), reference=True, unit="bytes")
     dctx = zstandard.ZstdDecompressor()
     benchmark(dctx.decompress, compressed)
+
+
+def _half_full_window() -> tuple[tuple[Window], dict]:
+    w = Window(5, 512)
+    w.insert_many(np.arange(5, 517, 2, dtype=np.uint64), np.arange(256))
+    return (w,), {}
+
+
+def _advance_near(w: Window) -> None:
+    w.advance(517)  # just past its last slot
+
+
+def _advance_far(w: Window) -> None:
+    w.advance((7 << 32) | 1)  # an epoch jump
+    w.advance(1 << 63)
+    w.advance(2**64 - 1)
+
+
+@pytest.mark.benchmark(group="window advance 256 of 512 slots")
+def test_window_advance_near(benchmark):
+    _info(benchmark, 256, reference=True)
+    benchmark.pedantic(_advance_near, setup=_half_full_window, rounds=2000)
+
+
+@pytest.mark.benchmark(group="window advance 256 of 512 slots")
+def test_window_advance_far(benchmark):
+    _info(benchmark, 256)
+    benchmark.pedantic(_advance_far, setup=_half_full_window, rounds=2000)

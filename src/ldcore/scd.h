@@ -354,7 +354,7 @@ LD_SCD_DEFINE_PLAIN(int64_t, ld_scd_plain_portable_int64_t)
 
 /* --- the seeded path's cache ----------------------------------------------------------
  * scd.pyx's _ship_small (seeded shuffle, or more than 4 known-down nodes) decides a row at
- * the cost of a shuffle; the answer depends on the row alone (me, K and the seed are fixed
+ * the cost of a shuffle; the answer depends on the row alone (me, K and its seed are fixed
  * per call), and rows repeat: sticky copysets row after row, and a copyset of R nodes out
  * of N is one of N!/(N-R)! at most.  So answers are remembered per distinct row, keyed by
  * the row's raw bytes (rows of 1..15 bytes: int16 rows of up to 7 entries); a row holding

@@ -45,7 +45,7 @@ acknowledged append to a log the fault hit (its sequencer's node was faulty, or 
 log for kill_all and rolling restarts), from the fault until the first acknowledgement
 after it healed; the summary gives the max and median over the faults of each kind.
 
-One summary line, and exit status 1 with the seed and the fault schedule on any
+One summary line, and exit status 1 with the run's seed and the fault schedule on any
 violation.  ``python -m tests.chaos.driver --seconds 600 --seed 7`` (``make chaos``;
 ``--partitions``, ``--never-return``).
 """

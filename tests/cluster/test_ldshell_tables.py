@@ -18,6 +18,7 @@ import pytest
 from ldcore import lsn as ldlsn
 from logdevice.records import DataRecord
 from tests.cluster.conftest import RawClient, ldshell, scrape
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -33,14 +34,15 @@ def query(cluster, sql: str) -> tuple[list[dict], str]:
 
 def until(fetch, ok, timeout: float, what: str):
     """``fetch()`` again until ``ok`` of it holds (bounded); the last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fetch()
-        if ok(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}; last: {value}")
-        time.sleep(0.2)
+    last: list = [None]
+
+    def fetched_ok() -> bool:
+        last[0] = fetch()
+        return bool(ok(last[0]))
+
+    wait_until(fetched_ok, timeout, 0.2, lambda: f"timed out waiting for {what}; "
+                                                 f"last: {last[0]}")
+    return last[0]
 
 
 def read_up_to(reader, lsn: int, timeout: float = 30.0) -> list[DataRecord]:

@@ -13,6 +13,7 @@ import pytest
 
 import logdevice as ld
 from logdevice.errors import E, InvalidParamError, LogDeviceError, NotFoundError
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 
@@ -38,6 +39,20 @@ def write(client, log_id: int, n: int, prefix: bytes = b"r", burst: int = 200) -
                 for i in range(a, min(n, a + burst))]
         lsns += [f.result(30) for f in futs]
     return lsns
+
+
+def received_stood_still(reader, seconds: float):
+    """A predicate: true once ``reader.stats.records_received`` is above 0 and has not
+    changed for ``seconds``."""
+    last = [-1, time.monotonic()]
+
+    def still() -> bool:
+        now, count = time.monotonic(), reader.stats.records_received
+        if count != last[0]:
+            last[:] = [count, now]
+            return False
+        return count > 0 and now - last[1] >= seconds
+    return still
 
 
 def drain(reader, expect_records: int, timeout: float = 60.0) -> list:
@@ -92,10 +107,9 @@ def read_all_every_copy(client, log_id, until, copies, **options):
         while r.is_reading(log_id):
             items += r.read(options["buffer_size"], timeout=10)
             delivered = sum(isinstance(i, ld.DataRecord) for i in items)
-            deadline = time.monotonic() + 30
-            while r.stats.records_received < copies * delivered:
-                assert time.monotonic() < deadline, (r.stats.records_received, delivered)
-                time.sleep(0.01)
+            want = copies * delivered
+            wait_until(lambda want=want: r.stats.records_received >= want, 30, 0.01,
+                       lambda want=want: f"{r.stats.records_received} of {want} copies")
         stats = r.stats
     return items, stats
 
@@ -442,7 +456,11 @@ def test_back_pressure_bounds_the_queue(client, log1):
     lsns, _ = log1
     with client.create_reader(buffer_size=64, max_buffered_records=100) as r:
         r.start_reading(1, lsns[0], lsns[-1])
-        time.sleep(0.5)  # the reader does not read: the nodes must stop sending
+        # The reader does not read: wait until the nodes have stopped sending (the count
+        # received stood still for 0.5 s).  Sending stops when the reader's buffer and its
+        # window are full, not after a time: a count that stood still only because the
+        # machine was slow would go on and break the bounds below, which is what they test.
+        wait_until(received_stood_still(r, 0.5), 30, 0.1, "the nodes never stopped sending")
         q = r.core.queue
         assert q.rows <= 100 + 64
         assert r.stats.records_received < 600
@@ -558,7 +576,5 @@ def test_dropped_reader_stops_its_streams(client, log1):
     core, ref = r.core, weakref.ref(r)
     del r
     gc.collect()
-    deadline = time.monotonic() + 5
-    while core.streams and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: not core.streams, 5, message="the dropped reader's streams went on")
     assert ref() is None and not core.streams

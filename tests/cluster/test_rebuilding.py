@@ -25,6 +25,7 @@ from logdevice.epochstore import AuthoritativeStatus as A
 from logdevice.epochstore import open_epoch_store
 from logdevice.errors import LogDeviceError
 from tests.cluster.conftest import RawClient, ldshell, read_back, scrape
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -161,19 +162,15 @@ def non_sequencer(cluster, log_id: int = 1) -> int:
 
 
 def wait_status(cluster, node: int, status, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while cluster.shard_statuses().get(node, A.FULLY_AUTHORITATIVE) != status:
-        assert time.monotonic() < deadline, (node, cluster.shard_statuses())
-        time.sleep(0.1)
+    wait_until(lambda: cluster.shard_statuses().get(node, A.FULLY_AUTHORITATIVE) == status,
+               timeout, 0.1, lambda: (node, cluster.shard_statuses()))
 
 
 def wait_no_refusals(cluster, timeout: float = 30.0) -> None:
     """Until every node's sequencers place copies on every storage node again."""
-    deadline = time.monotonic() + timeout
-    while any(scrape(cluster, i)["logdevice_rebuilding_refusing_nodes"]
-              for i in cluster.running()):
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    wait_until(lambda: not any(scrape(cluster, i)["logdevice_rebuilding_refusing_nodes"]
+                               for i in cluster.running()),
+               timeout, 0.1, "a node still refuses to place copies")
 
 
 def test_wiped_node_is_rebuilt_while_appends_and_a_tail_reader_run(local_cluster):

@@ -143,7 +143,7 @@ def test_recovery_without_a_paused_node(local_cluster):
     cluster.pause(silent)
     futures = [(b"in flight %d" % i, client.append_async(LOG, b"in flight %d" % i))
                for i in range(20)]
-    time.sleep(0.05)
+    time.sleep(0.05)  # below the first store timeout: no second wave yet
     cluster.kill(victim)
     for payload, fut in futures:
         with contextlib.suppress(LogDeviceError):

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from logdevice.records import DataRecord, GapRecord, GapType
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -18,14 +19,6 @@ SETTINGS = {"partition_size_limit_bytes": 256 << 10, "retention_interval_ms": 20
 def disk_usage(path) -> int:
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path)
                for f in files)
-
-
-def wait_for(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def test_trim_frees_disk(local_cluster):
@@ -41,8 +34,8 @@ def test_trim_frees_disk(local_cluster):
     client.trim(1, tail)
     # The newest partition is never dropped: a record after the trim starts a new one.
     client.append(1, b"after the trim")
-    wait_for(lambda: disk_usage(cluster.logsdb_path(0)) < full // 4, 30.0,
-             f"disk usage to fall from {full} bytes after the trim")
+    wait_until(lambda: disk_usage(cluster.logsdb_path(0)) < full // 4, 30.0, 0.1,
+               f"disk usage did not fall from {full} bytes after the trim")
     # The log reads as trimmed.
     reader = client.create_reader()
     reader.start_reading(1, until_lsn=tail)
@@ -62,8 +55,8 @@ def test_backlog_retention_drops_old_records(local_cluster):
     old_tail = int(old.result(30).max())
     time.sleep(1.2)  # the records must age past the 1 s backlog; nothing to poll for
     fresh = client.append(1, b"fresh")  # lands in a newer partition (the old ones aged)
-    wait_for(lambda: client.get_head_attributes(1).trim_point >= old_tail // 2, 30.0,
-             "the old partitions to be dropped")
+    wait_until(lambda: client.get_head_attributes(1).trim_point >= old_tail // 2, 30.0, 0.1,
+               "the old partitions were not dropped")
     reader = client.create_reader()
     reader.start_reading(1, until_lsn=fresh)
     items = []

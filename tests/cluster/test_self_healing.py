@@ -5,7 +5,6 @@ damaged marks itself and is rebuilt, and the operator's undo commands."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 
 import pytest
@@ -24,6 +23,7 @@ from tests.cluster.test_rebuilding import (
     sequencer_of,
     wait_status,
 )
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -36,13 +36,9 @@ def events(cluster) -> list[dict]:
 
 
 def wait_event(cluster, match: Callable[[dict], bool], timeout: float = 60.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = [e for e in events(cluster) if match(e)]
-        if found:
-            return found[-1]
-        assert time.monotonic() < deadline, events(cluster)[-10:]
-        time.sleep(0.2)
+    found = wait_until(lambda: [e for e in events(cluster) if match(e)], timeout, 0.2,
+                       lambda: events(cluster)[-10:])
+    return found[-1]
 
 
 def self_initiated(node: int) -> Callable[[dict], bool]:

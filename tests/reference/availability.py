@@ -24,7 +24,7 @@ def sequences(values) -> list[tuple[int, int]]:
 
 
 def groups_of(values) -> list[tuple[int, int, int, int]]:
-    """Greedy grouping, as the BP-34 seed's examples show."""
+    """Greedy grouping, as BP-34's own examples group."""
     groups: list[list[int]] = []
     for start, size in sequences(values):
         if groups:

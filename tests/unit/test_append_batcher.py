@@ -16,6 +16,7 @@ from logdevice.client.append_slots import AppendSlots
 from logdevice.client.loop import LoopThread
 from logdevice.client.settings import ClientSettings
 from logdevice.errors import E, LogDeviceError
+from tests.waiting import async_wait_until
 
 PAYLOAD = b"x" * 100
 
@@ -127,8 +128,7 @@ def test_a_linger_ends_by_itself_and_never_takes_more_than_half_the_timeout(loop
     fut = batcher.submit(1, PAYLOAD, 0, 0.6)  # lingers 0.3 s, not 60
 
     async def first_frame():
-        while not core.frames:
-            await asyncio.sleep(0.01)
+        await async_wait_until(lambda: core.frames, 5, 0.01, "no frame went out")
         core.answer()
 
     loop.run(first_frame, timeout=5)

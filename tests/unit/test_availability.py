@@ -1,4 +1,4 @@
-"""ldcore.availability: the BP-34 seed's examples byte for byte, queries, validation."""
+"""ldcore.availability: BP-34's own examples byte for byte, queries, validation."""
 
 import struct
 
@@ -10,14 +10,14 @@ from tests.reference import availability as ref
 
 HEADER0 = "00000000"  # version 0
 
-SEED1 = [1, 2, 4, 5, 7, 8, 10, 11]
-SEED1_HEX = (
+EXAMPLE1 = [1, 2, 4, 5, 7, 8, 10, 11]
+EXAMPLE1_HEX = (
     HEADER0 + "00000001" + "00" * 56
     + "0000000000000001" + "000000000000000a" + "00000002" + "00000003"
 )  # fmt: skip
-SEED2 = [1, 2, 3, 6, 7, 8, 11, 13, 16, 17, 18, 21, 22]
-SEED2_GROUPS = [(1, 6, 3, 5), (11, 13, 1, 2), (16, 16, 3, 0), (21, 21, 2, 0)]
-SEED2_HEX = (
+EXAMPLE2 = [1, 2, 3, 6, 7, 8, 11, 13, 16, 17, 18, 21, 22]
+EXAMPLE2_GROUPS = [(1, 6, 3, 5), (11, 13, 1, 2), (16, 16, 3, 0), (21, 21, 2, 0)]
+EXAMPLE2_HEX = (
     HEADER0 + "00000004" + "00" * 56
     + "0000000000000001" + "0000000000000006" + "00000003" + "00000005"
     + "000000000000000b" + "000000000000000d" + "00000001" + "00000002"
@@ -32,22 +32,22 @@ def pack(groups, version=0, count=None, reserved=b"\x00" * 56):
     return head + b"".join(struct.pack(">qqii", *g) for g in groups)
 
 
-def test_seed_example_1_bytes():
-    data = av.encode(np.array(SEED1, dtype=np.int64))
-    assert data.hex() == SEED1_HEX
+def test_bp34_example_1_bytes():
+    data = av.encode(np.array(EXAMPLE1, dtype=np.int64))
+    assert data.hex() == EXAMPLE1_HEX
     a = av.decode(data)
     assert a.groups == [(1, 10, 2, 3)]
     assert a.count == 8
-    assert a.to_array().tolist() == SEED1
+    assert a.to_array().tolist() == EXAMPLE1
 
 
-def test_seed_example_2_bytes():
-    data = av.encode(np.array(SEED2, dtype=np.uint64))
-    assert data.hex() == SEED2_HEX
-    a = av.decode(bytes.fromhex(SEED2_HEX))
-    assert a.groups == SEED2_GROUPS
+def test_bp34_example_2_bytes():
+    data = av.encode(np.array(EXAMPLE2, dtype=np.uint64))
+    assert data.hex() == EXAMPLE2_HEX
+    a = av.decode(bytes.fromhex(EXAMPLE2_HEX))
+    assert a.groups == EXAMPLE2_GROUPS
     assert a.count == 13
-    assert a.to_array().tolist() == SEED2
+    assert a.to_array().tolist() == EXAMPLE2
     assert a.missing(np.arange(1, 23)).tolist() == [4, 5, 9, 10, 12, 14, 15, 19, 20]
 
 
@@ -63,13 +63,14 @@ def test_empty():
 
 
 def test_accepts_lists_and_dtypes():
-    for vals in (SEED1, np.array(SEED1, np.int32), np.array(SEED1, np.uint64), tuple(SEED1)):
-        assert av.encode(vals).hex() == SEED1_HEX
+    for vals in (EXAMPLE1, np.array(EXAMPLE1, np.int32), np.array(EXAMPLE1, np.uint64),
+                 tuple(EXAMPLE1)):
+        assert av.encode(vals).hex() == EXAMPLE1_HEX
 
 
 def test_contains_and_queries():
-    a = av.decode(av.encode(SEED2))
-    held = set(SEED2)
+    a = av.decode(av.encode(EXAMPLE2))
+    held = set(EXAMPLE2)
     probes = np.arange(-3, 30)
     assert a.contains_many(probes).tolist() == [int(p) in held for p in probes]
     assert [a.contains(int(p)) for p in probes] == [int(p) in held for p in probes]
@@ -137,8 +138,8 @@ def test_group_reaching_int64_max():
 
 
 def test_equality_and_repr():
-    assert av.decode(av.encode(SEED1)) == av.decode(bytes.fromhex(SEED1_HEX))
-    assert "count=8" in repr(av.decode(av.encode(SEED1)))
+    assert av.decode(av.encode(EXAMPLE1)) == av.decode(bytes.fromhex(EXAMPLE1_HEX))
+    assert "count=8" in repr(av.decode(av.encode(EXAMPLE1)))
     with pytest.raises(TypeError):
         av.Availability()
 

@@ -8,7 +8,6 @@ import concurrent.futures
 import os
 import random
 import threading
-import time
 from collections.abc import Callable
 
 import numpy as np
@@ -27,6 +26,7 @@ from logdevice.client.batching import (
 )
 from logdevice.client.futures import BatchFuture, PayloadFuture, Segment
 from logdevice.errors import E, LogDeviceError, NoBufsError
+from tests.waiting import innermost_function, wait_until
 
 
 class FakeClock:
@@ -254,7 +254,8 @@ def test_memory_budget_close_wakes_waiters_and_idle_wait():
 
     t = threading.Thread(target=waiter)
     t.start()
-    time.sleep(0.05)
+    wait_until(lambda: innermost_function(t) == "wait", 5, 0.001,
+               "the waiter never blocked on the budget's condition")
     m.close(LogDeviceError(E.SHUTDOWN, "closed"))
     t.join(5)
     assert err == [E.SHUTDOWN]

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 from logdevice.errors import TimedOutError
 from logdevice.node.epoch_bound import EpochBound
+from tests.waiting import innermost_function, wait_until
 
 
 def test_a_read_in_flight_before_the_epoch_was_issued_does_not_decide():
@@ -30,7 +30,9 @@ def test_a_read_in_flight_before_the_epoch_was_issued_does_not_decide():
             issued[7] = 2  # a sequencer activates epoch 2 while that read is out
             store_of_epoch_2 = asyncio.ensure_future(bound.admits_fresh(7, 2))
             forged = asyncio.ensure_future(bound.admits_fresh(7, 3))
-            await asyncio.sleep(0.05)  # both wait on the read in flight
+            # One turn of the loop: both tasks run to their wait on the read in flight
+            # (they have nothing else to wait for first).
+            await asyncio.sleep(0)
             release.set()
             assert await asyncio.wait_for(first, 5) == 1
             assert await asyncio.wait_for(store_of_epoch_2, 5) is True
@@ -80,9 +82,12 @@ def test_a_read_that_ended_before_its_callbacks_ran_is_not_taken_as_fresh():
             first = asyncio.ensure_future(bound.refresh(7))
             await asyncio.sleep(0)  # the read starts
             assert answered.wait(5)
-            # Block the loop a moment: the worker hands the answer over, but no callback
-            # of it runs before the call below.
-            time.sleep(0.05)
+            # Block the loop until the worker has handed the answer over (it is back in
+            # its executor's loop, waiting for work): no callback of it runs before the
+            # call below.
+            worker = next(t for t in threading.enumerate() if t.name.startswith("epoch-bound"))
+            wait_until(lambda: innermost_function(worker) == "_worker", 5, 0.001,
+                       "the store's thread never finished the read")
             issued[7] = 2
             assert await asyncio.wait_for(bound.admits_fresh(7, 2), 5) is True
             assert await first == 1

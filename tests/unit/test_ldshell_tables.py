@@ -1,19 +1,15 @@
 """ldshell's node-answered tables without a cluster: the ``readers`` and ``recoveries``
-tables from table replies as they come off the wire, and nodes that do not answer."""
+tables from table replies as they come off the wire (nodes that do not answer:
+tests/integration/test_ldshell_tables.py)."""
 
 from __future__ import annotations
-
-import io
-import socket
 
 import pytest
 
 from logdevice.config import make_local_config
-from logdevice.errors import E
 from logdevice.node.read_streams import ReadStreamRow
 from logdevice.node.recovery_driver import RecoveryRow
 from logdevice.protocol import (
-    GetReadStreams,
     ReadStreamList,
     RecoveryList,
     decode_frame,
@@ -22,7 +18,6 @@ from logdevice.protocol import (
     table_reply,
 )
 from logdevice.tools.ldshell import tables
-from logdevice.tools.ldshell.context import ShellContext
 
 pa = pytest.importorskip("pyarrow")
 
@@ -88,39 +83,3 @@ def test_empty_tables_keep_their_columns():
     for name, cls in (("readers", ReadStreamList), ("recoveries", RecoveryList)):
         t = tables.build(name, FakeContext({}), tables.TableOptions())
         assert t.num_rows == 0 and t.column_names == ["node", *table_columns(cls)]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def test_nodes_that_do_not_answer_are_left_out_with_a_warning(tmp_path):
-    cfg = make_local_config(2, 2, logs=[1], root=tmp_path,
-                            ports=[free_port(), free_port()])
-    path = cfg.dump(tmp_path / "cluster.json")
-    err = io.StringIO()
-    ctx = ShellContext(str(path), timeout=2.0, err=err)
-    t = tables.build("recoveries", ctx, tables.TableOptions())
-    assert t.num_rows == 0
-    groups, *warnings = err.getvalue().splitlines()
-    # No node can say what the runtime log groups are: the file's alone, said so.
-    assert "runtime log groups left out: TIMEDOUT" in groups
-    assert len(warnings) == 2 and all("did not answer GetRecoveries" in w for w in warnings)
-    assert {w.split()[1] for w in warnings} == {"N0", "N1"}
-    ctx.close()
-
-
-def test_a_refusal_is_a_warning_too(monkeypatch, tmp_path):
-    cfg = make_local_config(1, 1, logs=[1], root=tmp_path, ports=[free_port()])
-    err = io.StringIO()
-    ctx = ShellContext(str(cfg.dump(tmp_path / "cluster.json")), timeout=2.0, err=err)
-    assert ctx.config.nodes  # read (the file's groups alone: no node runs) before the stub
-
-    async def refuse(self, msg, deadline=None):
-        return ReadStreamList(request_id=msg.request_id, status=E.DISABLED, node_index=0)
-
-    monkeypatch.setattr("logdevice.client.connection.Connection.request", refuse)
-    assert ctx.ask_nodes(lambda: GetReadStreams(request_id=0)) == {}
-    assert "N0 refused GetReadStreams: DISABLED" in err.getvalue()

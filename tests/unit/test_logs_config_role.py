@@ -8,6 +8,7 @@ import threading
 from logdevice.config import Config, make_local_config
 from logdevice.logs_config_store import StoreLogsConfig
 from logdevice.node.logs_config_role import LogsConfigRole
+from tests.waiting import async_wait_until
 
 
 class FakeNode:
@@ -43,7 +44,7 @@ def test_fresh_reads_start_after_the_request_and_are_shared(tmp_path):
 
         role.source.poll = slow_poll
         first = role.fresh()  # a read in flight...
-        await asyncio.sleep(0.05)
+        await async_wait_until(lambda: polls == 1, 5, message="the first read never started")
         later = [role.fresh() for _ in range(10)]  # ... those asked meanwhile share one more
         assert all(f is later[0] for f in later) and later[0] is not first
         gate.set()

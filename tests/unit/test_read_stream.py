@@ -115,10 +115,10 @@ def test_unknown_node_and_malformed_gap_ignored():
     assert rs.sender(1).next_lsn == 0
 
 
-# ----------------------------------------------------------- gap detection (seed)
+# ---------------------------------------- gap detection (LogDevice's worked example)
 
 
-def _seed_prefix(rs):
+def _example_prefix(rs):
     """LogDevice's gap-detection example: R=3, nodeset of 5, the reader waits for 52."""
     records(rs, 1, 50)
     records(rs, 2, 50, 51)
@@ -130,9 +130,9 @@ def _seed_prefix(rs):
     assert rs.poll() == []
 
 
-def test_seed_example_dataloss_at_52():
+def test_worked_example_dataloss_at_52():
     rs, clock = make(start=50)
-    _seed_prefix(rs)
+    _example_prefix(rs)
     clock.advance(10)  # time alone proves nothing
     assert rs.poll() == []
     # N1 sends 54: it has nothing at 52 either.  Three nodes is an f-majority, but N2
@@ -146,16 +146,16 @@ def test_seed_example_dataloss_at_52():
     assert rs.next_lsn == 55
 
 
-def test_seed_example_without_grace_period():
+def test_worked_example_without_grace_period():
     rs, _ = make(start=50, grace_period=0)
-    _seed_prefix(rs)
+    _example_prefix(rs)
     records(rs, 1, 54)
     assert show(rs.poll()) == [("DATALOSS", 52, 52), 53, 54]
 
 
-def test_seed_example_complete_answer_needs_no_grace():
+def test_worked_example_complete_answer_needs_no_grace():
     rs, _ = make(start=50)
-    _seed_prefix(rs)
+    _example_prefix(rs)
     records(rs, 2, 53)
     records(rs, 4, 55)
     records(rs, 1, 54)  # every node has now passed 52
@@ -164,7 +164,7 @@ def test_seed_example_complete_answer_needs_no_grace():
 
 def test_record_arriving_during_grace_period_wins():
     rs, clock = make(start=50)
-    _seed_prefix(rs)
+    _example_prefix(rs)
     records(rs, 1, 54)
     clock.advance(0.05)
     assert rs.poll() == []
@@ -382,7 +382,7 @@ def test_under_replicated_regions_are_exact():
 
 def test_next_deadline_is_the_grace_period():
     rs, clock = make(start=50)
-    _seed_prefix(rs)
+    _example_prefix(rs)
     assert rs.next_deadline() is None
     records(rs, 1, 54)
     assert rs.next_deadline() == clock.t + 0.1

@@ -17,6 +17,7 @@ from logdevice.client.reader_queue import ReaderQueue
 from logdevice.readstream import ReadBatch
 from logdevice.record_columns import RecordColumns
 from logdevice.records import DataRecord, GapRecord, GapType
+from tests.waiting import wait_until
 
 
 def batch(log_id, lsns, gaps=(), bo=None):
@@ -128,8 +129,7 @@ def test_gather_takes_more_than_the_queue_holds(flavour):
 
     def producer():
         for a in range(1, 41, 4):
-            while q.room() < 4:
-                time.sleep(0.001)
+            wait_until(lambda: q.room() >= 4, 10, 0.001, "the reader never made room")
             q.put(1, batch(1, list(range(a, a + 4))))
         q.log_done(1)
 

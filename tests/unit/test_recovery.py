@@ -46,6 +46,7 @@ from logdevice.sequencer.recovery import (
 )
 from logdevice.shards import AuthoritativeStatus
 from logdevice.storage.logsdb import LogsDB
+from tests.waiting import async_wait_until
 
 LOG = 3
 WBR = FLAG_WRITTEN_BY_RECOVERY
@@ -680,9 +681,8 @@ def test_storage_role_seal(tmp_path):
     cfg = make_local_config(3, 2, logs=range(1, 11), root=tmp_path, ports=[1, 2, 3])
 
     async def reply(peer: _Peer, kind: type):
-        async with asyncio.timeout(10):
-            while not any(isinstance(m, kind) for m in peer.sent):
-                await asyncio.sleep(0.001)
+        await async_wait_until(lambda: any(isinstance(m, kind) for m in peer.sent), 10,
+                               message=f"no {kind.__name__} sent")
         found = [m for m in peer.sent if isinstance(m, kind)]
         peer.sent.clear()
         return found[-1]

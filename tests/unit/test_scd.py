@@ -20,7 +20,7 @@ from tests.reference import scd as ref
 
 # The worked example's DB content of N0 (and, in the local-SCD section, of N1).
 LSNS = np.arange(42, 49)
-SEED_COPYSETS = np.array(
+EXAMPLE_COPYSETS = np.array(
     [
         [1, 0, 2, 3],
         [3, 5, 0, 1],
@@ -35,7 +35,7 @@ SEED_COPYSETS = np.array(
 
 
 def shipped(me, known_down=(), **kw):
-    return set(LSNS[ship_mask(SEED_COPYSETS, me, known_down, **kw)].tolist())
+    return set(LSNS[ship_mask(EXAMPLE_COPYSETS, me, known_down, **kw)].tolist())
 
 
 # --- the worked examples ----------------------------------------------------------------
@@ -55,10 +55,10 @@ def test_known_down_list(known_down, expected):
 
 def test_local_scd_senders():
     local = [0, 1, 2]
-    senders = [1, 0, 0, 0, 0, 2, 1]  # "will be sent by" column of the seed
-    assert first_eligible(SEED_COPYSETS, local_nodes=local).tolist() == senders
+    senders = [1, 0, 0, 0, 0, 2, 1]  # "will be sent by" column of the worked example
+    assert first_eligible(EXAMPLE_COPYSETS, local_nodes=local).tolist() == senders
     for node in range(6):
-        mask = ship_mask(SEED_COPYSETS, node, local_nodes=local)
+        mask = ship_mask(EXAMPLE_COPYSETS, node, local_nodes=local)
         assert mask.tolist() == [s == node for s in senders]
 
 
@@ -427,7 +427,7 @@ def test_cache_every_dtype_and_width(dtype):
     ["i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", ">i4", ">i2", "<i8"],
 )
 def test_dtypes_agree(dtype):
-    cs = SEED_COPYSETS.astype(np.int64)
+    cs = EXAMPLE_COPYSETS.astype(np.int64)
     if np.dtype(dtype).kind == "i":
         cs = np.where(np.arange(4) == 3, -1, cs)  # some padding
     arr = cs.astype(dtype)
@@ -442,11 +442,12 @@ def test_dtypes_agree(dtype):
 
 def test_lists_and_non_contiguous_arrays():
     wide = np.zeros((7, 8), dtype=np.int32)
-    wide[:, ::2] = SEED_COPYSETS
+    wide[:, ::2] = EXAMPLE_COPYSETS
     view = wide[:, ::2]
     assert not view.flags.c_contiguous
-    assert ship_mask(view, 0).tolist() == ship_mask(SEED_COPYSETS, 0).tolist()
-    assert ship_mask(SEED_COPYSETS.tolist(), 0).tolist() == ship_mask(SEED_COPYSETS, 0).tolist()
+    assert ship_mask(view, 0).tolist() == ship_mask(EXAMPLE_COPYSETS, 0).tolist()
+    assert (ship_mask(EXAMPLE_COPYSETS.tolist(), 0).tolist()
+            == ship_mask(EXAMPLE_COPYSETS, 0).tolist())
 
 
 def test_padding_anywhere_and_any_negative_value():

@@ -31,14 +31,15 @@ from logdevice.protocol import (
 )
 from logdevice.storage import keys as K
 from logdevice.storage.logsdb import LogsDB
+from tests.waiting import async_wait_until
 
 LOG = 7
 LSN_MAX = 2**64 - 1
 SCD = StartFlag.SINGLE_COPY_DELIVERY
 
 # The SCD worked example's DB content of N0 (and, for local SCD, of N1).
-SEED_LSNS = np.arange(42, 49, dtype=np.uint64)
-SEED_COPYSETS = np.array(
+EXAMPLE_LSNS = np.arange(42, 49, dtype=np.uint64)
+EXAMPLE_COPYSETS = np.array(
     [[1, 0, 2, 3], [3, 5, 0, 1], [0, 1, 2, 3], [4, 0, 5, 2], [0, 3, 2, 1], [4, 3, 2, 5],
      [1, 4, 0, 5]],
     dtype=np.int16,
@@ -146,8 +147,8 @@ def db(tmp_path):
 
 
 @pytest.fixture
-def seed_db(db):
-    write(db, SEED_LSNS, SEED_COPYSETS)
+def example_db(db):
+    write(db, EXAMPLE_LSNS, EXAMPLE_COPYSETS)
     db.set_last_released(LOG, 48)
     return db
 
@@ -160,9 +161,9 @@ def seed_db(db):
     ((1,), [42, 44, 46]),
     ((1, 4), [42, 44, 45, 46, 48]),
 ])
-def test_seed_scd_known_down(seed_db, known_down, expected):
+def test_example_scd_known_down(example_db, known_down, expected):
     s = ServerReadStream(start(flags=SCD, known_down=list(known_down)), me=0)
-    msgs = run(s, seed_db, 48)
+    msgs = run(s, example_db, 48)
     assert shipped(msgs) == expected
     # Only the shipped records' data was read; the decision came from the CSI.
     assert s.stats.records_read == len(expected) and s.stats.range_reads == 0
@@ -175,24 +176,24 @@ def test_seed_scd_known_down(seed_db, known_down, expected):
     (1, (), [42, 48]),
     (0, (), [43, 44, 45, 46]),
     (1, (0,), [42, 43, 44, 48]),
-    (1, (0, 2), [42, 43, 44, 46, 48]),  # the seed names N0 here; the sender is N1
+    (1, (0, 2), [42, 43, 44, 46, 48]),  # the worked example names N0 here; the sender is N1
 ])
-def test_seed_local_scd(seed_db, me, known_down, expected):
+def test_example_local_scd(example_db, me, known_down, expected):
     flags = SCD | StartFlag.LOCAL_SCD_ENABLED
     s = ServerReadStream(start(flags=flags, known_down=list(known_down)), me=me,
                          local_nodes=[0, 1, 2])
-    assert shipped(run(s, seed_db, 48)) == expected
+    assert shipped(run(s, example_db, 48)) == expected
 
 
-def test_local_nodes_ignored_without_flag(seed_db):
+def test_local_nodes_ignored_without_flag(example_db):
     s = ServerReadStream(start(flags=SCD), me=0, local_nodes=[0, 1, 2])
     assert s.local_nodes is None
-    assert shipped(run(s, seed_db, 48)) == [44, 46]
+    assert shipped(run(s, example_db, 48)) == [44, 46]
 
 
-def test_all_send_all_ships_everything(seed_db):
+def test_all_send_all_ships_everything(example_db):
     s = ServerReadStream(start(), me=0)
-    msgs = run(s, seed_db, 48)
+    msgs = run(s, example_db, 48)
     assert summary(msgs) == [("R", list(range(42, 49)))]
     assert s.stats.range_reads >= 1 and s.stats.point_reads == 0
 
@@ -265,9 +266,9 @@ def test_only_released_records_then_tail_gap(db):
     assert run(s, db, 0) == []  # nothing released yet: nothing said
 
 
-def test_tail_gap_when_node_ships_nothing(seed_db):
+def test_tail_gap_when_node_ships_nothing(example_db):
     s = ServerReadStream(start(flags=SCD), me=5)  # N5 is never first
-    assert summary(run(s, seed_db, 48)) == [("G", "NO_RECORDS", 1, 48)]
+    assert summary(run(s, example_db, 48)) == [("G", "NO_RECORDS", 1, 48)]
     assert s.stats.records_read == 0
 
 
@@ -426,14 +427,14 @@ def test_digest_reads_unreleased_with_waves_and_copysets(db):
 # ------------------------------------------------------------------------------ rewind, tailing
 
 
-def test_rewind_with_new_filter_version(seed_db):
+def test_rewind_with_new_filter_version(example_db):
     s1 = ServerReadStream(start(flags=SCD), me=0)
-    msgs = wire(run(s1, seed_db, 48))
+    msgs = wire(run(s1, example_db, 48))
     assert {m.filter_version for m in msgs} == {1}
     # The client puts N1 on the known-down list and rewinds to 42.
     s2 = ServerReadStream(start(start_lsn=42, flags=SCD, known_down=[1], filter_version=2),
                           me=0)
-    msgs = wire(run(s2, seed_db, 48))
+    msgs = wire(run(s2, example_db, 48))
     assert {m.filter_version for m in msgs} == {2}
     assert summary(msgs) == [("R", [42, 44, 46]), ("G", "NO_RECORDS", 47, 48)]
 
@@ -487,10 +488,8 @@ class Peer:
 
 async def settle(role, timeout=20.0):
     """Wait until every stream is parked (bounded)."""
-    async with asyncio.timeout(timeout):
-        await asyncio.sleep(0)
-        while not role.idle:
-            await asyncio.sleep(0.001)
+    await asyncio.sleep(0)
+    await async_wait_until(lambda: role.idle, timeout, message="a stream never parked")
 
 
 def test_role_handlers(tmp_path):

@@ -1,15 +1,14 @@
-"""The client tools' waiting and back lines (``logdevice.tools.health``)."""
+"""The client tools' waiting and back lines (``logdevice.tools.health``; probing real
+ports: tests/integration/test_tool_health.py)."""
 
 from __future__ import annotations
 
 import io
-import socket
 
 import pytest
 
-from logdevice.config import make_local_config
 from logdevice.errors import E, LogDeviceError, error_for
-from logdevice.tools.health import RetryDelay, Waiting, cluster_line, is_away, probe_nodes
+from logdevice.tools.health import RetryDelay, Waiting, is_away
 
 
 def test_the_waiting_line_once_per_wait_and_the_back_line_only_after_it():
@@ -41,29 +40,6 @@ def test_through_a_piped_rich_console_no_markup_and_no_colour():
     w = Waiting("ldwrite", console=console(file=out))
     w.away("waiting for the cluster 'x': [bold]not markup[/bold]")
     assert out.getvalue() == "ldwrite: waiting for the cluster 'x': [bold]not markup[/bold]\n"
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def test_probe_nodes_and_the_cluster_line(tmp_path):
-    with socket.socket() as listening:
-        listening.bind(("127.0.0.1", 0))
-        listening.listen()
-        ports = [listening.getsockname()[1], _closed_port()]
-        config = make_local_config(2, 1, [1], root=tmp_path, ports=ports,
-                                   admin_ports=[_closed_port(), _closed_port()],
-                                   cluster="probe")
-        assert probe_nodes(config) == "N0: accepts connections, N1: connection refused"
-        assert probe_nodes(config, limit=1) == "N0: accepts connections, ... (1 more)"
-        assert cluster_line(config, error_for(E.CONNFAILED)) == (
-            "waiting for the cluster 'probe': no node reachable "
-            "(N0: accepts connections, N1: connection refused)")
-        assert cluster_line(config, error_for(E.TIMEDOUT)).startswith(
-            "waiting for the cluster 'probe': no answer in time (")
 
 
 def test_what_counts_as_away_and_the_retry_delays():

@@ -1,7 +1,5 @@
 """ldcore.window.Window: the read stream's ring buffer of record handles."""
 
-import time
-
 import numpy as np
 import pytest
 
@@ -85,14 +83,14 @@ def test_advance_drops_what_it_passes():
     assert w.insert(63, 9) == 1 and w.insert(64, 9) == -2
 
 
-def test_advance_far_is_cheap_and_clears_everything():
+def test_advance_far_clears_everything():
+    # What a far move costs (no more than a near one) is measured in
+    # benchmarks/test_kernels.py (window advance).
     w = Window(5, 512)
     w.insert_many(np.arange(5, 517, 2, dtype=np.uint64), np.arange(256))
-    t0 = time.perf_counter()
     lsns, handles = w.advance((7 << 32) | 1)  # an epoch jump
     w.advance(1 << 63)
     w.advance(LSN_MAX)
-    assert time.perf_counter() - t0 < 0.5
     assert lsns.tolist() == list(range(5, 517, 2)) and handles.tolist() == list(range(256))
     assert w.head == LSN_MAX and len(w) == 0
     assert w.insert(LSN_MAX, 3) == 1 and w.first_filled() == LSN_MAX

@@ -12,6 +12,7 @@ from kazoo.exceptions import ConnectionLoss
 from logdevice.epochstore import SHARD_NEEDS_REBUILD, open_epoch_store, parse_epoch_store_uri
 from logdevice.epochstore.zookeeper import ZooKeeperEpochStore
 from logdevice.errors import E, TimedOutError
+from tests.waiting import wait_until
 
 MD = {"nodeset": [0, 1, 2], "replication": {"node": 2}}
 WAIT = 60
@@ -42,10 +43,13 @@ def test_activation_waits_for_zookeeper_and_says_so(zookeeper_factory, caplog):
         result: list = []
         t = threading.Thread(target=lambda: result.append(s.activate(1)[0]))
         t.start()
-        deadline = time.monotonic() + WAIT
-        while "waiting to activate a new epoch of log 1" not in caplog.text:  # it said so
-            assert time.monotonic() < deadline and t.is_alive()
-            time.sleep(0.05)
+        def said_so() -> bool:
+            if "waiting to activate a new epoch of log 1" in caplog.text:
+                return True
+            assert t.is_alive()
+            return False
+
+        wait_until(said_so, WAIT, message="the activation did not say it waits")
         zk.start()
         t.join(WAIT)
         assert not t.is_alive() and result == [2]
@@ -95,14 +99,13 @@ def test_a_lost_session_is_replaced(zk_server, zk_uri, caplog):
         thief.start(30)
         thief.stop()  # closes the session: the server expires it for the store
         thief.close()
-        deadline = time.monotonic() + WAIT
         epochs = []
-        while True:
+
+        def session_replaced() -> bool:
             epochs.append(s.activate(1)[0])  # works before, during and after the change
-            if s.session is not None and s.session[0] != old[0]:
-                break
-            assert time.monotonic() < deadline, "the store kept the dead session"
-            time.sleep(0.05)
+            return s.session is not None and s.session[0] != old[0]
+
+        wait_until(session_replaced, WAIT, message="the store kept the dead session")
         epochs.append(s.activate(1)[0])
         assert epochs == list(range(2, 2 + len(epochs)))
 
