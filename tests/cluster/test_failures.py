@@ -13,6 +13,7 @@ import pytest
 from ldcore import lsn as ldlsn
 from logdevice.placement import sequencer_for
 from tests.cluster.conftest import RawClient, check_acked_on_disk
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -63,11 +64,10 @@ class Streamer:
             self.acked[(log_id, lsn)] = payload
 
     def wait_for(self, n: int, timeout: float = 30.0, max_errors: int = 0) -> None:
-        deadline = time.monotonic() + timeout
-        while self.count() < n:
-            assert time.monotonic() < deadline, f"only {self.count()} of {n} appends acked"
+        def enough() -> bool:
             assert len(self.errors) <= max_errors, self.errors[:3]
-            time.sleep(0.02)
+            return self.count() >= n
+        wait_until(enough, timeout, 0.02, lambda: f"only {self.count()} of {n} appends acked")
 
     def stop(self) -> None:
         self._stop.set()

@@ -39,6 +39,7 @@ import pytest
 import logdevice as ld
 from ldcore import lsn as ldlsn
 from tests.cluster.conftest import RawClient
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -97,12 +98,10 @@ class Appender:
             return [a for a in self.acked if a[0] > t]
 
     def wait(self, what: str, condition: Any, timeout: float = WAIT) -> None:
-        deadline = time.monotonic() + timeout
-        while not condition():
+        def met() -> bool:
             assert self._thread.is_alive(), "the appending thread died"
-            assert time.monotonic() < deadline, f"{what}: not within {timeout:g} s " \
-                                                f"(failures: {self.failed[-3:]})"
-            time.sleep(0.02)  # polls the condition; bounded by the deadline
+            return bool(condition())
+        wait_until(met, timeout, 0.02, lambda: f"{what} (failures: {self.failed[-3:]})")
 
     def stop(self) -> None:
         self._stop.set()

@@ -10,18 +10,12 @@ import time
 import pytest
 
 import logdevice as ld
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.cluster
 
 LOGS = (1, 2)
 CAP = 40
-
-
-def wait_for(cond, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def start(spark, cluster, out, ckpt, *, available_now: bool):
@@ -66,8 +60,8 @@ def test_stream_restart_from_checkpoint_delivers_every_record_once(spark, local_
         t.start()
         q1 = start(spark, cluster, out, ckpt, available_now=False)
         try:
-            wait_for(lambda: sum(p["numInputRows"] > 0 for p in q1.recentProgress) >= 3,
-                     90, "three micro-batches with data")
+            wait_until(lambda: sum(p["numInputRows"] > 0 for p in q1.recentProgress) >= 3,
+                       90, 0.1, "three micro-batches with data")
         finally:
             q1.stop()
         assert q1.exception() is None
@@ -158,7 +152,7 @@ def test_starting_timestamp_and_lag_in_progress(spark, local_cluster, tmp_path):
     with ld.Client(cluster.config_path) as client:
         old = [client.append(1, b"old-%d" % i) for i in range(10)]
         t_old = client.get_tail_attributes(1).last_timestamp
-        wait_for(lambda: time.time() * 1000 > t_old + 5, 10, "the clock to move on")
+        wait_until(lambda: time.time() * 1000 > t_old + 5, 10, 0.01, "the clock to move on")
         split_ms = int(time.time() * 1000)
         new = [client.append(1, b"new-%d" % i) for i in range(25)]
         new += [client.append(2, b"two-%d" % i) for i in range(5)]
