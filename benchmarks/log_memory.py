@@ -115,7 +115,7 @@ def logsdb(n: int, root: Path) -> float:
 def storage_tables(n: int) -> float:
     try:
         from ldcore.logtable import LogTable
-        from logdevice.node.known_good import KnownGood
+        from logdevice.node.roles.known_good import KnownGood
     except ImportError:  # the tree keeps them in dicts, as the storage role did
         def build() -> Any:
             released: dict[int, int] = {}

@@ -18,8 +18,8 @@ import time
 import numpy as np
 import pytest
 
-from logdevice.client.reader_queue import ReaderQueue
-from logdevice.read_stream import ReadStream
+from logdevice.client.read.queue import ReaderQueue
+from logdevice.readstream import ReadStream
 from logdevice.records import LSN_MAX
 
 RECORDS = 64

@@ -32,8 +32,8 @@ import pytest
 
 from logdevice.config.local import make_local_config
 from logdevice.epochstore import EpochMetadata, FileEpochStore
-from logdevice.node.server import Node
-from logdevice.node.storage_role import StorageRole
+from logdevice.node.roles.storage_role import StorageRole
+from logdevice.node.transport.server import Node
 from logdevice.protocol import Store, Stored
 from logdevice.protocol.framing import decode_frame, encode_frame
 from logdevice.storage import keys as K

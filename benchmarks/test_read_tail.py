@@ -14,9 +14,9 @@ import itertools
 import numpy as np
 import pytest
 
-from logdevice.node.read_stream_server import ServerReadStream
 from logdevice.protocol import StartFlag
 from logdevice.protocol.messages import Start
+from logdevice.readstream.server import ServerReadStream
 from logdevice.storage.logsdb import LogsDB
 
 LOG = 1

@@ -28,9 +28,9 @@ import pytest
 from ldcore.checksum import crc32c
 from logdevice.config import Config, make_local_config
 from logdevice.errors import E
-from logdevice.node.failure_detector import FailureDetectorRole
-from logdevice.node.sequencer_role import SequencerRole
-from logdevice.node.server import Node
+from logdevice.node.roles.failure_detector_role import FailureDetectorRole
+from logdevice.node.roles.sequencer_role import SequencerRole
+from logdevice.node.transport.server import Node
 from logdevice.protocol import AppendBatch, AppendedBatch, AppendFlag, Store, Stored
 
 ROUNDS = 2000

@@ -64,8 +64,8 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from logdevice.client import Client
 from logdevice.config import Config, LogGroup, Settings, make_local_config
-from logdevice.node.failure_detector import config_version
-from logdevice.node.probe import cluster_view
+from logdevice.node.roles.failure_detector_role import config_version
+from logdevice.protocol.probe import cluster_view
 from logdevice.rebuilding.requests import request_rebuild
 from logdevice.security import PLAIN, ConnectSecurity
 from logdevice.security.dev_certs import NODE_SUBJECT, DevCertificates

@@ -27,9 +27,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from logdevice.errors import E, error_for
 from logdevice.local_cluster import LocalCluster
-from logdevice.node.probe import NodeConnection
 from logdevice.placement import sequencer_for
 from logdevice.protocol import Append, Appended, ClusterView, GetClusterView
+from logdevice.protocol.probe import NodeConnection
 
 Factory = Callable[..., LocalCluster]
 

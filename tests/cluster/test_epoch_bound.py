@@ -13,8 +13,8 @@ import pytest
 from ldcore import lsn as ldlsn
 from logdevice.epochstore import open_epoch_store
 from logdevice.errors import E
-from logdevice.node.probe import NodeConnection
 from logdevice.protocol import Seal, Sealed, Store, Stored, pack_payloads
+from logdevice.protocol.probe import NodeConnection
 from logdevice.storage.logsdb import LogsDB
 
 pytestmark = pytest.mark.cluster

@@ -12,7 +12,6 @@ import pytest
 from ldcore import lsn as ldlsn
 from logdevice.epochstore import open_epoch_store
 from logdevice.errors import E
-from logdevice.node.probe import NodeConnection
 from logdevice.protocol import (
     PeerFeature,
     Seal,
@@ -23,6 +22,7 @@ from logdevice.protocol import (
     StoreLogs,
     pack_payloads,
 )
+from logdevice.protocol.probe import NodeConnection
 from tests.cluster.conftest import check_acked_on_disk, read_back, scrape
 
 pytestmark = pytest.mark.cluster

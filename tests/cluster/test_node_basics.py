@@ -15,7 +15,6 @@ import pytest
 from ldcore import lsn as ldlsn
 from ldcore.checksum import crc32c
 from logdevice.errors import E
-from logdevice.node.probe import NodeConnection
 from logdevice.protocol import (
     PROTOCOL_VERSION,
     Append,
@@ -34,6 +33,7 @@ from logdevice.protocol import (
     Window,
     encode_frame,
 )
+from logdevice.protocol.probe import NodeConnection
 from tests.cluster.conftest import RawClient
 
 pytestmark = pytest.mark.cluster

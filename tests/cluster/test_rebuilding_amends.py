@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 import logdevice as ld
-from logdevice.node.probe import NodeConnection
 from logdevice.protocol import GetPartitions, PartitionList
+from logdevice.protocol.probe import NodeConnection
 from tests.cluster.conftest import ldshell, scrape
 from tests.cluster.test_rebuilding import (
     append_many,

@@ -20,7 +20,6 @@ import trustme
 
 import logdevice as ld
 from logdevice.errors import E
-from logdevice.node.probe import NodeConnection
 from logdevice.protocol import (
     Error,
     GetPartitions,
@@ -29,6 +28,7 @@ from logdevice.protocol import (
     RecordAvailability,
     Seal,
 )
+from logdevice.protocol.probe import NodeConnection
 from logdevice.records import GapType
 from logdevice.security import ConnectSecurity
 from logdevice.security.tls import client_context

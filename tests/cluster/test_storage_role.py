@@ -10,7 +10,6 @@ from ldcore import lsn as ldlsn
 from ldcore.checksum import crc32c
 from logdevice.epochstore import LogEpochState, open_epoch_store
 from logdevice.errors import E
-from logdevice.node.probe import NodeConnection
 from logdevice.protocol import (
     Error,
     RecordFlag,
@@ -20,6 +19,7 @@ from logdevice.protocol import (
     Stored,
     pack_payloads,
 )
+from logdevice.protocol.probe import NodeConnection
 from logdevice.storage.logsdb import LogsDB
 from tests.cluster.conftest import RawClient, read_back
 

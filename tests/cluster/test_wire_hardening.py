@@ -13,7 +13,6 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
 from logdevice.errors import E
-from logdevice.node.probe import NodeConnection
 from logdevice.protocol import (
     PROTOCOL_VERSION,
     Error,
@@ -27,6 +26,7 @@ from logdevice.protocol import (
     encode_frame,
 )
 from logdevice.protocol.messages import MessageType
+from logdevice.protocol.probe import NodeConnection
 from tests.unit.test_wire_fuzz import frames_past_the_prefix
 
 pytestmark = pytest.mark.cluster

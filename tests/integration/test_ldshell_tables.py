@@ -42,6 +42,6 @@ def test_a_refusal_is_a_warning_too(monkeypatch, tmp_path):
     async def refuse(self, msg, deadline=None):
         return ReadStreamList(request_id=msg.request_id, status=E.DISABLED, node_index=0)
 
-    monkeypatch.setattr("logdevice.client.connection.Connection.request", refuse)
+    monkeypatch.setattr("logdevice.client.net.connection.Connection.request", refuse)
     assert ctx.ask_nodes(lambda: GetReadStreams(request_id=0)) == {}
     assert "N0 refused GetReadStreams: DISABLED" in err.getvalue()

@@ -1,4 +1,4 @@
-"""Node-to-node links (``logdevice.node.links``) between two real in-process nodes over
+"""Node-to-node links (``logdevice.node.transport.links``) between two real in-process nodes over
 loopback TCP: what a role sends the moment a link comes up must arrive.
 
 The sequencer re-sends its release pointers from ``on_link_change(up)``; a restarted
@@ -15,10 +15,10 @@ from typing import Any
 
 from logdevice.config import make_local_config
 from logdevice.local_cluster import free_ports
-from logdevice.node import connection
-from logdevice.node.role import Role
-from logdevice.node.server import Node
-from logdevice.node.store_sender import StoreSender
+from logdevice.node.roles.role import Role
+from logdevice.node.roles.store_sender import StoreSender
+from logdevice.node.transport import connection
+from logdevice.node.transport.server import Node
 from logdevice.protocol import Release
 
 WAIT = 10.0

@@ -26,7 +26,7 @@ from ldcore import codec
 from ldcore.scd import ship_mask
 from logdevice.errors import E
 from logdevice.protocol.flags import FLAG_BRIDGE, FLAG_BUFFERED_WRITER_BLOB, FLAG_HOLE
-from logdevice.read_stream import (
+from logdevice.readstream import (
     AuthoritativeStatus,
     GapReason,
     ReadStream,

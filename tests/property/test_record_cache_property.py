@@ -12,9 +12,9 @@ import numpy as np
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from logdevice.node.read_stream_server import ServerReadStream
 from logdevice.protocol import StartFlag
 from logdevice.protocol.messages import Gap, Records, Start
+from logdevice.readstream.server import ServerReadStream
 from logdevice.storage.logsdb import LogsDB
 
 LOG = 3

@@ -16,8 +16,8 @@ import pytest
 
 import logdevice as ld
 from logdevice.errors import E
-from logdevice.node.probe import NodeConnection
 from logdevice.protocol import Append, Error, GetMetadata, MessageType, Seal
+from logdevice.protocol.probe import NodeConnection
 from tests.cluster.conftest import ldshell
 from tests.security.conftest import client_as, credentials, rss_kib, security_of, zk_root
 

@@ -10,8 +10,8 @@ import pytest
 
 import logdevice as ld
 from logdevice.errors import E
-from logdevice.node.probe import NodeConnection
 from logdevice.protocol import Start
+from logdevice.protocol.probe import NodeConnection
 from tests.security.conftest import client_as, security_of
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]

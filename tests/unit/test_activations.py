@@ -9,7 +9,7 @@ import pytest
 
 from logdevice.epochstore import EpochMetadata, FileEpochStore
 from logdevice.errors import E, LogDeviceError
-from logdevice.node.activations import ActivationBatcher
+from logdevice.node.roles.activations import ActivationBatcher
 
 MD = EpochMetadata(0, (0, 1, 2), {"node": 2})
 

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from logdevice.client.append_batcher import FRAMES_IN_FLIGHT, AppendBatcher
-from logdevice.client.append_slots import AppendSlots
-from logdevice.client.loop import LoopThread
+from logdevice.client.net.loop import LoopThread
 from logdevice.client.settings import ClientSettings
+from logdevice.client.write.append_batcher import FRAMES_IN_FLIGHT, AppendBatcher
+from logdevice.client.write.append_slots import AppendSlots
 from logdevice.errors import E, LogDeviceError
 from tests.waiting import async_wait_until
 

@@ -5,7 +5,7 @@ import asyncio
 
 import pytest
 
-from logdevice.client.append_slots import AppendSlots
+from logdevice.client.write.append_slots import AppendSlots
 from logdevice.errors import TimedOutError
 
 

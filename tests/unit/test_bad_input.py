@@ -12,7 +12,7 @@ import zstandard
 
 from ldcore import codec
 from logdevice.client import Client
-from logdevice.client.buffered_writer import BufferedWriter
+from logdevice.client.write.buffered_writer import BufferedWriter
 from logdevice.config import make_local_config
 from logdevice.errors import E, InvalidParamError
 from logdevice.protocol import Append, FrameDecoder, Hello, ProtocolError, encode_frame

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ldcore import codec
-from logdevice.client.batching import (
+from logdevice.client.write.batching import (
     BLOB_OVERHEAD,
     PER_PAYLOAD_OVERHEAD,
     Batcher,
@@ -24,7 +24,7 @@ from logdevice.client.batching import (
     encode_batch,
     payload_offsets,
 )
-from logdevice.client.futures import BatchFuture, PayloadFuture, Segment
+from logdevice.client.write.futures import BatchFuture, PayloadFuture, Segment
 from logdevice.errors import E, LogDeviceError, NoBufsError
 from tests.waiting import innermost_function, wait_until
 

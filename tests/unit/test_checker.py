@@ -10,7 +10,7 @@ from ldcore import availability
 from logdevice.checker.report import Report
 from logdevice.checker.runs import expand_runs, to_runs
 from logdevice.checker.verdict import NodeHoldings, judge
-from logdevice.node.availability_role import RecordBudget
+from logdevice.node.roles.availability_role import RecordBudget
 from logdevice.shards import AuthoritativeStatus as AS
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from logdevice.checker.client import AvailabilityClient
 from logdevice.config import make_local_config
 from logdevice.errors import E
-from logdevice.node.availability_role import availability_page
+from logdevice.node.roles.availability_role import availability_page
 from logdevice.protocol import RecordAvailability, decode_frame, encode_frame
 from logdevice.storage.logsdb import LogsDB
 

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from logdevice.client.loop import LoopThread
+from logdevice.client.net.loop import LoopThread
 from logdevice.client.settings import ClientSettings
 from logdevice.errors import InvalidParamError
 

@@ -15,8 +15,8 @@ from logdevice.client.combine import (
     f_majority,
     storage_nodeset,
 )
-from logdevice.client.retry import JITTER, WRITER_RETRYABLE
-from logdevice.client.routing import Routing
+from logdevice.client.net.retry import JITTER, WRITER_RETRYABLE
+from logdevice.client.net.routing import Routing
 from logdevice.client.settings import ClientSettings
 from logdevice.config import make_local_config
 from logdevice.errors import (

@@ -6,7 +6,7 @@ import os
 
 from logdevice.config import Config, make_local_config
 from logdevice.config.watch import ConfigFileWatch, live_changes
-from logdevice.node.failure_detector import FailureDetector
+from logdevice.node.roles.failure_detector_role import FailureDetector
 
 
 def test_a_changed_file_is_noticed_once_and_an_invalid_one_ignored(tmp_path):

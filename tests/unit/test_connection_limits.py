@@ -1,7 +1,7 @@
 """ConnectionLimits, the node's connection bookkeeping, without sockets."""
 
 from logdevice.config import Settings
-from logdevice.node.limits import ConnectionLimits
+from logdevice.node.transport.limits import ConnectionLimits
 
 
 def limits(**kw) -> ConnectionLimits:

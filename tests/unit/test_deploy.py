@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 
 from logdevice.config import Config
-from logdevice.node.access import exposure_refusal
 from logdevice.node.main import _parser
+from logdevice.node.transport.access import exposure_refusal
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 

@@ -7,7 +7,7 @@ import asyncio
 import threading
 
 from logdevice.errors import TimedOutError
-from logdevice.node.epoch_bound import EpochBound
+from logdevice.node.roles.epoch_bound import EpochBound
 from tests.waiting import innermost_function, wait_until
 
 

@@ -15,9 +15,9 @@ import pytest
 
 import logdevice as ld
 from logdevice.client import Client
-from logdevice.client.buffered_writer import BufferedWriter, BufferedWriterKwargs
-from logdevice.client.reader_core import ReaderOptionKwargs, ReaderOptions
+from logdevice.client.read.core import ReaderOptionKwargs, ReaderOptions
 from logdevice.client.settings import ClientSettingKwargs, ClientSettings
+from logdevice.client.write.buffered_writer import BufferedWriter, BufferedWriterKwargs
 from logdevice.errors import InvalidParamError
 
 READER_NAMES = sorted(ReaderOptionKwargs.__annotations__)

@@ -12,7 +12,7 @@ import pytest
 
 from ldcore import lsn as ldlsn
 from logdevice.errors import E
-from logdevice.node.group_commit import GroupCommitter, StoreJob
+from logdevice.node.roles.group_commit import GroupCommitter, StoreJob
 from logdevice.protocol import Store, pack_payloads
 from logdevice.storage.logsdb import LogsDB
 

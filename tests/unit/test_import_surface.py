@@ -47,7 +47,7 @@ def test_import_logdevice_loads_the_client_only():
 
 def test_the_check_sees_what_local_cluster_loads():
     loaded = _loaded_after("import logdevice\nlogdevice.LocalCluster")
-    assert {"logdevice.local_cluster", "logdevice.node.probe",
+    assert {"logdevice.local_cluster", "logdevice.security.dev_certs",
             "logdevice.epochstore.sqlite"} <= set(_not_for_clients(loaded))
 
 

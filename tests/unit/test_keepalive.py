@@ -1,11 +1,11 @@
-"""The keepalive of a client connection (``client.keepalive``): when a silent node is
+"""The keepalive of a client connection (``client.net.keepalive``): when a silent node is
 probed and when it is given up, driven by an explicit clock."""
 
 from __future__ import annotations
 
 import pytest
 
-from logdevice.client.keepalive import Keepalive, Verdict
+from logdevice.client.net.keepalive import Keepalive, Verdict
 
 DEAD = 1.5
 

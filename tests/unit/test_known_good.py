@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from logdevice.node.known_good import KnownGood
+from logdevice.node.roles.known_good import KnownGood
 
 
 @pytest.mark.parametrize("seed", range(20))

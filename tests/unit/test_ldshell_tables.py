@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from logdevice.config import make_local_config
-from logdevice.node.read_streams import ReadStreamRow
-from logdevice.node.recovery_driver import RecoveryRow
+from logdevice.node.roles.read_streams_role import ReadStreamRow
+from logdevice.node.roles.recovery_driver import RecoveryRow
 from logdevice.protocol import (
     ReadStreamList,
     RecoveryList,

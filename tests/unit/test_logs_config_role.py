@@ -7,7 +7,7 @@ import threading
 
 from logdevice.config import Config, make_local_config
 from logdevice.logs_config_store import StoreLogsConfig
-from logdevice.node.logs_config_role import LogsConfigRole
+from logdevice.node.roles.logs_config_role import LogsConfigRole
 from tests.waiting import async_wait_until
 
 

@@ -7,8 +7,8 @@ import pytest
 
 from ldcore.checksum import crc32c
 from logdevice.errors import E
-from logdevice.node.failure_detector import FailureDetector
-from logdevice.node.group_commit import StoreJob, merge, prepare
+from logdevice.node.roles.failure_detector_role import FailureDetector
+from logdevice.node.roles.group_commit import StoreJob, merge, prepare
 from logdevice.protocol import RecordFlag, Store, pack_payloads
 
 DEAD = 1.5

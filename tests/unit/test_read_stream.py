@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from logdevice.read_stream import (
+from logdevice.readstream import (
     GapReason,
     ReadStream,
     SendStart,

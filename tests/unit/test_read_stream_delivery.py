@@ -6,7 +6,7 @@ import numpy as np
 
 from ldcore import codec
 from logdevice.protocol.flags import FLAG_BRIDGE, FLAG_BUFFERED_WRITER_BLOB, FLAG_HOLE
-from logdevice.read_stream import SendWindow
+from logdevice.readstream import SendWindow
 from logdevice.readstream.window import RecordWindow
 from logdevice.records import DataRecord, GapRecord, GapType
 from tests.unit.test_read_stream import LOG, lsn, make, records, show

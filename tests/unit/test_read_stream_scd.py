@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from logdevice.errors import E
-from logdevice.read_stream import AuthoritativeStatus, SendStart, SendWindow
+from logdevice.readstream import AuthoritativeStatus, SendStart, SendWindow
 from tests.unit.test_read_stream import make, records, show
 
 UNTIL = 10_000
@@ -228,7 +228,7 @@ def test_checksum_failure_in_all_send_all():
 
 
 def test_checksum_failure_gap_reason():
-    from logdevice.read_stream import GapReason
+    from logdevice.readstream import GapReason
 
     rs, _ = make(nodes=(0, 1, 2), r=2, scd=True)
     rs.take_actions()

@@ -1,5 +1,5 @@
 """The reader's end-to-end checksum check: a RECORDS frame whose payload was damaged on
-the way is caught (``reader_core.bad_copies``), and the read stream then takes the good
+the way is caught (``read.core.bad_copies``), and the read stream then takes the good
 copy from another node and never delivers the bad one."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ldcore.checksum import crc32c
-from logdevice.client.reader_core import bad_copies
+from logdevice.client.read.core import bad_copies
 from logdevice.protocol import Records, decode_frame, encode_frame
 from logdevice.protocol.flags import FLAG_CHECKSUM
 from logdevice.readstream import ReadStream

@@ -12,8 +12,8 @@ import time
 import numpy as np
 import pytest
 
-from logdevice.client.reader_batch import ReaderBatch
-from logdevice.client.reader_queue import ReaderQueue
+from logdevice.client.read.batch import ReaderBatch
+from logdevice.client.read.queue import ReaderQueue
 from logdevice.readstream import ReadBatch
 from logdevice.record_columns import RecordColumns
 from logdevice.records import DataRecord, GapRecord, GapType

@@ -190,7 +190,7 @@ def test_capacity_zero_holds_nothing():
 
 def test_read_stream_tail_step_from_memory(db):
     """A tailing SCD stream gets the record it would get from LogsDB, without a read."""
-    from logdevice.node.read_stream_server import ServerReadStream
+    from logdevice.readstream.server import ServerReadStream
 
     start = Start(read_stream_id=1, log_id=LOG, start_lsn=1, until_lsn=2**64 - 1,
                   window_high=1000, flags=StartFlag.SINGLE_COPY_DELIVERY, replication=2,

@@ -19,9 +19,8 @@ from ldcore.checksum import crc32c
 from logdevice.config import make_local_config
 from logdevice.epochstore import EpochMetadata, FileEpochStore, TailRecord
 from logdevice.errors import E
-from logdevice.node.read_stream_server import ServerReadStream
-from logdevice.node.server import Node
-from logdevice.node.storage_role import StorageRole
+from logdevice.node.roles.storage_role import StorageRole
+from logdevice.node.transport.server import Node
 from logdevice.protocol import Gap, Records, Seal, Sealed, Start, StartFlag, Store, Stored
 from logdevice.protocol.flags import (
     FLAG_BRIDGE,
@@ -29,7 +28,8 @@ from logdevice.protocol.flags import (
     FLAG_HOLE,
     FLAG_WRITTEN_BY_RECOVERY,
 )
-from logdevice.read_stream import ReadStream
+from logdevice.readstream import ReadStream
+from logdevice.readstream.server import ServerReadStream
 from logdevice.records import DataRecord, GapRecord, GapType
 from logdevice.sequencer import NodeHealth, SendStore
 from logdevice.sequencer.digest import Digest, precedence
@@ -604,7 +604,7 @@ def test_progress_says_who_took_part_and_what_recovery_wrote(nodes):
 def test_driver_rows_follow_the_recovery_and_its_outcome(nodes):
     from types import SimpleNamespace
 
-    from logdevice.node.recovery_driver import RecoveryDriver, RecoveryRow
+    from logdevice.node.roles.recovery_driver import RecoveryDriver, RecoveryRow
     from logdevice.protocol import RecoveryList, table_columns
 
     assert RecoveryRow._fields == table_columns(RecoveryList)

@@ -13,7 +13,7 @@ import pytest
 
 from logdevice.config import Acl, Config
 from logdevice.errors import E, InvalidConfigError, InvalidParamError
-from logdevice.node.request_gate import RequestGate
+from logdevice.node.transport.request_gate import RequestGate
 from logdevice.protocol import (
     AdminRequest,
     Append,
@@ -363,7 +363,7 @@ def tls_config(tmp_path: Path) -> dict:
 
 
 def test_node_access_loads_tls_and_tells_nodes_apart(tmp_path):
-    from logdevice.node.access import NodeAccess
+    from logdevice.node.transport.access import NodeAccess
 
     access = NodeAccess(load(tmp_path, tls_config(tmp_path)))
     assert access.server_ssl is not None and access.link.ssl is not None
@@ -378,7 +378,7 @@ def test_node_access_loads_tls_and_tells_nodes_apart(tmp_path):
 
 
 def test_a_node_certificate_is_one_node(tmp_path):
-    from logdevice.node.access import NodeAccess
+    from logdevice.node.transport.access import NodeAccess
 
     d = tls_config(tmp_path)
     d["nodes"] = [{"index": 0, "host": "ld0.example", "port": 4440},
@@ -395,7 +395,7 @@ def test_a_node_certificate_is_one_node(tmp_path):
 
 
 def test_tls_files_that_do_not_load_name_their_field(tmp_path):
-    from logdevice.node.access import NodeAccess
+    from logdevice.node.transport.access import NodeAccess
 
     d = tls_config(tmp_path)
     (tmp_path / "node.key").write_text("not a key")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from logdevice.client.send_order import SendOrder
+from logdevice.client.write.send_order import SendOrder
 
 
 async def _written_in_order(order: SendOrder, tickets: list[int], log: list[int],

@@ -10,9 +10,8 @@ import pytest
 from ldcore.scd import FLAG_BRIDGE, FLAG_DRAINED, FLAG_HOLE, ship_mask
 from logdevice.config import make_local_config
 from logdevice.errors import E
-from logdevice.node.read_stream_server import ServerReadStream, StreamState
-from logdevice.node.read_streams import ReadStreamRow, ReadStreamsRole
-from logdevice.node.server import Node
+from logdevice.node.roles.read_streams_role import ReadStreamRow, ReadStreamsRole
+from logdevice.node.transport.server import Node
 from logdevice.protocol import (
     FrameDecoder,
     Gap,
@@ -29,6 +28,7 @@ from logdevice.protocol import (
     encode,
     table_columns,
 )
+from logdevice.readstream.server import ServerReadStream, StreamState
 from logdevice.storage import keys as K
 from logdevice.storage.logsdb import LogsDB
 from tests.waiting import async_wait_until

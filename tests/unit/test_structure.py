@@ -27,6 +27,8 @@ PACKAGE = SOURCE / "logdevice"
 ALLOWED_REACH_INS: dict[str, int] = {
     # argparse lists a parser's options only in its private _actions
     "tests/unit/test_ld_dev_cluster.py": 2,
+    # sys._current_frames: the documented way to see where another thread is
+    "tests/waiting.py": 1,
 }
 
 #: Where reach-ins are looked for.
@@ -173,7 +175,7 @@ class ImportGraph:
 
 def test_no_import_cycles_in_the_package():
     graph = ImportGraph.of_package()
-    assert len(graph.trees) > 100 and graph.edges["logdevice.node.server"]
+    assert len(graph.trees) > 100 and graph.edges["logdevice.node.transport.server"]
     found = graph.strongly_connected()
     assert not found, "import cycles (TYPE_CHECKING imports count too; depend on a small " \
                       "Protocol or pass what is needed instead): " + "; ".join(
@@ -225,7 +227,7 @@ def _python_files() -> Iterator[Path]:
 
 def test_no_new_reach_ins():
     found = {p.relative_to(ROOT).as_posix(): reach_ins(p.read_text()) for p in _python_files()}
-    assert "python/logdevice/node/server.py" in found
+    assert "python/logdevice/node/transport/server.py" in found
     over = {name: hits for name, hits in found.items()
             if len(hits) > ALLOWED_REACH_INS.get(name, 0)}
     assert not over, ("reach-ins into another object's private attributes (use its public "

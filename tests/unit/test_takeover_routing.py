@@ -1,4 +1,4 @@
-"""Routing around a sequencer node the client cannot reach (``client.routing``): the
+"""Routing around a sequencer node the client cannot reach (``client.net.routing``): the
 cluster's view decides where a log goes, the client's own suspicion turns a route into
 a takeover (``NO_REDIRECT``), takeover routes stick, and nodes the view holds dead are
 never routed or redirected to.  No sockets; the clock is explicit."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from logdevice.client.routing import Routing
+from logdevice.client.net.routing import Routing
 from logdevice.config import make_local_config
 from logdevice.placement import sequencer_for
 from logdevice.protocol import ClusterView, SequencerNode

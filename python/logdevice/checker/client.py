@@ -21,7 +21,7 @@ from ldcore import availability
 from ldcore.lsn import LSN_MAX
 from logdevice.checker.verdict import NodeHoldings
 from logdevice.checker.wire import unpack_availability, unpack_runs
-from logdevice.client.connection import Connection
+from logdevice.client.net.connection import Connection
 from logdevice.config import Config
 from logdevice.errors import E, LogDeviceError, TimedOutError, error_for
 from logdevice.protocol import (
@@ -156,7 +156,7 @@ class AvailabilityClient:
         raise TimedOutError(message=f"no node answered for the {what}; last: {last}")
 
     async def metadata(self, kind: str, log_ids: Iterable[int] = ()) -> Any:
-        """The body of a GET_METADATA of ``kind`` (see ``node.metadata_role``), from the
+        """The body of a GET_METADATA of ``kind`` (see ``node.roles.metadata_role``), from the
         first node that answers: the checker never opens the epoch store."""
         ids = np.array(list(log_ids), np.uint64)
         reply = await self._any_node(

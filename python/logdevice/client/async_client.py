@@ -24,8 +24,8 @@ from typing import Any, Unpack
 from logdevice.client.calls import Call
 from logdevice.client.client import Client
 from logdevice.client.combine import HeadAttributes, TailAttributes
-from logdevice.client.reader import AsyncReader
-from logdevice.client.reader_core import ReaderOptionKwargs
+from logdevice.client.read.core import ReaderOptionKwargs
+from logdevice.client.read.reader import AsyncReader
 from logdevice.client.settings import ClientSettingKwargs
 from logdevice.config import Config
 

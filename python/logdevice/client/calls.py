@@ -17,7 +17,7 @@ So ``Client.find_time`` is ``calls.run(calls.find_time(...))`` and
 ``AsyncClient.find_time`` is ``await calls.wait(calls.find_time(...))``.  The coroutines
 are made of the ``ClientCore`` requests (sequencer, storage fan-out, any node) and the
 ``combine`` / ``summaries`` rules; ``is_log_empty`` and ``data_size`` read the log
-(``reader_queries``).
+(``read.queries``).
 """
 
 from __future__ import annotations
@@ -29,10 +29,11 @@ from typing import Any, NamedTuple, TypeVar
 import numpy as np
 
 from logdevice import validate
-from logdevice.client import combine, reader_queries, summaries
+from logdevice.client import combine, summaries
 from logdevice.client.combine import HeadAttributes, TailAttributes
 from logdevice.client.context import ClientContext
 from logdevice.client.metadata import decode_statuses
+from logdevice.client.read import queries as reader_queries
 from logdevice.client.summaries import LogSummary, RecordRowsFound
 from logdevice.config import LogGroup
 from logdevice.epochstore.checkpoints import validate_name

@@ -26,22 +26,22 @@ from typing import Any, Unpack
 
 from ldcore.checksum import crc32c
 from logdevice import validate
-from logdevice.client.append_batcher import AppendBatcher
-from logdevice.client.buffered_writer import (
+from logdevice.client.calls import WAIT_SLACK, ClientCalls
+from logdevice.client.combine import HeadAttributes, TailAttributes
+from logdevice.client.context import ClientContext
+from logdevice.client.read.checkpointed_reader import CheckpointedReader
+from logdevice.client.read.core import ReaderOptionKwargs
+from logdevice.client.read.group_reader import GroupReader
+from logdevice.client.read.reader import AsyncReader, Reader
+from logdevice.client.settings import ClientSettingKwargs, ClientSettings
+from logdevice.client.summaries import LogSummary, RecordRowsFound
+from logdevice.client.write.append_batcher import AppendBatcher
+from logdevice.client.write.buffered_writer import (
     BufferedWriter,
     BufferedWriterKwargs,
     check_option_names,
 )
-from logdevice.client.calls import WAIT_SLACK, ClientCalls
-from logdevice.client.checkpointed_reader import CheckpointedReader
-from logdevice.client.combine import HeadAttributes, TailAttributes
-from logdevice.client.context import ClientContext
-from logdevice.client.group_reader import GroupReader
-from logdevice.client.payloads import as_payload
-from logdevice.client.reader import AsyncReader, Reader
-from logdevice.client.reader_core import ReaderOptionKwargs
-from logdevice.client.settings import ClientSettingKwargs, ClientSettings
-from logdevice.client.summaries import LogSummary, RecordRowsFound
+from logdevice.client.write.payloads import as_payload
 from logdevice.config import Config, LogGroup
 from logdevice.errors import E, InvalidParamError, TimedOutError, error_for
 
@@ -301,7 +301,7 @@ class Client:
     def is_log_empty(self, log_id: int, *, timeout: float | None = None) -> bool:
         """True if the log holds no record past its trim point.
 
-        Answered by reading (see ``reader_queries``): the log is read without payloads
+        Answered by reading (see ``read.queries``): the log is read without payloads
         from its trim point until the first record or past the last released LSN.
         """
         return self._calls.run(self._calls.is_log_empty(log_id, timeout))  # type: ignore[no-any-return]

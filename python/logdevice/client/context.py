@@ -43,10 +43,10 @@ from typing import Any, Protocol
 from logdevice import validate
 from logdevice.client.core import ClientCore
 from logdevice.client.log_groups import ClientLogGroups
-from logdevice.client.loop import LoopThread
 from logdevice.client.metadata import ClusterMetadata
-from logdevice.client.reader_core import StreamRouter
-from logdevice.client.reader_placement import PlacementSource
+from logdevice.client.net.loop import LoopThread
+from logdevice.client.read.core import StreamRouter
+from logdevice.client.read.placement import PlacementSource
 from logdevice.client.settings import ClientSettings
 from logdevice.config import Config, LogGroup
 from logdevice.errors import E, LogDeviceError, NotFoundError

@@ -42,13 +42,13 @@ import msgspec
 import numpy as np
 
 from logdevice.backoff import ExponentialBackoff
-from logdevice.client.append_slots import AppendSlots
 from logdevice.client.combine import f_majority
-from logdevice.client.connection import Connection
-from logdevice.client.retry import JITTER, REFUSAL_RETRYABLE
-from logdevice.client.routing import Routing
-from logdevice.client.send_order import SendOrder
+from logdevice.client.net.connection import Connection
+from logdevice.client.net.retry import JITTER, REFUSAL_RETRYABLE
+from logdevice.client.net.routing import Routing
 from logdevice.client.settings import ClientSettings
+from logdevice.client.write.append_slots import AppendSlots
+from logdevice.client.write.send_order import SendOrder
 from logdevice.config import Config
 from logdevice.errors import E, LogDeviceError, TimedOutError, error_for
 from logdevice.protocol import (

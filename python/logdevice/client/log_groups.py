@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from logdevice.client.loop import LoopThread
 from logdevice.client.metadata import ClusterMetadata
+from logdevice.client.net.loop import LoopThread
 from logdevice.config import Config, LogGroup
 from logdevice.errors import E, LogDeviceError
 from logdevice.logs_config import LogsConfigSource

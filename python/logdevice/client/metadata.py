@@ -1,6 +1,6 @@
 """The cluster's metadata as a client sees it: asked of any node, never of the epoch store.
 
-``ClusterMetadata`` sends GET_METADATA and ADMIN_REQUEST (see ``node.metadata_role``) to
+``ClusterMetadata`` sends GET_METADATA and ADMIN_REQUEST (see ``node.roles.metadata_role``) to
 the first node that answers and turns the replies back into the epoch store's types
 (``LogEpochState``, ``LogsConfigState``, ``RebuildingSet``).  A status other than OK
 raises the matching ``LogDeviceError`` (ACCESS for a principal the ACLs do not allow,
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from logdevice.client.core import ClientCore
-from logdevice.client.loop import LoopThread
+from logdevice.client.net.loop import LoopThread
 from logdevice.epochstore import LogEpochState, LogsConfigState, RebuildingSet
 from logdevice.errors import E, error_for
 from logdevice.protocol import AdminRequest, GetMetadata

@@ -52,7 +52,7 @@ class ClientSettings:
     keepalive_timeout : float
         A node that sends nothing for this long while requests wait on it is given up
         (hung or cut off): the connection is closed, the node routed around and the
-        cluster view fetched again (``client.keepalive``).  Default: the cluster's
+        cluster view fetched again (``client.net.keepalive``).  Default: the cluster's
         ``dead_timeout_ms``; 0 turns it off.
     view_max_age : float
         While sequencer requests are out, the cluster view is fetched again in the

@@ -1,16 +1,15 @@
 """The node process (``logdeviced``): one asyncio loop serving the roles of one node.
 
-- ``server``: ``Node`` — TCP server, links to the other nodes, roles, message dispatch;
-- ``connection``: one framed TCP connection (HELLO handshake, back-pressure);
-- ``links``: persistent node-to-node connections with reconnect, and the loopback;
-- ``role``: the ``Role`` base class and the hooks roles get;
-- ``failure_detector``: heartbeats and the cluster view;
-- ``sequencer_role`` (+ ``store_sender``): APPEND -> LSN -> STOREs -> APPENDED;
-- ``storage_role`` (+ ``group_commit``): STORE into LogsDB, RELEASE, per-node queries;
+- ``transport/``: how messages come and go: ``server`` (``Node``: the loop, the TCP
+  server, dispatch), ``connection`` (one framed connection), ``links`` (node-to-node
+  links and the loopback), ``access``, ``request_gate`` and ``limits`` (who may ask what,
+  and how much a peer may hold);
+- ``roles/``: what a node does with them, one ``*_role`` module per role, with the glue
+  each role needs beside it (see that package);
 - ``assemble``: which roles a node runs; ``main``: the ``logdeviced`` command;
-- ``probe``: a small blocking client for tools and tests (HELLO + request/reply).
+  ``store_identity`` and ``shard_check``: checks at start-up.
 """
 
-from logdevice.node.role import Peer, Role
+from logdevice.node.roles.role import Peer, Role
 
 __all__ = ["Role", "Peer"]

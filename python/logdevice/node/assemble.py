@@ -18,19 +18,19 @@ from __future__ import annotations
 import asyncio
 
 from logdevice.config import Config
-from logdevice.node.availability_role import AvailabilityRole
-from logdevice.node.checker_role import CheckerRole
-from logdevice.node.consumers import ConsumersRole
-from logdevice.node.failure_detector import FailureDetectorRole
-from logdevice.node.logs_config_role import LogsConfigRole
-from logdevice.node.metadata_role import MetadataRole
-from logdevice.node.metrics import MetricsRole
-from logdevice.node.read_streams import ReadStreamsRole
-from logdevice.node.rebuilding_role import RebuildingRole
-from logdevice.node.rebuilding_supervisor import RebuildingSupervisorRole
-from logdevice.node.sequencer_role import SequencerRole
-from logdevice.node.server import Node
-from logdevice.node.storage_role import StorageRole
+from logdevice.node.roles.availability_role import AvailabilityRole
+from logdevice.node.roles.checker_role import CheckerRole
+from logdevice.node.roles.consumers_role import ConsumersRole
+from logdevice.node.roles.failure_detector_role import FailureDetectorRole
+from logdevice.node.roles.logs_config_role import LogsConfigRole
+from logdevice.node.roles.metadata_role import MetadataRole
+from logdevice.node.roles.metrics_role import MetricsRole
+from logdevice.node.roles.read_streams_role import ReadStreamsRole
+from logdevice.node.roles.rebuilding_role import RebuildingRole
+from logdevice.node.roles.rebuilding_supervisor_role import RebuildingSupervisorRole
+from logdevice.node.roles.sequencer_role import SequencerRole
+from logdevice.node.roles.storage_role import StorageRole
+from logdevice.node.transport.server import Node
 
 
 def build_node(config: Config, index: int,

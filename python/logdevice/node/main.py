@@ -32,9 +32,9 @@ import time
 from logdevice.cli import add_version
 from logdevice.config import Config
 from logdevice.errors import InvalidConfigError, LogDeviceError
-from logdevice.node.access import exposure_refusal
 from logdevice.node.assemble import build_node
 from logdevice.node.store_identity import check_store_identity
+from logdevice.node.transport.access import exposure_refusal
 
 log = logging.getLogger("logdevice.node.main")
 

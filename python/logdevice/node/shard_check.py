@@ -8,7 +8,7 @@ store is new but the epoch store's metadata history shows that some log placed r
 on this node, the node appends ``SHARD_NEEDS_REBUILD`` with ``unrecoverable: true`` to
 the event log: its authoritative status becomes UNDERREPLICATION, and readers no longer
 count its silence as evidence until rebuilding has copied its records elsewhere and the
-node, acknowledging, takes new records again (``node.rebuilding_role``).
+node, acknowledging, takes new records again (``node.roles.rebuilding_role``).
 
 A node whose store reports damage (a corrupt write-ahead log at open, a block or record
 checksum failing on a read) marks itself the same way (``mark_damaged``): it cannot tell

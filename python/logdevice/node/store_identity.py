@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from logdevice.config import Config
 from logdevice.errors import E, LogDeviceError
-from logdevice.node.probe import NodeConnection
+from logdevice.protocol.probe import NodeConnection
 from logdevice.security import ConnectSecurity
 from logdevice.security.store import open_cluster_store
 

@@ -10,6 +10,7 @@ decisions), ``delivery`` (``Delivery``: output queue, pseudo-records, blobs).  H
 (record storage by handle, columnar chunks), ``actions`` (outbound commands).
 """
 
+from logdevice.protocol.messages import GapReason
 from logdevice.readstream.actions import SendStart, SendStop, SendWindow
 from logdevice.readstream.batches import ReadBatch
 from logdevice.readstream.fmajority import (
@@ -20,6 +21,7 @@ from logdevice.readstream.fmajority import (
 from logdevice.readstream.stream import ReadStream
 
 __all__ = [
+    "GapReason",
     "ReadStream",
     "ReadBatch",
     "SendStart",

@@ -2,7 +2,7 @@
 
 Four things put a node in the rebuilding set: the node itself, starting with an empty
 store after logs placed records on it, or finding its store damaged; the cluster, when
-the node has been dead for the grace period (``node.rebuilding_supervisor``); an operator
+the node has been dead for the grace period (``node.roles.rebuilding_supervisor_role``); an operator
 marking it unrecoverable (its data is gone for good); an operator draining it (its
 records move away, then it can leave the config).  All append the same event, naming
 every storage node of the config as a donor: the rebuilding is done when each of them

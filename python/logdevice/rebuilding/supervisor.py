@@ -19,8 +19,9 @@ to put in the rebuilding set without waiting for an operator:
   unrecoverable is left alone; a node being drained that dies is rebuilt without it.
   So is one whose rebuilding an operator aborted, until it comes back and dies again.
 
-The decisions are computed afresh on every tick; the role (``node.rebuilding_supervisor``)
-acts on them only on one node at a time, the lowest-numbered live node.
+The decisions are computed afresh on every tick; the role
+(``node.roles.rebuilding_supervisor_role``) acts on them only on one node at a time, the
+lowest-numbered live node.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from logdevice.client.reader_batch import ReaderBatch
+    from logdevice.client.read.batch import ReaderBatch
 
 __all__ = ["SPARK_SCHEMA", "arrow_schema", "to_spark_batch", "empty_spark_batch"]
 

@@ -44,7 +44,7 @@ from ldcore.lsn import parse as parse_lsn
 from ldcore.lsn import to_string as lsn_str
 from logdevice.cli import add_credentials, add_version, credentials, interruptible
 from logdevice.client import Client, Reader
-from logdevice.client.reader_batch import ReaderBatch
+from logdevice.client.read.batch import ReaderBatch
 from logdevice.errors import (
     ConnectionFailedError,
     LogDeviceError,

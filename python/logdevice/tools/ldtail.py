@@ -37,7 +37,7 @@ from typing import IO
 
 from logdevice.cli import add_credentials, add_version, credentials, interruptible
 from logdevice.client import Client
-from logdevice.client.reader_batch import ReaderBatch
+from logdevice.client.read.batch import ReaderBatch
 from logdevice.errors import LogDeviceError
 from logdevice.records import LSN_MAX, LSN_OLDEST
 from logdevice.tools.health import RetryDelay, Waiting, is_away

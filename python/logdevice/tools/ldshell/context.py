@@ -18,13 +18,13 @@ from typing import IO, Any
 from logdevice.checker.client import AvailabilityClient, Fetched
 from logdevice.cli import Credentials
 from logdevice.client import Client
-from logdevice.client.connection import Connection
 from logdevice.client.metadata import ClusterMetadata
+from logdevice.client.net.connection import Connection
 from logdevice.config import Config
 from logdevice.errors import E, LogDeviceError
 from logdevice.logs_config import LogsConfigSource
-from logdevice.node.probe import cluster_view
 from logdevice.protocol import GetPartitions
+from logdevice.protocol.probe import cluster_view
 from logdevice.security import ConnectSecurity
 
 __all__ = ["ShellContext"]

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from logdevice.client.reader_batch import ReaderBatch
+from logdevice.client.read.batch import ReaderBatch
 from logdevice.placement import sequencer_for
 from logdevice.protocol import GetReadStreams, GetRecoveries
 from logdevice.shards import AuthoritativeStatus
