@@ -26,6 +26,7 @@ from logdevice.checker.driver import CheckOptions, run_check
 from logdevice.storage.flags import FLAG_DRAINED
 from logdevice.storage.logsdb import LogsDB
 from tests.cluster.conftest import RawClient, ldshell, scrape
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -248,10 +249,8 @@ def test_paused_node_is_rechecked_not_reported_as_loss(local_cluster):
         # Once the cluster holds it dead, within the grace period (the default: the
         # self-rebuild grace period), it is down: counted apart, not a violation.
         with RawClient(cluster) as raw:
-            deadline = time.monotonic() + 30
-            while 2 not in raw.view(0).dead_for_ms:
-                assert time.monotonic() < deadline, "N0 never held the paused N2 dead"
-                time.sleep(0.2)
+            wait_until(lambda: 2 in raw.view(0).dead_for_ms, 30, 0.2,
+                       "N0 never held the paused N2 dead")
         p = subprocess.run(
             [LDSHELL, "--config", str(cluster.config_path),
              "--timeout", "1", "check", "--json", "--recheck-delay", "0.2"],
@@ -511,10 +510,7 @@ def test_a_rolling_restart_raises_no_alarm_but_lost_copies_still_do(local_cluste
         assert len(victims) == 5 and db.delete_records(1, victims) == 5
     cluster.start(0)
     cluster.stop(2)
-    deadline = time.monotonic() + 30
-    while not _held_dead(cluster, 2, 0):
-        assert time.monotonic() < deadline, "N0 never held N2 dead"
-        time.sleep(0.1)
+    wait_until(lambda: _held_dead(cluster, 2, 0), 30, 0.1, "N0 never held N2 dead")
     report = run_check(cluster.config, CheckOptions(logs=[1], timeout=2.0))
     assert report.violations == {"placement": 0, "durability": 5, "progress": 0,
                                  "availability": 0}, report.to_json()

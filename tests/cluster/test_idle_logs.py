@@ -11,6 +11,7 @@ import pytest
 import logdevice as ld
 from ldcore import lsn as ldlsn
 from tests.cluster.conftest import scrape
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 
@@ -44,10 +45,8 @@ def test_an_idle_logs_sequencer_gives_its_window_back_and_resumes(local_cluster)
         t0 = time.monotonic()
         first = {log: client.append(log, b"first-%d" % log) for log in LOGS}
         all_awake_unless_slow(cluster, t0)
-        deadline = time.monotonic() + 60
-        while sequencers(cluster) != (len(LOGS), 0):
-            assert time.monotonic() < deadline, f"still awake: {sequencers(cluster)}"
-            time.sleep(0.2)
+        wait_until(lambda: sequencers(cluster) == (len(LOGS), 0), 60, 0.2,
+                   lambda: f"still awake: {sequencers(cluster)}")
         t0 = time.monotonic()
         second = {log: client.append(log, b"second-%d" % log) for log in LOGS}
         for log in LOGS:
