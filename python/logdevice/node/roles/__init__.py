@@ -1,7 +1,8 @@
 """The roles of a node: each owns some message types and the state behind them.
 
 - ``role``: the ``Role`` base class and the services a role gets from its node;
-- writing: ``sequencer_role`` (APPEND -> LSN -> STOREs -> APPENDED) with
+- writing: ``sequencer_role`` (APPEND -> LSN -> STOREs -> APPENDED; which logs it serves
+  is ``sequencer.ownership``) with ``sequencer_replies`` (what it keeps of each APPEND),
   ``activations`` (epochs from the epoch store, batched), ``store_sender`` (STOREs and
   their retries), ``recovery_driver`` (epoch recovery), ``writer_recall`` (idempotent
   writers' blobs after a failover) and ``tail_batch`` (GET_TAILS of many logs);

@@ -1,7 +1,8 @@
 """The sequencer role: APPEND -> LSN -> STOREs on R nodes -> APPENDED, per log.
 
-Ownership.  A log's sequencer runs on ``placement.sequencer_for(log_id, weights of the
-live sequencer nodes)``, with liveness from the failure detector.  An APPEND (or
+Ownership (``sequencer.ownership``).  A log's sequencer runs on
+``placement.sequencer_for(log_id, weights of the live sequencer nodes)``, with liveness
+from the failure detector.  An APPEND (or
 GET_TAIL) for a log another node owns is answered NOSEQUENCER with ``redirect_to`` the
 owner; an unknown log NOTFOUND; a payload above ``settings.max_payload_size`` TOOBIG.
 When the failure detector's view changes, sequencers of logs this node no longer owns are
@@ -83,12 +84,11 @@ import random
 import weakref
 from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol
+from typing import Any
 
 from ldcore import codec
 from ldcore import lsn as ldlsn
 from ldcore.checksum import crc32c
-from ldcore.storecols import reply_columns
 from logdevice.config import Config, LogGroup
 from logdevice.config.log_groups import affects_sequencer
 from logdevice.epochstore import EpochMetadata, EpochStore
@@ -96,11 +96,12 @@ from logdevice.errors import E, LogDeviceError
 from logdevice.node.roles.activations import ActivationBatcher
 from logdevice.node.roles.recovery_driver import Recoveries, RecoveryDriver
 from logdevice.node.roles.role import NodeServices, Peer, Role
+from logdevice.node.roles.sequencer_replies import BatchReply, PendingAppend
 from logdevice.node.roles.stats import AppendStats
 from logdevice.node.roles.store_sender import StoreSender
 from logdevice.node.roles.tail_batch import TailBatch
 from logdevice.node.roles.writer_recall import WriterRecallDriver
-from logdevice.placement import score, sequencer_for
+from logdevice.placement import score
 from logdevice.protocol import (
     Append,
     AppendBatch,
@@ -136,6 +137,7 @@ from logdevice.sequencer import (
     SequencerState,
     StoreWave,
 )
+from logdevice.sequencer.ownership import LogOwnership
 from logdevice.sequencer.producers import (
     ADMIT_CONFLICT,
     ADMIT_NEW,
@@ -161,77 +163,6 @@ _NO_REDIRECT = int(AppendFlag.NO_REDIRECT)
 SWEEP_INTERVAL = 5.0
 
 
-class _Append:
-    """An APPEND being served: who asked, and the payload until it is answered.  A record
-    of an APPEND_BATCH answers into its batch's reply (``batch``, at ``index``)."""
-
-    __slots__ = ("conn", "request_id", "log_id", "payload", "checksum", "producer", "t0",
-                 "deadline", "batch", "index")
-
-    def __init__(self, conn: Peer, request_id: int, log_id: int, payload: Any,
-                 checksum: int, producer: tuple[int, int] = (0, 0), t0: float = 0.0,
-                 deadline: float | None = None, batch: _BatchReply | None = None,
-                 index: int = 0) -> None:
-        self.t0 = t0  # loop time it arrived (append latency)
-        self.deadline = deadline  # loop time the client stops waiting (None: no timeout)
-        self.conn = conn
-        self.request_id = request_id
-        self.log_id = log_id
-        self.payload = payload
-        self.checksum = checksum
-        self.producer = producer  # an idempotent writer's (id, blob sequence number)
-        self.batch = batch
-        self.index = index
-
-
-class _BatchReply:
-    """The APPENDED_BATCH of one APPEND_BATCH, filled in as its records get their outcome
-    and sent when the last one has."""
-
-    __slots__ = ("conn", "request_id", "statuses", "lsns", "timestamps", "left",
-                 "redirect", "message")
-
-    def __init__(self, conn: Peer, request_id: int, n: int) -> None:
-        self.conn = conn
-        self.request_id = request_id
-        # Lists while they fill (one record at a time), columns when sent.
-        self.statuses: list[int] = [0] * n
-        self.lsns: list[int] = [0] * n
-        self.timestamps: list[int] = [0] * n
-        self.left = n
-        self.redirect: int | None = None
-        self.message = ""
-
-    def record(self, i: int, status: E, lsn: int = 0, timestamp: int = 0,
-               redirect: int | None = None, message: str = "") -> None:
-        self.statuses[i] = status
-        self.lsns[i] = lsn
-        self.timestamps[i] = timestamp
-        if status != E.OK and not self.message:
-            self.message = f"record {i}: {message or status.name}"
-            self.redirect = redirect
-        self.left -= 1
-        if self.left == 0:
-            statuses, lsns, timestamps = reply_columns(self.statuses, self.lsns,
-                                                       self.timestamps)
-            self.conn.send(AppendedBatch(
-                request_id=self.request_id, status=E.OK, statuses=statuses, lsns=lsns,
-                timestamps=timestamps, redirect_to=self.redirect,
-                message=self.message))
-
-
-class LiveNodes(Protocol):
-    """What the sequencer role asks the failure detector
-    (``failure_detector.FailureDetectorRole``)."""
-
-    @property
-    def live(self) -> Collection[int]:
-        """Nodes placement counts as alive now."""
-
-    def sequencer_weights(self) -> dict[int, float]:
-        """Live sequencer nodes and their weights."""
-
-
 class SequencerRole(Role):
     """Runs the sequencers of the logs this node owns."""
 
@@ -241,7 +172,7 @@ class SequencerRole(Role):
         super().__init__(node)
         config = node.config
         self.settings = config.settings
-        self.fd: LiveNodes = node.role("failure_detector")
+        self.ownership = LogOwnership(node.index, node.role("failure_detector"))
         self.health = NodeHealth(graylist_seconds=self.settings.store_graylist_ms / 1000,
                                  blacklist_seconds=self.settings.store_blacklist_ms / 1000)
         self.rng = random.Random()
@@ -258,12 +189,9 @@ class SequencerRole(Role):
         self.producers = ProducerTable()
         self.writers = WriterRecallDriver(node, self.producers, self._take_held_blobs)
         self._held_blobs: dict[int, list[tuple[Peer, Append]]] = {}  # log -> see _on_append
-        self._appends: dict[int, _Append] = {}
+        self._appends: dict[int, PendingAppend] = {}
         self._rids = itertools.count(1)
         self._timers: dict[Sequencer, tuple[float, asyncio.TimerHandle]] = {}
-        self._owners: dict[int, int | None] = {}
-        self._taken_over: set[int] = set()  # logs served here for NO_REDIRECT requests
-        self._preempted_by: dict[int, int] = {}  # log -> the node that sealed our epoch
         self.sender = StoreSender(node, self._payload_of, self._sequencer_of)
         self._epoch_store = epoch_store
         self._epoch_exec = ThreadPoolExecutor(1, thread_name_prefix="epochstore")
@@ -324,19 +252,12 @@ class SequencerRole(Role):
     # -- ownership --------------------------------------------------------------------------
     def owner(self, log_id: int) -> int | None:
         """The node that should sequence ``log_id`` in the current cluster view."""
-        try:
-            return self._owners[log_id]
-        except KeyError:
-            owner = self._owners[log_id] = sequencer_for(log_id, self.fd.sequencer_weights())
-            return owner
+        return self.ownership.owner(log_id)
 
     def on_cluster_change(self, down: Collection[int], up: Collection[int]) -> None:
-        self._owners.clear()
-        me = self.node.index
+        self.ownership.view_changed()
         for log_id in list(self.sequencers):
-            if self.owner(log_id) == me:
-                self._taken_over.discard(log_id)  # ours by placement now
-            elif log_id not in self._taken_over:
+            if not self.ownership.keeps(log_id):
                 log.info("log %d: sequencer moves to N%s", log_id, self.owner(log_id))
                 self.deactivate(log_id, E.PREEMPTED)
         self._fd_down.difference_update(up)
@@ -401,41 +322,7 @@ class SequencerRole(Role):
             return E.SHUTDOWN, None, "the node is shutting down"
         if not self.node.config.has_log(log_id):
             return E.NOTFOUND, None, f"log {log_id} is not in the config"
-        if no_redirect:
-            self._claim(log_id)
-        if log_id in self._taken_over:
-            return E.OK, None, ""
-        owner = self.owner(log_id)
-        if owner != self.node.index:
-            if owner is None:
-                return E.NOSEQUENCER, None, "no sequencer node is alive"
-            return E.NOSEQUENCER, owner, f"log {log_id} is sequenced by N{owner}"
-        taker = self._taker(log_id)
-        if taker is not None and log_id not in self.sequencers:
-            return E.NOSEQUENCER, taker, f"log {log_id} was taken over by N{taker}"
-        return E.OK, None, ""
-
-    def _claim(self, log_id: int) -> None:
-        """A client that cannot reach the log's sequencer asks us to serve the log."""
-        self._preempted_by.pop(log_id, None)
-        if log_id in self.sequencers or log_id in self._taken_over:
-            return
-        owner = self.owner(log_id)
-        if owner != self.node.index:
-            log.info("log %d: taking it over from N%s for a client that cannot reach it",
-                     log_id, owner)
-            self._taken_over.add(log_id)
-
-    def _taker(self, log_id: int) -> int | None:
-        """The node that took ``log_id`` from us, while the failure detector holds it
-        alive."""
-        taker = self._preempted_by.get(log_id)
-        return taker if taker is not None and taker in self.fd.live else None
-
-    def _redirect_for(self, log_id: int) -> int | None:
-        """Where a request this node no longer serves should go."""
-        taker = self._taker(log_id)
-        return taker if taker is not None else self.owner(log_id)
+        return self.ownership.check(log_id, log_id in self.sequencers, no_redirect)
 
     def _on_append(self, conn: Peer, msg: Append, refreshed: bool = False) -> None:
         log_id = msg.log_id
@@ -482,7 +369,7 @@ class SequencerRole(Role):
                 return
         rid = next(self._rids)
         now = self.node.loop.time()
-        self._appends[rid] = _Append(conn, msg.request_id, log_id, msg.payload, msg.checksum,
+        self._appends[rid] = PendingAppend(conn, msg.request_id, log_id, msg.payload, msg.checksum,
                                      producer, now,
                                      now + msg.timeout_ms / 1000 if msg.timeout_ms > 0 else None)
         stats = self.append_stats
@@ -514,7 +401,7 @@ class SequencerRole(Role):
             return
         offsets = msg.payload_offsets.tolist()
         n = len(offsets) - 1
-        reply = _BatchReply(conn, msg.request_id, n)
+        reply = BatchReply(conn, msg.request_id, n)
         payloads = memoryview(msg.payloads)
         checked = msg.flags & _CHECKSUM
         checksums = msg.checksums.tolist() if checked else None
@@ -533,7 +420,7 @@ class SequencerRole(Role):
                 reply.record(i, status, message=why)
             else:
                 rid = next(rids)
-                appends[rid] = _Append(conn, 0, log_id, data, checksum, (0, 0), now, deadline,
+                appends[rid] = PendingAppend(conn, 0, log_id, data, checksum, (0, 0), now, deadline,
                                        reply, i)
                 requests.append((rid, size, checked))
                 total += size
@@ -619,7 +506,7 @@ class SequencerRole(Role):
 
     def _no_tail(self, log_id: int, conn: Peer, request_id: int) -> None:
         conn.send(Tail(request_id=request_id, status=E.NOSEQUENCER, log_id=log_id,
-                       redirect_to=self._redirect_for(log_id)))
+                       redirect_to=self.ownership.redirect_for(log_id)))
 
     def _on_seal_state(self, conn: Peer, msg: SealState) -> None:
         node = conn.peer_node if conn.peer_node is not None else msg.node_index
@@ -747,7 +634,7 @@ class SequencerRole(Role):
             status = exc.status if isinstance(exc, LogDeviceError) else E.FAILED
             log.error("log %d: activation failed: %s", log_id, exc,
                       exc_info=not isinstance(exc, LogDeviceError))
-            self._taken_over.discard(log_id)
+            self.ownership.release(log_id)
             self._fail_queue(log_id, status, f"sequencer activation failed: {exc}")
             return
         status, redirect, why = self._check(log_id)
@@ -778,14 +665,14 @@ class SequencerRole(Role):
                 selector=self._selector(md.nodeset, group.replication))
         except LogDeviceError as exc:
             log.error("log %d: cannot start a sequencer: %s", log_id, exc)
-            self._taken_over.discard(log_id)
+            self.ownership.release(log_id)
             self._fail_queue(log_id, exc.status, str(exc))
             return
         log.info("log %d: sequencer active in epoch %d on nodeset %s", log_id, epoch,
                  list(md.nodeset))
         self.sequencers[log_id] = seq
         self._live[(log_id, epoch)] = seq
-        self._preempted_by.pop(log_id, None)
+        self.ownership.activated(log_id)
         self._built_from[log_id] = group
         if recover:
             self.recoveries.start(seq, state, statuses)
@@ -855,7 +742,7 @@ class SequencerRole(Role):
     # -- what epoch recovery uses (recovery_driver.RecoveryHost) -------------------------------
     def keep_payload(self, rid: Any, log_id: int, payload: Any, checksum: int) -> None:
         """A recovery STORE's payload, for ``_payload_of`` (no client to answer)."""
-        self._appends[rid] = _Append(None, 0, log_id, payload, checksum)  # type: ignore[arg-type]
+        self._appends[rid] = PendingAppend(None, 0, log_id, payload, checksum)  # type: ignore[arg-type]
 
     def drop_payload(self, rid: Any) -> None:
         self._appends.pop(rid, None)
@@ -930,7 +817,7 @@ class SequencerRole(Role):
             if n.index != me and n.index not in known:
                 self._link_down.add(n.index)
                 self.health.mark_down(n.index)
-        self._owners.clear()
+        self.ownership.view_changed()
 
     def _retire(self, seq: Sequencer) -> None:
         """``seq`` takes no new appends and finishes its window; the log's next request
@@ -946,14 +833,14 @@ class SequencerRole(Role):
         seq = self.sequencers.pop(log_id, None)
         if seq is None:
             return
-        self._taken_over.discard(log_id)
+        self.ownership.release(log_id)
         if by is not None and by != self.node.index and self.node.config.has_node(by):
-            self._preempted_by[log_id] = by
-        redirect = self._redirect_for(log_id) if status == E.PREEMPTED else None
+            self.ownership.preempted(log_id, by)
+        redirect = self.ownership.redirect_for(log_id) if status == E.PREEMPTED else None
         self.recoveries.abort(log_id)
         self.writers.forget(log_id)
         self._answer_tail_waiters(log_id, None)
-        self._refuse_held_blobs(log_id, E.NOSEQUENCER, self._redirect_for(log_id))
+        self._refuse_held_blobs(log_id, E.NOSEQUENCER, self.ownership.redirect_for(log_id))
         actions = seq.deactivate(status)
         self._live.pop((log_id, seq.epoch), None)
         self._built_from.pop(log_id, None)
