@@ -2,6 +2,7 @@
 
 import itertools
 import os
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -53,3 +54,12 @@ def zookeeper_factory(tmp_path: Path) -> Iterator[Callable[..., LocalZooKeeper]]
     yield make
     for zk in servers:
         zk.close()
+
+
+@pytest.fixture
+def keep_signal_handlers() -> Iterator[None]:
+    """Puts the SIGINT and SIGTERM handlers back after a test whose code installs its own."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for s, h in saved.items():
+        signal.signal(s, h)

@@ -4,7 +4,6 @@ root that is removed on exit."""
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 
 import pytest
@@ -13,14 +12,8 @@ from logdevice import local_cluster
 from logdevice.local_cluster import LocalCluster
 from logdevice.tools.dev_cluster import main
 
-
-@pytest.fixture(autouse=True)
-def _keep_signal_handlers():
-    """main() installs SIGINT/SIGTERM handlers; give pytest its own back."""
-    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    yield
-    for s, h in saved.items():
-        signal.signal(s, h)
+# main() installs SIGINT/SIGTERM handlers: pytest gets its own back after each test.
+pytestmark = pytest.mark.usefixtures("keep_signal_handlers")
 
 
 def test_a_node_that_fails_to_start_is_quoted_not_pointed_at(tmp_path, monkeypatch):

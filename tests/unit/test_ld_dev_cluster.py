@@ -6,7 +6,6 @@ removed on exit (they quote the end of the node's log instead)."""
 from __future__ import annotations
 
 import argparse
-import signal
 from pathlib import Path
 
 import pytest
@@ -14,14 +13,8 @@ import pytest
 from logdevice.tools import dev_cluster
 from logdevice.tools.dev_cluster import main
 
-
-@pytest.fixture(autouse=True)
-def _keep_signal_handlers():
-    """main() installs SIGINT/SIGTERM handlers; give pytest its own back."""
-    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    yield
-    for s, h in saved.items():
-        signal.signal(s, h)
+# main() installs SIGINT/SIGTERM handlers: pytest gets its own back after each test.
+pytestmark = pytest.mark.usefixtures("keep_signal_handlers")
 
 
 def usage_error(capsys, *argv: str) -> str:
