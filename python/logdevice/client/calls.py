@@ -69,6 +69,13 @@ def _as_ms(value: Any, name: str) -> int:
     return int(value)
 
 
+def _time_range(start_ms: Any, end_ms: Any) -> tuple[int, int]:
+    a, b = _as_ms(start_ms, "start_ms"), _as_ms(end_ms, "end_ms")
+    if b < a:
+        raise InvalidParamError(message=f"end_ms {b} is before start_ms {a}")
+    return a, b
+
+
 class Call(NamedTuple):
     """A checked call: ``fn(*args)`` on the client's loop, which takes at most
     ``timeout`` seconds."""
@@ -166,18 +173,14 @@ class ClientCalls:
     def data_size(self, log_id: int, start_ms: float, end_ms: float,
                   timeout: float | None) -> Call:
         self.context.log_group(log_id)
-        a, b = _as_ms(start_ms, "start_ms"), _as_ms(end_ms, "end_ms")
-        if b < a:
-            raise InvalidParamError(message=f"end_ms {b} is before start_ms {a}")
+        a, b = _time_range(start_ms, end_ms)
         t = self.timeout(timeout)
         return Call(reader_queries.data_size, (self, log_id, a, b, t), t)
 
     def approximate_data_size(self, log_id: int, start_ms: float, end_ms: float,
                               timeout: float | None) -> Call:
         group = self.context.log_group(log_id)
-        a, b = _as_ms(start_ms, "start_ms"), _as_ms(end_ms, "end_ms")
-        if b < a:
-            raise InvalidParamError(message=f"end_ms {b} is before start_ms {a}")
+        a, b = _time_range(start_ms, end_ms)
         t = self.timeout(timeout)
         return Call(self._storage, (
             log_id, lambda: DataSize(request_id=0, log_id=log_id, start_ms=a, end_ms=b),
@@ -195,14 +198,8 @@ class ClientCalls:
         loop = asyncio.get_running_loop()
         start = loop.time()
         answers = await ctx.core.storage_call(log_id, make, timeout, group.replication_factor)
-        try:
-            statuses, _since = decode_statuses(await ctx.metadata.fetch(
-                "shard_statuses", timeout=max(0.1, timeout - (loop.time() - start))))
-        except LogDeviceError:  # no node could say: every node counts as it answered
-            statuses = {}
-        locations = {n.index: n.location for n in ctx.config.nodes}
-        return rule(answers, combine.storage_nodeset(answers, group.replication.to_dict(),
-                                                     locations, statuses))
+        nodesets = await self._nodesets(answers, [group], timeout - (loop.time() - start))
+        return rule(answers, nodesets[0])
 
     # ------------------------------------------------------------------ many logs at once
 
@@ -283,8 +280,10 @@ class ClientCalls:
 
     async def _nodesets(self, answers: Mapping[int, Any], groups: Sequence[LogGroup],
                         timeout: float) -> list[Any]:
-        """Each log's nodeset as ``_storage`` judges it (one object per replication
-        property: logs with the same one share it)."""
+        """Each log's nodeset to combine ``answers`` over: an f-majority as the read path
+        counts one (failure domains, the nodes' authoritative statuses as the nodes tell
+        them; none known: every node counts as it answered).  One object per replication
+        property: logs with the same one share it."""
         try:
             statuses, _since = decode_statuses(await self.context.metadata.fetch(
                 "shard_statuses", timeout=max(0.1, timeout)))
