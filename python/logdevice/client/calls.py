@@ -33,6 +33,7 @@ from logdevice.client import combine, summaries
 from logdevice.client.combine import HeadAttributes, TailAttributes
 from logdevice.client.context import ClientContext
 from logdevice.client.metadata import decode_statuses
+from logdevice.client.net.loop import LOOP_SLACK
 from logdevice.client.read import queries as reader_queries
 from logdevice.client.summaries import LogSummary, RecordRowsFound
 from logdevice.config import LogGroup
@@ -51,16 +52,12 @@ from logdevice.protocol import (
 )
 from logdevice.records import LSN_MAX
 
-__all__ = ["Call", "ClientCalls", "WAIT_SLACK"]
+__all__ = ["Call", "ClientCalls"]
 
 T = TypeVar("T")
 
 # Logs per GET_LOG_SUMMARIES: keeps the answers well below the frame limit.
 LOGS_PER_REQUEST = 50_000
-
-#: Added to a call's timeout when its caller waits for the coroutine: the coroutine
-#: enforces the timeout itself; this only catches a stuck loop.
-WAIT_SLACK = 5.0
 
 
 def _as_ms(value: Any, name: str) -> int:
@@ -98,13 +95,13 @@ class ClientCalls:
     def run(self, call: Call) -> Any:
         """Run ``call`` on the client's loop and wait for it (blocking)."""
         self.context.check_open()
-        return self.context.loop.run(call.fn, *call.args, timeout=call.timeout + WAIT_SLACK)
+        return self.context.loop.run(call.fn, *call.args, timeout=call.timeout + LOOP_SLACK)
 
     async def wait(self, call: Call) -> Any:
         """Run ``call`` on the client's loop and await it from the caller's loop."""
         self.context.check_open()
         return await self.context.loop.wait(call.fn, *call.args,
-                                            timeout=call.timeout + WAIT_SLACK)
+                                            timeout=call.timeout + LOOP_SLACK)
 
     def timeout(self, timeout: Any) -> float:
         """A call's timeout: checked, the client's when None."""

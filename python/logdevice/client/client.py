@@ -26,9 +26,10 @@ from typing import Any, Unpack
 
 from ldcore.checksum import crc32c
 from logdevice import validate
-from logdevice.client.calls import WAIT_SLACK, ClientCalls
+from logdevice.client.calls import ClientCalls
 from logdevice.client.combine import HeadAttributes, TailAttributes
 from logdevice.client.context import ClientContext
+from logdevice.client.net.loop import LOOP_SLACK
 from logdevice.client.read.checkpointed_reader import CheckpointedReader
 from logdevice.client.read.core import ReaderOptionKwargs
 from logdevice.client.read.group_reader import GroupReader
@@ -250,7 +251,7 @@ class Client:
                 message="a blocking append from the client's own loop thread (a future "
                         "callback) would deadlock; use append_async there")
         fut = self.append_async(log_id, payload, timeout=timeout)
-        wait = self._calls.timeout(timeout) + WAIT_SLACK
+        wait = self._calls.timeout(timeout) + LOOP_SLACK
         try:
             return fut.result(wait)
         except concurrent.futures.TimeoutError:

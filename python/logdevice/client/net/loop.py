@@ -20,11 +20,15 @@ from typing import Any, TypeVar
 
 from logdevice.errors import E, InvalidParamError, LogDeviceError, TimedOutError
 
-__all__ = ["LoopThread"]
+__all__ = ["LoopThread", "LOOP_SLACK"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 CoroFn = Callable[..., Coroutine[Any, Any, Any]]
+
+#: Added to a call's timeout when a caller waits for a coroutine that enforces that
+#: timeout itself: it only catches a stuck loop.
+LOOP_SLACK = 5.0
 
 
 def new_loop(kind: str | None = None) -> asyncio.AbstractEventLoop:

@@ -41,6 +41,7 @@ from typing import Any, TypeVar, Unpack
 
 from logdevice import validate
 from logdevice.client.context import ClientContext, HasContext, context_of
+from logdevice.client.net.loop import LOOP_SLACK
 from logdevice.client.read.batch import ReaderBatch
 from logdevice.client.read.core import (
     ReaderCore,
@@ -96,9 +97,6 @@ async def _call(fn: Any, *args: Any) -> Any:
 _ON_LOOP = "on_loop"  # fn(*args) on the client's loop (bounded by the client's timeout)
 _AWAIT = "await"  # the coroutine fn(*args) on the client's loop (it bounds itself)
 _QUEUE = "queue"  # a wait on the queue: wait(*args), fn unused
-# Added to the client's timeout when waiting for an _AWAIT step: its requests are bounded
-# by the timeout each; this only catches a stuck loop.
-_AWAIT_SLACK = 5.0
 T = TypeVar("T")
 Step = tuple[str, Callable[..., Any] | None, tuple[Any, ...]]
 Steps = Generator[Step, Any, T]  # a call: its steps, then its result
@@ -362,7 +360,7 @@ class Reader(_ReaderBase):
                         result = self._lt.run(_call, fn, *args, timeout=self._ctx.timeout)
                     elif kind is _AWAIT:
                         result = self._lt.run(fn, *args,  # type: ignore[arg-type]
-                                              timeout=self._ctx.timeout + _AWAIT_SLACK)
+                                              timeout=self._ctx.timeout + LOOP_SLACK)
                     else:
                         self._queue.wait(*args)
                         result = None
@@ -497,7 +495,7 @@ class AsyncReader(_ReaderBase):
                                                      timeout=self._ctx.timeout)
                     elif kind is _AWAIT:
                         result = await self._lt.wait(fn, *args,  # type: ignore[arg-type]
-                                                     timeout=self._ctx.timeout + _AWAIT_SLACK)
+                                                     timeout=self._ctx.timeout + LOOP_SLACK)
                     else:
                         await self._queue.wait_async(*args)
                         result = None

@@ -124,11 +124,13 @@ def _resolve_followers(blob: Future[int]) -> None:
     with _followers_lock:
         waiting = _followers.pop(blob, [])
     exc = concurrent.futures.CancelledError() if blob.cancelled() else blob.exception()
-    for payload in waiting:
-        if exc is not None:
+    if exc is not None:
+        for payload in waiting:
             Future.set_exception(payload, exc)
-        else:
-            Future.set_result(payload, blob.result())
+    else:
+        lsn = blob.result()
+        for payload in waiting:
+            Future.set_result(payload, lsn)
 
 
 class Segment:
