@@ -146,6 +146,11 @@ class ClientCore:
         self._long_way: dict[int, int] = {}
         self._closed = False
 
+    def _retry_backoff(self) -> ExponentialBackoff:
+        """The pauses of one call's retries (the client's backoff settings, jittered)."""
+        return ExponentialBackoff(self.settings.initial_backoff, self.settings.max_backoff,
+                                  jitter=JITTER)
+
     def set_config(self, config: Config) -> None:
         """Use ``config`` from now on (runtime log groups or the node list changed); a log
         whose ``max_writes_in_flight`` changed gets its new limit on its next append."""
@@ -463,8 +468,7 @@ class ClientCore:
         outcomes: list[Any] = [None] * len(payloads)  # every path fills in each
         todo = list(range(len(payloads)))
         flags = int(AppendFlag.CHECKSUM) if checksums is not None else 0
-        backoff = ExponentialBackoff(self.settings.initial_backoff, self.settings.max_backoff,
-                                     jitter=JITTER)
+        backoff = self._retry_backoff()
         while True:
             offsets, buffer = _pack([payloads[i] for i in todo])
             batch = AppendBatch(
@@ -615,8 +619,7 @@ class ClientCore:
                              first: WrittenAttempt | None) -> Any:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout if first is None else first.deadline
-        backoff = ExponentialBackoff(self.settings.initial_backoff, self.settings.max_backoff,
-                                     jitter=JITTER)
+        backoff = self._retry_backoff()
         redirects = 0
         redirected_by: set[int] = set()  # nodes that redirected this request
         last = "no attempt"
@@ -818,8 +821,7 @@ class ClientCore:
         checkpoints); its reply, whatever its status."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        backoff = ExponentialBackoff(self.settings.initial_backoff, self.settings.max_backoff,
-                                     jitter=JITTER)
+        backoff = self._retry_backoff()
         last = "no attempt"
         while loop.time() < deadline:
             for node in self.routing.view_sources():
