@@ -29,10 +29,14 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _is_seconds(value: Any) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value) and value >= 0)
+
+
 def timeout(value: Any, what: str = "timeout", *, positive: bool = False) -> float:
     """``value`` as float seconds: a finite number >= 0 (> 0 with ``positive``)."""
-    if (isinstance(value, bool) or not isinstance(value, int | float)
-            or not math.isfinite(value) or value < 0 or (positive and value == 0)):
+    if not _is_seconds(value) or (positive and value == 0):
         rule = "a positive number of seconds" if positive else "seconds >= 0"
         raise InvalidParamError(message=f"{what} must be {rule}, got {value!r}")
     return float(value)
@@ -42,8 +46,7 @@ def optional_timeout(value: Any, what: str = "timeout") -> float | None:
     """``None`` (the caller's default), or a timeout as ``timeout`` accepts it."""
     if value is None:
         return None
-    if (isinstance(value, bool) or not isinstance(value, int | float)
-            or not math.isfinite(value) or value < 0):
+    if not _is_seconds(value):
         raise InvalidParamError(message=f"{what} must be None or seconds >= 0, got {value!r}")
     return float(value)
 
