@@ -122,6 +122,17 @@ cdef class LogTable:
             self._used += 1
         self._rows[i * self.columns + column] = value
 
+    def set_many(self, const uint64_t[:] log_ids, Py_ssize_t column,
+                 const uint64_t[:] values):
+        """``set`` of each log in ``log_ids`` to the value at the same place in
+        ``values`` (a node's start-up loads every log's metadata this way)."""
+        if log_ids.shape[0] != values.shape[0]:
+            raise ValueError(f"{log_ids.shape[0]} log ids but {values.shape[0]} values")
+        self._check_column(column)
+        cdef Py_ssize_t j
+        for j in range(log_ids.shape[0]):
+            self.set(log_ids[j], column, values[j])
+
     cpdef tuple row(self, uint64_t log_id):
         """Every column of the log (zeros when it was never set)."""
         cdef Py_ssize_t i = self._slot(log_id), c, n = self.columns

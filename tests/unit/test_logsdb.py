@@ -178,6 +178,37 @@ def test_reopen_finds_partitions_and_metadata(tmp_path):
         assert read_all(db, 1, 700) == model.rows(1, 700, LSN_MAX)
 
 
+def test_reopen_loads_every_logs_metadata_and_usage_in_chunks(tmp_path, monkeypatch):
+    """Open reads the meta column family in bulk chunks: with chunks of 7 entries, every
+    log's four metadata values, its partition usage and the partitions come back."""
+    from logdevice.storage import partitioned
+
+    rng = np.random.default_rng(11)
+    path = tmp_path / "db"
+    logs = range(1, 41)
+    with LogsDB(path, partition_duration_ms=10 * MIN) as db:
+        model = fill(db, rng, logs=tuple(logs[::8]))
+        for log_id in logs:
+            db.set_last_released(log_id, 1000 + log_id)
+            db.seal(log_id, log_id % 5 + 1)
+            db.set_last_clean_epoch(log_id, log_id % 3)
+        db.trim(logs[8], 5)
+        before = {log_id: (db.trim_point(log_id), db.last_released(log_id),
+                           db.sealed_epoch(log_id), db.last_clean_epoch(log_id))
+                  for log_id in logs}
+        parts, sizes = db.partitions(), {log_id: db.tail(log_id) for log_id in logs}
+    monkeypatch.setattr(partitioned, "LOAD_CHUNK", 7)
+    with LogsDB(path, partition_duration_ms=10 * MIN) as db:
+        assert db.partitions() == parts
+        assert {log_id: (db.trim_point(log_id), db.last_released(log_id),
+                         db.sealed_epoch(log_id), db.last_clean_epoch(log_id))
+                for log_id in logs} == before
+        assert {log_id: db.tail(log_id) for log_id in logs} == sizes
+        for log_id in logs[::8]:
+            assert read_all(db, log_id) == model.rows(log_id, 1, LSN_MAX,
+                                                      trim=before[log_id][0])
+
+
 def test_rewrite_into_older_partition_keeps_one_copy(store):
     rng = np.random.default_rng(10)
     model = Model()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 from ldcore.logtable import LogTable
@@ -65,3 +66,19 @@ def test_grows_to_hold_many_logs_in_little_memory():
     assert len(table) == 100_000
     assert all(table.get(log_id) == log_id << 32 | 5 for log_id in range(1, 100_001, 997))
     assert table.nbytes() / len(table) <= 16 / 0.35  # one key and one value, >= 35 % full
+
+
+def test_set_many_is_set_of_each_pair():
+    ids = np.array([5, 2**64 - 1, 0, 5, 9], dtype=np.uint64)
+    values = np.array([1, 2, 3, 4, 2**64 - 1], dtype=np.uint64)
+    bulk, one_by_one = LogTable(2), LogTable(2)
+    bulk.set_many(ids, 1, values)
+    for log_id, value in zip(ids.tolist(), values.tolist(), strict=True):
+        one_by_one.set(log_id, 1, value)
+    assert sorted(bulk.logs()) == sorted(one_by_one.logs()) == [0, 5, 9, 2**64 - 1]
+    assert all(bulk.row(i) == one_by_one.row(i) for i in (0, 5, 9, 2**64 - 1))
+    assert bulk.row(5) == (0, 4)  # the later pair wins, as with set
+    with pytest.raises(ValueError):
+        bulk.set_many(ids, 0, values[:2])
+    with pytest.raises(IndexError):
+        bulk.set_many(ids, 2, values)

@@ -154,10 +154,10 @@ class LogsDB:
 
     # ------------------------------------------------------------------ open / close
 
-    def _load_meta(self, key: bytes, value: bytes) -> None:
-        kind = key[:1]
-        if kind in _SLOTS and len(key) == 9:
-            self._meta.set(K.read_be(key, 1), _SLOTS[kind], K.read_u64(value))
+    def _load_meta(self, kind: bytes, log_ids: np.ndarray, values: np.ndarray) -> None:
+        slot = _SLOTS.get(kind)
+        if slot is not None:
+            self._meta.set_many(log_ids, slot, values)
 
     def close(self, timeout: float = 10.0) -> None:
         """Wait (up to ``timeout`` s) for operations in flight, then close.  Idempotent.

@@ -23,10 +23,13 @@ from logdevice.errors import E, error_for
 from logdevice.storage import keys as K
 from logdevice.storage.partitions import Directory, Partition, Usage
 from logdevice.storage.rocksdb import DB, ColumnFamily, WriteBatch
+from logdevice.storage.rocksdb_iter import Chunk
 
 __all__ = ["PartitionedDB", "META_CF"]
 
 META_CF = "meta"
+#: Entries of the meta column family read per bulk call at open.
+LOAD_CHUNK = 65536
 _PARTITION_CF = re.compile(r"p(\d+)$")
 
 
@@ -63,35 +66,62 @@ class PartitionedDB:
         self._spare_batches: list[WriteBatch] = []
         self._pid_arrays: dict[int, np.ndarray] = {}  # pid -> read-only [pid]
 
-    def load(self, on_log_meta: Callable[[bytes, bytes], None]) -> None:
-        """Read the partitions and the directory from RocksDB; every other entry of the
-        meta column family goes to ``on_log_meta(key, value)``."""
+    def load(self, on_log_meta: Callable[[bytes, np.ndarray, np.ndarray], None]) -> None:
+        """Read the partitions and the directory from RocksDB.  The meta column family's
+        other entries with a 9-byte key and an 8-byte value are per-log metadata (a kind
+        byte and the log id as the key, a little-endian u64 as the value): they go to
+        ``on_log_meta(kind, log_ids, values)``, a call per kind and chunk.
+
+        Read in chunks of columns: a node holding 100,000 logs has a few hundred thousand
+        entries here, and one Python step per entry took seconds of every start."""
         for name in self.db.column_families():
             m = _PARTITION_CF.match(name)
             if m:
                 self._cfs[int(m.group(1))] = self.db[name]
         seen: dict[int, bytes] = {}
         stale = WriteBatch()
-        for key, value in self.db.iterate(self.meta_cf):
-            kind = key[:1]
-            if kind == K.META_PARTITION and len(key) == 9:
-                pid = K.read_be(key, 1)
-                if pid in self._cfs:
-                    seen[pid] = value
-                else:
-                    stale.delete(key, self.meta_cf)
-            elif kind == K.META_DIR and len(key) == 17:
-                pid = K.read_be(key, 1)
-                if pid in self._cfs:
-                    self.directory.load_usage(pid, K.read_be(key, 9), value)
-                else:
-                    stale.delete(key, self.meta_cf)
-            else:
-                on_log_meta(key, value)
+        with self.db.iterator(self.meta_cf) as it:
+            it.seek_to_first()
+            while True:
+                chunk = it.read_many(LOAD_CHUNK, key_hint=17, body_hint=16 * LOAD_CHUNK)
+                self._load_chunk(chunk, seen, stale, on_log_meta)
+                if chunk.stop == "end":
+                    break
         for pid in sorted(self._cfs):
             self.directory.load_partition(pid, seen.get(pid))
         if stale.count():  # left behind by a drop that crashed half-way
             self.db.write(stale, sync=True)
+
+    def _load_chunk(self, chunk: Chunk, seen: dict[int, bytes], stale: WriteBatch,
+                    on_log_meta: Callable[[bytes, np.ndarray, np.ndarray], None]) -> None:
+        koff = chunk.key_offsets[:-1].astype(np.int64)
+        klen = np.diff(chunk.key_offsets).astype(np.int64)
+        voff = chunk.body_offsets.astype(np.int64)
+        vlen = np.diff(voff)
+        keys, values = chunk.keys, chunk.bodies
+        kinds = keys[koff] if len(koff) else np.zeros(0, np.uint8)
+        partition = (kinds == K.META_PARTITION[0]) & (klen == 9)
+        directory = (kinds == K.META_DIR[0]) & (klen == 17)
+        rows = np.flatnonzero(partition | directory)
+        pids = _u64_at(keys, koff[rows] + 1, ">u8")
+        known = np.isin(pids, np.fromiter(self._cfs, np.uint64, len(self._cfs)))
+        for i in rows[~known].tolist():  # left behind by a drop that crashed half-way
+            stale.delete(keys[koff[i]:koff[i] + klen[i]].tobytes(), self.meta_cf)
+        rows, pids = rows[known], pids[known]
+        logs = _u64_at(keys, koff[rows] + 9, ">u8")  # directory rows only
+        load_usage = self.directory.load_usage
+        for i, pid, log_id, lo, hi in zip(rows.tolist(), pids.tolist(), logs.tolist(),
+                                          voff[rows].tolist(), voff[rows + 1].tolist(),
+                                          strict=True):
+            if partition[i]:
+                seen[pid] = values[lo:hi].tobytes()
+            else:
+                load_usage(pid, log_id, values[lo:hi].tobytes())
+        per_log = ~(partition | directory) & (klen == 9) & (vlen == 8)
+        for kind in np.unique(kinds[per_log]).tolist():
+            rows = np.flatnonzero(per_log & (kinds == kind))
+            on_log_meta(bytes([kind]), _u64_at(keys, koff[rows] + 1, ">u8"),
+                        _u64_at(values, voff[rows], "<u8"))
 
     def cf(self, pid: int) -> ColumnFamily:
         """The column family of partition ``pid`` (AGAIN if it was dropped)."""
@@ -214,3 +244,9 @@ class PartitionedDB:
                 cleanup.delete_range(K.dir_prefix(pid), K.dir_prefix(pid + 1), self.meta_cf)
                 self.db.write(cleanup)
                 self.directory.remove_partition(pid)
+
+
+def _u64_at(buf: np.ndarray, at: np.ndarray, dtype: str) -> np.ndarray:
+    """The 8-byte integers of ``dtype`` (``">u8"`` or ``"<u8"``) that start at each of
+    ``at`` in the byte array ``buf``."""
+    return buf[at[:, None] + np.arange(8)].view(dtype).ravel().astype(np.uint64)
