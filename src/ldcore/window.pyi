@@ -2,6 +2,7 @@ import numpy as np
 import numpy.typing as npt
 
 DEF_CAPACITY: int  # 512
+INITIAL_SLOTS: int  # 64
 MAX_CAPACITY: int  # 2**32
 INSERTED: int  # 1
 DUPLICATE: int  # 0
@@ -14,6 +15,8 @@ class Window:
     def head(self) -> int: ...  # 2**64 once LSN_MAX has been passed
     @property
     def capacity(self) -> int: ...
+    @property
+    def allocated(self) -> int: ...
     def __len__(self) -> int: ...
     def insert(self, lsn: int, handle: int) -> int: ...
     def insert_many(

@@ -8,6 +8,11 @@
 # pop_ready() takes the filled run starting at head and moves head past it; advance()
 # moves head forward over a gap, handing back what it drops.  Moving head by d costs
 # O(min(d, capacity)): a jump across epochs (~2**32 LSNs) clears the ring once.
+#
+# The ring is allocated as far as it is used: INITIAL_SLOTS at first, doubled (in LSN
+# order, base back at 0) when an LSN lands past the allocated slots, up to capacity.  A
+# reader over thousands of logs, most with a few records in flight, keeps a few hundred
+# bytes per stream instead of the whole window (128 KiB for 16,384 LSNs).
 # Offsets are computed as lsn - head (never head + capacity), so nothing overflows near
 # LSN_MAX; once LSN_MAX itself is passed, head reads 2**64 and every LSN is stale.
 #
@@ -23,6 +28,8 @@ from libc.stdlib cimport free, malloc
 cnp.import_array()
 
 DEF_CAPACITY = 512
+#: Slots a window allocates at first (fewer if its capacity is smaller).
+INITIAL_SLOTS = 64
 MAX_CAPACITY = 1 << 32
 cdef uint64_t LSN_MAX = 0xFFFFFFFFFFFFFFFF
 cdef object PAST_END = 1 << 64
@@ -84,10 +91,12 @@ cdef class Window:
         cap = _int_arg(capacity, "capacity")
         if not 1 <= cap <= MAX_CAPACITY:
             raise ValueError(f"capacity {cap} is not in [1, 2**32]")
-        self._slots = <int64_t*>malloc(sizeof(int64_t) * <size_t>cap)
+        alloc = min(cap, INITIAL_SLOTS)
+        self._slots = <int64_t*>malloc(sizeof(int64_t) * <size_t>alloc)
         if self._slots == NULL:
-            raise MemoryError(f"cannot allocate a window of {cap} slots")
+            raise MemoryError(f"cannot allocate a window of {alloc} slots")
         self._cap = cap
+        self._alloc = alloc
         self._reset(_head_arg(head, "head"))
 
     def __dealloc__(self):
@@ -99,7 +108,7 @@ cdef class Window:
 
     cdef void _reset(self, object head):
         cdef Py_ssize_t i
-        for i in range(self._cap):
+        for i in range(self._alloc):
             self._slots[i] = -1
         self._base = 0
         self._count = 0
@@ -107,9 +116,30 @@ cdef class Window:
 
     cdef Py_ssize_t _slot(self, Py_ssize_t off) noexcept nogil:
         cdef Py_ssize_t s = self._base + off
-        return s - self._cap if s >= self._cap else s
+        return s - self._alloc if s >= self._alloc else s
 
-    cdef int _insert(self, uint64_t lsn, int64_t handle) noexcept nogil:
+    cdef int _grow(self, Py_ssize_t need) noexcept nogil:
+        # Allocate at least `need` slots (<= _cap), in LSN order from slot 0; -1 if out of
+        # memory (nothing changed).
+        cdef Py_ssize_t off, size = self._alloc
+        while size < need:
+            size *= 2
+        if size > self._cap:
+            size = self._cap
+        cdef int64_t* slots = <int64_t*>malloc(sizeof(int64_t) * <size_t>size)
+        if slots == NULL:
+            return -1
+        for off in range(self._alloc):
+            slots[off] = self._slots[self._slot(off)]
+        for off in range(self._alloc, size):
+            slots[off] = -1
+        free(self._slots)
+        self._slots = slots
+        self._alloc = size
+        self._base = 0
+        return 0
+
+    cdef int _insert(self, uint64_t lsn, int64_t handle) except -3 nogil:
         cdef uint64_t off
         cdef Py_ssize_t s
         if self._past_end or lsn < self._head:
@@ -117,6 +147,9 @@ cdef class Window:
         off = lsn - self._head
         if off >= <uint64_t>self._cap:
             return -2
+        if off >= <uint64_t>self._alloc and self._grow(<Py_ssize_t>off + 1) < 0:
+            with gil:
+                raise MemoryError(f"cannot grow a window to {off + 1} slots")
         s = self._slot(<Py_ssize_t>off)
         if self._slots[s] >= 0:
             return 0
@@ -129,7 +162,7 @@ cdef class Window:
         if self._past_end or lsn < self._head:
             return -1
         off = lsn - self._head
-        if off >= <uint64_t>self._cap:
+        if off >= <uint64_t>self._alloc:  # beyond the window, or not allocated: empty
             return -1
         return self._slots[self._slot(<Py_ssize_t>off)]
 
@@ -138,6 +171,8 @@ cdef class Window:
         cdef Py_ssize_t off, s, k = 0, n = 0
         if self._count == 0:
             return np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.int64)
+        if span > self._alloc:  # the slots past the allocated ones are empty
+            span = self._alloc
         for off in range(span):
             if self._slots[self._slot(off)] >= 0:
                 n += 1
@@ -167,8 +202,13 @@ cdef class Window:
 
     @property
     def capacity(self):
-        """Number of slots."""
+        """The window's size in LSNs."""
         return self._cap
+
+    @property
+    def allocated(self):
+        """Slots allocated now (grows with the farthest LSN inserted, up to capacity)."""
+        return self._alloc
 
     def __len__(self):
         return self._count
@@ -255,7 +295,7 @@ cdef class Window:
             self._base = 0
             return
         self._head += <uint64_t>k
-        self._base = self._slot(k) if k < self._cap else self._base
+        self._base = self._slot(k) if k < self._alloc else 0  # else: all emptied
 
     def advance(self, new_head):
         """Move head forward to ``new_head``, dropping the filled slots passed over.
@@ -276,8 +316,8 @@ cdef class Window:
             raise ValueError(f"advance() cannot move head back from {head} to {nh}; "
                              f"use clear() to rewind")
         dist = nh - head
-        if dist >= self._cap:
-            out = self._take(self._cap)
+        if dist >= self._alloc:
+            out = self._take(self._alloc)
             self._base = 0
             self._set_head(nh)
             return out
@@ -290,7 +330,7 @@ cdef class Window:
         cdef Py_ssize_t off
         if self._count == 0:
             return 0
-        for off in range(self._cap):
+        for off in range(self._alloc):
             if self._slots[self._slot(off)] >= 0:
                 return self._head + <uint64_t>off
         return 0
