@@ -7,8 +7,7 @@
 - ``roles/``: what a node does with them, one ``*_role`` module per role, with the glue
   each role needs beside it (see that package);
 - ``assemble``: which roles a node runs; ``main``: the ``logdeviced`` command;
-  ``store_identity`` and ``shard_check``: checks at start-up; ``stall_report``: the
-  stacks in the log when the event loop stops turning.
+  ``store_identity`` and ``shard_check``: checks at start-up.
 """
 
 from logdevice.node.roles.role import Peer, Role

@@ -11,9 +11,6 @@ message names the file and the field, also for a TLS certificate, key or secret 
 that cannot be loaded; nothing was started).
 
 ``--no-uvloop`` (or ``LOGDEVICED_LOOP=asyncio``) uses the standard asyncio loop.
-``--stall-report-ms MS`` (default 1000; 0: off): when the event loop does not turn for that
-long, every thread's stack goes to the log once (``Timeout (0:00:01)!`` and the stacks): the
-callback that held the loop is the first one of the main thread.
 ``--profile PATH`` (or ``LOGDEVICED_PROFILE_DIR=dir``: ``dir/N<i>.prof``) runs the node
 under cProfile and writes the stats on exit; ``LOGDEVICED_PROFILE_CLOCK=cpu`` makes it count
 the main thread's CPU time instead of wall time (a node waiting for the CPU or in
@@ -36,7 +33,6 @@ from logdevice.cli import add_version
 from logdevice.config import Config
 from logdevice.errors import InvalidConfigError, LogDeviceError
 from logdevice.node.assemble import build_node
-from logdevice.node.stall_report import StallReport
 from logdevice.node.store_identity import check_store_identity
 from logdevice.node.transport.access import exposure_refusal
 
@@ -59,17 +55,13 @@ def _parser() -> argparse.ArgumentParser:
                    choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="stderr log level")
     p.add_argument("--no-uvloop", action="store_true",
                    help="use the standard asyncio loop even when uvloop is installed")
-    p.add_argument("--stall-report-ms", type=int, default=1000, metavar="MS",
-                   help="log every thread's stack when the event loop stalls this long "
-                        "(0: never)")
     p.add_argument("--profile", metavar="PATH", default=None,
                    help="run under cProfile and write the stats to PATH on exit")
     return p
 
 
-async def serve(config: Config, index: int, stall_report_ms: int = 0) -> int:
-    """Run node ``index`` until SIGTERM/SIGINT; returns the exit code.  With
-    ``stall_report_ms`` > 0, a loop stall that long logs every thread's stack."""
+async def serve(config: Config, index: int) -> int:
+    """Run node ``index`` until SIGTERM/SIGINT; returns the exit code."""
     loop = asyncio.get_running_loop()
     # The writer and reader threads need the GIL for short stretches between RocksDB
     # calls; with the default 5 ms switch interval a busy event loop makes them wait that
@@ -96,13 +88,8 @@ async def serve(config: Config, index: int, stall_report_ms: int = 0) -> int:
     # 20-30 ms with the loop stopped) looks at what the node allocated since.
     gc.collect()
     gc.freeze()
-    stalls = StallReport(loop, stall_report_ms / 1000) if stall_report_ms > 0 else None
-    if stalls is not None:
-        stalls.start()
     await stop.wait()
     log.info("N%d: stopping", index)
-    if stalls is not None:
-        stalls.stop()
     await node.stop()
     return EXIT_OK
 
@@ -144,19 +131,15 @@ def main(argv: list[str] | None = None) -> int:
     profile = args.profile
     if profile is None and os.environ.get("LOGDEVICED_PROFILE_DIR"):
         profile = os.path.join(os.environ["LOGDEVICED_PROFILE_DIR"], f"N{args.node_index}.prof")
-    if args.stall_report_ms < 0:
-        print("logdeviced: --stall-report-ms must be >= 0", file=sys.stderr)
-        return EXIT_USAGE
-    run = serve(config, args.node_index, args.stall_report_ms)
     try:
         if profile:
             clock = (time.thread_time if os.environ.get("LOGDEVICED_PROFILE_CLOCK") == "cpu"
                      else time.perf_counter)
             with cProfile.Profile(clock) as prof:
-                code = _run(run, use_uvloop)
+                code = _run(serve(config, args.node_index), use_uvloop)
             prof.dump_stats(profile)
             return code
-        return _run(run, use_uvloop)
+        return _run(serve(config, args.node_index), use_uvloop)
     except KeyboardInterrupt:
         return EXIT_OK
 
