@@ -108,7 +108,9 @@ class PartitionedDB:
         for i in rows[~known].tolist():  # left behind by a drop that crashed half-way
             stale.delete(keys[koff[i]:koff[i] + klen[i]].tobytes(), self.meta_cf)
         rows, pids = rows[known], pids[known]
-        logs = _u64_at(keys, koff[rows] + 9, ">u8")  # directory rows only
+        logs = np.zeros(len(rows), np.uint64)  # a partition's key holds no log id
+        in_dir = directory[rows]
+        logs[in_dir] = _u64_at(keys, koff[rows[in_dir]] + 9, ">u8")
         load_usage = self.directory.load_usage
         for i, pid, log_id, lo, hi in zip(rows.tolist(), pids.tolist(), logs.tolist(),
                                           voff[rows].tolist(), voff[rows + 1].tolist(),
