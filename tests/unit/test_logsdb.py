@@ -628,3 +628,26 @@ def test_entries_on_disk_byte_for_byte(store):
         pid: sum(k[:1] == K.DATA for k in e) for pid, e in expected.items()}
     assert {pid: u.nbytes for pid, u in usage.items()} == {
         pid: sum(len(v) for k, v in e.items() if k[:1] == K.DATA) for pid, e in expected.items()}
+
+
+def test_reopen_when_the_partitions_are_the_last_metadata(tmp_path):
+    """A store whose meta column family ends with a partition entry (here: the partition
+    usage removed, nothing else per log) opens, with its partitions."""
+    from logdevice.storage.rocksdb import DB, WriteBatch, list_column_families
+
+    rng = np.random.default_rng(12)
+    path = tmp_path / "db"
+    with LogsDB(path, partition_duration_ms=10 * MIN) as db:
+        fill(db, rng, logs=(1,), batches=1)
+        parts = db.partitions()
+    with DB.open(path, [c for c in list_column_families(path) if c != "default"]) as raw:
+        meta = raw["meta"]
+        usage = WriteBatch()
+        for key, _ in raw.iterate(meta):
+            assert key[:1] in (K.META_PARTITION, K.META_DIR)
+            if key[:1] == K.META_DIR:
+                usage.delete(key, meta)
+        assert usage.count()
+        raw.write(usage, sync=True)
+    with LogsDB(path, partition_duration_ms=10 * MIN) as db:
+        assert db.partitions() == parts
