@@ -3,18 +3,18 @@
 # A ring of int64 handles (an index into the caller's own record store; -1 = empty):
 #
 #   LSN:    head      head+1     ...                          head+capacity-1
-#   slot:   base      base+1     ...  capacity-1, 0, 1, ... base-1
+#   slot:   base      base+1     ... allocated-1, 0, 1, ... base-1
 #
 # pop_ready() takes the filled run starting at head and moves head past it; advance()
 # moves head forward over a gap, handing back what it drops.  Moving head by d costs
 # O(min(d, capacity)): a jump across epochs (~2**32 LSNs) clears the ring once.
+# Offsets are computed as lsn - head (never head + capacity), so nothing overflows near
+# LSN_MAX; once LSN_MAX itself is passed, head reads 2**64 and every LSN is stale.
 #
 # The ring is allocated as far as it is used: INITIAL_SLOTS at first, doubled (in LSN
 # order, base back at 0) when an LSN lands past the allocated slots, up to capacity.  A
 # reader over thousands of logs, most with a few records in flight, keeps a few hundred
 # bytes per stream instead of the whole window (128 KiB for 16,384 LSNs).
-# Offsets are computed as lsn - head (never head + capacity), so nothing overflows near
-# LSN_MAX; once LSN_MAX itself is passed, head reads 2**64 and every LSN is stale.
 #
 # Not thread-safe: one owner (the read stream state machine) drives it.
 import operator

@@ -97,29 +97,28 @@ class PartitionedDB:
         koff = chunk.key_offsets[:-1].astype(np.int64)
         klen = np.diff(chunk.key_offsets).astype(np.int64)
         voff = chunk.body_offsets.astype(np.int64)
-        vlen = np.diff(voff)
         keys, values = chunk.keys, chunk.bodies
-        kinds = keys[koff] if len(koff) else np.zeros(0, np.uint8)
+        kinds = keys[koff]
         partition = (kinds == K.META_PARTITION[0]) & (klen == 9)
         directory = (kinds == K.META_DIR[0]) & (klen == 17)
-        rows = np.flatnonzero(partition | directory)
-        pids = _u64_at(keys, koff[rows] + 1, ">u8")
-        known = np.isin(pids, np.fromiter(self._cfs, np.uint64, len(self._cfs)))
-        for i in rows[~known].tolist():  # left behind by a drop that crashed half-way
+        known = np.zeros(len(koff), bool)
+        known[partition | directory] = np.isin(
+            _u64_at(keys, koff[partition | directory] + 1, ">u8"),
+            np.fromiter(self._cfs, np.uint64, len(self._cfs)))
+        for i in np.flatnonzero((partition | directory) & ~known).tolist():
+            # left behind by a drop that crashed half-way
             stale.delete(keys[koff[i]:koff[i] + klen[i]].tobytes(), self.meta_cf)
-        rows, pids = rows[known], pids[known]
-        logs = np.zeros(len(rows), np.uint64)  # a partition's key holds no log id
-        in_dir = directory[rows]
-        logs[in_dir] = _u64_at(keys, koff[rows[in_dir]] + 9, ">u8")
+        for i in np.flatnonzero(partition & known).tolist():  # one per partition
+            seen[K.read_be(keys[koff[i]:koff[i] + 9].tobytes(), 1)] = \
+                values[voff[i]:voff[i + 1]].tobytes()
+        rows = np.flatnonzero(directory & known)
         load_usage = self.directory.load_usage
-        for i, pid, log_id, lo, hi in zip(rows.tolist(), pids.tolist(), logs.tolist(),
-                                          voff[rows].tolist(), voff[rows + 1].tolist(),
-                                          strict=True):
-            if partition[i]:
-                seen[pid] = values[lo:hi].tobytes()
-            else:
-                load_usage(pid, log_id, values[lo:hi].tobytes())
-        per_log = ~(partition | directory) & (klen == 9) & (vlen == 8)
+        for pid, log_id, lo, hi in zip(_u64_at(keys, koff[rows] + 1, ">u8").tolist(),
+                                       _u64_at(keys, koff[rows] + 9, ">u8").tolist(),
+                                       voff[rows].tolist(), voff[rows + 1].tolist(),
+                                       strict=True):
+            load_usage(pid, log_id, values[lo:hi].tobytes())
+        per_log = ~(partition | directory) & (klen == 9) & (np.diff(voff) == 8)
         for kind in np.unique(kinds[per_log]).tolist():
             rows = np.flatnonzero(per_log & (kinds == kind))
             on_log_meta(bytes([kind]), _u64_at(keys, koff[rows] + 1, ">u8"),
