@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from logdevice.errors import E
-from logdevice.readstream import AuthoritativeStatus, SendStart, SendWindow
-from tests.unit.test_read_stream import make, records, show
+from logdevice.readstream import AuthoritativeStatus, GapReason, SendStart, SendWindow
+from tests.unit.test_read_stream import lsn, make, records, show
 
 UNTIL = 10_000
 AS = AuthoritativeStatus
@@ -95,6 +95,35 @@ def test_scd_all_nodes_pass_forces_all_send_all_then_back_to_scd():
     # Back to SCD at the window slide.
     assert starts(rs.take_actions(), 4, 7, True, (), 3)
     assert rs.scd_active
+
+
+def test_scd_passes_epoch_zero_without_all_send_all():
+    # A log's first epoch is 1: epoch 0 holds no record.  Every node of a new log answers
+    # "nothing up to e1n0"; the stream bridges that without a rewind to all-send-all.
+    e1n0 = lsn(1, 0)
+    rs, _ = make(nodes=(0, 1, 2), r=2, scd=True, until=lsn(1, 100), buffer_size=4,
+                 sequencer_window=1000)
+    rs.take_actions()
+    started_all(rs, 1)
+    for n in (0, 1):
+        rs.on_gap(n, 1, e1n0)
+    assert rs.poll() == []  # node 2 may still report a trim point
+    rs.on_gap(2, 1, e1n0)
+    assert show(rs.poll()) == [("BRIDGE", 1, e1n0)]
+    assert rs.scd_active and rs.filter_version == 1
+    assert not [a for a in rs.take_actions() if isinstance(a, SendStart)]
+    assert rs.next_lsn == lsn(1, 1)
+
+
+def test_scd_epoch_zero_bridge_yields_to_a_trim_point():
+    e1n0 = lsn(1, 0)
+    rs, _ = make(nodes=(0, 1, 2), r=2, scd=True, until=lsn(1, 100), buffer_size=4,
+                 sequencer_window=1000)
+    rs.take_actions()
+    rs.on_gap(0, 1, e1n0)
+    rs.on_gap(1, 1, e1n0)
+    rs.on_gap(2, 1, lsn(1, 5), GapReason.TRIM)
+    assert show(rs.poll()) == [("TRIM", 1, lsn(1, 5))]
 
 
 def test_scd_all_send_all_timeout():

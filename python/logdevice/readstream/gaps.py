@@ -6,6 +6,8 @@ contiguous run behind it goes out.  When it is empty, the stream may still move 
 * past the trim point (one TRIM gap; the stream keeps the trim point with its read
   pointer);
 * over ESN 0 of an epoch whose first record is buffered (a BRIDGE, no quorum needed);
+* over epoch 0, which never holds a record, once every node has passed it (a BRIDGE, in
+  SCD mode too: a new log's readers need no all-send-all round to reach epoch 1);
 * by f-majority gap detection: once the nodes that passed the LSN form an f-majority (a
   set that meets every possible copyset), no copy can exist.  A complete answer (every
   counting node) issues the gap at once; an incomplete one waits out the grace period
@@ -45,6 +47,7 @@ from logdevice.records import GapType
 
 Gap = tuple[GapType, int, int]  # (type, lo, hi)
 _NO_GAPS: tuple[Gap, ...] = ()
+_EPOCH_ZERO_END = compose(1, 0)  # ESN 0 of epoch 1: the last LSN no record can have
 
 
 class GapDetector:
@@ -54,7 +57,7 @@ class GapDetector:
     questions (it follows authoritative status changes); ``grace_period`` 0 issues
     incomplete f-majority gaps at once; ``sequencer_window`` types gaps near the start of
     an epoch (see ``ReadStream``).  ``fmajority`` False (the stream reads in SCD mode,
-    see ``set_fmajority``) leaves only the ESN 0 bridge.
+    see ``set_fmajority``) leaves only the structural bridges (ESN 0, epoch 0).
     """
 
     def __init__(self, start_lsn: int, until_lsn: int, senders: Collection[SenderState],
@@ -113,7 +116,7 @@ class GapDetector:
             # f-majority.
             return ((GapType.BRIDGE, nxt, nxt),)
         if not self._fmajority:
-            return _NO_GAPS
+            return self._epoch_zero_bridge(nxt)
         # F-majority detection: a gap at nxt if enough nodes say nothing is there.
         gap: set[int] = set()
         ur: set[int] = set()
@@ -166,6 +169,18 @@ class GapDetector:
                 return ((GapType.BRIDGE, nxt, hi),)
             return ((GapType.BRIDGE, nxt, boundary), (GapType.DATALOSS, boundary + 1, hi))
         return ((gtype, nxt, hi),)
+
+    def _epoch_zero_bridge(self, nxt: int) -> tuple[Gap, ...]:
+        """SCD mode at ``nxt`` in epoch 0, which never holds a record (a log's first
+        sequencer has epoch 1): once every node has passed the whole epoch, it is one
+        BRIDGE with no all-send-all round.  Waiting for every node lets a trim point one
+        of them reports come first."""
+        if nxt > _EPOCH_ZERO_END:
+            return _NO_GAPS
+        for s in self._senders:
+            if s.next_lsn <= _EPOCH_ZERO_END:
+                return _NO_GAPS
+        return ((GapType.BRIDGE, nxt, min(_EPOCH_ZERO_END, self._until)),)
 
     def _gap_type(self, nxt: int, end: int) -> GapType:
         """Type of the gap ``[nxt, end - 1]``."""
