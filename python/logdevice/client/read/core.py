@@ -322,12 +322,15 @@ class ReaderCore:
     def set_authoritative(self, statuses: dict[int, int]) -> None:
         """The event log changed: update every stream's view of its nodes."""
         for st in list(self.streams.values()):
+            changed = False
             for node in st.placement.nodeset:
                 new = statuses.get(node, 0)
                 if st.placement.authoritative.get(node, 0) != new:
                     st.placement.authoritative[node] = new
                     st.rs.set_authoritative(node, new)
-            self._after(st)
+                    changed = True
+            if changed:  # a stream nothing changed for has nothing new to do
+                self._after(st)
 
     def healthy(self, log_id: int) -> bool | None:
         """Whether the stream of ``log_id`` has working streams on an f-majority of its
@@ -473,15 +476,16 @@ class ReaderCore:
         self._send(st, rs.take_actions())
         if st.closed:
             return
-        room = self.queue.room()
-        if room > 0:
-            batch = rs.poll_batch(room)
-            self.queue.put(st.log_id, batch)
-            if len(batch) >= room:
+        if rs.pending:  # (timers run on their own: _on_timer)
+            room = self.queue.room()
+            if room > 0:
+                batch = rs.poll_batch(room)
+                self.queue.put(st.log_id, batch)
+                if len(batch) >= room:
+                    self._hold(st)
+                self._send(st, rs.take_actions())
+            else:
                 self._hold(st)
-            self._send(st, rs.take_actions())
-        else:
-            self._hold(st)
         if rs.done:
             self._drop(st)
             self.streams.pop(st.log_id, None)
