@@ -126,3 +126,21 @@ def test_average_record_size(tmp_path):
         assert db.average_record_size(2) == pytest.approx(10 + head3)
     with LogsDB(tmp_path / "db") as db:  # from the persisted directory
         assert db.average_record_size(1) == pytest.approx(200 + head2)
+
+
+def test_records_within_counts_the_partitions_meeting_the_range(tmp_path):
+    rng = np.random.default_rng(4)
+    e1 = 1 << 32
+    with LogsDB(tmp_path / "db", partition_duration_ms=10 * MIN) as db:
+        assert db.records_within(1, 1, LSN_MAX) == 0
+        write(db, 1, np.arange(e1 + 1, e1 + 101), 0, rng)
+        write(db, 1, np.arange(e1 + 101, e1 + 131), 20 * MIN, rng)  # a new partition
+        write(db, 2, np.arange(1, 11), 0, rng)
+        assert db.records_within(1, 1, e1) == 0  # a young log's epoch 0: nothing there
+        assert db.records_within(1, 1, e1 + 1) == 100
+        assert db.records_within(1, e1 + 120, e1 + 120) == 30
+        assert db.records_within(1, 1, LSN_MAX) == 130
+        assert db.records_within(1, e1 + 131, LSN_MAX) == 0
+        assert db.records_within(2, 5, 5) == 10  # a partition meeting the range counts whole
+    with LogsDB(tmp_path / "db") as db:  # from the persisted directory
+        assert db.records_within(1, 1, LSN_MAX) == 130

@@ -614,6 +614,34 @@ def test_role_describes_its_streams(tmp_path):
     asyncio.run(main())
 
 
+def test_role_reads_a_young_log_inline(tmp_path):
+    # A new stream of a young log spans billions of LSNs (epoch 0 up to its first records
+    # in epoch 1) but holds three records: the step runs on the loop, not in the thread.
+    cfg = make_local_config(2, 2, logs=range(1, 11), root=tmp_path, ports=[1, 2])
+    e1 = 1 << 32
+
+    async def main():
+        node = Node(cfg, 0)
+        with LogsDB(tmp_path / "db", compression="none") as db:
+            write(db, [e1 + 1, e1 + 2, e1 + 3], [0, 1])
+            db.set_last_released(LOG, e1 + 3)
+            role = ReadStreamsRole(node, db)
+            node.add_role(role)
+            await role.start()
+            try:
+                p = Peer()
+                role.on_start(p, start(flags=SCD))
+                await settle(role)
+                got = p.take()
+                assert summary(got[1:]) == [("R", [e1 + 1, e1 + 2, e1 + 3])]
+                assert role.steps_in_thread == 0 and role.steps_inline >= 1
+            finally:
+                await role.stop()
+                role.close()
+
+    asyncio.run(main())
+
+
 def test_role_big_reads_in_thread_and_round_robin(tmp_path):
     cfg = make_local_config(2, 2, logs=range(1, 11), root=tmp_path, ports=[1, 2])
 

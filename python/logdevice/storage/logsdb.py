@@ -399,6 +399,14 @@ class LogsDB:
         self.check_open()
         return sorted(set(self.parts.directory.logs) | set(self._meta.logs()))
 
+    def records_within(self, log_id: int, lo: int, hi: int) -> int:
+        """At most this many records of ``log_id`` are stored in ``[lo, hi]``: every
+        partition whose LSN range for the log meets it counts whole (trimmed records
+        included).  From the partition directory: no I/O."""
+        self.check_open()
+        usage = self.parts.directory.ranges(K.check_log_id(log_id), lo, hi)
+        return sum(u.records for _, u in usage)
+
     def average_record_size(self, log_id: int) -> float:
         """Mean stored bytes per record of ``log_id`` (payload plus its head of 24 + 2 *
         copyset size bytes) over the partitions holding it, trimmed records included until

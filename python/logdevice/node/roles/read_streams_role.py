@@ -70,7 +70,9 @@ HIGH_WATER = 4 << 20
 LOW_WATER = 1 << 20
 #: Seconds between checks of a back-pressured connection.
 DRAIN_POLL = 0.005
-#: A step that may look at more LSNs than this runs in the reader thread.
+#: A step that may look at more LSNs than this, holding more records than this, runs in
+#: the reader thread (a new stream of a young log spans thousands of LSNs but reads a
+#: handful of records).
 INLINE_LSNS = 128
 
 
@@ -410,7 +412,8 @@ class ReadStreamsRole(Role):
                 trim = db.trim_point(s.log_id)
                 upto = min(s.until_lsn, s.window_high)
                 span = (upto if s.digest else min(upto, released)) - s.next_lsn + 1
-                if span > INLINE_LSNS:
+                if span > INLINE_LSNS and db.records_within(s.log_id, s.next_lsn,
+                                                            upto) > INLINE_LSNS:
                     self.steps_in_thread += 1
                     msgs = await loop.run_in_executor(self._exec, s.step, db, released, trim,
                                                       self.budget_bytes)
