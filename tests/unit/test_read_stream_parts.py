@@ -67,8 +67,11 @@ def test_senders_messages_versions_and_reconnects():
         ss.send_start(s, 5, 20, None)
         assert s.reconnect_at is None
     ss.started(s)
-    assert s.backoff.upcoming == 0.125 and s.connected and s.acked_version == 2
+    assert s.connected and s.acked_version == 2
     assert ss.next_reconnect() is None
+    clock.t = 2.0  # the backoff starts over
+    ss.schedule_reconnect(s)
+    assert s.reconnect_at == 2.125
 
 
 def test_sender_state_updates():

@@ -31,11 +31,11 @@ class SenderState:
         "connected",
         "shipped_record",
         "reconnect_at",
-        "backoff",
+        "reconnects",
         "window_sent",
     )
 
-    def __init__(self, node: int, backoff: ExponentialBackoff) -> None:
+    def __init__(self, node: int) -> None:
         self.node = node
         self.next_lsn = 0
         self.ur_regions: list[tuple[int, int]] = []
@@ -44,7 +44,7 @@ class SenderState:
         self.connected = True
         self.shipped_record = False  # sent a record since its last START
         self.reconnect_at: float | None = None
-        self.backoff = backoff  # before the next START after a disconnect
+        self.reconnects = 0  # STARTs resent since it last acknowledged one (the backoff)
         self.window_sent = 0  # window_high in the last START or WINDOW sent to it
 
     def reset_for_start(self) -> None:
@@ -111,8 +111,9 @@ class Senders:
 
     def __init__(self, nodes: Iterable[int], until_lsn: int, clock: Callable[[], float],
                  reconnect_delay: float, reconnect_max_delay: float) -> None:
-        self._states = {n: SenderState(n, ExponentialBackoff(reconnect_delay, reconnect_max_delay))
-                        for n in nodes}
+        self._states = {n: SenderState(n) for n in nodes}
+        # One schedule for every node; each node counts its own attempts.
+        self._backoff = ExponentialBackoff(reconnect_delay, reconnect_max_delay)
         self._view = self._states.values()  # the nodeset is fixed: a live view of it
         self._until = until_lsn
         self._clock = clock
@@ -180,13 +181,14 @@ class Senders:
         """The node acknowledged the current START."""
         s.acked_version = self._filter_version
         s.connected = True
-        s.backoff.reset()
+        s.reconnects = 0
         s.reconnect_at = None
 
     def schedule_reconnect(self, s: SenderState) -> None:
         """Send START to the node again after its backoff (doubling up to the max)."""
         if s.reconnect_at is None:
-            s.reconnect_at = self._clock() + s.backoff.next_delay()
+            s.reconnect_at = self._clock() + self._backoff.delay(s.reconnects)
+            s.reconnects += 1
 
     def due_reconnects(self, now: float) -> list[SenderState]:
         due = []
