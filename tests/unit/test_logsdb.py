@@ -623,7 +623,7 @@ def test_entries_on_disk_byte_for_byte(store):
     got = {p.id: dict(store.parts.db.iterate(store.parts.cf(p.id)))
            for p in store.partitions()}
     assert got == expected
-    usage = store.parts.directory.logs[1]
+    usage = store.parts.directory.usage(1)
     assert {pid: u.records for pid, u in usage.items()} == {
         pid: sum(k[:1] == K.DATA for k in e) for pid, e in expected.items()}
     assert {pid: u.nbytes for pid, u in usage.items()} == {

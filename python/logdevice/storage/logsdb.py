@@ -219,8 +219,8 @@ class LogsDB:
         with self._gate, self.parts.lock:
             latest = directory.latest()
             by_pid: dict[int, list[int]] = {}
-            for log_id, usage in directory.logs.items():
-                for pid in usage:
+            for log_id in directory.log_ids():
+                for pid in directory.partitions_of(log_id):
                     by_pid.setdefault(pid, []).append(log_id)
             drop: list[int] = []
             expired: list[tuple[int, int]] = []
@@ -229,7 +229,7 @@ class LogsDB:
                     continue
                 ok, aged = True, []
                 for log_id in by_pid.get(pid, []):
-                    u = directory.logs[log_id][pid]
+                    u = directory.usage(log_id)[pid]
                     if u.max_lsn <= self.trim_point(log_id):
                         continue
                     keep = backlog_ms.get(log_id, default_backlog_ms)
@@ -245,8 +245,9 @@ class LogsDB:
                 return []
             trims: dict[int, int] = {}
             for log_id, pid in expired:
-                rest = [u.min_lsn for p, u in directory.logs[log_id].items() if p not in drop]
-                upto = directory.logs[log_id][pid].max_lsn
+                in_log = directory.usage(log_id)
+                rest = [u.min_lsn for p, u in in_log.items() if p not in drop]
+                upto = in_log[pid].max_lsn
                 if rest and min(rest) <= upto:
                     upto = min(rest) - 1
                 trims[log_id] = max(trims.get(log_id, 0), upto)
@@ -397,7 +398,7 @@ class LogsDB:
     def logs(self) -> list[int]:
         """Log ids with records or metadata here."""
         self.check_open()
-        return sorted(set(self.parts.directory.logs) | set(self._meta.logs()))
+        return sorted(set(self.parts.directory.log_ids()) | set(self._meta.logs()))
 
     def records_within(self, log_id: int, lo: int, hi: int) -> int:
         """At most this many records of ``log_id`` are stored in ``[lo, hi]``: every
@@ -413,7 +414,7 @@ class LogsDB:
         retention drops them; 0.0 when it has none.  From the partition directory: no I/O.
         Readers use it to size a read to a byte budget before reading."""
         self.check_open()
-        usage = list(self.parts.directory.logs.get(K.check_log_id(log_id), {}).values())
+        usage = self.parts.directory.usages(K.check_log_id(log_id))
         records = sum(u.records for u in usage)
         return sum(u.nbytes for u in usage) / records if records else 0.0
 
@@ -424,7 +425,7 @@ class LogsDB:
         self.check_open()
         log_id = K.check_log_id(log_id)
         trim = self.trim_point(log_id)
-        live = [u for u in list(self.parts.directory.logs.get(log_id, {}).values())
+        live = [u for u in self.parts.directory.usages(log_id)
                 if u.max_lsn > trim and u.records]
         if not live:
             return 0, 0
@@ -439,7 +440,7 @@ class LogsDB:
         log_id = K.check_log_id(log_id)
         trim = self.trim_point(log_id)
         total = 0.0
-        for u in list(self.parts.directory.logs.get(log_id, {}).values()):
+        for u in self.parts.directory.usages(log_id):
             if u.max_lsn <= trim or u.max_ts < start_ms or u.min_ts > end_ms:
                 continue
             span = u.max_ts - u.min_ts

@@ -222,8 +222,7 @@ class PartitionedDB:
                                         f"logsdb: partition {pid} was dropped meanwhile")
                     part = grown[pid] = held.copy()
                 part.add(delta)
-                in_log = directory.logs.get(log_id)
-                new = delta.merged(in_log.get(pid) if in_log else None)
+                new = delta.merged(directory.usage(log_id).get(pid))
                 entries.append((K.dir_key(pid, log_id), new.encode()))
                 updates.append((pid, log_id, new))
             for pid, part in grown.items():
@@ -231,7 +230,7 @@ class PartitionedDB:
             batch.put_plan(storefmt.plan_of(entries), b"", self.meta_cf)
             self.db.write(batch, sync=sync and wal, wal=wal)
             for pid, log_id, new in updates:
-                directory.logs.setdefault(log_id, {})[pid] = new
+                directory.set_usage(log_id, pid, new)
             for part in grown.values():
                 directory.parts[part.id] = part
 

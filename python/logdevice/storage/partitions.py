@@ -6,6 +6,10 @@ committed.  A partition is a column family ``p<id>``; ids grow, start times do n
 
 ``Usage`` (what one log has in one partition) is compiled (``ldcore.usage``): a node
 keeps one per log and partition, six C integers instead of a dataclass of Python ints.
+A log's usages are kept as one flat tuple ``(pid, usage, pid, usage, ...)`` (56 bytes for
+the usual one partition, where a dict took 224): a node holds one per log it stores.
+The tuple is replaced, never changed, so a reader in another thread sees the log's usage
+before or after a commit, never half of it.
 """
 
 from __future__ import annotations
@@ -57,12 +61,15 @@ class Partition:
         self.nbytes += d.nbytes
 
 
+_NO_USAGE: tuple[int | Usage, ...] = ()
+
+
 class Directory:
-    """Partitions (``parts``, by id) and per-log usage (``logs[log_id][pid]``)."""
+    """Partitions (``parts``, by id) and per-log usage (``usage(log_id)``: pid -> Usage)."""
 
     def __init__(self) -> None:
         self.parts: dict[int, Partition] = {}
-        self.logs: dict[int, dict[int, Usage]] = {}
+        self._logs: dict[int, tuple[int | Usage, ...]] = {}  # log -> (pid, usage, ...)
         self._index: tuple[np.ndarray, np.ndarray] | None = None
 
     # ---- loading
@@ -77,7 +84,7 @@ class Directory:
         self._index = None
 
     def load_usage(self, pid: int, log_id: int, value: bytes) -> None:
-        self.logs.setdefault(log_id, {})[pid] = Usage.decode(value)
+        self.set_usage(log_id, pid, Usage.decode(value))
 
     # ---- partitions
 
@@ -90,11 +97,12 @@ class Directory:
         self.parts.pop(pid, None)
         self._index = None
         logs = []
-        for log_id, usage in list(self.logs.items()):
-            if usage.pop(pid, None) is not None:
+        for log_id in list(self._logs):
+            if pid in self.partitions_of(log_id):
                 logs.append(log_id)
-            if not usage:
-                del self.logs[log_id]
+                rest = self.usage(log_id)
+                del rest[pid]
+                self._put(log_id, rest)
         return logs
 
     def latest(self) -> Partition | None:
@@ -118,13 +126,45 @@ class Directory:
 
     # ---- per-log usage
 
+    def log_ids(self) -> list[int]:
+        """The logs with records in some partition."""
+        return list(self._logs)
+
+    def usage(self, log_id: int) -> dict[int, Usage]:
+        """What ``log_id`` has in each partition (pid -> Usage; a new dict, empty if
+        nothing)."""
+        flat = self._logs.get(log_id, _NO_USAGE)
+        return dict(zip(flat[::2], flat[1::2], strict=True))  # type: ignore[arg-type]
+
+    def partitions_of(self, log_id: int) -> tuple[int, ...]:
+        """The partitions holding records of ``log_id``."""
+        return self._logs.get(log_id, _NO_USAGE)[::2]  # type: ignore[return-value]
+
+    def usages(self, log_id: int) -> list[Usage]:
+        """What ``log_id`` has in each partition, in no particular order."""
+        return list(self._logs.get(log_id, _NO_USAGE)[1::2])  # type: ignore[arg-type]
+
+    def set_usage(self, log_id: int, pid: int, u: Usage) -> None:
+        """``log_id`` has ``u`` in partition ``pid`` (replacing what it had there)."""
+        flat = self._logs.get(log_id, _NO_USAGE)
+        if not flat or (len(flat) == 2 and flat[0] == pid):
+            self._logs[log_id] = (pid, u)
+            return
+        usage = self.usage(log_id)
+        usage[pid] = u
+        self._put(log_id, usage)
+
+    def _put(self, log_id: int, usage: dict[int, Usage]) -> None:
+        if usage:
+            self._logs[log_id] = tuple(x for pair in usage.items() for x in pair)
+        else:
+            self._logs.pop(log_id, None)
+
     def ranges(self, log_id: int, lo: int, hi: int) -> list[tuple[int, Usage]]:
         """(pid, usage) of partitions whose LSN range for ``log_id`` meets ``[lo, hi]``,
         by smallest LSN."""
-        out = [
-            (pid, u) for pid, u in list(self.logs.get(log_id, {}).items())
-            if u.max_lsn >= lo and u.min_lsn <= hi
-        ]
+        out = [(pid, u) for pid, u in self.usage(log_id).items()
+               if u.max_lsn >= lo and u.min_lsn <= hi]
         out.sort(key=lambda e: (e[1].min_lsn, e[0]))
         return out
 
@@ -142,4 +182,4 @@ class Directory:
         return groups
 
     def tail(self, log_id: int) -> int:
-        return max((u.max_lsn for u in list(self.logs.get(log_id, {}).values())), default=0)
+        return max((u.max_lsn for u in self.usages(log_id)), default=0)

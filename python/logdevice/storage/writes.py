@@ -204,7 +204,7 @@ class PendingWrite:
             self._written.append((log_id, lsns, ts, fl, wv, cs16, payloads, offs, fresh))
 
     def _known(self, log_id: int) -> list[tuple[int, Usage]]:
-        known = dict(self._store.parts.directory.logs.get(log_id, {}))
+        known = self._store.parts.directory.usage(log_id)
         for (pid, log), u in self._usage.items():
             if log == log_id:
                 known[pid] = u.merged(known.get(pid))
@@ -216,7 +216,7 @@ class PendingWrite:
         if self._usage:
             usages = [u for _, u in self._known(log_id)]
         else:
-            usages = list(self._store.parts.directory.logs.get(log_id, {}).values())
+            usages = self._store.parts.directory.usages(log_id)
         return any(u.max_lsn >= lo and u.min_lsn <= hi for u in usages)
 
     def _add_runs(self, log_id, lsns, ts, fl, wv, cs16, payloads, offs, grouped) -> None:

@@ -23,6 +23,8 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ldcore.logtable import LogTable
+
 __all__ = ["EpochBound"]
 
 
@@ -43,7 +45,7 @@ class EpochBound:
                  read_epochs: Callable[[list[int]], Mapping[int, int]]) -> None:
         self._loop = loop
         self._read_epochs = read_epochs
-        self._known: dict[int, int] = {}
+        self._known = LogTable()  # log -> the newest epoch known issued (compact per log)
         self._reads: dict[int, asyncio.Future[int]] = {}  # log -> its read, queued or out
         self._queued: dict[int, asyncio.Future[int]] = {}  # the next read's logs
         self._reading = False  # a read is in the store
@@ -51,7 +53,7 @@ class EpochBound:
 
     def admits(self, log_id: int, epoch: int) -> bool:
         """Whether the store had issued ``epoch`` of ``log_id`` when last read (no I/O)."""
-        return epoch <= self._known.get(log_id, 0)
+        return epoch <= self._known.get(log_id, 0, 0)
 
     async def refresh(self, log_id: int) -> int:
         """Read the log's epoch from the store again (joining a read of it queued or in
@@ -68,8 +70,9 @@ class EpochBound:
     async def _learn(self, log_id: int, read: asyncio.Future[int]) -> int:
         epoch = await asyncio.shield(read)
         # Learned here, not in a done callback: those may run after the awaiters resume.
-        self._known[log_id] = max(self._known.get(log_id, 0), epoch)
-        return self._known[log_id]
+        known = max(self._known.get(log_id, 0, 0), epoch)
+        self._known.set(log_id, 0, known)
+        return known
 
     def _start(self, log_id: int) -> asyncio.Future[int]:
         """A read of the log that starts after this call: in the next batch."""
