@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ldcore import lsn as ldlsn
+from ldcore.logtable import LogTable
 from logdevice.epochstore import EpochStore, LogEpochState
 from logdevice.errors import LogDeviceError
 from logdevice.storage.logsdb import LogsDB
@@ -90,7 +91,7 @@ class Purger:
         self._epoch_store = epoch_store
         self._flush_stores = flush_stores
         self._on_clean = on_clean
-        self._clean: dict[int, int] = {}
+        self._clean = LogTable()  # log -> last clean epoch, once read (compact per log)
         self._wanted: dict[int, int] = {}  # log -> epoch it must be clean up to
         self._running: set[int] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -101,7 +102,8 @@ class Purger:
         there, and takes no sequencer STORE of those epochs."""
         epoch = self._clean.get(log_id)
         if epoch is None:
-            epoch = self._clean[log_id] = self._db.last_clean_epoch(log_id)
+            epoch = self._db.last_clean_epoch(log_id)
+            self._clean.set(log_id, 0, epoch)
         return epoch
 
     def must_wait(self, log_id: int, sequencer_epoch: int) -> bool:
@@ -158,12 +160,12 @@ class Purger:
 
         # Refuse the old epochs' STOREs from here on, and let those accepted already
         # reach the disk, so the scan sees every copy there will ever be.
-        self._clean[log_id] = target
+        self._clean.set(log_id, 0, target)
         try:
             await self._flush_stores()
             n = await loop.run_in_executor(self._executor, work)
         except BaseException:
-            self._clean.pop(log_id, None)  # not clean after all: read it back from disk
+            self._clean.discard(log_id)  # not clean after all: read it back from disk
             raise
         self.purged_records += n
         log.log(logging.WARNING if n else logging.INFO,
