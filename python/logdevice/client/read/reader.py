@@ -214,7 +214,11 @@ class _ReaderBase:
 
     def _forget_done(self) -> None:
         with self._lock:
-            self._logs &= self._queue.active
+            active = self._queue.active
+            # Logs join the queue's active set after this one and leave it first, so a
+            # log is done exactly when the sizes differ: no pass over every log per read.
+            if len(self._logs) > len(active):
+                self._logs &= active
 
     def _reading(self) -> bool:
         """Some log is still being read or has data queued."""
