@@ -115,6 +115,22 @@ def test_scd_passes_epoch_zero_without_all_send_all():
     assert rs.next_lsn == lsn(1, 1)
 
 
+def test_a_new_logs_first_records_come_with_the_first_start():
+    # The window of a read from LSN 1 starts at e1n1 (epoch 0 holds nothing), so the
+    # nodes may send a new log's first records at once: no slide, no WINDOW first.
+    rs, _ = make(nodes=(0, 1, 2), r=2, scd=True, until=lsn(1, 100), buffer_size=4,
+                 sequencer_window=1000)
+    assert rs.take_actions() == [SendStart(n, 1, lsn(1, 100), lsn(1, 4), True, (), 1)
+                                 for n in (0, 1, 2)]
+    started_all(rs, 1)
+    records(rs, 0, lsn(1, 1), lsn(1, 2))
+    assert rs.poll() == []  # nodes 1 and 2 may still report a trim point
+    rs.on_gap(1, 1, lsn(1, 2))
+    rs.on_gap(2, 1, lsn(1, 2))
+    assert show(rs.poll()) == [("BRIDGE", 1, lsn(1, 0)), lsn(1, 1), lsn(1, 2)]
+    assert rs.filter_version == 1
+
+
 def test_scd_epoch_zero_bridge_yields_to_a_trim_point():
     e1n0 = lsn(1, 0)
     rs, _ = make(nodes=(0, 1, 2), r=2, scd=True, until=lsn(1, 100), buffer_size=4,

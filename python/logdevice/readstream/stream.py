@@ -426,7 +426,7 @@ class ReadStream:
                 delivery.add_gap(GapType.TRIM, nxt, hi)
                 self._skip_to(hi + 1)
             else:
-                chunk = win.pop_run()
+                chunk = win.pop_run() if nxt >= win.head else None
                 if chunk is not None:
                     # The read pointer moves past the run (and past the rest of an epoch
                     # a bridge record in it ends).

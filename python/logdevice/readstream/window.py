@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ldcore.lsn import compose
 from ldcore.window import Window
 from logdevice.readstream.actions import FLAG_WRITTEN_BY_RECOVERY
 from logdevice.readstream.batches import BatchStore
@@ -34,6 +35,7 @@ WINDOW_GROWTH = 32
 #: that empty payloads do not make a window of any length look free.
 _RECORD_COST = 32
 _PAST_END = 1 << 64  # Window.head once the window passed LSN_MAX
+_EPOCH_ONE = compose(1, 1)  # the first LSN a record can have: epoch 0 holds none
 
 
 class RecordWindow:
@@ -45,18 +47,32 @@ class RecordWindow:
         self._size = self._min_size = size
         self._threshold = threshold
         self._window_bytes = window_bytes
-        grown = min(size * WINDOW_GROWTH, until_lsn - start_lsn + 1) if window_bytes else size
+        base = self._base(start_lsn)
+        grown = min(size * WINDOW_GROWTH, until_lsn - base + 1) if window_bytes else size
         self._max_size = max(size, grown)
         self._bytes_per_lsn = 0.0  # of what was delivered lately (0: nothing yet)
-        self._buf = Window(start_lsn, self._max_size)
+        self._buf = Window(base, self._max_size)
         self._batches = BatchStore()
-        self._high = min(until_lsn, start_lsn + size - 1)
-        self._next_slide = start_lsn + int(threshold * (size - 1))
+        self._high = min(until_lsn, base + size - 1)
+        self._next_slide = base + int(threshold * (size - 1))
+
+    def _base(self, lsn: int) -> int:
+        """Where a buffer for a read from ``lsn`` starts.  Epoch 0 holds no record (a
+        log's first epoch is 1), so a read from it buffers from epoch 1 on: the nodes may
+        send a new log's first records with the first START, not after a slide past the
+        empty epoch."""
+        return _EPOCH_ONE if lsn < _EPOCH_ONE <= self._until else lsn
 
     @property
     def size(self) -> int:
         """Window size in LSNs (as of the last slide)."""
         return self._size
+
+    @property
+    def head(self) -> int:
+        """The first LSN the buffer holds (the read pointer, or later while it is in
+        epoch 0): a run is popped only once the read pointer reaches it."""
+        return self._buf.head
 
     @property
     def high(self) -> int:
@@ -164,7 +180,7 @@ class RecordWindow:
 
     def clear(self, lsn: int) -> None:
         """Drop everything buffered and restart the buffer at ``lsn`` (a rewind)."""
-        self._buf.clear(lsn)
+        self._buf.clear(self._base(lsn))
         self._batches.clear()
 
     # ------------------------------------------------------------ flow control
