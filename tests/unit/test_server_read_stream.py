@@ -439,6 +439,25 @@ def test_rewind_with_new_filter_version(example_db):
     assert summary(msgs) == [("R", [42, 44, 46]), ("G", "NO_RECORDS", 47, 48)]
 
 
+@pytest.mark.parametrize("me", [0, 1, 2])
+def test_a_young_logs_stream_reads_from_the_record_cache(tmp_path, me):
+    # Epoch 0 holds nothing and the cache knows the log from its first record: a stream
+    # from LSN 1 sends what a store without a cache sends, read from memory.
+    e1 = 1 << 32
+    lsns = [e1 + 1, e1 + 2, e1 + 3]
+    got = {}
+    for cache in (0, 1 << 20):
+        with LogsDB(tmp_path / f"db{cache}", compression="none",
+                    record_cache_bytes=cache) as db:
+            write(db, lsns, [[0, 1], [1, 0], [0, 1]])
+            s = ServerReadStream(start(flags=SCD), me=me)
+            got[cache] = (summary(wire(run(s, db, e1 + 3))), s.stats)
+    assert got[0][0] == got[1 << 20][0]
+    stats = got[1 << 20][1]
+    assert stats.cache_reads >= 1 and stats.csi_rows == 0 and stats.point_reads == 0
+    assert stats.records_read == 0
+
+
 def test_tailing_resumes_after_release(db):
     write(db, range(1, 11), [0])
     s = ServerReadStream(start(), me=0)

@@ -209,6 +209,7 @@ class ServerReadStream:
         hi = min(self.until_lsn, self.window_high)
         if not self.digest:
             hi = min(hi, int(last_released))
+        self._skip_to_cached(db, hi)
         budget = int(budget_bytes)
         frame = _Frame()
         while self.next_lsn <= hi and budget > 0:
@@ -244,6 +245,19 @@ class ServerReadStream:
         if self.next_lsn - 1 > self.reported_to:
             self._gap(out, self.reported_to + 1, self.next_lsn - 1, GapReason.NO_RECORDS)
         return out
+
+    def _skip_to_cached(self, db: LogsDB, hi: int) -> None:
+        """Start at the record cache when the partition directory says the log has
+        nothing stored between ``next_lsn`` and where the cache knows it: a new log's
+        stream from LSN 1 then reads its first records from memory, where it took a copyset
+        index read and a point read from RocksDB."""
+        cache = db.cache
+        lo = None if cache is None else cache.start(self.log_id)
+        if lo is None or lo <= self.next_lsn:
+            return
+        to = min(lo, hi + 1)
+        if db.records_within(self.log_id, self.next_lsn, to - 1) == 0:
+            self.next_lsn = to
 
     def _read_scd(self, db: LogsDB, hi: int, room_n: int,
                   room_b: int) -> tuple[RecordBatch, int, int]:
