@@ -9,9 +9,10 @@ decides, for one such stream, what the node sends next:
   decision is made on the copyset index (CSI) arrays by ``ldcore.scd.ship_mask`` for a
   whole chunk at once, and only the chosen records are then read from disk, so skipped
   payloads are never read.  A short stretch (a tailing reader's few new records, up to
-  ``TAIL_SPAN`` LSNs) is instead read whole in one pass and decided on the records'
-  own copysets (stored with the same values as their CSI entries): one read where
-  the CSI and then the chosen records took two, for every record appended;
+  ``TAIL_SPAN`` LSNs), or any range holding at most ``FEW_RECORDS`` records (a young
+  log), is instead read whole in one pass and decided on the records' own copysets
+  (stored with the same values as their CSI entries): one read where the CSI and then
+  the chosen records took two;
 - explicit gaps: TRIM ``[start, trim point]``; NO_RECORDS "I have nothing to send you in
   ``[x, y]``" after the last thing sent, up to where the node has looked (the tail, the
   window's end, the end of a budget-limited turn), so the client's gap detection moves
@@ -65,6 +66,7 @@ MAX_FRAME_RECORDS = 4096
 DEFAULT_BUDGET_BYTES = 1 << 20  # what one step() sends at most (about; >= one record)
 CSI_CHUNK = 16384  # CSI rows read per SCD decision
 TAIL_SPAN = 16  # SCD over at most this many LSNs: one read of the records, no CSI read
+FEW_RECORDS = 4  # ... or over a range the partition directory says holds at most this many
 _RECORD_OVERHEAD = 32  # bytes charged per record besides its payload (lsn, ts, flags, crc)
 _CSI_ROW_COST = 4  # bytes charged per CSI row looked at, so scans that ship nothing end
 _EMPTY_U32 = np.empty(0, np.uint32)
@@ -212,10 +214,14 @@ class ServerReadStream:
         self._skip_to_cached(db, hi)
         budget = int(budget_bytes)
         frame = _Frame()
+        # A range holding a few records at most is read whole, as a tail is: one read
+        # instead of a copyset index read and a point read (a young log's first step).
+        few = self.scd and self.next_lsn <= hi and \
+            db.records_within(self.log_id, self.next_lsn, hi) <= FEW_RECORDS
         while self.next_lsn <= hi and budget > 0:
             room_n = self.max_frame_records - frame.records
             room_b = max(min(budget, self.max_frame_bytes - frame.bytes), 1)
-            if self.scd and hi - self.next_lsn < TAIL_SPAN:
+            if self.scd and (few or hi - self.next_lsn < TAIL_SPAN):
                 rb, scanned_to, cost = self._read_scd_tail(db, hi, room_n, room_b)
             elif self.scd:
                 self._from_memory = False
