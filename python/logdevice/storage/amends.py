@@ -46,6 +46,7 @@ def amend_records(partitions: PartitionedDB, log_id: int, lsns: np.ndarray, flag
                 if not len(at):
                     continue
                 cf = partitions.cf(pid)
+                partitions.amended.add(pid)  # before the write: readers must look there
                 cs, counts = K.normalize_copysets(copysets[at], len(at))
                 values, offsets = K.encode_amends(flags[at], waves[at], cs, counts)
                 batch.put_many(K.amend_keys(log_id, lsns[at]),

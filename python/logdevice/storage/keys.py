@@ -78,6 +78,7 @@ from logdevice.errors import E, error_for
 
 DATA = b"d"
 AMEND = b"a"
+AMEND_END = bytes([AMEND[0] + 1])  # exclusive upper bound of every amendment key
 WRITER = b"w"
 CSI = b"C"
 CSI_RANGE = b"B"

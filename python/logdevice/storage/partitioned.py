@@ -53,6 +53,11 @@ class PartitionedDB:
         Held by whoever changes the partitions or the directory (one writer at a time).
     """
 
+    #: Ids of the partitions that may hold amendment entries (found at open, added before
+    #: an amendment is written): reads look amendments up only there, so the common
+    #: store, never rebuilt, pays no second iterator per read.
+    amended: set[int]
+
     def __init__(self, db: DB, *, duration_ms: int, size_limit: int) -> None:
         self.db = db
         self.meta_cf = db[META_CF]
@@ -65,6 +70,7 @@ class PartitionedDB:
         # more than a small write's puts).  list.pop/append are atomic.
         self._spare_batches: list[WriteBatch] = []
         self._pid_arrays: dict[int, np.ndarray] = {}  # pid -> read-only [pid]
+        self.amended = set()
 
     def load(self, on_log_meta: Callable[[bytes, np.ndarray, np.ndarray], None]) -> None:
         """Read the partitions and the directory from RocksDB.  The meta column family's
@@ -89,8 +95,15 @@ class PartitionedDB:
                     break
         for pid in sorted(self._cfs):
             self.directory.load_partition(pid, seen.get(pid))
+            if self._holds_amendments(pid):
+                self.amended.add(pid)
         if stale.count():  # left behind by a drop that crashed half-way
             self.db.write(stale, sync=True)
+
+    def _holds_amendments(self, pid: int) -> bool:
+        with self.db.iterator(self._cfs[pid], K.AMEND, K.AMEND_END) as it:
+            it.seek(K.AMEND)
+            return len(it.read_many(1, key_hint=K.DATA_KEY_LEN)) > 0
 
     def _load_chunk(self, chunk: Chunk, seen: dict[int, bytes], stale: WriteBatch,
                     on_log_meta: Callable[[bytes, np.ndarray, np.ndarray], None]) -> None:
@@ -244,6 +257,7 @@ class PartitionedDB:
                 cleanup.delete_range(K.dir_prefix(pid), K.dir_prefix(pid + 1), self.meta_cf)
                 self.db.write(cleanup)
                 self.directory.remove_partition(pid)
+                self.amended.discard(pid)
 
 
 def _u64_at(buf: np.ndarray, at: np.ndarray, dtype: str) -> np.ndarray:

@@ -97,7 +97,7 @@ def amendable(rb: RecordBatch, at: np.ndarray, flags: np.ndarray, waves: np.ndar
 def _amend(partitions: PartitionedDB, pid: int, log_id: int, rb: RecordBatch, *,
            sparse: bool = False) -> RecordBatch:
     """``rb`` (records of partition ``pid``) with the amendments that apply to them."""
-    if not len(rb):
+    if not len(rb) or pid not in partitions.amended:
         return rb
     lsns, flags, waves, cs = _amendments(partitions, pid, log_id, rb, sparse=sparse)
     if not len(lsns):
