@@ -30,13 +30,20 @@ class FrameRecorder:
         self.stats = {"appends_waited": 0}
         self.frames: list[list[bytes]] = []
         self._held: list[asyncio.Future] = []
-        self._slots: dict[int, AppendSlots] = {}
+        self.slots: dict[int, AppendSlots] = {}  # log -> its in-flight limit, while held
         self._next_lsn = 1
 
     def append_slots(self, log_id):
-        if log_id not in self._slots:
-            self._slots[log_id] = AppendSlots(self.settings.max_appends_in_flight)
-        return self._slots[log_id]
+        if log_id not in self.slots:
+            self.slots[log_id] = AppendSlots(self.settings.max_appends_in_flight)
+        return self.slots[log_id]
+
+    def release_append_slots(self, log_id, slots):
+        if not slots.idle:
+            return False
+        if self.slots.get(log_id) is slots:
+            del self.slots[log_id]
+        return True
 
     async def append_batch(self, log_id, payloads, checksums, timeout):
         self.frames.append(list(payloads))
@@ -99,6 +106,25 @@ def test_appends_made_while_frames_are_in_flight_leave_together(loop):
     assert core.frames[2] == [b"c%d" % i for i in range(5)]
     loop.call_soon(core.answer, 2)
     assert [f.result(5) for f in later] == [3, 4, 5, 6, 7]
+
+
+def test_an_idle_log_leaves_nothing_behind_and_its_next_append_starts_afresh(loop):
+    core = FrameRecorder()
+    batcher = AppendBatcher(loop, core)
+    appends = [batcher.submit(log, b"x", 0, 10.0) for log in (1, 2, 3)]
+    settle(loop)
+    assert sorted(core.slots) == [1, 2, 3] and core.held == 3
+    loop.call_soon(core.answer, 2)
+    assert [f.result(5) for f in appends[:2]] == [1, 2]
+    settle(loop)
+    assert sorted(core.slots) == [3]  # logs 1 and 2 are idle: their slots went
+    again = batcher.submit(1, b"y", 0, 10.0)
+    settle(loop)
+    assert sorted(core.slots) == [1, 3] and core.frames[-1] == [b"y"]
+    loop.call_soon(core.answer, 2)
+    assert appends[2].result(5) == 3 and again.result(5) == 4
+    settle(loop)
+    assert core.slots == {}
 
 
 def test_what_is_left_after_a_full_frame_keeps_lingering(loop):

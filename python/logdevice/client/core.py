@@ -352,6 +352,15 @@ class ClientCore:
                 self.config.log_group(log_id).max_writes_in_flight))
         return slots
 
+    def release_append_slots(self, log_id: int, slots: AppendSlots) -> bool:
+        """Forget ``log_id``'s in-flight limit ``slots`` if it is idle (the next append
+        makes a new one): an idle log costs the client no objects.  False if in use."""
+        if not slots.idle:
+            return False
+        if self._append_slots.get(log_id) is slots:
+            del self._append_slots[log_id]
+        return True
+
     def append_batch(self, log_id: int, payloads: Sequence[Any],
                      checksums: Sequence[int] | None,
                      timeout: float) -> asyncio.Future[list[int | LogDeviceError]]:

@@ -298,6 +298,17 @@ class AppendBatcher:
             slots.release(records)  # its listener sends what queued meanwhile
         if q.frames < FRAMES_IN_FLIGHT and q.entries:
             self._send_ready(q)  # a frame may go with the slots still free
+        self._forget_if_idle(q)
+
+    def _forget_if_idle(self, q: _LogQueue) -> None:
+        """Drop the queue of a log with nothing queued or in flight, and its slots with
+        it (both are made again by its next append): a client that wrote to many logs
+        keeps no objects for the idle ones, which every full collection would scan."""
+        if q.entries or q.frames or q.held or q.linger is not None or q.slots is None:
+            return
+        if self._core.release_append_slots(q.log_id, q.slots) \
+                and self._queues.get(q.log_id) is q:
+            del self._queues[q.log_id]
 
     def _fail_queued(self, exc: LogDeviceError) -> None:
         for q in self._queues.values():

@@ -27,6 +27,11 @@ class AppendSlots:
         self._listeners: list[Callable[[], None]] = []
 
     @property
+    def idle(self) -> bool:
+        """Nothing holds a slot or waits for one."""
+        return self.used == 0 and not self._waiters
+
+    @property
     def free(self) -> int:
         """Slots free for a batch now (none while blobs are waiting for one)."""
         return 0 if self._waiters else max(0, self.limit - self.used)
