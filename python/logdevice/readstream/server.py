@@ -216,7 +216,7 @@ class ServerReadStream:
         frame = _Frame()
         # A range holding a few records at most is read whole, as a tail is: one read
         # instead of a copyset index read and a point read (a young log's first step).
-        few = self.scd and self.next_lsn <= hi and \
+        few = self.scd and hi - self.next_lsn >= TAIL_SPAN and \
             db.records_within(self.log_id, self.next_lsn, hi) <= FEW_RECORDS
         while self.next_lsn <= hi and budget > 0:
             room_n = self.max_frame_records - frame.records

@@ -229,7 +229,8 @@ class LogsDB:
                     continue
                 ok, aged = True, []
                 for log_id in by_pid.get(pid, []):
-                    u = directory.usage(log_id)[pid]
+                    u = directory.usage_in(log_id, pid)
+                    assert u is not None  # by_pid lists the logs with usage in pid
                     if u.max_lsn <= self.trim_point(log_id):
                         continue
                     keep = backlog_ms.get(log_id, default_backlog_ms)
@@ -405,8 +406,7 @@ class LogsDB:
         partition whose LSN range for the log meets it counts whole (trimmed records
         included).  From the partition directory: no I/O."""
         self.check_open()
-        usage = self.parts.directory.ranges(K.check_log_id(log_id), lo, hi)
-        return sum(u.records for _, u in usage)
+        return self.parts.directory.records_within(K.check_log_id(log_id), lo, hi)
 
     def average_record_size(self, log_id: int) -> float:
         """Mean stored bytes per record of ``log_id`` (payload plus its head of 24 + 2 *

@@ -235,7 +235,7 @@ class PartitionedDB:
                                         f"logsdb: partition {pid} was dropped meanwhile")
                     part = grown[pid] = held.copy()
                 part.add(delta)
-                new = delta.merged(directory.usage(log_id).get(pid))
+                new = delta.merged(directory.usage_in(log_id, pid))
                 entries.append((K.dir_key(pid, log_id), new.encode()))
                 updates.append((pid, log_id, new))
             for pid, part in grown.items():

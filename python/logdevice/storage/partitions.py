@@ -14,6 +14,7 @@ before or after a commit, never half of it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -130,11 +131,21 @@ class Directory:
         """The logs with records in some partition."""
         return list(self._logs)
 
+    def _pairs(self, log_id: int) -> Iterator[tuple[int, Usage]]:
+        flat = self._logs.get(log_id, _NO_USAGE)
+        return zip(flat[::2], flat[1::2], strict=True)  # type: ignore[arg-type]
+
     def usage(self, log_id: int) -> dict[int, Usage]:
         """What ``log_id`` has in each partition (pid -> Usage; a new dict, empty if
         nothing)."""
-        flat = self._logs.get(log_id, _NO_USAGE)
-        return dict(zip(flat[::2], flat[1::2], strict=True))  # type: ignore[arg-type]
+        return dict(self._pairs(log_id))
+
+    def usage_in(self, log_id: int, pid: int) -> Usage | None:
+        """What ``log_id`` has in partition ``pid`` (None: nothing)."""
+        for p, u in self._pairs(log_id):
+            if p == pid:
+                return u
+        return None
 
     def partitions_of(self, log_id: int) -> tuple[int, ...]:
         """The partitions holding records of ``log_id``."""
@@ -163,7 +174,7 @@ class Directory:
     def ranges(self, log_id: int, lo: int, hi: int) -> list[tuple[int, Usage]]:
         """(pid, usage) of partitions whose LSN range for ``log_id`` meets ``[lo, hi]``,
         by smallest LSN."""
-        out = [(pid, u) for pid, u in self.usage(log_id).items()
+        out = [(pid, u) for pid, u in self._pairs(log_id)
                if u.max_lsn >= lo and u.min_lsn <= hi]
         out.sort(key=lambda e: (e[1].min_lsn, e[0]))
         return out
@@ -180,6 +191,12 @@ class Directory:
                 groups.append([(pid, u)])
                 end = u.max_lsn
         return groups
+
+    def records_within(self, log_id: int, lo: int, hi: int) -> int:
+        """Records of ``log_id`` in the partitions whose LSN range for it meets
+        ``[lo, hi]``: at most this many lie in ``[lo, hi]``."""
+        return sum(u.records for u in self.usages(log_id)
+                   if u.max_lsn >= lo and u.min_lsn <= hi)
 
     def tail(self, log_id: int) -> int:
         return max((u.max_lsn for u in self.usages(log_id)), default=0)
