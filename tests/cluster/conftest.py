@@ -30,6 +30,7 @@ from logdevice.local_cluster import LocalCluster
 from logdevice.placement import sequencer_for
 from logdevice.protocol import Append, Appended, ClusterView, GetClusterView
 from logdevice.protocol.probe import NodeConnection
+from tests.cluster.workload import Load
 
 Factory = Callable[..., LocalCluster]
 
@@ -75,6 +76,7 @@ def local_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Fa
     """Factory of clusters that live for one test."""
     make, clusters = _make_factory(tmp_path)
     yield make
+    Load.stop_all()  # a test that failed mid-way left its load running
     rep = getattr(request.node, "rep_call", None)
     _close(clusters, rep is not None and rep.failed)
 

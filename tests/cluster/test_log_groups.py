@@ -22,7 +22,8 @@ import pytest
 import logdevice as ld
 from logdevice.errors import E, LogDeviceError, NotFoundError
 from tests.cluster.conftest import ldshell
-from tests.cluster.test_rebuilding import Load, sequencer_of
+from tests.cluster.test_rebuilding import sequencer_of
+from tests.cluster.workload import Load
 
 WAIT = 30.0  # every wait below is bounded by this
 

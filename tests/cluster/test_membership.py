@@ -10,7 +10,8 @@ import time
 
 from logdevice.epochstore import open_epoch_store
 from tests.cluster.conftest import ldshell
-from tests.cluster.test_rebuilding import Load, append_many, non_sequencer
+from tests.cluster.test_rebuilding import non_sequencer
+from tests.cluster.workload import Load, append_many
 
 WAIT = 60.0  # every wait below is bounded by this
 

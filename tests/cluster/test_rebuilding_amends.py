@@ -16,13 +16,13 @@ from logdevice.protocol import GetPartitions, PartitionList
 from logdevice.protocol.probe import NodeConnection
 from tests.cluster.conftest import ldshell, scrape
 from tests.cluster.test_rebuilding import (
-    append_many,
     assert_complete,
     check_rebuilt_on_disk,
     check_report,
     copies_naming,
     non_sequencer,
 )
+from tests.cluster.workload import append_many
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 

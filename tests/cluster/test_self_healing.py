@@ -16,13 +16,12 @@ from tests.cluster.conftest import ldshell, read_back
 from tests.cluster.test_reader_failures import corrupt
 from tests.cluster.test_rebuilding import (
     LOGS,
-    Load,
-    append_many,
     assert_complete,
     non_sequencer,
     sequencer_of,
     wait_status,
 )
+from tests.cluster.workload import Load, append_many
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
