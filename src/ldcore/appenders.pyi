@@ -12,6 +12,9 @@ STORE_RATE_FLOOR: float
 RATE_SAMPLE_BYTES: int
 RATE_ALPHA_DOWN: float
 RATE_ALPHA_UP: float
+LATENCY_FACTOR: float
+LATENCY_MEMORY: float
+LATENCY_WAIT_MAX: float
 
 class AppenderState(IntEnum):
     REPLICATING = 0
@@ -19,12 +22,18 @@ class AppenderState(IntEnum):
     REPLICATED = 2
     ABORTED = 3
 
+class StoreLatency:
+    def __init__(self) -> None: ...
+    def observe(self, node: int, seconds: float, now: float) -> None: ...
+    def timeout(self, nodes: tuple[int, ...], now: float) -> float: ...
+
 class AppenderContext:
     log_id: int
     selector: Any  # CopysetSelector | StickyCopysetSelector
     replication: Any  # Replication
     rng: Random
     health: Any  # NodeHealth
+    latency: StoreLatency
     timeout_initial: float
     timeout_max: float
     store_rate: float
@@ -41,7 +50,7 @@ class AppenderContext:
         store_waves: bool = False,
     ) -> None: ...
     def backlog(self) -> float: ...
-    def store_timeout(self, wave: int) -> float: ...
+    def store_timeout(self, wave: int, copyset: tuple[int, ...] = (), now: float = 0.0) -> float: ...
     def observe(self, backlog: float, seconds: float) -> None: ...
     def pick(self, payload_len: int, now: float) -> tuple[tuple[int, ...] | None, E]: ...
     def failure_status(self, now: float) -> E: ...

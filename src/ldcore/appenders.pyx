@@ -34,7 +34,13 @@ RATE_SAMPLE_BYTES = 256 << 10
 #: Weight of a new store-rate sample: a slowdown is believed at once, a speed-up slowly.
 RATE_ALPHA_DOWN, RATE_ALPHA_UP = 0.5, 0.1
 
+#: A wave waits this many times the longest answer its members gave lately (seconds
+#: remembered), but never longer than ``LATENCY_WAIT_MAX`` for that reason alone: an
+#: answer slower than that came from a node that hung, which should not teach patience.
+LATENCY_FACTOR, LATENCY_MEMORY, LATENCY_WAIT_MAX = 2.0, 10.0, 2.0
+
 cdef double _SLACK = STORE_SLACK, _FLOOR = STORE_RATE_FLOOR
+cdef double _FACTOR = LATENCY_FACTOR, _MEMORY = LATENCY_MEMORY, _WAIT_MAX = LATENCY_WAIT_MAX
 cdef double _SAMPLE = RATE_SAMPLE_BYTES, _DOWN = RATE_ALPHA_DOWN, _UP = RATE_ALPHA_UP
 
 
@@ -52,6 +58,58 @@ DEF ABORTED = 3
 cdef tuple _STATES = tuple(AppenderState)
 
 
+cdef class StoreLatency:
+    """How long each storage node took to answer a STORE lately, as this node's
+    sequencers saw it: the longest time from a wave's STOREs to a member's answer within
+    the last ``LATENCY_MEMORY`` seconds (at least half of it); a wave on that member waits
+    ``LATENCY_FACTOR`` times as long (at most ``LATENCY_WAIT_MAX``).
+
+    One instance serves every log of the node (``NodeHealth.latency``).  A node busy
+    with many logs' STOREs, or one that pauses now and then (a large group commit, a
+    collection, a burst of activations), answers late though no log has more than a
+    record or two on its way: the logs' own backlogs cannot tell, this can, so their
+    waves wait for it instead of timing out and storing copies again, which would only
+    add to its queue.  The longest answer, not an average: answers come by the thousand
+    a second, and an average would forget a pause within milliseconds, before the next.
+    A node that stops answering sends no samples: it times out as its recent answers say.
+    """
+
+    cdef dict _now, _before  # node -> longest answer (s) in this period / the one before
+    cdef double _period_start
+
+    def __init__(self):
+        self._now = {}
+        self._before = {}
+        self._period_start = -1e300
+
+    cdef void _roll(self, double now):
+        cdef double half = _MEMORY / 2
+        if now >= self._period_start + half:
+            self._before = self._now if now < self._period_start + 2 * half else {}
+            self._now = {}
+            self._period_start = now
+
+    cpdef observe(self, node, double seconds, double now):
+        """``node`` answered, at ``now``, a STORE sent ``seconds`` before."""
+        self._roll(now)
+        known = self._now.get(node)
+        if known is None or seconds > <double>known:
+            self._now[node] = seconds
+
+    cpdef double timeout(self, tuple nodes, double now):
+        """Seconds to wait for every one of ``nodes`` to answer (0: none answered lately)."""
+        cdef double longest = 0.0, t
+        self._roll(now)
+        for node in nodes:
+            for period in (self._now, self._before):
+                known = period.get(node)
+                if known is not None:
+                    t = known
+                    if t > longest:
+                        longest = t
+        return min(_WAIT_MAX, _FACTOR * longest)
+
+
 cdef class AppenderContext:
     """What every appender of one log shares.
 
@@ -65,12 +123,14 @@ cdef class AppenderContext:
         Shared node view; a fresh one by default.
     store_timeout : (float, float)
         (initial, maximum) store timeout in seconds; wave ``w`` waits
-        ``min(maximum, initial * 2**(w-1))``.
+        ``min(maximum, initial * 2**(w-1))``, or longer when its nodes are busy (see
+        ``store_timeout``).
     store_waves : bool
         Emit one ``StoreWave`` per wave instead of a ``SendStore`` per member.
     """
 
     cdef public object log_id, selector, replication, rng, health
+    cdef public StoreLatency latency  # the health's: shared by every log of the node
     cdef public double timeout_initial, timeout_max, store_rate
     cdef public object lng  # last known good LSN of the epoch; the sequencer keeps it
     cdef public long long unstored_bytes  # payload bytes of the appenders not replicated
@@ -93,6 +153,7 @@ cdef class AppenderContext:
         self.replication = selector.replication
         self.rng = rng
         self.health = health if health is not None else NodeHealth()
+        self.latency = self.health.latency
         self.timeout_initial, self.timeout_max = float(initial), float(maximum)
         self.lng = 0
         self._sticky = isinstance(selector, StickyCopysetSelector)
@@ -105,11 +166,14 @@ cdef class AppenderContext:
         """Bytes of this log each node of the nodeset has on its way to disk, roughly."""
         return self.unstored_bytes * self._share
 
-    cpdef double store_timeout(self, long long wave):
-        """Seconds wave ``wave`` (1-based) waits for its STOREDs, now."""
+    cpdef double store_timeout(self, long long wave, tuple copyset=(), double now=0.0):
+        """Seconds wave ``wave`` (1-based) on ``copyset`` waits for its STOREDs at ``now``:
+        the backoff, or longer while this log's backlog needs longer to be written or the
+        members answered slowly lately (``StoreLatency``)."""
         cdef double backoff = self.timeout_initial * 2.0 ** min(wave - 1, 64)
         cdef double drain = _SLACK * self.backlog() / self.store_rate
-        return min(self.timeout_max, max(backoff, drain))
+        cdef double answer = self.latency.timeout(copyset, now) if copyset else 0.0
+        return min(self.timeout_max, max(backoff, drain, answer))
 
     cpdef observe(self, double backlog, double seconds):
         """A wave that started with ``backlog`` bytes per node completed in ``seconds``."""
@@ -223,6 +287,7 @@ cdef class Appender:
                 or node not in self.copyset or node in self.stored):
             return []  # an old wave, a stranger, a duplicate, or we are done
         cdef AppenderContext ctx = self.ctx
+        ctx.latency.observe(node, now - self.wave_started, now)
         if status == 0:
             self.stored.add(node)
             if len(self.stored) < len(self.copyset):
@@ -245,7 +310,7 @@ cdef class Appender:
         if self._state == REPLICATING:
             # Stores that arrived since the wave went out are written in the same group
             # commits as this one: judge the wait by the backlog now, if it grew.
-            later = self.wave_started + ctx.store_timeout(self.wave)
+            later = self.wave_started + ctx.store_timeout(self.wave, self.copyset, now)
             if later > now:
                 self.deadline = later
                 return []
@@ -290,13 +355,14 @@ cdef class Appender:
         self.stored = set()
         self.wave_started = now
         self.wave_backlog = ctx.backlog()
-        self.deadline = now + ctx.store_timeout(self.wave)
         if copyset is None:
             copyset, self.last_status = ctx.pick(self.payload_len, now)
         if copyset is None:
             self._state = WAITING
             self.copyset = ()
+            self.deadline = now + ctx.store_timeout(self.wave)
             return []
+        self.deadline = now + ctx.store_timeout(self.wave, copyset, now)
         self._state = REPLICATING
         self.copyset = copyset
         if ctx.store_waves:

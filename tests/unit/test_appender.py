@@ -6,9 +6,15 @@ import random
 
 import pytest
 
+from ldcore.appenders import LATENCY_MEMORY, LATENCY_WAIT_MAX
 from logdevice.errors import E
 from logdevice.sequencer.actions import AckAppend, Reject, SendStore
-from logdevice.sequencer.appender import Appender, AppenderContext, AppenderState
+from logdevice.sequencer.appender import (
+    Appender,
+    AppenderContext,
+    AppenderState,
+    StoreLatency,
+)
 from logdevice.sequencer.copyset import CopysetSelector, StickyCopysetSelector, satisfies
 from logdevice.sequencer.nodestate import NodeHealth
 
@@ -87,6 +93,47 @@ def test_store_timeouts_grow_and_are_capped():
     assert seen[-1] == 60.0 and max(seen) == 60.0
     assert app.wave == 17
     assert ctx.store_timeout(1) == 0.01 and ctx.store_timeout(10**6) == 60.0
+
+
+def test_store_latency_remembers_the_slowest_recent_answer():
+    lat = StoreLatency()
+    assert lat.timeout((0, 1), 0.0) == 0.0
+    lat.observe(0, 0.3, 1.0)  # one slow answer among many fast ones
+    for i in range(1000):
+        lat.observe(0, 0.002, 1.0 + i / 1000)
+    assert lat.timeout((0,), 2.0) == pytest.approx(2 * 0.3)
+    assert lat.timeout((0, 1), 2.0) == lat.timeout((0,), 2.0)  # node 1: no answers, no say
+    assert lat.timeout((0,), 1.0 + LATENCY_MEMORY / 2 + 0.1) == pytest.approx(2 * 0.3)
+    # Forgotten a memory later, when only fast answers came since.
+    lat.observe(0, 0.002, 1.0 + LATENCY_MEMORY / 2 + 0.2)
+    assert lat.timeout((0,), 1.0 + LATENCY_MEMORY + 0.3) == pytest.approx(2 * 0.002)
+    assert lat.timeout((0,), 1.0 + 2 * LATENCY_MEMORY) == 0.0
+    lat.observe(1, 30.0, 50.0)  # a node that hung: its answer teaches no more than this
+    assert lat.timeout((1,), 50.0) == LATENCY_WAIT_MAX
+
+
+def test_a_wave_waits_for_members_that_answer_other_logs_late():
+    """The nodes took 300 ms to answer other logs' waves: the first wave waits twice
+    that, not the 10 ms backoff."""
+    ctx, app = make(nodes=range(3), r=2)
+    for node in range(3):
+        ctx.health.latency.observe(node, 0.3, 0.0)
+    app.start(0.0)
+    assert app.deadline == pytest.approx(0.6)
+    assert app.on_timeout(0.5) == []  # still due later: no second wave
+
+
+def test_a_member_that_stops_answering_still_times_out():
+    """Answer times come only from answers: a node that falls silent keeps the short
+    timeout it had, and its wave moves on at the backoff."""
+    ctx, app = make(nodes=range(8))
+    for node in range(8):
+        ctx.health.latency.observe(node, 0.002, 0.0)
+    cs1 = app.start(0.0)[0].copyset
+    app.on_stored(cs1[0], 1, E.OK, 0.002)
+    acts = stores(app.on_timeout(0.01))
+    assert {a.wave for a in acts} == {2}
+    assert ctx.health.graylisted(0.01) == frozenset(cs1[1:])
 
 
 def test_bad_timeout_bounds():

@@ -20,6 +20,7 @@ from logdevice.sequencer import (
     SequencerState,
 )
 from logdevice.sequencer.appender import AppenderState
+from logdevice.sequencer.nodestate import NodeHealth
 
 
 class Clock:
@@ -314,39 +315,57 @@ def test_retired_sequencer_finishes_its_window_and_takes_nothing_new():
     assert not seq.in_flight and not of(done, Reactivate)
 
 
-def _burst_copies(payload, count, rate, seed=1):
-    """Append ``count`` records of ``payload`` bytes at once to a sequencer over 3 nodes
-    (R=2, store timeout 100 ms .. 60 s) whose storage nodes each write their STOREs one
-    after another at ``rate`` bytes/s plus 1 ms, and run the store/timeout events until
-    every STORE sent has landed.  Returns (acked, copies per LSN)."""
-    now = [0.0]
-    seq = Sequencer(1, 1, [0, 1, 2], 2, clock=lambda: now[0], rng=random.Random(seed),
-                    store_timeout=(0.1, 60.0))
-    busy = dict.fromkeys(range(3), 0.0)
-    events: list = []  # (time, node, lsn, wave): a STORE lands on the node's disk
-    copies: dict[int, set[int]] = {}
+def _store_events(seqs, appends, service, now):
+    """Run STOREs through storage nodes that each write theirs one after another,
+    ``service(payload bytes)`` seconds each, with the sequencers' timers, until every STORE
+    sent has landed.  ``seqs`` share the clock ``now`` (a one-item list); ``appends`` are
+    their first actions.  Returns (acked, copies per (log, LSN))."""
+    busy: dict[int, float] = {}
+    events: list = []  # (time, node, log, lsn, wave): a STORE lands on the node's disk
+    copies: dict[tuple[int, int], set[int]] = {}
+    sizes: dict[tuple[int, int], int] = {}
     acked = 0
 
     def run(actions):
         nonlocal acked
         for a in actions:
             if isinstance(a, SendStore):
-                busy[a.node] = max(now[0], busy[a.node]) + payload / rate + 0.001
-                heapq.heappush(events, (busy[a.node], a.node, a.lsn, a.wave))
+                key = (a.log_id, a.lsn)
+                done = max(now[0], busy.get(a.node, 0.0)) + service(sizes[key])
+                busy[a.node] = done
+                heapq.heappush(events, (done, a.node, a.log_id, a.lsn, a.wave))
             elif isinstance(a, AckAppend):
                 acked += 1
 
-    run(seq.append_many([(i, payload, 0) for i in range(count)]))
+    by_log = {seq.log_id: seq for seq in seqs}
+    for seq, (actions, size) in zip(seqs, appends, strict=True):
+        for a in of(actions, SendStore):
+            sizes[a.log_id, a.lsn] = size
+        run(actions)
     while events:
-        deadline = seq.next_deadline()
+        deadline, seq = min(((s.next_deadline(), s) for s in seqs
+                             if s.next_deadline() is not None), default=(None, None),
+                            key=lambda x: x[0])
         if deadline is not None and deadline < events[0][0]:
             now[0] = deadline
             run(seq.on_timer(deadline))
             continue
-        now[0], node, lsn, wave = heapq.heappop(events)
-        copies.setdefault(lsn, set()).add(node)
-        run(seq.on_stored(node, lsn, wave, E.OK, now[0]))
+        now[0], node, log_id, lsn, wave = heapq.heappop(events)
+        copies.setdefault((log_id, lsn), set()).add(node)
+        run(by_log[log_id].on_stored(node, lsn, wave, E.OK, now[0]))
     return acked, copies
+
+
+def _burst_copies(payload, count, rate, seed=1):
+    """Append ``count`` records of ``payload`` bytes at once to a sequencer over 3 nodes
+    (R=2, store timeout 100 ms .. 60 s) whose storage nodes each write their STOREs one
+    after another at ``rate`` bytes/s plus 1 ms.  Returns (acked, copies per LSN)."""
+    now = [0.0]
+    seq = Sequencer(1, 1, [0, 1, 2], 2, clock=lambda: now[0], rng=random.Random(seed),
+                    store_timeout=(0.1, 60.0))
+    first = seq.append_many([(i, payload, 0) for i in range(count)])
+    acked, copies = _store_events([seq], [(first, payload)], lambda n: n / rate + 0.001, now)
+    return acked, {lsn: c for (_, lsn), c in copies.items()}
 
 
 @pytest.mark.parametrize("rate", [50e6, 400e6])
@@ -359,6 +378,25 @@ def test_a_burst_of_large_blobs_is_not_stored_twice(rate):
     assert acked == 100
     extra = sum(len(c) - 2 for c in copies.values())
     assert extra <= 2, f"{extra} extra copies of 100 records"
+
+
+def test_many_logs_on_busy_nodes_are_not_stored_twice():
+    """600 logs, one 100 B append each, all at once, on 3 nodes sharing one NodeHealth and
+    taking 0.5 ms per STORE: each node has a fifth of a second of STOREs queued, past the
+    100 ms first-wave timeout, though no log has more than one record on its way.  The
+    wave timeout follows how long the nodes take to answer (measured across every log),
+    so the first waves wait for them instead of starting second waves that leave extra
+    copies and more work for the busy nodes (before: most records got a third copy)."""
+    now = [0.0]
+    health = NodeHealth()
+    seqs = [Sequencer(log_id, 1, [0, 1, 2], 2, clock=lambda: now[0],
+                      rng=random.Random(log_id), store_timeout=(0.1, 60.0), health=health)
+            for log_id in range(1, 601)]
+    first = [(seq.append(log_id, 100), 100) for log_id, seq in enumerate(seqs, 1)]
+    acked, copies = _store_events(seqs, first, lambda n: 0.0005, now)
+    assert acked == 600
+    extra = sum(len(c) - 2 for c in copies.values())
+    assert extra <= 6, f"{extra} extra copies of 600 records"
 
 
 def test_small_appends_keep_the_short_first_wave_timeout():

@@ -19,7 +19,11 @@ when:
   burst of large blobs times out its first waves while the nodes are merely busy writing,
   and every second wave leaves an extra copy on disk.  When the timeout passes it is
   worked out again with the backlog of that moment (a node writes the stores that came
-  later in the same group commits), and the wave waits on if that is later;
+  later in the same group commits), and the wave waits on if that is later.  It is
+  also never shorter than twice the slowest answer its members gave lately
+  (``StoreLatency``, learnt from every log's waves): a node busy with many logs' STOREs,
+  or pausing now and then, answers each late although no log has much on its way, and
+  second waves to it would store copies again and add to its queue;
 * a member answers with an error (NOSPC, OVERLOADED, DISABLED, ...): it is blacklisted;
   the next wave starts at once, since the failed node is now excluded;
 * a member the wave still waits for is reported down.
@@ -58,8 +62,9 @@ from ldcore.appenders import (
     Appender,
     AppenderContext,
     AppenderState,
+    StoreLatency,
 )
 
-__all__ = ["Appender", "AppenderContext", "AppenderState", "STORE_TIMEOUT", "STORE_SLACK",
-           "STORE_RATE_PRIOR", "STORE_RATE_FLOOR", "RATE_SAMPLE_BYTES", "RATE_ALPHA_DOWN",
-           "RATE_ALPHA_UP"]
+__all__ = ["Appender", "AppenderContext", "AppenderState", "StoreLatency", "STORE_TIMEOUT",
+           "STORE_SLACK", "STORE_RATE_PRIOR", "STORE_RATE_FLOOR", "RATE_SAMPLE_BYTES",
+           "RATE_ALPHA_DOWN", "RATE_ALPHA_UP"]

@@ -1,4 +1,5 @@
-"""What the write path knows about storage nodes: down, graylisted, blacklisted.
+"""What the write path knows about storage nodes: down, graylisted, blacklisted, and how
+long they take to answer a STORE.
 
 ``NodeHealth`` is the sequencer-side view (LogDevice's NodeSetState) that copyset selection
 consults: nodes the failure detector reports down, nodes *graylisted* because they stayed
@@ -6,7 +7,9 @@ silent through a store timeout, and nodes *blacklisted* because they answered a 
 an error (no space, overloaded, disabled, ...), and nodes the event log says refuse new
 copies (being rebuilt or drained: ``set_refusing``).  Gray- and blacklisting expire after
 a while; ``down`` lasts until ``mark_up``, refusal until the event log lifts it.  One
-instance may be shared by every sequencer of a node (it is keyed by node index only).
+instance may be shared by every sequencer of a node (it is keyed by node index only),
+and should be: its ``latency`` (``StoreLatency``) learns from every log's waves how long
+each node takes to answer, which a log with one record on its way could not learn alone.
 Time is passed in (seconds, monotonic).
 """
 
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import math
 
+from ldcore.appenders import StoreLatency
 from logdevice.errors import E
 
 #: How long a silent node stays graylisted (seconds).
@@ -42,6 +46,7 @@ class NodeHealth:
         self._excluded: frozenset[int] = frozenset()
         self._valid_until = math.inf  # the cached exclusion set is stale from this time on
         self._dirty = False
+        self.latency = StoreLatency()
 
     # -- events ---------------------------------------------------------------------------
     def mark_down(self, node: int) -> None:
