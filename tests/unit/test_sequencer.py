@@ -338,7 +338,7 @@ def _store_events(seqs, appends, service, now):
                 acked += 1
 
     by_log = {seq.log_id: seq for seq in seqs}
-    for seq, (actions, size) in zip(seqs, appends, strict=True):
+    for actions, size in appends:
         for a in of(actions, SendStore):
             sizes[a.log_id, a.lsn] = size
         run(actions)
