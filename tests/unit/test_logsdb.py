@@ -178,6 +178,19 @@ def test_reopen_finds_partitions_and_metadata(tmp_path):
         assert read_all(db, 1, 700) == model.rows(1, 700, LSN_MAX)
 
 
+def test_last_released_pointers_of_many_logs_in_one_write(tmp_path):
+    """Pointers rise only (a lower one is ignored) and survive a reopen."""
+    path = tmp_path / "db"
+    with LogsDB(path) as db:
+        db.set_last_released(3, 50)
+        db.set_last_released_many({1: 10, 2: 20, 3: 40})
+        assert [db.last_released(log_id) for log_id in (1, 2, 3)] == [10, 20, 50]
+        db.set_last_released_many({1: 11, 3: 60})
+        db.set_last_released_many({})
+    with LogsDB(path) as db:
+        assert [db.last_released(log_id) for log_id in (1, 2, 3)] == [11, 20, 60]
+
+
 def test_reopen_loads_every_logs_metadata_and_usage_in_chunks(tmp_path, monkeypatch):
     """Open reads the meta column family in bulk chunks: with chunks of 7 entries, every
     log's four metadata values, its partition usage and the partitions come back."""

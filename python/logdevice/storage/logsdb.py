@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from collections.abc import Mapping
 from dataclasses import replace
 from os import fspath
 
@@ -476,6 +477,24 @@ class LogsDB:
 
     def set_last_released(self, log_id: int, lsn: int, *, sync: bool = False) -> int:
         return self._set_meta(K.check_log_id(log_id), K.META_RELEASED, int(lsn), sync)
+
+    def set_last_released_many(self, pointers: Mapping[int, int]) -> None:
+        """``set_last_released`` for many logs in one write (a node that releases records
+        of many logs persists their pointers together)."""
+        slot = _SLOTS[K.META_RELEASED]
+        checked = [(K.check_log_id(log_id), int(lsn)) for log_id, lsn in pointers.items()]
+        with self._gate, self.parts.lock:
+            rising = [(log_id, lsn) for log_id, lsn in checked
+                      if lsn > self._meta.get(log_id, slot, 0)]
+            if not rising:
+                return
+            batch = self.parts.take_batch()
+            for log_id, lsn in rising:
+                batch.put(K.meta_key(K.META_RELEASED, log_id), K.u64(lsn), self.parts.meta_cf)
+            self._db.write(batch)
+            self.parts.return_batch(batch)
+            for log_id, lsn in rising:
+                self._meta.set(log_id, slot, lsn)
 
     def last_released(self, log_id: int) -> int:
         return self._get_meta(log_id, K.META_RELEASED)

@@ -581,10 +581,8 @@ class StorageRole(Role):
             self._persisting = None
 
     def _persist(self, dirty: dict[int, int]) -> None:
-        db = self.db
-        assert db is not None
-        for log_id, lsn in dirty.items():
-            db.set_last_released(log_id, lsn)
+        assert self.db is not None
+        self.db.set_last_released_many(dirty)
 
     # -- SEAL -------------------------------------------------------------------------------
     def _on_seal(self, conn: Peer, msg: Seal) -> None:
