@@ -1,3 +1,5 @@
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -8,3 +10,22 @@ def gather_payloads(
     dst: npt.NDArray[np.uint8],
     dst_starts: npt.NDArray[np.uint64],
 ) -> None: ...
+
+def copy_written(
+    lsns: npt.NDArray[np.uint64],
+    timestamps: npt.NDArray[np.int64],
+    flags: npt.NDArray[np.uint32],
+    waves: npt.NDArray[np.uint32] | None,
+    copysets: npt.NDArray[np.int16],
+    payloads: Any,
+    offsets: npt.NDArray[np.uint64],
+) -> tuple[
+    npt.NDArray[np.uint64],
+    npt.NDArray[np.int64],
+    npt.NDArray[np.uint32],
+    npt.NDArray[np.uint32],
+    npt.NDArray[np.int16],
+    npt.NDArray[np.uint32],
+    npt.NDArray[np.uint8],
+    npt.NDArray[np.uint64],
+]: ...

@@ -165,3 +165,29 @@ def test_payload_gather_refuses_ranges_outside_the_buffers():
     assert not dst.any()  # nothing copied
     gather_payloads(src, np.array([1], u), np.array([5], u), dst, np.array([0], u))
     assert dst.tobytes() == b"ello"
+
+
+def test_copy_of_a_write_owns_its_columns_with_checksums_and_trimmed_copysets():
+    from ldcore.checksum import crc32c
+    from ldcore.columns import copy_written
+
+    frame = bytearray(b"....hello, world!...")
+    offsets = np.array([4, 9, 16], np.uint64)  # two payloads inside a larger frame
+    lsns = np.array([7, 9], np.uint64)
+    copysets = np.array([[2, 0, -1, -1], [1, -1, -1, -1]], np.int16)
+    got = copy_written(lsns, np.array([100, 101], np.int64), np.array([0, 4], np.uint32),
+                       None, copysets, frame, offsets)
+    ls, ts, fl, wv, cs, crc, body, offs = got
+    assert ls.tolist() == [7, 9] and ts.tolist() == [100, 101] and fl.tolist() == [0, 4]
+    assert wv.tolist() == [1, 1]  # no waves given: every record's first
+    assert cs.tolist() == [[2, 0], [1, -1]]  # as wide as the widest copyset
+    assert bytes(body) == b"hello, world" and offs.tolist() == [0, 5, 12]
+    assert crc.tolist() == [crc32c(b"hello"), crc32c(b", world")]
+    frame[4:9] = b"HELLO"  # the copy shares nothing with the frame
+    assert bytes(body[:5]) == b"hello"
+    strided = np.array([[3, 0], [5, 0]], np.uint32)[:, 0]  # any column layout is taken
+    assert copy_written(lsns, ts, fl, strided, copysets, frame, offsets)[3].tolist() == [3, 5]
+    with pytest.raises(ValueError, match="differ in length"):
+        copy_written(lsns[:1], ts, fl, None, copysets, frame, offsets)
+    with pytest.raises(ValueError, match="outside a buffer"):
+        copy_written(lsns, ts, fl, None, copysets, frame[:10], offsets)

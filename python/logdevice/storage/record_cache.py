@@ -50,7 +50,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ldcore.checksum import crc32c_many
+from ldcore.columns import copy_written
 from logdevice.storage.batch import RecordBatch
 
 __all__ = ["RecordCache", "DEFAULT_RECORD_CACHE_BYTES"]
@@ -280,28 +280,10 @@ def _copy(log_id: int, lsns: np.ndarray, timestamps: np.ndarray, flags: np.ndarr
           waves: np.ndarray | None, copysets: np.ndarray, payloads,
           offsets: np.ndarray) -> RecordBatch:
     """The written columns as a RecordBatch of their own (the caller's buffers, e.g. a
-    received frame, are neither kept alive nor shared), with the crc32c LogsDB stores."""
-    n = len(lsns)
-    o0, o1 = int(offsets[0]), int(offsets[-1])
-    buf = np.frombuffer(payloads, np.uint8) if not isinstance(payloads, np.ndarray) \
-        else payloads.reshape(-1).view(np.uint8)
-    body = buf[o0:o1].copy()
-    offs = np.array(offsets, np.uint64)
-    if o0:
-        offs -= np.uint64(o0)
-    crc = crc32c_many(body, offs) if o1 > o0 else np.zeros(n, np.uint32)
-    return RecordBatch(
-        log_id, np.array(lsns, np.uint64), np.array(timestamps, np.int64),
-        np.array(flags, np.uint32),
-        np.ones(n, np.uint32) if waves is None else np.array(waves, np.uint32),
-        _trimmed_copysets(copysets), crc, body, offs, 0)
-
-
-def _trimmed_copysets(copysets: np.ndarray) -> np.ndarray:
-    """int16 copysets as LogsDB returns them: as wide as the widest copyset (padding
-    columns of -1 only dropped)."""
-    cs = np.array(copysets, np.int16)
-    if cs.ndim == 2 and cs.shape[1] and bool((cs[:, -1] < 0).all()):
-        width = int((cs >= 0).sum(axis=1).max()) if len(cs) else 0
-        cs = np.ascontiguousarray(cs[:, :width])
-    return cs
+    received frame, are neither kept alive nor shared), with the crc32c LogsDB stores and
+    copysets as wide as the widest (as LogsDB returns them)."""
+    buf = payloads.reshape(-1).view(np.uint8) if isinstance(payloads, np.ndarray) \
+        else payloads
+    ls, ts, fl, wv, cs, crc, body, offs = copy_written(
+        lsns, timestamps, flags, waves, copysets, buf, offsets)
+    return RecordBatch(log_id, ls, ts, fl, wv, cs, crc, body, offs, 0)
