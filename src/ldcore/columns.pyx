@@ -1,8 +1,6 @@
 # Payload gathers for records kept as columns (one byte buffer, n + 1 offsets): copying
 # many records' bytes into one new buffer with a memcpy each, where numpy needs an index
 # array as long as the bytes themselves; and the record cache's copy of a write.
-import numpy as np
-
 cimport numpy as cnp
 from libc.stdint cimport int16_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
