@@ -115,6 +115,7 @@ class PendingWrite:
         self._store = store
         self._batch = store.parts.take_batch()
         self._usage: dict[tuple[int, int], Usage] = {}  # (pid, log) -> what this write adds
+        self._pids: dict[int, list[int]] = {}  # log -> the partitions it has in _usage
         self.records = 0
         self.payload_bytes = 0
         self._done = False
@@ -205,15 +206,14 @@ class PendingWrite:
 
     def _known(self, log_id: int) -> list[tuple[int, Usage]]:
         known = self._store.parts.directory.usage(log_id)
-        for (pid, log), u in self._usage.items():
-            if log == log_id:
-                known[pid] = u.merged(known.get(pid))
+        for pid in self._pids.get(log_id, ()):
+            known[pid] = self._usage[pid, log_id].merged(known.get(pid))
         return list(known.items())
 
     def _meets(self, log_id: int, lo: int, hi: int) -> bool:
         """Whether ``[lo, hi]`` meets the LSN range of the log in any partition (held, or
         added by this write)."""
-        if self._usage:
+        if log_id in self._pids:
             usages = [u for _, u in self._known(log_id)]
         else:
             usages = self._store.parts.directory.usages(log_id)
@@ -275,7 +275,11 @@ class PendingWrite:
         delta = Usage(run.first_lsn, run.last_lsn, run.min_ts, run.max_ts, run.records,
                       run.payload_bytes + run.head_bytes)
         prev = self._usage.get((pid, log_id))
-        self._usage[pid, log_id] = delta if prev is None else delta.merged(prev)
+        if prev is None:
+            self._usage[pid, log_id] = delta
+            self._pids.setdefault(log_id, []).append(pid)
+        else:
+            self._usage[pid, log_id] = delta.merged(prev)
 
     def commit(self, sync: bool = False, wal: bool = True) -> None:
         """Write everything added, atomically; ``sync`` (or the store's ``sync_writes``)
