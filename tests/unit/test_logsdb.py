@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from logdevice.errors import E, LogDeviceError
+from logdevice.errors import E, InvalidParamError, LogDeviceError
 from logdevice.storage import keys as K
 from logdevice.storage.flags import FLAG_HOLE, FLAG_WRITTEN_BY_RECOVERY
 from logdevice.storage.logsdb import LSN_MAX, LogsDB
@@ -187,6 +187,9 @@ def test_last_released_pointers_of_many_logs_in_one_write(tmp_path):
         assert [db.last_released(log_id) for log_id in (1, 2, 3)] == [10, 20, 50]
         db.set_last_released_many({1: 11, 3: 60})
         db.set_last_released_many({})
+        for bad in ({0: 5}, {-1: 5}, {4: -5}):
+            with pytest.raises(InvalidParamError):
+                db.set_last_released_many(bad)
     with LogsDB(path) as db:
         assert [db.last_released(log_id) for log_id in (1, 2, 3)] == [11, 20, 60]
 

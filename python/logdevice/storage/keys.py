@@ -98,6 +98,7 @@ META_SEAL = b"s"
 META_CLEAN = b"c"
 META_PARTITION = b"P"
 META_DIR = b"p"
+META_KEY_LEN = 9  # a per-log metadata key: its kind, then the log id
 
 _U64BE = struct.Struct(">Q")
 _U64LE = struct.Struct("<Q")
@@ -152,6 +153,14 @@ def log_prefix(prefix: bytes, log_id: int) -> bytes:
 
 def meta_key(kind: bytes, log_id: int) -> bytes:
     return kind + _U64BE.pack(log_id)
+
+
+def meta_keys(kind: bytes, log_ids: np.ndarray) -> np.ndarray:
+    """``meta_key(kind, log_id)`` of each of ``log_ids`` (uint64), back to back."""
+    out = np.empty((len(log_ids), META_KEY_LEN), np.uint8)
+    out[:, 0] = kind[0]
+    out[:, 1:] = _be_bytes(log_ids)
+    return out.reshape(-1)
 
 
 def partition_key(pid: int) -> bytes:

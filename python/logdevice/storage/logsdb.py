@@ -480,21 +480,36 @@ class LogsDB:
 
     def set_last_released_many(self, pointers: Mapping[int, int]) -> None:
         """``set_last_released`` for many logs in one write (a node that releases records
-        of many logs persists their pointers together)."""
+        of many logs persists their pointers together; keys and values are built as
+        arrays, not one by one)."""
+        n = len(pointers)
+        if not n:
+            return
+        try:
+            ids = np.fromiter(pointers.keys(), np.uint64, n)
+            lsns = np.fromiter(pointers.values(), np.uint64, n)
+        except (OverflowError, ValueError, TypeError) as e:
+            raise error_for(E.INVALID_PARAM, f"logsdb: bad last-released pointers: {e}") \
+                from None
+        if not ids.all():
+            raise error_for(E.INVALID_PARAM, "logsdb: invalid log id 0")
         slot = _SLOTS[K.META_RELEASED]
-        checked = [(K.check_log_id(log_id), int(lsn)) for log_id, lsn in pointers.items()]
         with self._gate, self.parts.lock:
-            rising = [(log_id, lsn) for log_id, lsn in checked
-                      if lsn > self._meta.get(log_id, slot, 0)]
-            if not rising:
+            get = self._meta.get
+            held = np.fromiter((get(log_id, slot, 0) for log_id in pointers), np.uint64, n)
+            rising = lsns > held
+            if not rising.all():
+                ids, lsns = ids[rising], lsns[rising]
+            if not len(ids):
                 return
             batch = self.parts.take_batch()
-            for log_id, lsn in rising:
-                batch.put(K.meta_key(K.META_RELEASED, log_id), K.u64(lsn), self.parts.meta_cf)
+            batch.put_many(K.meta_keys(K.META_RELEASED, ids),
+                           K.fixed_offsets(len(ids), K.META_KEY_LEN),
+                           lsns.astype("<u8").view(np.uint8), K.fixed_offsets(len(ids), 8),
+                           self.parts.meta_cf, checked=True)
             self._db.write(batch)
             self.parts.return_batch(batch)
-            for log_id, lsn in rising:
-                self._meta.set(log_id, slot, lsn)
+            self._meta.set_many(ids, slot, lsns)
 
     def last_released(self, log_id: int) -> int:
         return self._get_meta(log_id, K.META_RELEASED)
