@@ -49,6 +49,12 @@ class Config:
         object.__setattr__(self, "_by_index", by_index)
         object.__setattr__(self, "_log_los", [self.logs[i].lo for i in order])
         object.__setattr__(self, "_log_order", [self.logs[i] for i in order])
+        # The node lists the write path asks for on every activation, made once.
+        storage = tuple(sorted((n for n in self.nodes if n.is_storage), key=lambda n: n.index))
+        object.__setattr__(self, "_storage", storage)
+        object.__setattr__(self, "_writable", tuple(n for n in storage if n.weights.storage > 0))
+        object.__setattr__(self, "_sequencers", tuple(
+            sorted((n for n in self.nodes if n.is_sequencer), key=lambda n: n.index)))
 
     # -- loading and saving -------------------------------------------------------------
     @classmethod
@@ -132,15 +138,15 @@ class Config:
 
     def storage_nodes(self) -> tuple[NodeConfig, ...]:
         """Nodes with the storage role (weight 0 included), by index."""
-        return tuple(sorted((n for n in self.nodes if n.is_storage), key=lambda n: n.index))
+        return self._storage  # type: ignore[attr-defined,no-any-return]
 
     def writable_storage_nodes(self) -> tuple[NodeConfig, ...]:
         """Storage nodes with a storage weight above 0: those that take new copies."""
-        return tuple(n for n in self.storage_nodes() if n.weights.storage > 0)
+        return self._writable  # type: ignore[attr-defined,no-any-return]
 
     def sequencer_nodes(self) -> tuple[NodeConfig, ...]:
         """Nodes with the sequencer role, by index."""
-        return tuple(sorted((n for n in self.nodes if n.is_sequencer), key=lambda n: n.index))
+        return self._sequencers  # type: ignore[attr-defined,no-any-return]
 
     def sequencer_weights(self) -> dict[int, float]:
         """node index -> sequencer weight, the input of ``placement.sequencer_for``."""
