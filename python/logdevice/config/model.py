@@ -225,7 +225,7 @@ class LogGroup:
     sticky_block_ms: int = 10 * 60 * 1000
     backlog_retention_ms: int | None = None  # None: keep forever (until trimmed)
     max_writes_in_flight: int = 1000
-    store_timeout_ms: tuple[int, int] = DEFAULT_STORE_TIMEOUT_MS  # store waves; longer if backlog
+    store_timeout_ms: tuple[int, int] = DEFAULT_STORE_TIMEOUT_MS  # store waves; longer if busy
     acl: Acl | None = None  # who may append, read, trim, administer (needs ``security``)
 
     def __contains__(self, log_id: object) -> bool:
