@@ -127,6 +127,11 @@ class LocalZooKeeper:
         """An epoch store URI on this server under znode ``root``."""
         return f"zookeeper:{self.address}{root}"
 
+    @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs (tests pause it to hold requests up)."""
+        return self._proc.pid if self.is_running() and self._proc is not None else None
+
     def is_running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 

@@ -5,6 +5,9 @@ the epoch bound alone must hold."""
 
 from __future__ import annotations
 
+import os
+import signal
+
 import numpy as np
 import pytest
 
@@ -21,10 +24,10 @@ pytestmark = pytest.mark.cluster
 LOG = 1
 
 
-def _store(rid: int, epoch: int, lsn_epoch: int) -> Store:
+def _store(rid: int, epoch: int, lsn_epoch: int, esn: int = 1) -> Store:
     offsets, buf = pack_payloads([b"forged"])
     return Store(request_id=rid, log_id=LOG, epoch=epoch,
-                 lsns=np.array([ldlsn.compose(lsn_epoch, 1)], np.uint64),
+                 lsns=np.array([ldlsn.compose(lsn_epoch, esn)], np.uint64),
                  timestamps=np.full(1, 1_700_000_000_000, np.int64),
                  flags=np.zeros(1, np.uint32), waves=np.ones(1, np.uint32),
                  copysets=np.int16([[0, 1]]), payload_offsets=offsets, payloads=buf)
@@ -61,6 +64,42 @@ def test_forged_seal_and_store_of_unissued_epochs_are_refused(local_cluster):
         cluster.start(i)
     with cluster.client() as client:
         assert client.append(LOG, b"restarted") > after
+
+
+def test_a_store_held_for_an_epoch_store_read_is_refused_once_its_epoch_is_sealed(
+        local_cluster, zk_server, zk_uri):
+    """Regression (a chaos run lost an acknowledged record): a STORE that passed the seal
+    check on arrival but then waited behind another STORE of the log for a read of the
+    epoch store was written after a SEAL of its epoch had been answered.  The recovery
+    that sealed had read the node's records without it; the old sequencer, told STORED,
+    acknowledged a record the recovery had cut off.  A held STORE is decided against the
+    seal in force when it leaves the queue: PREEMPTED, and nothing written."""
+    cluster = local_cluster(nodes=3, replication=2, logs=range(1, 3), epoch_store=zk_uri)
+    with cluster.client() as client:
+        client.append(LOG, b"epoch known everywhere")
+    with open_epoch_store(cluster.config.epoch_store_uri) as store:
+        issued = store.get(LOG).epoch
+    late = ldlsn.compose(issued, 1000)
+    with NodeConnection(cluster.node_address(0), "local", role="node",
+                        node_index=1) as peer:
+        os.kill(zk_server.pid, signal.SIGSTOP)  # the node's epoch store reads wait
+        try:
+            peer.send(_store(1, issued + 1, issued + 1))  # an epoch the node has not seen
+            peer.send(_store(2, issued, issued, esn=1000))  # held behind it, not sealed yet
+            sealed = peer.request(Seal(request_id=3, log_id=LOG, seal_epoch=issued,
+                                       epoch=issued), Sealed)
+            assert sealed.status == E.OK, sealed
+        finally:
+            os.kill(zk_server.pid, signal.SIGCONT)
+        answers = {}
+        while len(answers) < 2:
+            reply = peer.recv(15)
+            if isinstance(reply, Stored):
+                answers[reply.request_id] = reply.status
+    assert answers == {1: E.INVALID_PARAM, 2: E.PREEMPTED}
+    cluster.stop_all()
+    with LogsDB(cluster.logsdb_path(0)) as db:
+        assert len(db.read_records(LOG, late, late)) == 0
 
 
 def test_a_forged_release_past_the_issued_epochs_moves_nothing(local_cluster):

@@ -29,9 +29,11 @@
 - Epochs are bounded by what the epoch store issued (``epoch_bound``): a STORE whose
   epoch (or a record's) or a SEAL whose epoch the store has not handed out is refused
   with INVALID_PARAM, after one fresh read of the store; AGAIN if the store cannot be
-  read.  STOREs waiting for that read are answered in arrival order once it is back.
+  read.  STOREs waiting for that read are answered in arrival order once it is back,
+  checked against the seal again then (a SEAL answered meanwhile did not wait for them).
 - SEAL (epoch recovery, from a node): persist the seal in LogsDB (from then on STOREs of
-  sealed epochs get PREEMPTED), let the STOREs accepted before it reach the disk, then
+  sealed epochs get PREEMPTED, held ones included), let the STOREs handed to the group
+  committer before it reach the disk, then
   answer SEALED with what the node knows of the epoch in recovery: its last known good
   LSN (the highest LNG its STOREs carried, or its release pointer when that lies in the
   epoch) and the highest LSN it stores there.  A seal already higher: PREEMPTED.  The
@@ -346,7 +348,16 @@ class StorageRole(Role):
                 if conn.closed:
                     continue
                 if not unreadable and self.epochs.admits(log_id, self._store_epoch(msg)):
-                    self._write(conn, msg)
+                    # Checked against the seal again: one answered while this STORE was
+                    # held came with the sealer's read of our records, without it.
+                    status = self._store_status(conn, msg)
+                    if status == E.OK:
+                        self._write(conn, msg)
+                    else:
+                        conn.send(Stored(request_id=msg.request_id, log_id=log_id,
+                                         node_index=self.node.index, status=status,
+                                         sealed_by=self._sealer_of(log_id, msg.epoch)
+                                         if status == E.PREEMPTED else -1))
                     continue
                 if not unreadable:
                     log.warning("refusing a STORE of log %d epoch %d from %r: the epoch "
