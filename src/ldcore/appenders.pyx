@@ -35,9 +35,10 @@ RATE_SAMPLE_BYTES = 256 << 10
 RATE_ALPHA_DOWN, RATE_ALPHA_UP = 0.5, 0.1
 
 #: A wave waits this many times the longest answer its members gave lately (seconds
-#: remembered), but never longer than ``LATENCY_WAIT_MAX`` for that reason alone: an
-#: answer slower than that came from a node that hung, which should not teach patience.
-LATENCY_FACTOR, LATENCY_MEMORY, LATENCY_WAIT_MAX = 2.0, 10.0, 2.0
+#: remembered), but never longer than ``LATENCY_WAIT_MAX`` for that reason alone: a
+#: slower answer came from a node that hung, which should not teach patience (a second
+#: is also the least TCP waits before it sends again).
+LATENCY_FACTOR, LATENCY_MEMORY, LATENCY_WAIT_MAX = 2.0, 10.0, 1.0
 
 cdef double _SLACK = STORE_SLACK, _FLOOR = STORE_RATE_FLOOR
 cdef double _FACTOR = LATENCY_FACTOR, _MEMORY = LATENCY_MEMORY, _WAIT_MAX = LATENCY_WAIT_MAX
