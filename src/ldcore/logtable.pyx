@@ -7,6 +7,8 @@
 #
 # Every call holds the GIL throughout (no callbacks, no release), so the table is as safe
 # to share between threads as a dict is.
+import numpy as np
+
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport uint64_t
 from libc.string cimport memset
@@ -132,6 +134,18 @@ cdef class LogTable:
         cdef Py_ssize_t j
         for j in range(log_ids.shape[0]):
             self.set(log_ids[j], column, values[j])
+
+    def get_many(self, const uint64_t[:] log_ids, Py_ssize_t column=0):
+        """``get`` of each log in ``log_ids`` as a uint64 array (0 for a log never set)."""
+        self._check_column(column)
+        out = np.zeros(log_ids.shape[0], np.uint64)
+        cdef uint64_t[::1] o = out
+        cdef Py_ssize_t j, i
+        for j in range(log_ids.shape[0]):
+            i = self._slot(log_ids[j])
+            if i >= 0:
+                o[j] = self._rows[i * self.columns + column]
+        return out
 
     cpdef tuple row(self, uint64_t log_id):
         """Every column of the log (zeros when it was never set)."""

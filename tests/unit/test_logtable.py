@@ -82,3 +82,13 @@ def test_set_many_is_set_of_each_pair():
         bulk.set_many(ids, 0, values[:2])
     with pytest.raises(IndexError):
         bulk.set_many(ids, 2, values)
+
+
+def test_get_many_is_get_of_each_log_zero_when_never_set():
+    table = LogTable(2)
+    table.set_many(np.array([5, 2**64 - 1, 0], np.uint64), 1, np.array([7, 8, 9], np.uint64))
+    asked = np.array([5, 6, 2**64 - 1, 0, 5], np.uint64)
+    assert table.get_many(asked, 1).tolist() == [7, 0, 8, 9, 7]
+    assert table.get_many(asked, 0).tolist() == [0] * 5
+    with pytest.raises(IndexError):
+        table.get_many(asked, 2)

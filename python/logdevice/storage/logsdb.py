@@ -495,9 +495,7 @@ class LogsDB:
             raise error_for(E.INVALID_PARAM, "logsdb: invalid log id 0")
         slot = _SLOTS[K.META_RELEASED]
         with self._gate, self.parts.lock:
-            get = self._meta.get
-            held = np.fromiter((get(log_id, slot, 0) for log_id in pointers), np.uint64, n)
-            rising = lsns > held
+            rising = lsns > self._meta.get_many(ids, slot)
             if not rising.all():
                 ids, lsns = ids[rising], lsns[rising]
             if not len(ids):

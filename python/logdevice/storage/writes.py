@@ -114,8 +114,7 @@ class PendingWrite:
     def __init__(self, store: WriteTarget) -> None:
         self._store = store
         self._batch = store.parts.take_batch()
-        self._usage: dict[tuple[int, int], Usage] = {}  # (pid, log) -> what this write adds
-        self._pids: dict[int, list[int]] = {}  # log -> the partitions it has in _usage
+        self._usage: dict[int, dict[int, Usage]] = {}  # log -> pid -> what this write adds
         self.records = 0
         self.payload_bytes = 0
         self._done = False
@@ -206,14 +205,14 @@ class PendingWrite:
 
     def _known(self, log_id: int) -> list[tuple[int, Usage]]:
         known = self._store.parts.directory.usage(log_id)
-        for pid in self._pids.get(log_id, ()):
-            known[pid] = self._usage[pid, log_id].merged(known.get(pid))
+        for pid, u in self._usage.get(log_id, {}).items():
+            known[pid] = u.merged(known.get(pid))
         return list(known.items())
 
     def _meets(self, log_id: int, lo: int, hi: int) -> bool:
         """Whether ``[lo, hi]`` meets the LSN range of the log in any partition (held, or
         added by this write)."""
-        if log_id in self._pids:
+        if log_id in self._usage:
             usages = [u for _, u in self._known(log_id)]
         else:
             usages = self._store.parts.directory.usages(log_id)
@@ -274,12 +273,9 @@ class PendingWrite:
                 batch.put(key, value, cf)
         delta = Usage(run.first_lsn, run.last_lsn, run.min_ts, run.max_ts, run.records,
                       run.payload_bytes + run.head_bytes)
-        prev = self._usage.get((pid, log_id))
-        if prev is None:
-            self._usage[pid, log_id] = delta
-            self._pids.setdefault(log_id, []).append(pid)
-        else:
-            self._usage[pid, log_id] = delta.merged(prev)
+        added = self._usage.setdefault(log_id, {})
+        prev = added.get(pid)
+        added[pid] = delta if prev is None else delta.merged(prev)
 
     def commit(self, sync: bool = False, wal: bool = True) -> None:
         """Write everything added, atomically; ``sync`` (or the store's ``sync_writes``)
@@ -291,8 +287,9 @@ class PendingWrite:
             raise error_for(E.FAILED, "logsdb: an add() to this pending write failed half-way")
         store = self._store
         with store.operation(), store.parts.lock:
-            store.parts.commit(self._batch, self._usage, sync=sync or store.sync_writes,
-                               wal=wal)
+            usage = {(pid, log_id): u for log_id, added in self._usage.items()
+                     for pid, u in added.items()}
+            store.parts.commit(self._batch, usage, sync=sync or store.sync_writes, wal=wal)
             if self._written:  # in the store's order of changes: under its lock
                 store.cache_written(self._written)
         self._done = True

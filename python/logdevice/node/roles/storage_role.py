@@ -354,17 +354,12 @@ class StorageRole(Role):
                     if status == E.OK:
                         self._write(conn, msg)
                     else:
-                        conn.send(Stored(request_id=msg.request_id, log_id=log_id,
-                                         node_index=self.node.index, status=status,
-                                         sealed_by=self._sealer_of(log_id, msg.epoch)
-                                         if status == E.PREEMPTED else -1))
+                        conn.send(self._refusal(msg, status))
                     continue
                 if not unreadable:
                     log.warning("refusing a STORE of log %d epoch %d from %r: the epoch "
                                 "store has not issued it", log_id, self._store_epoch(msg), conn)
-                conn.send(Stored(request_id=msg.request_id, log_id=log_id,
-                                 node_index=self.node.index,
-                                 status=E.AGAIN if unreadable else E.INVALID_PARAM))
+                conn.send(self._refusal(msg, E.AGAIN if unreadable else E.INVALID_PARAM))
         del self._parked[log_id]
 
     # -- STORE ------------------------------------------------------------------------------
@@ -459,10 +454,7 @@ class StorageRole(Role):
                 reply = Stored(request_id=msg.request_id, log_id=msg.log_id, node_index=me,
                                status=E.OK, lsns=msg.lsns, statuses=job.statuses)
             else:
-                reply = Stored(request_id=msg.request_id, log_id=msg.log_id, node_index=me,
-                               status=job.status,
-                               sealed_by=self._sealer_of(msg.log_id, msg.epoch)
-                               if job.status == E.PREEMPTED else -1)
+                reply = self._refusal(msg, job.status)
             conn = job.conn
             if conn.attrs.get(_STORED_LOGS):
                 together.setdefault(conn, []).append(reply)
@@ -476,6 +468,13 @@ class StorageRole(Role):
             for conn in self._paused:
                 conn.resume_reading("storage")
             self._paused.clear()
+
+    def _refusal(self, msg: Store, status: E) -> Stored:
+        """The STORED of a STORE not written (or failed) with ``status``; PREEMPTED names
+        the sealer when this node knows it."""
+        return Stored(request_id=msg.request_id, log_id=msg.log_id, node_index=self.node.index,
+                      status=status, sealed_by=self._sealer_of(msg.log_id, msg.epoch)
+                      if status == E.PREEMPTED else -1)
 
     def _sealer_of(self, log_id: int, epoch: int) -> int:
         """The node whose seal covers ``epoch`` of ``log_id``, if this node saw it (-1)."""
