@@ -306,6 +306,16 @@ def test_epochs_of_many_logs_leave_out_the_unknown(store):
     assert got == {7: 2, 8: 1, **{n: 1 for n in range(100, 601)}}
 
 
+def test_states_of_many_logs_are_what_get_reads(store):
+    store.activate_many([(n, MD) for n in range(1, 601)])
+    store.activate(7, {"nodeset": [1, 2], "replication": 2})
+    assert store.get_many([]) == {}
+    got = store.get_many([7, 8, 999, *range(100, 700)])
+    assert sorted(got) == [7, 8, *range(100, 601)]
+    assert all(got[n] == store.get(n) for n in got)
+    assert [m.first_epoch for m in got[7].history] == [1, 2]
+
+
 def test_update_many_applies_changes_in_order_even_to_one_log(store):
     def bump_clean(cur):
         return LogEpochState(cur.log_id, epoch=cur.epoch,

@@ -11,6 +11,7 @@ and may be called from any thread but that loop's; the coroutines (``fetch``,
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -72,12 +73,15 @@ class ClusterMetadata:
 
     async def read_log_states(self, log_ids: Iterable[int], timeout: float | None = None
                               ) -> dict[int, LogEpochState | None]:
-        """``log_states`` on the client's loop."""
+        """``log_states`` on the client's loop; the requests for many logs go out at
+        once (the node reads the next while this client decodes one)."""
         ids = list(log_ids)
+        bodies = await asyncio.gather(*(
+            self.fetch("log_states", ids[i:i + LOGS_PER_REQUEST], timeout=timeout)
+            for i in range(0, len(ids), LOGS_PER_REQUEST)))
         out: dict[int, LogEpochState | None] = {}
-        for i in range(0, len(ids), LOGS_PER_REQUEST):
-            out.update(decode_log_states(await self.fetch(
-                "log_states", ids[i:i + LOGS_PER_REQUEST], timeout=timeout)))
+        for body in bodies:
+            out.update(decode_log_states(body))
         return out
 
     async def read_shard_statuses(self, timeout: float | None = None

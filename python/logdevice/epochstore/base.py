@@ -155,6 +155,16 @@ class EpochStore(ABC):
         assert state is not None
         return state.epoch, state
 
+    def get_many(self, log_ids: Sequence[int]) -> dict[int, LogEpochState]:
+        """The state of each of ``log_ids`` the store knows (the others are left out),
+        each as ``get`` would read it; a backend reads them together."""
+        out = {}
+        for log_id in log_ids:
+            state = self.get(log_id)
+            if state is not None:
+                out[state.log_id] = state
+        return out
+
     def epochs(self, log_ids: Sequence[int]) -> dict[int, int]:
         """The current epoch of each of ``log_ids`` the store knows (the others are left
         out), each as ``get`` would read it; a backend reads them together."""

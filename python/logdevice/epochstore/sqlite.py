@@ -172,15 +172,23 @@ class FileEpochStore(EpochStore):
         rows = self._read("SELECT version, state FROM logs WHERE log_id=?", (log_id,))
         return self._decode(*rows[0]) if rows else None
 
+    def get_many(self, log_ids: Sequence[int]) -> dict[int, LogEpochState]:
+        return {log_id: self._decode(version, text) for log_id, version, text
+                in self._read_in("log_id, version, state", log_ids)}
+
     def epochs(self, log_ids: Sequence[int]) -> dict[int, int]:
+        return dict(self._read_in("log_id, epoch", log_ids))
+
+    def _read_in(self, columns: str, log_ids: Sequence[int]) -> list[Any]:
+        """``columns`` of the rows of ``log_ids`` (those the store has)."""
         ids = [check_log_id(log_id) for log_id in log_ids]
-        out: dict[int, int] = {}
+        rows: list[Any] = []
         for i in range(0, len(ids), _IN_MAX):
             chunk = ids[i:i + _IN_MAX]
             marks = ",".join("?" * len(chunk))
-            out.update(self._read(f"SELECT log_id, epoch FROM logs WHERE log_id IN ({marks})",
-                                  tuple(chunk)))
-        return out
+            rows += self._read(f"SELECT {columns} FROM logs WHERE log_id IN ({marks})",
+                               tuple(chunk))
+        return rows
 
     def update(self, log_id: int, fn: UpdateFn) -> LogEpochState | None:
         log_id = check_log_id(log_id)

@@ -323,22 +323,25 @@ class ZooKeeperEpochStore(EpochStore):
 
         return self._call(f"read log {log_id}", read)  # type: ignore[no-any-return]
 
-    def epochs(self, log_ids: Sequence[int]) -> dict[int, int]:
+    def get_many(self, log_ids: Sequence[int]) -> dict[int, LogEpochState]:
         """One sync (so every write ZooKeeper acknowledged before the call is seen, as in
         ``get``), then every log's read sent at once."""
         ids = [check_log_id(log_id) for log_id in log_ids]
 
-        def read() -> dict[int, int]:
+        def read() -> dict[int, LogEpochState]:
             self._wait(self._zk.sync_async(self._logs))
             pending = [self._zk.get_async(self._log_path(log_id)) for log_id in ids]
             out = {}
             for log_id, p in zip(ids, pending, strict=True):
                 state = self._read_result(log_id, p)[0]
                 if state is not None:
-                    out[log_id] = state.epoch
+                    out[log_id] = state
             return out
 
-        return self._call(f"read {len(ids)} logs' epochs", read)  # type: ignore[no-any-return]
+        return self._call(f"read {len(ids)} logs", read)  # type: ignore[no-any-return]
+
+    def epochs(self, log_ids: Sequence[int]) -> dict[int, int]:
+        return {log_id: state.epoch for log_id, state in self.get_many(log_ids).items()}
 
     def update(self, log_id: int,
                fn: Callable[[LogEpochState | None], LogEpochState | None]) -> LogEpochState | None:

@@ -118,13 +118,15 @@ class FailureDomainNodeSet:
         self.nodes = list(dict.fromkeys(int(n) for n in nodes))
         self.replication = parse_replication(replication)
         self.status = dict.fromkeys(self.nodes, AuthoritativeStatus.FULLY_AUTHORITATIVE)
-        locs = {int(k): _labels(v) for k, v in (locations or {}).items()}
+        locs: dict[int, tuple[str, ...] | None] | None = None  # for the first wider scope
         # Per scope: (copies required, node -> domain key).
         self._scopes: list[tuple[int, dict[int, Any]]] = []
         for scope, copies in self.replication.items():
             if scope == "node":
                 self._scopes.append((copies, {n: n for n in self.nodes}))
                 continue
+            if locs is None:
+                locs = {int(k): _labels(v) for k, v in (locations or {}).items()}
             depth = _SCOPE_DEPTH[scope]
             domain: dict[int, Any] = {}
             for n in self.nodes:

@@ -84,6 +84,9 @@ class PlacementSource:
     def __init__(self, config: Config, metadata: ClusterMetadata) -> None:
         self.config = config
         self._metadata = metadata
+        self._nodes_of: Config | None = None  # the config _locations and _storage are of
+        self._locations: dict[int, Any] = {}
+        self._storage: tuple[int, ...] = ()
 
     async def statuses(self) -> dict[int, int] | None:
         """Every node the event log says is not fully authoritative (None: no node could
@@ -135,8 +138,11 @@ class PlacementSource:
                state: LogEpochState | None, statuses: Mapping[int, Any]) -> ReadPlacement:
         config = self.config
         group = config.log_group(log_id)
-        locations = {n.index: n.location for n in config.nodes}
-        nodeset: tuple[int, ...] = tuple(n.index for n in config.storage_nodes())
+        if self._nodes_of is not config:  # the same for every log: made once per config
+            self._locations = {n.index: n.location for n in config.nodes}
+            self._storage = tuple(n.index for n in config.storage_nodes())
+            self._nodes_of = config
+        locations, nodeset = self._locations, self._storage
         replication: Any = group.replication.to_dict()
         source = "config"
         if state is not None and state.history:
