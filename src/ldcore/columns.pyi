@@ -11,7 +11,7 @@ def gather_payloads(
     dst_starts: npt.NDArray[np.uint64],
 ) -> None: ...
 
-def copy_written(
+def pack_written(
     lsns: npt.NDArray[np.uint64],
     timestamps: npt.NDArray[np.int64],
     flags: npt.NDArray[np.uint32],
@@ -19,6 +19,10 @@ def copy_written(
     copysets: npt.NDArray[np.int16],
     payloads: Any,
     offsets: npt.NDArray[np.uint64],
+) -> tuple[npt.NDArray[np.uint8], int]: ...
+
+def unpack_written(
+    buf: npt.NDArray[np.uint8], n: int, width: int
 ) -> tuple[
     npt.NDArray[np.uint64],
     npt.NDArray[np.int64],

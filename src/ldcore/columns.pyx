@@ -1,6 +1,7 @@
 # Payload gathers for records kept as columns (one byte buffer, n + 1 offsets): copying
 # many records' bytes into one new buffer with a memcpy each, where numpy needs an index
-# array as long as the bytes themselves; and the record cache's copy of a write.
+# array as long as the bytes themselves; and the record cache's packed copy of a write.
+cimport cpython
 cimport numpy as cnp
 from libc.stdint cimport int16_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
@@ -34,16 +35,36 @@ def gather_payloads(const uint8_t[::1] src, const uint64_t[::1] starts,
                 memcpy(&dst[dst_starts[i]], &src[starts[i]], ends[i] - starts[i])
 
 
-def copy_written(const uint64_t[:] lsns, const int64_t[:] timestamps,
+cdef inline Py_ssize_t _up8(Py_ssize_t x) noexcept nogil:
+    return (x + 7) & ~7
+
+
+cdef Py_ssize_t _layout(Py_ssize_t n, Py_ssize_t width, Py_ssize_t *at) noexcept nogil:
+    """Where each column of a packed write starts (8-byte aligned): lsns, timestamps,
+    offsets (n + 1), flags, waves, checksums, copysets (n x width), then the payload
+    bytes; returns where the payload bytes start."""
+    at[0] = 0
+    at[1] = 8 * n
+    at[2] = 16 * n
+    at[3] = 24 * n + 8
+    at[4] = at[3] + _up8(4 * n)
+    at[5] = at[4] + _up8(4 * n)
+    at[6] = at[5] + _up8(4 * n)
+    at[7] = at[6] + _up8(2 * n * width)
+    return at[7]
+
+
+def pack_written(const uint64_t[:] lsns, const int64_t[:] timestamps,
                  const uint32_t[:] flags, waves, const int16_t[:, :] copysets,
                  const uint8_t[::1] payloads, const uint64_t[:] offsets):
-    """Own copies of one write's columns, as the record cache keeps them: ``(lsns,
-    timestamps, flags, waves, copysets, checksums, payloads, offsets)`` with ``waves``
-    all 1 when None, copysets as wide as the widest one (padding columns of -1 dropped),
-    the crc32c of each payload, its bytes in a buffer of their own and offsets from 0.
+    """One write's columns packed into one buffer of its own, as the record cache keeps
+    them: ``(buffer, copyset width)``; ``unpack_written`` gives the columns back.
+    ``waves`` all 1 when None, copysets as wide as the widest one (padding columns of -1
+    dropped), the crc32c of each payload, the payload bytes with offsets from 0.
 
-    One C pass, where numpy needs a call per column: the cache copies every write a
-    storage node makes, most of them of one record.
+    One allocation and one C pass: the cache keeps a copy of every write a storage node
+    makes, most of them of one record, and a numpy array per column would cost a
+    thousand bytes a write before any record.
     """
     cdef Py_ssize_t n = lsns.shape[0], i, j, k = copysets.shape[1], width = 0, w
     if (timestamps.shape[0] != n or flags.shape[0] != n or copysets.shape[0] != n
@@ -65,30 +86,20 @@ def copy_written(const uint64_t[:] lsns, const int64_t[:] timestamps,
     cdef const uint32_t[:] wv = None if waves is None else waves
     if wv is not None and wv.shape[0] != n:
         raise ValueError("columns differ in length")
-    cdef cnp.npy_intp dims[2]
-    dims[0] = n
-    dims[1] = width
-    out_lsns = cnp.PyArray_EMPTY(1, dims, cnp.NPY_UINT64, 0)
-    out_ts = cnp.PyArray_EMPTY(1, dims, cnp.NPY_INT64, 0)
-    out_flags = cnp.PyArray_EMPTY(1, dims, cnp.NPY_UINT32, 0)
-    out_waves = cnp.PyArray_EMPTY(1, dims, cnp.NPY_UINT32, 0)
-    out_crc = cnp.PyArray_EMPTY(1, dims, cnp.NPY_UINT32, 0)
-    out_cs = cnp.PyArray_EMPTY(2, dims, cnp.NPY_INT16, 0)
-    dims[0] = n + 1
-    out_offs = cnp.PyArray_EMPTY(1, dims, cnp.NPY_UINT64, 0)
-    dims[0] = <cnp.npy_intp>(o1 - o0)
-    out_body = cnp.PyArray_EMPTY(1, dims, cnp.NPY_UINT8, 0)
-    cdef uint64_t *ol = <uint64_t *>cnp.PyArray_DATA(out_lsns)
-    cdef uint64_t *oo = <uint64_t *>cnp.PyArray_DATA(out_offs)
-    cdef int64_t *ot = <int64_t *>cnp.PyArray_DATA(out_ts)
-    cdef uint32_t *of = <uint32_t *>cnp.PyArray_DATA(out_flags)
-    cdef uint32_t *ow = <uint32_t *>cnp.PyArray_DATA(out_waves)
-    cdef uint32_t *oc = <uint32_t *>cnp.PyArray_DATA(out_crc)
-    cdef int16_t *ocs = <int16_t *>cnp.PyArray_DATA(out_cs)
-    cdef uint8_t *ob = <uint8_t *>cnp.PyArray_DATA(out_body)
+    cdef Py_ssize_t at[8]
+    cdef cnp.npy_intp size = _layout(n, width, at) + <Py_ssize_t>(o1 - o0)
+    buf = cnp.PyArray_EMPTY(1, &size, cnp.NPY_UINT8, 0)
+    cdef uint8_t *b = <uint8_t *>cnp.PyArray_DATA(buf)
+    cdef uint64_t *ol = <uint64_t *>(b + at[0])
+    cdef int64_t *ot = <int64_t *>(b + at[1])
+    cdef uint64_t *oo = <uint64_t *>(b + at[2])
+    cdef uint32_t *of = <uint32_t *>(b + at[3])
+    cdef uint32_t *ow = <uint32_t *>(b + at[4])
+    cdef uint32_t *oc = <uint32_t *>(b + at[5])
+    cdef int16_t *ocs = <int16_t *>(b + at[6])
     with nogil:
         if o1 > o0:
-            memcpy(ob, &payloads[o0], o1 - o0)
+            memcpy(b + at[7], &payloads[o0], o1 - o0)
         for i in range(n):
             ol[i] = lsns[i]
             ot[i] = timestamps[i]
@@ -99,4 +110,36 @@ def copy_written(const uint64_t[:] lsns, const int64_t[:] timestamps,
             oo[i] = offsets[i] - o0
             oc[i] = ld_crc32c(0, &payloads[offsets[i]], offsets[i + 1] - offsets[i])
         oo[n] = o1 - o0
-    return out_lsns, out_ts, out_flags, out_waves, out_cs, out_crc, out_body, out_offs
+    return buf, width
+
+
+cdef object _view(cnp.ndarray buf, Py_ssize_t at, int nd, cnp.npy_intp *dims, int typenum):
+    """A column of ``buf`` as an array that keeps ``buf`` alive."""
+    arr = cnp.PyArray_SimpleNewFromData(nd, dims, typenum, <char *>cnp.PyArray_DATA(buf) + at)
+    cpython.Py_INCREF(buf)  # PyArray_SetBaseObject steals a reference
+    cnp.PyArray_SetBaseObject(arr, buf)
+    return arr
+
+
+def unpack_written(cnp.ndarray buf, Py_ssize_t n, Py_ssize_t width):
+    """The columns of a ``pack_written`` buffer of ``n`` records, as views of it:
+    ``(lsns, timestamps, flags, waves, copysets, checksums, payloads, offsets)``."""
+    cdef Py_ssize_t at[8]
+    cdef Py_ssize_t body = _layout(n, width, at)
+    if (cnp.PyArray_TYPE(buf) != cnp.NPY_UINT8 or not cnp.PyArray_IS_C_CONTIGUOUS(buf)
+            or n < 0 or width < 0 or cnp.PyArray_SIZE(buf) < body):
+        raise ValueError(f"not a packed write of {n} records {width} wide")
+    cdef cnp.npy_intp dims[2]
+    dims[0] = n
+    dims[1] = width
+    ls = _view(buf, at[0], 1, dims, cnp.NPY_UINT64)
+    ts = _view(buf, at[1], 1, dims, cnp.NPY_INT64)
+    fl = _view(buf, at[3], 1, dims, cnp.NPY_UINT32)
+    wv = _view(buf, at[4], 1, dims, cnp.NPY_UINT32)
+    crc = _view(buf, at[5], 1, dims, cnp.NPY_UINT32)
+    cs = _view(buf, at[6], 2, dims, cnp.NPY_INT16)
+    dims[0] = n + 1
+    offs = _view(buf, at[2], 1, dims, cnp.NPY_UINT64)
+    dims[0] = cnp.PyArray_SIZE(buf) - body
+    payload = _view(buf, body, 1, dims, cnp.NPY_UINT8)
+    return ls, ts, fl, wv, cs, crc, payload, offs

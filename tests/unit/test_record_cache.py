@@ -5,6 +5,9 @@ answering exactly what LogsDB would, or not at all."""
 
 from __future__ import annotations
 
+import itertools
+import tracemalloc
+
 import numpy as np
 import pytest
 
@@ -178,6 +181,32 @@ def test_reopened_store_starts_empty(tmp_path):
         assert db.cache.read(LOG, 1, 2) is None
     with LogsDB(tmp_path / "db") as db:
         assert db.cache is None
+
+
+@pytest.mark.parametrize("records_per_write", [1, 10])
+def test_the_memory_held_stays_within_the_capacity(records_per_write):
+    """The bound is on memory, not on payload bytes: with many logs of a write or two each
+    (a node with many quiet logs) what the cache holds per write and per log counts
+    too.  Measured with tracemalloc, every allocation the cache keeps."""
+    capacity = 1 << 20
+    n = records_per_write
+    payload = np.frombuffer(b"x" * 100 * n, np.uint8)
+    offsets = np.arange(0, 100 * n + 1, 100, dtype=np.uint64)
+    cache = RecordCache(capacity)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for log, w in itertools.product(range(1, 5001), range(2)):
+            lsns = np.arange(1 + w * n, 1 + (w + 1) * n, dtype=np.uint64)
+            cache.written(log, lsns, np.full(n, T0, np.int64), np.zeros(n, np.uint32),
+                          np.ones(n, np.uint32), np.zeros((n, 2), np.int16), payload,
+                          offsets, fresh=True, trim_point=0, tail=int(lsns[-1]))
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert 0 < len(cache) < 5000  # full: it evicted
+    assert cache.nbytes <= capacity
+    assert held <= capacity * 1.05, f"{held:,} bytes held for a capacity of {capacity:,}"
 
 
 def test_capacity_zero_holds_nothing():

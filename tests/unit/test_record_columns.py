@@ -167,27 +167,39 @@ def test_payload_gather_refuses_ranges_outside_the_buffers():
     assert dst.tobytes() == b"ello"
 
 
-def test_copy_of_a_write_owns_its_columns_with_checksums_and_trimmed_copysets():
+def test_packed_write_owns_its_columns_with_checksums_and_trimmed_copysets():
     from ldcore.checksum import crc32c
-    from ldcore.columns import copy_written
+    from ldcore.columns import pack_written, unpack_written
+
+    def copy(*columns):
+        buf, width = pack_written(*columns)
+        return unpack_written(buf, len(columns[0]), width)
 
     frame = bytearray(b"....hello, world!...")
     offsets = np.array([4, 9, 16], np.uint64)  # two payloads inside a larger frame
     lsns = np.array([7, 9], np.uint64)
     copysets = np.array([[2, 0, -1, -1], [1, -1, -1, -1]], np.int16)
-    got = copy_written(lsns, np.array([100, 101], np.int64), np.array([0, 4], np.uint32),
-                       None, copysets, frame, offsets)
-    ls, ts, fl, wv, cs, crc, body, offs = got
-    assert ls.tolist() == [7, 9] and ts.tolist() == [100, 101] and fl.tolist() == [0, 4]
+    ts, fl = np.array([100, 101], np.int64), np.array([0, 4], np.uint32)
+    buf, width = pack_written(lsns, ts, fl, None, copysets, frame, offsets)
+    assert width == 2 and buf.dtype == np.uint8
+    ls, ts_, fl_, wv, cs, crc, body, offs = unpack_written(buf, 2, width)
+    assert ls.tolist() == [7, 9] and ts_.tolist() == [100, 101] and fl_.tolist() == [0, 4]
     assert wv.tolist() == [1, 1]  # no waves given: every record's first
     assert cs.tolist() == [[2, 0], [1, -1]]  # as wide as the widest copyset
     assert bytes(body) == b"hello, world" and offs.tolist() == [0, 5, 12]
     assert crc.tolist() == [crc32c(b"hello"), crc32c(b", world")]
+    assert all(a.base is buf for a in (ls, ts_, fl_, wv, cs, crc, body, offs))
     frame[4:9] = b"HELLO"  # the copy shares nothing with the frame
     assert bytes(body[:5]) == b"hello"
+    del buf
+    assert bytes(body) == b"hello, world"  # the views keep the buffer alive
     strided = np.array([[3, 0], [5, 0]], np.uint32)[:, 0]  # any column layout is taken
-    assert copy_written(lsns, ts, fl, strided, copysets, frame, offsets)[3].tolist() == [3, 5]
+    assert copy(lsns, ts, fl, strided, copysets, frame, offsets)[3].tolist() == [3, 5]
+    empty = copy(lsns[:0], ts[:0], fl[:0], None, copysets[:0], frame, offsets[:1])
+    assert [len(c) for c in empty] == [0, 0, 0, 0, 0, 0, 0, 1]
     with pytest.raises(ValueError, match="differ in length"):
-        copy_written(lsns[:1], ts, fl, None, copysets, frame, offsets)
+        pack_written(lsns[:1], ts, fl, None, copysets, frame, offsets)
     with pytest.raises(ValueError, match="outside a buffer"):
-        copy_written(lsns, ts, fl, None, copysets, frame[:10], offsets)
+        pack_written(lsns, ts, fl, None, copysets, frame[:10], offsets)
+    with pytest.raises(ValueError, match="not a packed write"):
+        unpack_written(np.zeros(10, np.uint8), 2, 2)

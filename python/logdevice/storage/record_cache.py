@@ -6,7 +6,8 @@ keeps a ``RecordCache`` and tells it every change it makes; read streams ask the
 first and read LogsDB only when the cache cannot say.
 
 What the cache knows, per log: a start LSN ``lo`` and the records held above it, as the
-columns of the writes that stored them (one chunk per write: no object per record).  The
+columns of the writes that stored them, each write's packed in one buffer (no object per
+record or column).  The
 invariant: **for every LSN >= lo, the cache holds a record exactly when a LogsDB read
 would return one there, with the same columns** (LSN, timestamp, flags, wave, copyset,
 payload and its crc32c).  A read of ``[lo', hi]`` with ``lo' >= lo`` is then answered
@@ -37,9 +38,11 @@ the store made them, and a read sees the cache before or after each one, never h
 A record held in memory is the copy that was written, so a read from the cache never
 fails a checksum where the disk copy may have rotted: the reader gets the intact copy.
 
-Bounded by ``capacity`` bytes (payloads plus a per-record and per-write charge): past
-it, the oldest writes of the least recently written log go first (``lo`` moves past
-them).  Thread-safe: reads may run in a read stream's thread while writes land.
+Bounded by ``capacity`` bytes of memory: each write is charged its packed columns and
+payloads plus what its objects cost, each log its entry, so that many quiet logs of a
+record or two each stay within the bound too.  Past it, the oldest writes of the least
+recently written log go first (``lo`` moves past them).  Thread-safe: reads may run in
+a read stream's thread while writes land.
 """
 
 from __future__ import annotations
@@ -47,43 +50,56 @@ from __future__ import annotations
 import threading
 from bisect import bisect_right
 from collections import OrderedDict
+from operator import attrgetter
 
 import numpy as np
 
-from ldcore.columns import copy_written
+from ldcore.columns import pack_written, unpack_written
 from logdevice.storage.batch import RecordBatch
 
 __all__ = ["RecordCache", "DEFAULT_RECORD_CACHE_BYTES"]
 
 #: LogsDB's default bound on the cache (a storage node's setting ``record_cache_bytes``).
 DEFAULT_RECORD_CACHE_BYTES = 32 << 20
-#: Memory charged per record and per write besides the payload (columns, objects).
-RECORD_CHARGE = 64
-CHUNK_CHARGE = 1024
+#: Memory a write held costs besides its packed columns (its objects and allocation),
+#: and a log held besides its writes (its entry and list); measured with tracemalloc.
+CHUNK_CHARGE = 320
+LOG_CHARGE = 400
 
 
 class _Chunk:
-    """The records of one write, in LSN order, as a ``RecordBatch`` (offsets from 0)."""
+    """The records of one write, in LSN order: their columns packed in one buffer
+    (``pack_written``); ``batch`` gives them as a ``RecordBatch`` (offsets from 0)."""
 
-    __slots__ = ("first", "last", "rb", "cost")
+    __slots__ = ("first", "last", "n", "width", "buf", "cost")
 
-    def __init__(self, rb: RecordBatch) -> None:
-        self.rb = rb
-        self.first = int(rb.lsns[0])
-        self.last = int(rb.lsns[-1])
-        self.cost = rb.nbytes + RECORD_CHARGE * len(rb) + CHUNK_CHARGE
+    def __init__(self, lsns: np.ndarray, timestamps: np.ndarray, flags: np.ndarray,
+                 waves: np.ndarray | None, copysets: np.ndarray, payloads,
+                 offsets: np.ndarray) -> None:
+        self.buf, self.width = pack_written(lsns, timestamps, flags, waves, copysets,
+                                            payloads, offsets)
+        self.n = len(lsns)
+        self.first = int(lsns[0])
+        self.last = int(lsns[-1])
+        self.cost = self.buf.nbytes + CHUNK_CHARGE
+
+    def batch(self, log_id: int) -> RecordBatch:
+        ls, ts, fl, wv, cs, crc, body, offs = unpack_written(self.buf, self.n, self.width)
+        return RecordBatch(log_id, ls, ts, fl, wv, cs, crc, body, offs, 0)
+
+
+_first = attrgetter("first")
 
 
 class _LogRecords:
     """What the cache knows of one log: nothing but ``chunks`` at or above ``lo``."""
 
-    __slots__ = ("lo", "chunks", "firsts", "nbytes")
+    __slots__ = ("lo", "chunks", "nbytes")
 
     def __init__(self, lo: int) -> None:
         self.lo = lo
         self.chunks: list[_Chunk] = []
-        self.firsts: list[int] = []
-        self.nbytes = 0
+        self.nbytes = LOG_CHARGE
 
     @property
     def last(self) -> int:
@@ -143,14 +159,15 @@ class RecordCache:
                     return
             elif not fresh or tail != last or first <= trim_point or self.capacity == 0:
                 return
-            chunk = _Chunk(_copy(log_id, lsns, timestamps, flags, waves, copysets,
-                                 payloads, offsets))
+            buf = payloads.reshape(-1).view(np.uint8) if isinstance(payloads, np.ndarray) \
+                else payloads
+            chunk = _Chunk(lsns, timestamps, flags, waves, copysets, buf, offsets)
             if lr is None:
                 lr = self._logs[log_id] = _LogRecords(first)
+                self.nbytes += lr.nbytes
             else:
                 self._logs.move_to_end(log_id)
             lr.chunks.append(chunk)
-            lr.firsts.append(chunk.first)
             lr.nbytes += chunk.cost
             self.nbytes += chunk.cost
             self._evict()
@@ -173,10 +190,12 @@ class RecordCache:
                 self._pop_oldest(lr)
             if lr.chunks and lr.chunks[0].first <= trim_point:
                 old = lr.chunks[0]
-                cut = int(np.searchsorted(old.rb.lsns, np.uint64(trim_point), "right"))
-                rest = _Chunk(old.rb.slice(cut, len(old.rb)).compact())
+                rb = old.batch(log_id)
+                cut = int(np.searchsorted(rb.lsns, np.uint64(trim_point), "right"))
+                rb = rb.slice(cut, len(rb)).compact()
+                rest = _Chunk(rb.lsns, rb.timestamps, rb.flags, rb.waves, rb.copysets,
+                              rb.payloads, rb.offsets)
                 lr.chunks[0] = rest
-                lr.firsts[0] = rest.first
                 lr.nbytes += rest.cost - old.cost
                 self.nbytes += rest.cost - old.cost
             lr.lo = trim_point + 1
@@ -192,7 +211,6 @@ class RecordCache:
 
     def _pop_oldest(self, lr: _LogRecords) -> None:
         chunk = lr.chunks.pop(0)
-        lr.firsts.pop(0)
         lr.nbytes -= chunk.cost
         self.nbytes -= chunk.cost
         lr.lo = chunk.last + 1
@@ -215,13 +233,13 @@ class RecordCache:
                 self.misses += 1
                 return None
             self.hits += 1
-            chunks, firsts = lr.chunks, lr.firsts
+            chunks = lr.chunks
             if not chunks or chunks[-1].last < lo:
                 return []  # the common tail case: nothing newer
-            i = max(bisect_right(firsts, lo) - 1, 0)
+            i = max(bisect_right(chunks, lo, key=_first) - 1, 0)
             if chunks[i].last < lo:
                 i += 1
-            j = bisect_right(firsts, hi, i)
+            j = bisect_right(chunks, hi, i, key=_first)
             return chunks[i:j]
 
     def read(self, log_id: int, lo: int, hi: int, *, max_records: int = 4096,
@@ -237,10 +255,10 @@ class RecordCache:
         if not chunks:
             return RecordBatch.empty(log_id, hi + 1)
         if len(chunks) == 1 and chunks[0].first >= lo and chunks[0].last <= hi:
-            rb = chunks[0].rb  # the whole write: its columns as they are
+            rb = chunks[0].batch(log_id)  # the whole write: its columns as they are
         else:
-            rb = chunks[0].rb if len(chunks) == 1 else RecordBatch.concat(
-                [c.rb for c in chunks])
+            rb = chunks[0].batch(log_id) if len(chunks) == 1 else RecordBatch.concat(
+                [c.batch(log_id) for c in chunks])
             a = int(np.searchsorted(rb.lsns, np.uint64(lo), "left"))
             b = int(np.searchsorted(rb.lsns, np.uint64(hi), "right"))
             if a or b < len(rb):
@@ -267,23 +285,10 @@ class RecordCache:
             return None
         for c in chunks:
             if c.last >= lo:
-                rb = c.rb
-                first = int(rb.lsns[int(np.searchsorted(rb.lsns, np.uint64(lo), "left"))])
+                lsns = c.batch(log_id).lsns
+                first = int(lsns[int(np.searchsorted(lsns, np.uint64(lo), "left"))])
                 return first if first <= hi else hi + 1
         return hi + 1
 
 
 _NO_BYTES = np.empty(0, np.uint8)
-
-
-def _copy(log_id: int, lsns: np.ndarray, timestamps: np.ndarray, flags: np.ndarray,
-          waves: np.ndarray | None, copysets: np.ndarray, payloads,
-          offsets: np.ndarray) -> RecordBatch:
-    """The written columns as a RecordBatch of their own (the caller's buffers, e.g. a
-    received frame, are neither kept alive nor shared), with the crc32c LogsDB stores and
-    copysets as wide as the widest (as LogsDB returns them)."""
-    buf = payloads.reshape(-1).view(np.uint8) if isinstance(payloads, np.ndarray) \
-        else payloads
-    ls, ts, fl, wv, cs, crc, body, offs = copy_written(
-        lsns, timestamps, flags, waves, copysets, buf, offsets)
-    return RecordBatch(log_id, ls, ts, fl, wv, cs, crc, body, offs, 0)
