@@ -91,7 +91,9 @@ class Purger:
         self._epoch_store = epoch_store
         self._flush_stores = flush_stores
         self._on_clean = on_clean
-        self._clean = LogTable()  # log -> last clean epoch, once read (compact per log)
+        # log -> the epoch a purge under way makes clean, ahead of the disk (the store's
+        # own per-log metadata answers for every other log: nothing is kept per idle log)
+        self._clean = LogTable()
         self._wanted: dict[int, int] = {}  # log -> epoch it must be clean up to
         self._running: set[int] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -101,10 +103,7 @@ class Purger:
         """The node's last clean epoch of ``log_id``: it holds no overruled copy up to
         there, and takes no sequencer STORE of those epochs."""
         epoch = self._clean.get(log_id)
-        if epoch is None:
-            epoch = self._db.last_clean_epoch(log_id)
-            self._clean.set(log_id, 0, epoch)
-        return epoch
+        return self._db.last_clean_epoch(log_id) if epoch is None else epoch
 
     def must_wait(self, log_id: int, sequencer_epoch: int) -> bool:
         """Whether a release from the sequencer of ``sequencer_epoch`` must wait for a
@@ -164,9 +163,8 @@ class Purger:
         try:
             await self._flush_stores()
             n = await loop.run_in_executor(self._executor, work)
-        except BaseException:
-            self._clean.discard(log_id)  # not clean after all: read it back from disk
-            raise
+        finally:  # written: the store answers; failed: not clean after all
+            self._clean.discard(log_id)
         self.purged_records += n
         log.log(logging.WARNING if n else logging.INFO,
                 "log %d: purged epochs %d..%d: %d overruled copies deleted",

@@ -35,7 +35,6 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ldcore.logtable import LogTable
 from ldcore.lsn import LSN_MAX
 from logdevice.config.location import Location, NodeLocationScope
 from logdevice.config.model import METADATA_LOG_BIT
@@ -148,7 +147,6 @@ class ReadStreamsRole(Role):
         self.totals = ReadTotals()  # closed streams' counts, for metrics
         self._by_conn: dict[int, dict[int, _Entry]] = {}
         self._tailing: dict[int, set[_Entry]] = {}
-        self._released = LogTable()  # log -> release pointer heard of (compact per log)
         self._ready: deque[_Entry] = deque()
         self._blocked: dict[int, list[_Entry]] = {}  # conn id -> streams waiting for drain
         self._wake = asyncio.Event()
@@ -261,8 +259,6 @@ class ReadStreamsRole(Role):
                               self.describe()))
 
     def on_release(self, log_id: int, lsn: int) -> None:
-        if lsn > self._released.get(log_id, 0, 0):
-            self._released.set(log_id, 0, lsn)
         waiting = self._tailing.pop(log_id, None)
         if waiting:
             for entry in waiting:
@@ -297,13 +293,11 @@ class ReadStreamsRole(Role):
         return E.OK
 
     def last_released(self, log_id: int) -> int:
-        """The release pointer of ``log_id`` as this node knows it."""
-        lsn = self._released.get(log_id, 0, 0)
+        """The release pointer of ``log_id`` as this node knows it (the storage role's:
+        releases reach this role through it)."""
         if self.node.has_role("storage"):
-            lsn = max(lsn, self.node.role("storage").last_released(log_id))
-        elif self._db is not None:
-            lsn = max(lsn, self._db.last_released(log_id))
-        return lsn
+            return self.node.role("storage").last_released(log_id)
+        return self._db.last_released(log_id) if self._db is not None else 0
 
     def _local_nodes(self, conn: Peer, msg: Start) -> tuple[int, ...] | None:
         """Nodes in the client's region (local SCD), from the START or the HELLO."""
