@@ -291,6 +291,28 @@ def test_tailing_reader_gets_new_records_promptly(client):
         assert r.is_connection_healthy(log)
 
 
+def test_several_readers_tailing_one_log_each_get_every_record(client):
+    """Streams of one log waiting for its next release on a node wake together, and one
+    that closes leaves the others waiting."""
+    log = 6
+    client.append(log, b"x")
+    tail = client.get_tail_lsn(log)
+    readers = [client.create_reader() for _ in range(3)]
+    try:
+        for r in readers:
+            r.wait_only_when_no_data()
+            r.start_reading(log, tail + 1)
+        for i in range(4):
+            if i == 2:
+                readers.pop(0).close()
+            lsn = client.append(log, b"tail-%d" % i)
+            for r in readers:
+                assert records(r.read(10, timeout=5)) == [(lsn, b"tail-%d" % i, 0)]
+    finally:
+        for r in readers:
+            r.close()
+
+
 # ---------------------------------------------------------------------------- gaps
 
 

@@ -81,7 +81,7 @@ class StreamState(Enum):
     DONE = "done"  # past until_lsn: nothing more, ever
 
 
-@dataclass
+@dataclass(slots=True)
 class ReadStats:
     """What a stream read and sent (counted in this module, for tests and metrics)."""
 

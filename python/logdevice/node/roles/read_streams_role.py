@@ -146,7 +146,9 @@ class ReadStreamsRole(Role):
         self._streams: dict[tuple[int, int], _Entry] = {}
         self.totals = ReadTotals()  # closed streams' counts, for metrics
         self._by_conn: dict[int, dict[int, _Entry]] = {}
-        self._tailing: dict[int, set[_Entry]] = {}
+        # log -> the streams waiting for its next release: the entry itself while it is
+        # the only one (most logs have one reader; a set costs 200 bytes), else a set
+        self._tailing: dict[int, _Entry | set[_Entry]] = {}
         self._ready: deque[_Entry] = deque()
         self._blocked: dict[int, list[_Entry]] = {}  # conn id -> streams waiting for drain
         self._wake = asyncio.Event()
@@ -260,7 +262,9 @@ class ReadStreamsRole(Role):
 
     def on_release(self, log_id: int, lsn: int) -> None:
         waiting = self._tailing.pop(log_id, None)
-        if waiting:
+        if isinstance(waiting, _Entry):
+            self._schedule(waiting)
+        elif waiting:
             for entry in waiting:
                 self._schedule(entry)
 
@@ -350,11 +354,7 @@ class ReadStreamsRole(Role):
             del per_conn[s.read_stream_id]
             if not per_conn:
                 del self._by_conn[entry.conn.id]
-        waiting = self._tailing.get(s.log_id)
-        if waiting is not None:
-            waiting.discard(entry)
-            if not waiting:
-                del self._tailing[s.log_id]
+        self._unpark(s.log_id, entry)
 
     def _schedule(self, entry: _Entry) -> None:
         """Queue ``entry`` if it has work, else park it where its wake-up comes from."""
@@ -365,15 +365,32 @@ class ReadStreamsRole(Role):
         trim = db.trim_point(s.log_id) if db is not None and not db.closed else 0
         state = s.state(self.last_released(s.log_id), trim)
         if state is StreamState.READY:
-            waiting = self._tailing.get(s.log_id)
-            if waiting is not None:
-                waiting.discard(entry)
+            self._unpark(s.log_id, entry)
             entry.queued = True
             self._ready.append(entry)
             self._wake.set()
         elif state is StreamState.RELEASE:
-            self._tailing.setdefault(s.log_id, set()).add(entry)
+            self._park(s.log_id, entry)
         # WINDOW: on_window schedules it; DONE: nothing more to send.
+
+    def _park(self, log_id: int, entry: _Entry) -> None:
+        """``entry`` waits for the next release of ``log_id``."""
+        held = self._tailing.get(log_id)
+        if held is None:
+            self._tailing[log_id] = entry
+        elif isinstance(held, set):
+            held.add(entry)
+        elif held is not entry:
+            self._tailing[log_id] = {held, entry}
+
+    def _unpark(self, log_id: int, entry: _Entry) -> None:
+        held = self._tailing.get(log_id)
+        if held is entry:
+            del self._tailing[log_id]
+        elif isinstance(held, set):
+            held.discard(entry)
+            if not held:
+                del self._tailing[log_id]
 
     # ------------------------------------------------------------------ the pump
 
