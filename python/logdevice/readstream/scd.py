@@ -188,6 +188,15 @@ class ScdController:
             return down
         return []
 
+    def _can_mark(self, nxt: int) -> bool:
+        """Whether ``_to_mark`` names anyone (counted: asked after every event)."""
+        kd = self._known_down
+        down = 0
+        for s in self._states:
+            if s.next_lsn <= nxt and s.node not in kd:
+                down += 1
+        return down > 0 and len(kd) + down < len(self._senders)
+
     def _timer_deadlines(self, nxt: int) -> tuple[float | None, float | None]:
         """``(known_down, all_send_all)``: the times at which ``run_timers`` acts, None
         for a timer it cannot act on.  While a rewind is pending neither runs (it goes
@@ -197,7 +206,7 @@ class ScdController:
             return None, None
         asa = self._stall_since + self._asa_timeout
         kd = max(self._stall_since, self._last_kd_change) + self._scd_timeout
-        return (kd if self._to_mark(nxt) else None), asa
+        return (kd if self._can_mark(nxt) else None), asa
 
     def run_timers(self, now: float, nxt: int) -> None:
         """Run the stall timers due at ``now``."""

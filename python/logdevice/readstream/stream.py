@@ -228,17 +228,15 @@ class ReadStream:
         or later than t, so a loop can simply sleep until it."""
         if self._stopped:
             return None
-        times: list[float] = []
-        r = self._senders.next_reconnect()
-        if r is not None:
-            times.append(r)
+        # (asked after every event: no list built)
+        best = self._senders.next_reconnect()
         g = self._gaps.grace_deadline
-        if g is not None:
-            times.append(g)
+        if g is not None and (best is None or g < best):
+            best = g
         d = self._scd.deadline(self._next)
-        if d is not None:
-            times.append(d)
-        return min(times) if times else None
+        if d is not None and (best is None or d < best):
+            best = d
+        return best
 
     # ----------------------------------------------------------------- events
 
