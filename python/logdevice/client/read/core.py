@@ -241,6 +241,11 @@ class ReaderCore:
         self._placement = placement  # (log, from, until) -> ReadPlacement, on this loop
         self._refill_pending = False
         self._watch: asyncio.Task[None] | None = None
+        # Streams messages moved this loop turn, acted on (``_after``) once at its end:
+        # a node's STARTED and first GAP, or every node's answers read in one turn, cost
+        # one pass over the stream's output, not one each.
+        self._moved: dict[int, _LogStream] = {}
+        self._act_scheduled = False
 
     # ------------------------------------------------------------------ user requests
 
@@ -405,10 +410,26 @@ class ReaderCore:
                 rs.on_started(node, E(msg.status), int(msg.filter_version))
             else:
                 return
-            self._after(st)
+            self._moved[st.rsid] = st
+            if not self._act_scheduled:
+                self._act_scheduled = True
+                self.loop.call_soon(self._act)
         except Exception as exc:  # a bug: surface it to the reading threads
             log.exception("reader: handling %s from N%d failed", type(msg).__name__, node)
             self.queue.fail(exc)
+
+    def _act(self) -> None:
+        """The end of a loop turn's messages: act on every stream they moved."""
+        self._act_scheduled = False
+        moved, self._moved = self._moved, {}
+        for st in moved.values():
+            if st.closed:
+                continue
+            try:
+                self._after(st)
+            except Exception as exc:  # a bug: surface it to the reading threads
+                log.exception("reader: acting on log %d's stream failed", st.log_id)
+                self.queue.fail(exc)
 
     def _refused(self, st: _LogStream, node: int, status: E = E.ACCESS) -> None:
         """``node`` refused to read the log to us: its ACL (ACCESS) or the log is not in
