@@ -7,11 +7,11 @@ first and read LogsDB only when the cache cannot say.
 
 What the cache knows, per log: a start LSN ``lo`` and the records held above it, as the
 columns of the writes that stored them, each write's packed in one buffer (no object per
-record or column).  The
-invariant: **for every LSN >= lo, the cache holds a record exactly when a LogsDB read
-would return one there, with the same columns** (LSN, timestamp, flags, wave, copyset,
-payload and its crc32c).  A read of ``[lo', hi]`` with ``lo' >= lo`` is then answered
-from memory for any ``hi``; a read starting below ``lo`` goes to LogsDB.
+record or column).  The invariant: **for every LSN >= lo, the cache holds a record
+exactly when a LogsDB read would return one there, with the same columns** (LSN,
+timestamp, flags, wave, copyset, payload and its crc32c).  A read of ``[lo', hi]`` with
+``lo' >= lo`` is then answered from memory for any ``hi``; a read starting below ``lo``
+goes to LogsDB.
 
 Why every change keeps the invariant (LogsDB calls the cache under the lock every change
 of the store takes, after the change is written, so the cache sees changes in the order
