@@ -28,6 +28,10 @@ __all__ = ["ClusterMetadata", "LOGS_PER_REQUEST", "decode_log_states", "decode_s
 
 #: Logs whose epoch states one request asks for.
 LOGS_PER_REQUEST = 1000
+#: ``log_states`` requests sent at once: the node answers them one after another, so
+#: more would only wait there, each on its own timeout.
+_REQUESTS_AT_ONCE = 4
+_LOGS_PER_WAVE = LOGS_PER_REQUEST * _REQUESTS_AT_ONCE
 #: Seconds added to a call's own deadline before the blocking wait gives up on it.
 _WAIT_SLACK = 2.0
 
@@ -73,15 +77,16 @@ class ClusterMetadata:
 
     async def read_log_states(self, log_ids: Iterable[int], timeout: float | None = None
                               ) -> dict[int, LogEpochState | None]:
-        """``log_states`` on the client's loop; the requests for many logs go out at
-        once (the node reads the next while this client decodes one)."""
+        """``log_states`` on the client's loop; the requests for many logs go out a few
+        at once (the node reads the next while this client decodes one)."""
         ids = list(log_ids)
-        bodies = await asyncio.gather(*(
-            self.fetch("log_states", ids[i:i + LOGS_PER_REQUEST], timeout=timeout)
-            for i in range(0, len(ids), LOGS_PER_REQUEST)))
         out: dict[int, LogEpochState | None] = {}
-        for body in bodies:
-            out.update(decode_log_states(body))
+        for w in range(0, len(ids), _LOGS_PER_WAVE):
+            wave = ids[w:w + _LOGS_PER_WAVE]
+            for body in await asyncio.gather(*(
+                    self.fetch("log_states", wave[i:i + LOGS_PER_REQUEST], timeout=timeout)
+                    for i in range(0, len(wave), LOGS_PER_REQUEST))):
+                out.update(decode_log_states(body))
         return out
 
     async def read_shard_statuses(self, timeout: float | None = None
@@ -99,11 +104,11 @@ class ClusterMetadata:
     def log_states(self, log_ids: Iterable[int], *, timeout: float | None = None
                    ) -> dict[int, LogEpochState | None]:
         """Each log's epoch state (None: never activated); many logs are asked for
-        ``LOGS_PER_REQUEST`` at a time."""
+        ``LOGS_PER_REQUEST`` at a time, a few requests at once."""
         ids = list(log_ids)
         out: dict[int, LogEpochState | None] = {}
-        for i in range(0, len(ids), LOGS_PER_REQUEST):  # each request bounded by _run
-            out.update(self._run(self.read_log_states, ids[i:i + LOGS_PER_REQUEST],
+        for i in range(0, len(ids), _LOGS_PER_WAVE):  # each wave bounded by _run
+            out.update(self._run(self.read_log_states, ids[i:i + _LOGS_PER_WAVE],
                                  timeout=timeout))
         return out
 
