@@ -33,3 +33,7 @@ def unpack_written(
     npt.NDArray[np.uint8],
     npt.NDArray[np.uint64],
 ]: ...
+
+def join_written(
+    bufs: list[npt.NDArray[np.uint8]], ns: list[int], widths: list[int]
+) -> tuple[npt.NDArray[np.uint8], int, int]: ...

@@ -1,6 +1,6 @@
 # Payload gathers for records kept as columns (one byte buffer, n + 1 offsets): copying
 # many records' bytes into one new buffer with a memcpy each, where numpy needs an index
-# array as long as the bytes themselves; and the record cache's packed copy of a write.
+# array as long as the bytes themselves; and the record cache's packed copies of writes.
 cimport cpython
 cimport numpy as cnp
 from libc.stdint cimport int16_t, int64_t, uint8_t, uint32_t, uint64_t
@@ -143,3 +143,59 @@ def unpack_written(cnp.ndarray buf, Py_ssize_t n, Py_ssize_t width):
     dims[0] = cnp.PyArray_SIZE(buf) - body
     payload = _view(buf, body, 1, dims, cnp.NPY_UINT8)
     return ls, ts, fl, wv, cs, crc, payload, offs
+
+
+def join_written(list bufs, list ns, list widths):
+    """Several ``pack_written`` buffers (``ns[i]`` records ``widths[i]`` wide each, in LSN
+    order) packed as one: ``(buffer, records, copyset width)``, the narrower copysets
+    padded with -1.  One allocation and a copy per column and part: the record cache
+    answers a read spanning several writes with it, where concatenating their unpacked
+    columns cost a numpy call per column and part."""
+    cdef Py_ssize_t parts = len(bufs), p, i, j, n = 0, width = 0, body = 0
+    if len(ns) != parts or len(widths) != parts:
+        raise ValueError("bufs, ns and widths differ in length")
+    cdef Py_ssize_t at[8]
+    cdef Py_ssize_t src_at[8]
+    cdef Py_ssize_t pn, pw, psize
+    cdef cnp.ndarray part
+    for p in range(parts):
+        part = bufs[p]
+        pn, pw = ns[p], widths[p]
+        if (cnp.PyArray_TYPE(part) != cnp.NPY_UINT8 or not cnp.PyArray_IS_C_CONTIGUOUS(part)
+                or pn < 0 or pw < 0 or cnp.PyArray_SIZE(part) < _layout(pn, pw, src_at)):
+            raise ValueError(f"part {p}: not a packed write of {pn} records {pw} wide")
+        n += pn
+        width = max(width, pw)
+        body += cnp.PyArray_SIZE(part) - _layout(pn, pw, src_at)
+    cdef cnp.npy_intp size = _layout(n, width, at) + body
+    buf = cnp.PyArray_EMPTY(1, &size, cnp.NPY_UINT8, 0)
+    cdef uint8_t *b = <uint8_t *>cnp.PyArray_DATA(buf)
+    cdef uint8_t *s
+    cdef uint64_t base = 0
+    cdef uint64_t *src_offs
+    cdef uint64_t *dst_offs = <uint64_t *>(b + at[2])
+    cdef int16_t *src_cs
+    cdef int16_t *dst_cs = <int16_t *>(b + at[6])
+    cdef Py_ssize_t row = 0
+    for p in range(parts):
+        part = bufs[p]
+        pn, pw = ns[p], widths[p]
+        s = <uint8_t *>cnp.PyArray_DATA(part)
+        psize = cnp.PyArray_SIZE(part) - _layout(pn, pw, src_at)
+        memcpy(b + at[0] + 8 * row, s + src_at[0], 8 * pn)  # lsns
+        memcpy(b + at[1] + 8 * row, s + src_at[1], 8 * pn)  # timestamps
+        memcpy(b + at[3] + 4 * row, s + src_at[3], 4 * pn)  # flags
+        memcpy(b + at[4] + 4 * row, s + src_at[4], 4 * pn)  # waves
+        memcpy(b + at[5] + 4 * row, s + src_at[5], 4 * pn)  # checksums
+        src_offs = <uint64_t *>(s + src_at[2])
+        src_cs = <int16_t *>(s + src_at[6])
+        for i in range(pn):
+            dst_offs[row + i] = base + src_offs[i]
+            for j in range(width):
+                dst_cs[(row + i) * width + j] = src_cs[i * pw + j] if j < pw else -1
+        if psize:
+            memcpy(b + at[7] + base, s + src_at[7], psize)
+        base += <uint64_t>psize
+        row += pn
+    dst_offs[n] = base
+    return buf, n, width

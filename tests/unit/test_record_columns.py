@@ -203,3 +203,30 @@ def test_packed_write_owns_its_columns_with_checksums_and_trimmed_copysets():
         pack_written(lsns, ts, fl, None, copysets, frame[:10], offsets)
     with pytest.raises(ValueError, match="not a packed write"):
         unpack_written(np.zeros(10, np.uint8), 2, 2)
+
+
+def test_packed_writes_join_into_one_in_order_with_copysets_padded():
+    from ldcore.columns import join_written, pack_written, unpack_written
+
+    first = pack_written(np.array([3, 4], np.uint64), np.array([10, 11], np.int64),
+                         np.array([0, 1], np.uint32), np.array([1, 2], np.uint32),
+                         np.array([[0, 1], [1, 2]], np.int16), b"abcde",
+                         np.array([0, 2, 5], np.uint64))
+    second = pack_written(np.array([9], np.uint64), np.array([12], np.int64),
+                          np.array([4], np.uint32), None, np.array([[2, 0, 1]], np.int16),
+                          b"xyz", np.array([1, 3], np.uint64))
+    bufs, widths = [first[0], second[0]], [first[1], second[1]]
+    buf, n, width = join_written(bufs, [2, 1], widths)
+    assert (n, width) == (3, 3)
+    ls, ts, fl, wv, cs, crc, body, offs = unpack_written(buf, n, width)
+    parts = [unpack_written(b, k, w) for b, k, w in zip(bufs, [2, 1], widths)]
+    assert ls.tolist() == [3, 4, 9] and ts.tolist() == [10, 11, 12]
+    assert fl.tolist() == [0, 1, 4] and wv.tolist() == [1, 2, 1]
+    assert cs.tolist() == [[0, 1, -1], [1, 2, -1], [2, 0, 1]]
+    assert crc.tolist() == parts[0][5].tolist() + parts[1][5].tolist()
+    assert bytes(body) == b"abcdeyz" and offs.tolist() == [0, 2, 5, 7]
+    assert join_written([], [], [])[1:] == (0, 0)
+    with pytest.raises(ValueError, match="not a packed write"):
+        join_written([np.zeros(4, np.uint8)], [2], [2])
+    with pytest.raises(ValueError, match="differ in length"):
+        join_written(bufs, [2], widths)

@@ -54,7 +54,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from ldcore.columns import pack_written, unpack_written
+from ldcore.columns import join_written, pack_written, unpack_written
 from logdevice.storage.batch import RecordBatch
 
 __all__ = ["RecordCache", "DEFAULT_RECORD_CACHE_BYTES"]
@@ -84,8 +84,18 @@ class _Chunk:
         self.cost = self.buf.nbytes + CHUNK_CHARGE
 
     def batch(self, log_id: int) -> RecordBatch:
-        ls, ts, fl, wv, cs, crc, body, offs = unpack_written(self.buf, self.n, self.width)
-        return RecordBatch(log_id, ls, ts, fl, wv, cs, crc, body, offs, 0)
+        return _unpacked(log_id, self.buf, self.n, self.width)
+
+
+def _joined(log_id: int, chunks: list[_Chunk]) -> RecordBatch:
+    """The records of several writes of one log, in order, as one batch."""
+    return _unpacked(log_id, *join_written([c.buf for c in chunks], [c.n for c in chunks],
+                                           [c.width for c in chunks]))
+
+
+def _unpacked(log_id: int, buf: np.ndarray, n: int, width: int) -> RecordBatch:
+    ls, ts, fl, wv, cs, crc, body, offs = unpack_written(buf, n, width)
+    return RecordBatch(log_id, ls, ts, fl, wv, cs, crc, body, offs, 0)
 
 
 _first = attrgetter("first")
@@ -257,8 +267,7 @@ class RecordCache:
         if len(chunks) == 1 and chunks[0].first >= lo and chunks[0].last <= hi:
             rb = chunks[0].batch(log_id)  # the whole write: its columns as they are
         else:
-            rb = chunks[0].batch(log_id) if len(chunks) == 1 else RecordBatch.concat(
-                [c.batch(log_id) for c in chunks])
+            rb = chunks[0].batch(log_id) if len(chunks) == 1 else _joined(log_id, chunks)
             a = int(np.searchsorted(rb.lsns, np.uint64(lo), "left"))
             b = int(np.searchsorted(rb.lsns, np.uint64(hi), "right"))
             if a or b < len(rb):
