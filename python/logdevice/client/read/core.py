@@ -40,6 +40,7 @@ from logdevice.protocol.flags import FLAG_BUFFERED_WRITER_BLOB, FLAG_CHECKSUM
 from logdevice.readstream import ReadBatch, ReadStream, SendStart, SendStop, SendWindow
 from logdevice.readstream.fmajority import FailureDomainNodeSet
 from logdevice.records import GapRecord, GapType
+from logdevice.timers import DeadlineTimers
 
 __all__ = ["StreamRouter", "ReaderCore", "ReaderOptions", "ReaderOptionKwargs", "ReaderStats",
            "bad_copies"]
@@ -177,7 +178,7 @@ class StreamRouter:
 class _LogStream:
     """One log being read: its ``ReadStream`` and I/O bookkeeping."""
 
-    __slots__ = ("log_id", "rsid", "rs", "placement", "timer", "timer_at", "connecting",
+    __slots__ = ("log_id", "rsid", "rs", "placement", "connecting",
                  "last_released", "started", "closed", "until_lsn", "born", "reached",
                  "refused", "unreachable_check", "scd", "looking_up", "new_placement")
 
@@ -188,8 +189,6 @@ class _LogStream:
         self.rs = rs
         self.placement = placement
         self.until_lsn = until_lsn
-        self.timer: asyncio.TimerHandle | None = None
-        self.timer_at = 0.0
         self.connecting: dict[int, SendStart] = {}  # node -> START to send once connected
         self.last_released = 0  # highest release pointer a STARTED reported
         self.started: set[int] = set()  # nodes that answered START with OK
@@ -246,6 +245,7 @@ class ReaderCore:
         # one pass over the stream's output, not one each.
         self._moved: dict[int, _LogStream] = {}
         self._act_scheduled = False
+        self._timers: DeadlineTimers[_LogStream] = DeadlineTimers(loop, self._on_timer)
 
     # ------------------------------------------------------------------ user requests
 
@@ -293,6 +293,7 @@ class ReaderCore:
             self._watch.cancel()
         for log_id in list(self.streams):
             self.stop(log_id)
+        self._timers.close()
 
     async def _watch_statuses(self) -> None:
         """Follow the event log (authoritative status of nodes) while streams are open."""
@@ -365,7 +366,7 @@ class ReaderCore:
                 f"window_high={rs.window_high} fv={rs.filter_version} scd={rs.scd_active} "
                 f"known_down={sorted(rs.known_down)} deadline="
                 f"{'-' if d is None else f'{d - now:+.3f}s'} timer="
-                f"{'-' if st.timer is None else f'{st.timer_at - now:+.3f}s'} "
+                f"{'-' if (t := self._timers.deadline(st)) is None else f'{t - now:+.3f}s'} "
                 f"connecting={sorted(st.connecting)} started={sorted(st.started)}")
             for n in st.placement.nodeset:
                 c = self.router.core.conns.get(n)
@@ -483,7 +484,6 @@ class ReaderCore:
         self._after(st)
 
     def _on_timer(self, st: _LogStream) -> None:
-        st.timer = None
         if st.closed:
             return
         st.rs.tick()
@@ -555,20 +555,12 @@ class ReaderCore:
 
     def _arm(self, st: _LogStream) -> None:
         d = st.rs.next_deadline()
-        if d is None:
-            return
-        if st.timer is not None and st.timer_at <= d:
-            return
-        if st.timer is not None:
-            st.timer.cancel()
-        st.timer_at = d
-        st.timer = self.loop.call_at(d, self._on_timer, st)
+        if d is not None:
+            self._timers.arm(st, d)
 
     def _drop(self, st: _LogStream) -> None:
         st.closed = True
-        if st.timer is not None:
-            st.timer.cancel()
-            st.timer = None
+        self._timers.cancel(st)
         if st.unreachable_check is not None:
             st.unreachable_check.cancel()
             st.unreachable_check = None
