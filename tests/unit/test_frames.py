@@ -210,3 +210,22 @@ def test_checksummed_and_columns_problems_match_the_reference():
                                   (3, {"a": a3, "b": [1, 2, 3]}, {"x": e})]:
         assert (colcheck.columns_problem(n, required, optional)
                 == ref.columns_problem(n, required, optional))
+
+
+def test_coalesce_joins_runs_of_small_buffers_and_leaves_large_ones_in_place():
+    from ldcore.frames import coalesce
+
+    big = np.arange(5000, dtype=np.uint64)  # 40,000 bytes
+    big_view = memoryview(big).cast("B")
+    small = np.array([1, 2, 3], np.uint32)
+    buffers = [bytearray(b"head"), memoryview(small).cast("B"), b"\0" * 4, big_view,
+               b"tail", bytearray(b"x"), memoryview(big[:2]).cast("B"), big_view, b"lone"]
+    out = coalesce(buffers, 16384)
+    assert b"".join(bytes(b) for b in out) == b"".join(bytes(b) for b in buffers)
+    assert len(out) == 5
+    assert out[1] is big_view and out[3] is big_view  # written from where they are
+    assert type(out[0]) is bytes and type(out[2]) is bytes  # each run one object
+    assert out[4] == b"lone"  # a run of one stays as it was
+    assert coalesce([], 16384) == []
+    with pytest.raises(TypeError):
+        coalesce([b"ok", 42], 16384)

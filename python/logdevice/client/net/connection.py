@@ -55,6 +55,7 @@ from logdevice.protocol import (
     Hello,
     HelloReply,
     ProtocolError,
+    coalesce,
     encode,
 )
 from logdevice.security import PLAIN, ConnectSecurity
@@ -117,7 +118,7 @@ class _Protocol(asyncio.Protocol):
     def flush(self) -> None:
         out, self.out = self.out, []
         if out and not self.lost and self.transport is not None:
-            self.transport.writelines(out)
+            self.transport.writelines(coalesce(out))
 
     def data_received(self, data: bytes) -> None:
         owner = self.owner

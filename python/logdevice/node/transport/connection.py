@@ -58,6 +58,7 @@ from logdevice.protocol import (
     PeerFeature,
     ProtocolError,
     check_hello,
+    coalesce,
     encode,
 )
 from logdevice.protocol.flags import NODE_FEATURES
@@ -408,7 +409,7 @@ class Connection(asyncio.Protocol):
         self._flush_scheduled = False
         if self._out and not self.closed and self.transport is not None:
             out, self._out = self._out, []
-            self.transport.writelines(out)
+            self.transport.writelines(coalesce(out))
 
     def _write_now(self, msg: Any) -> None:
         if self.transport is not None and not self.transport.is_closing():
