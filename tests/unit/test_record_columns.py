@@ -219,7 +219,7 @@ def test_packed_writes_join_into_one_in_order_with_copysets_padded():
     buf, n, width = join_written(bufs, [2, 1], widths)
     assert (n, width) == (3, 3)
     ls, ts, fl, wv, cs, crc, body, offs = unpack_written(buf, n, width)
-    parts = [unpack_written(b, k, w) for b, k, w in zip(bufs, [2, 1], widths)]
+    parts = [unpack_written(b, k, w) for b, k, w in zip(bufs, [2, 1], widths, strict=True)]
     assert ls.tolist() == [3, 4, 9] and ts.tolist() == [10, 11, 12]
     assert fl.tolist() == [0, 1, 4] and wv.tolist() == [1, 2, 1]
     assert cs.tolist() == [[0, 1, -1], [1, 2, -1], [2, 0, 1]]

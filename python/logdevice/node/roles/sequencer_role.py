@@ -68,11 +68,11 @@ and ``Release`` go to ``StoreSender`` (one STORE per node and log per loop turn,
 one node in one STORE_LOGS frame where it understands them; one RELEASE per node; their
 STOREDs may come back together in a STORED_LOGS), ``AckAppend`` / ``Reject`` become
 APPENDED on the client's connection (or a record's outcome in its APPENDED_BATCH),
-``Reactivate`` starts a new epoch.  Each
-sequencer has one timer (``loop.call_at`` at its ``next_deadline()``) for store
-timeouts.  Storage-node health: a node is *down* for copyset selection while the failure
-detector says so or while our link to it is broken (a broken link is noticed at once;
-silence only after ``dead_timeout_ms``).
+``Reactivate`` starts a new epoch.  Each sequencer has one deadline (its
+``next_deadline()``) for store timeouts, all of them on one loop timer
+(``DeadlineTimers``).  Storage-node health: a node is *down* for copyset selection while
+the failure detector says so or while our link to it is broken (a broken link is noticed
+at once; silence only after ``dead_timeout_ms``).
 """
 
 from __future__ import annotations
@@ -151,6 +151,7 @@ from logdevice.sequencer.seal_check import (
     SendCheckSeal,
     Undecided,
 )
+from logdevice.timers import DeadlineTimers
 
 log = logging.getLogger("logdevice.node.sequencer")
 
@@ -191,7 +192,7 @@ class SequencerRole(Role):
         self._held_blobs: dict[int, list[tuple[Peer, Append]]] = {}  # log -> see _on_append
         self._appends: dict[int, PendingAppend] = {}
         self._rids = itertools.count(1)
-        self._timers: dict[Sequencer, tuple[float, asyncio.TimerHandle]] = {}
+        self._timers: DeadlineTimers[Sequencer] = DeadlineTimers(node.loop, self._on_timer)
         self.sender = StoreSender(node, self._payload_of, self._sequencer_of)
         self._epoch_store = epoch_store
         self._epoch_exec = ThreadPoolExecutor(1, thread_name_prefix="epochstore")
@@ -241,6 +242,7 @@ class SequencerRole(Role):
             self.deactivate(log_id, E.SHUTDOWN)
         for log_id in list(self._activating):
             self._fail_queue(log_id, E.SHUTDOWN)
+        self._timers.close()
         self.sender.flush()
 
     def close(self) -> None:
@@ -844,9 +846,7 @@ class SequencerRole(Role):
         actions = seq.deactivate(status)
         self._live.pop((log_id, seq.epoch), None)
         self._built_from.pop(log_id, None)
-        timer = self._timers.pop(seq, None)
-        if timer is not None:
-            timer[1].cancel()
+        self._timers.cancel(seq)
         for a in actions:
             if type(a) is Reject:
                 self._answer(a.request_id, a.status, redirect,
@@ -917,18 +917,10 @@ class SequencerRole(Role):
 
     def _arm(self, seq: Sequencer) -> None:
         deadline = seq.next_deadline()
-        if deadline is None:
-            return
-        armed = self._timers.get(seq)
-        if armed is not None:
-            if armed[0] <= deadline:
-                return
-            armed[1].cancel()
-        # (when, handle): uvloop's timer handles have no when()
-        self._timers[seq] = (deadline, self.node.loop.call_at(deadline, self._on_timer, seq))
+        if deadline is not None:
+            self._timers.arm(seq, deadline)
 
     def _on_timer(self, seq: Sequencer) -> None:
-        self._timers.pop(seq, None)
         if seq.state == SequencerState.DEACTIVATED:
             return
         self._run(seq, seq.on_timer())
