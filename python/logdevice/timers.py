@@ -29,7 +29,7 @@ class DeadlineTimers(Generic[K]):
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, fire: Callable[[K], object]) -> None:
-        self._loop = loop
+        self.loop = loop
         self._fire = fire
         self._at: dict[K, float] = {}  # key -> its armed deadline
         # (deadline, tie-break, key); entries whose deadline is no longer the key's are
@@ -73,12 +73,12 @@ class DeadlineTimers(Generic[K]):
         if self._handle is not None:
             self._handle.cancel()
         self._handle_at = when
-        self._handle = self._loop.call_at(when, self._on_timer)
+        self._handle = self.loop.call_at(when, self._on_timer)
 
     def _on_timer(self) -> None:
         # Due: everything up to now, and up to the deadline this timer was set for (a
         # loop may run a timer a little early: uvloop counts whole milliseconds).
-        limit = max(self._loop.time(), self._handle_at)
+        limit = max(self.loop.time(), self._handle_at)
         self._handle = None
         heap, at = self._heap, self._at
         due = []

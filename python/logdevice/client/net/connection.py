@@ -59,6 +59,7 @@ from logdevice.protocol import (
     encode,
 )
 from logdevice.security import PLAIN, ConnectSecurity
+from logdevice.timers import DeadlineTimers
 
 __all__ = ["Connection"]
 
@@ -196,7 +197,9 @@ class Connection:
         self.location = location
         self._proto: _Protocol | None = None  # set once HELLO succeeded
         self._connecting: asyncio.Task[_Protocol] | None = None
-        self._pending: dict[int, tuple[asyncio.Future[Any], asyncio.TimerHandle | None]] = {}
+        self._pending: dict[int, asyncio.Future[Any]] = {}  # request id -> its reply
+        # Every pending request's deadline on one loop timer (made on the loop, on first use).
+        self._expiry: DeadlineTimers[int] | None = None
         self._ids = itertools.count(1)
         self._hello_waiter: asyncio.Future[HelloReply] | None = None
         self._closed = False
@@ -315,14 +318,18 @@ class Connection:
         buffers = encode(msg)
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()
-        timer = loop.call_at(deadline, self._expire, rid) if deadline is not None else None
+        if deadline is not None:
+            expiry = self._expiry
+            if expiry is None or expiry.loop is not loop:
+                expiry = self._expiry = DeadlineTimers(loop, self._expire)
+            expiry.arm(rid, deadline)
         ka = self.keepalive
         if ka is not None:
             if not self._pending:
                 ka.start(loop.time())
             if self._keepalive_timer is None:
                 self._keepalive_timer = loop.call_later(ka.tick, self._keepalive_check)
-        self._pending[rid] = (fut, timer)
+        self._pending[rid] = fut
         proto.queue(buffers)
         return fut
 
@@ -387,9 +394,9 @@ class Connection:
             self.on_probe_reply(fut.result())
 
     def _expire(self, rid: int) -> None:
-        entry = self._pending.pop(rid, None)
-        if entry is not None and not entry[0].done():
-            entry[0].set_exception(TimedOutError(
+        fut = self._pending.pop(rid, None)
+        if fut is not None and not fut.done():
+            fut.set_exception(TimedOutError(
                 message=f"no reply from N{self.node_index} before the deadline"))
 
     def _dispatch(self, proto: _Protocol, msg: Any) -> None:
@@ -403,12 +410,11 @@ class Connection:
             if self.listener is not None:
                 self.listener.on_stream_message(self.node_index, msg)
             return
-        entry = self._pending.pop(rid, None)
-        if entry is None:
+        fut = self._pending.pop(rid, None)
+        if fut is None:
             return  # a late reply to a request that timed out; or unsolicited
-        fut, timer = entry
-        if timer is not None:
-            timer.cancel()
+        if self._expiry is not None:
+            self._expiry.cancel(rid)
         if fut.done():
             return
         if isinstance(msg, Error):
@@ -438,9 +444,9 @@ class Connection:
 
     def _fail_pending(self, status: E, why: str) -> None:
         pending, self._pending = self._pending, {}
-        for fut, timer in pending.values():
-            if timer is not None:
-                timer.cancel()
+        if self._expiry is not None:
+            self._expiry.close()
+        for fut in pending.values():
             if not fut.done():
                 fut.set_exception(error_for(status, why))
 
