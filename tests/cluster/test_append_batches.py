@@ -155,6 +155,27 @@ def test_a_window_that_fills_mid_batch_refuses_the_rest_before_any_lsn(local_clu
     assert reply.lsns[:4].tolist() == list(range(first, first + 4))
 
 
+def test_appends_to_several_logs_in_one_turn_share_a_frame_per_node(cluster):
+    logs = [1, 2, 3, 4]  # three nodes: one of them sequences two of these logs at least
+    with cluster.client() as client:
+        for log in logs:
+            client.append(log, b"warm-up")
+        frames = client.stats["append_logs_frames"]
+        futures: dict[int, list[concurrent.futures.Future[int]]] = {log: [] for log in logs}
+        for i in range(40):  # interleaved: every turn has appends of several logs
+            for log in logs:
+                futures[log].append(client.append_async(log, b"log %d rec %d" % (log, i)))
+        lsns = {log: [f.result(30) for f in fs] for log, fs in futures.items()}
+        assert client.stats["append_logs_frames"] > frames
+        for log in logs:
+            assert lsns[log] == sorted(lsns[log]) and len(set(lsns[log])) == 40
+            reader = client.create_reader()
+            reader.start_reading(log, lsns[log][0], lsns[log][-1])
+            got = [bytes(r.payload) for r in reader.read(100, timeout=10.0)
+                   if hasattr(r, "payload")]
+            assert got == [b"log %d rec %d" % (log, i) for i in range(40)], log
+
+
 def test_appends_from_one_thread_keep_their_order_and_travel_together(cluster):
     n = 2000
     with cluster.client() as client:

@@ -23,12 +23,14 @@ PAYLOAD = b"x" * 100
 
 class FrameRecorder:
     """What the batcher needs of ClientCore: settings, stats, the in-flight limit, and
-    ``append_batch``, which records each frame and holds it until ``answer``."""
+    ``append_batches``, which records each frame (and the logs handed over together, in
+    ``turns``) and holds each until ``answer``."""
 
     def __init__(self, **settings):
         self.settings = ClientSettings(**settings)
         self.stats = {"appends_waited": 0}
         self.frames: list[list[bytes]] = []
+        self.turns: list[list[int]] = []  # the logs of each append_batches call
         self._held: list[asyncio.Future] = []
         self.slots: dict[int, AppendSlots] = {}  # log -> its in-flight limit, while held
         self._next_lsn = 1
@@ -44,6 +46,10 @@ class FrameRecorder:
         if self.slots.get(log_id) is slots:
             del self.slots[log_id]
         return True
+
+    def append_batches(self, calls):
+        self.turns.append([log_id for log_id, *_ in calls])
+        return [asyncio.ensure_future(self.append_batch(*call)) for call in calls]
 
     async def append_batch(self, log_id, payloads, checksums, timeout):
         self.frames.append(list(payloads))
@@ -106,6 +112,27 @@ def test_appends_made_while_frames_are_in_flight_leave_together(loop):
     assert core.frames[2] == [b"c%d" % i for i in range(5)]
     loop.call_soon(core.answer, 2)
     assert [f.result(5) for f in later] == [3, 4, 5, 6, 7]
+
+
+def test_the_batches_of_several_logs_made_in_one_turn_are_handed_over_together(loop):
+    core = FrameRecorder()
+    batcher = AppendBatcher(loop, core)
+
+    def burst():  # on the loop: nothing runs between these
+        return [batcher.submit(log, b"to %d" % log, 0, 10.0) for log in (4, 2, 9)]
+
+    futures = loop.run(_async, burst, timeout=5)
+    settle(loop)
+    assert core.turns == [[4, 2, 9]]  # one call: the core may send them in one frame
+    loop.call_soon(core.answer, 3)
+    assert [f.result(5) for f in futures] == [1, 2, 3]
+    batcher.submit(4, b"alone", 0, 10.0)
+    settle(loop)
+    assert core.turns[-1] == [4]
+
+
+async def _async(fn):
+    return fn()
 
 
 def test_an_idle_log_leaves_nothing_behind_and_its_next_append_starts_afresh(loop):

@@ -83,6 +83,18 @@ def sample_messages():
                      sealed_by=np.array([-1, 4], np.int64), part_ends=np.array([2, 2], np.uint32),
                      lsns=np.array([10, 11], np.uint64),
                      record_statuses=np.array([E.OK, E.NOSPC], np.uint16)),
+        p.AppendLogs(request_id=4, log_ids=np.array([77, 78], np.uint64),
+                     flags=np.array([int(p.AppendFlag.CHECKSUM), 0], np.uint32),
+                     timeouts_ms=np.array([900, 800], np.uint32),
+                     part_ends=np.array([2, 3], np.uint32),
+                     payload_offsets=np.array([0, 2, 2, 7], np.uint64), payloads=b"abcdefg",
+                     checksums=np.array([5, 6, 0], np.uint32)),
+        p.AppendedLogs(request_id=4, statuses=np.array([E.OK, E.NOSEQUENCER], np.uint16),
+                       redirect_to=np.array([-1, 2], np.int64), messages=["", "go to N2"],
+                       part_ends=np.array([2, 2], np.uint32),
+                       record_statuses=np.array([E.OK, E.OK], np.uint16),
+                       lsns=np.array([(5 << 32) | 1, (5 << 32) | 2], np.uint64),
+                       timestamps=np.array([10, 11], np.int64)),
         p.Release(log_id=77, lsn=(5 << 32) | 11, epoch=5),
         p.ReleaseBatch(log_ids=np.array([1, 2, 3], np.uint64),
                        lsns=np.array([10, 20, 2**64 - 1], np.uint64),
@@ -368,6 +380,70 @@ def test_stored_logs_parts_round_trip():
     for want, part in zip(replies, got, strict=True):
         assert np.array_equal(part.lsns, want.lsns)
         assert np.array_equal(part.statuses, want.statuses)
+
+
+def test_append_logs_parts_are_the_batches_it_carries():
+    batches = [
+        p.AppendBatch(request_id=0, log_id=7, flags=int(p.AppendFlag.CHECKSUM),
+                      timeout_ms=500, payload_offsets=np.array([3, 5, 6], np.uint64),
+                      payloads=b"...xyz", checksums=np.array([11, 12], np.uint32)),
+        p.AppendBatch(request_id=0, log_id=9, flags=int(p.AppendFlag.NO_REDIRECT),
+                      timeout_ms=700, payload_offsets=np.array([0, 4], np.uint64),
+                      payloads=b"abcd"),
+    ]
+    frame = p.AppendLogs.of(batches)
+    assert bytes(frame.payloads) == b"xyzabcd"  # only the records' bytes travel
+    got = p.decode_frame(p.encode_frame(frame)).parts()
+    assert [(b.request_id, b.log_id, b.flags, b.timeout_ms) for b in got] == \
+        [(0, 7, int(p.AppendFlag.CHECKSUM), 500), (1, 9, int(p.AppendFlag.NO_REDIRECT), 700)]
+    for want, part in zip(batches, got, strict=True):
+        o = part.payload_offsets.tolist()
+        w = want.payload_offsets.tolist()
+        records = [bytes(part.payloads[a:b]) for a, b in zip(o, o[1:], strict=False)]
+        assert records == [bytes(want.payloads[a:b]) for a, b in zip(w, w[1:], strict=False)]
+        assert part.consistency_problem() is None
+    assert got[0].checksums.tolist() == [11, 12] and len(got[1].checksums) == 0
+
+
+def test_appended_logs_parts_are_the_answers_it_carries():
+    answers = [
+        p.AppendedBatch(request_id=0, status=E.OK,
+                        statuses=np.array([E.OK, E.CHECKSUM_MISMATCH], np.uint16),
+                        lsns=np.array([5, 0], np.uint64), timestamps=np.array([1, 0], np.int64),
+                        message="record 1: CHECKSUM_MISMATCH"),
+        p.AppendedBatch(request_id=1, status=E.NOSEQUENCER, redirect_to=2, message="N2"),
+        p.AppendedBatch(request_id=2, status=E.OK, statuses=np.array([E.OK], np.uint16),
+                        lsns=np.array([9], np.uint64), timestamps=np.array([3], np.int64)),
+    ]
+    got = p.decode_frame(p.encode_frame(p.AppendedLogs.of(6, answers))).parts()
+    assert [(a.request_id, a.status, a.redirect_to, a.message) for a in got] == \
+        [(6, E.OK, None, "record 1: CHECKSUM_MISMATCH"), (6, E.NOSEQUENCER, 2, "N2"),
+         (6, E.OK, None, "")]
+    for want, part in zip(answers, got, strict=True):
+        for field in ("statuses", "lsns", "timestamps"):
+            assert np.array_equal(getattr(part, field), getattr(want, field)), field
+
+
+@pytest.mark.parametrize("change, problem", [
+    ({"part_ends": np.array([2, 1], np.uint32)}, "out of order"),
+    ({"part_ends": np.array([0, 2], np.uint32)}, "out of order"),
+    ({"timeouts_ms": np.array([1], np.uint32)}, "timeouts_ms"),
+    ({"flags": np.array([int(p.AppendFlag.CHECKSUM), 0], np.uint32)}, "checksums"),
+    ({"checksums": np.array([1], np.uint32)}, "checksums"),
+    ({"log_ids": np.zeros(0, np.uint64), "flags": np.zeros(0, np.uint32),
+      "timeouts_ms": np.zeros(0, np.uint32), "part_ends": np.zeros(0, np.uint32)},
+     "without parts"),
+])
+def test_append_logs_inconsistent_frames_are_refused(change, problem):
+    fields = dict(request_id=1, log_ids=np.array([7, 8], np.uint64),
+                  flags=np.zeros(2, np.uint32), timeouts_ms=np.array([5, 6], np.uint32),
+                  part_ends=np.array([1, 2], np.uint32),
+                  payload_offsets=np.array([0, 1, 3], np.uint64), payloads=b"abc")
+    fields.update(change)
+    msg = p.AppendLogs(**fields)
+    assert problem in (msg.consistency_problem() or "")
+    with pytest.raises(LogDeviceError):
+        p.encode_frame(msg)
 
 
 @pytest.mark.parametrize("change, problem", [

@@ -278,8 +278,9 @@ class Client:
         """Back-pressure and batching figures: ``appends_waited`` (appends that queued in
         this client because the log had as many in flight as allowed),
         ``refusals_retried`` (appends a sequencer refused before taking an LSN, tried
-        again) and ``append_batches`` (APPEND_BATCH frames the single-record appends
-        travelled in, retries included); ``storage_requests`` and
+        again), ``append_batches`` (APPEND_BATCHes the single-record appends travelled
+        in, retries included) and ``append_logs_frames`` (APPEND_LOGS frames that carried
+        several of them, of different logs, to one node); ``storage_requests`` and
         ``sequencer_requests``: requests sent to storage nodes (one per node of each
         storage-side call) and to sequencer nodes (each attempt, GET_TAILS included)."""
         return dict(self._ctx.core.stats)

@@ -57,6 +57,7 @@ from logdevice.protocol import (
     Appended,
     AppendedBatch,
     AppendFlag,
+    AppendLogs,
     ClusterView,
     GetClusterView,
     GetTail,
@@ -64,6 +65,7 @@ from logdevice.protocol import (
     Tail,
     pack_payloads,
 )
+from logdevice.protocol.flags import PeerFeature
 from logdevice.protocol.sections import EMPTY_U32
 from logdevice.security import ConnectSecurity
 
@@ -89,6 +91,16 @@ class WrittenAttempt(NamedTuple):
     reply: asyncio.Future[Any]
     deadline: float  # loop time
     timeout: float
+
+
+class _Batch(NamedTuple):
+    """An ``append_batch`` call: its records and when it ends (loop time)."""
+
+    log_id: int
+    payloads: Sequence[Any]
+    checksums: Sequence[int] | None
+    timeout: float
+    deadline: float
 
 
 def _pack(payloads: Sequence[Any]) -> tuple[np.ndarray, Any]:
@@ -130,9 +142,11 @@ class ClientCore:
         self._append_slots: dict[int, AppendSlots] = {}  # log -> records in flight
         self._send_orders: dict[int, SendOrder] = {}  # log -> its blobs being sent
         # Back-pressure figures: appends that waited for room among those in flight, and
-        # refusals (window full, overloaded, ...) retried; APPEND_BATCH frames sent.
+        # refusals (window full, overloaded, ...) retried; APPEND_BATCHes sent, alone or
+        # as parts of APPEND_LOGS frames.
         self.stats = {"appends_waited": 0, "refusals_retried": 0, "append_batches": 0,
-                      "storage_requests": 0, "sequencer_requests": 0}
+                      "append_logs_frames": 0, "storage_requests": 0,
+                      "sequencer_requests": 0}
         # Since when no node could be reached (None: some node answered since).
         self._unreachable_since: float | None = None
         self._refused: set[int] = set()  # nodes whose connection failed since
@@ -378,19 +392,69 @@ class ClientCore:
         (no route yet, an urgent view fetch, a refusal, a redirect, a failure) goes
         through ``_append_batch`` (from the answer on, if the frame was written), so
         retries, redirects and failures are handled in one place."""
+        batch = _Batch(log_id, payloads, checksums, timeout,
+                       asyncio.get_running_loop().time() + timeout)
+        route = self._ready_route(batch)
+        if route is not None:
+            node, c, no_redirect = route
+            try:
+                reply = c.send(self._batch_message(batch, no_redirect), batch.deadline)
+            except LogDeviceError:
+                pass  # the long way raises it, with the whole story
+            else:
+                self.stats["append_batches"] += 1
+                self.stats["sequencer_requests"] += 1
+                return self._await_batch(batch, node, c, reply)
+        return self._long_way_batch(batch)
+
+    def append_batches(self, batches: Sequence[tuple[int, Sequence[Any], Sequence[int] | None,
+                                                     float]]
+                       ) -> list[asyncio.Future[list[int | LogDeviceError]]]:
+        """``append_batch`` of each (log id, payloads, checksums, timeout), the futures in
+        order.  Those that can leave at once (``append_batch``'s common case) for a node
+        that takes APPEND_LOGS leave in one such frame per node: a client appending to
+        many logs pays one frame, one reply and one request for all of a turn's logs
+        with a sequencer on that node, not one each.  Each batch is answered, retried
+        and redirected on its own, as ``append_batch``'s."""
+        if len(batches) == 1:
+            return [self.append_batch(*batches[0])]
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        sent = None if log_id in self._long_way else \
-            self._send_batch_now(log_id, payloads, checksums, deadline, timeout)
-        if sent is None:
-            self._long_way[log_id] = self._long_way.get(log_id, 0) + 1
-            task = self._spawn(self._append_batch(log_id, payloads, checksums, timeout))
-            task.add_done_callback(functools.partial(self._left_long_way, log_id))
-            return task
-        out: asyncio.Future[list[int | LogDeviceError]] = loop.create_future()
-        sent.reply.add_done_callback(functools.partial(
-            self._batch_answered, out, log_id, payloads, checksums, sent))
-        return out
+        now = loop.time()
+        out: list[asyncio.Future[list[int | LogDeviceError]] | None] = [None] * len(batches)
+        by_node: dict[int, tuple[Connection, list[tuple[int, _Batch, AppendBatch]]]] = {}
+        for i, (log_id, payloads, checksums, timeout) in enumerate(batches):
+            batch = _Batch(log_id, payloads, checksums, timeout, now + timeout)
+            route = self._ready_route(batch)
+            if route is None or not route[1].features & PeerFeature.APPEND_LOGS:
+                out[i] = self.append_batch(log_id, payloads, checksums, timeout)
+                continue
+            node, c, no_redirect = route
+            by_node.setdefault(node, (c, []))[1].append(
+                (i, batch, self._batch_message(batch, no_redirect)))
+        for node, (c, parts) in by_node.items():
+            if len(parts) == 1:
+                i, batch, _ = parts[0]
+                out[i] = self.append_batch(batch.log_id, batch.payloads, batch.checksums,
+                                           batch.timeout)
+                continue
+            try:
+                reply = c.send(AppendLogs.of([m for _, _, m in parts]),
+                               max(b.deadline for _, b, _ in parts))
+            except LogDeviceError:
+                for i, batch, _ in parts:
+                    out[i] = self._long_way_batch(batch)
+                continue
+            self.stats["append_batches"] += len(parts)
+            self.stats["append_logs_frames"] += 1
+            self.stats["sequencer_requests"] += 1
+            outs = []
+            for i, _, _ in parts:
+                self._sequencer_call_started()
+                outs.append(loop.create_future())
+                out[i] = outs[-1]
+            reply.add_done_callback(functools.partial(
+                self._logs_answered, node, c, [b for _, b, _ in parts], outs))
+        return out  # type: ignore[return-value]  # (every entry was filled above)
 
     def _left_long_way(self, log_id: int, _task: asyncio.Task[Any]) -> None:
         left = self._long_way[log_id] - 1
@@ -405,52 +469,96 @@ class ClientCore:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    def _send_batch_now(self, log_id: int, payloads: Sequence[Any],
-                        checksums: Sequence[int] | None, deadline: float,
-                        timeout: float) -> WrittenAttempt | None:
-        """The first attempt of ``append_batch`` when nothing stands in its way: what
-        ``_route_request``'s first round does when the route is known, the connection
-        up and writable, and no urgent view fetch is under way.  The attempt written, or
-        None (nothing was sent: take the long way)."""
+    def _ready_route(self, batch: _Batch) -> tuple[int, Connection, bool] | None:
+        """(node, connection, no_redirect) to write ``batch`` to now, when nothing stands
+        in its way: what ``_route_request``'s first round does when the route is known,
+        the connection up and writable, no urgent view fetch under way and no earlier
+        batch of the log on the long way.  None: take the long way."""
         routing = self.routing
         view_task = self._view_task
-        if self._closed or routing.view_time is None or (
+        if self._closed or routing.view_time is None or batch.log_id in self._long_way or (
                 self._view_urgent and view_task is not None and not view_task.done()):
             return None
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        if now >= deadline:
+        if asyncio.get_running_loop().time() >= batch.deadline:
             return None
-        node, no_redirect = routing.route(log_id)
+        node, no_redirect = routing.route(batch.log_id)
         if node is None:
             return None
         c = self.conns.get(node)
         if c is None or not c.writable:
             return None
-        flags = _CHECKSUM if checksums is not None else 0
-        offsets, buffer = _pack(payloads)
-        msg = AppendBatch(
-            request_id=0, log_id=log_id,
+        return node, c, no_redirect
+
+    def _batch_message(self, batch: _Batch, no_redirect: bool) -> AppendBatch:
+        flags = _CHECKSUM if batch.checksums is not None else 0
+        offsets, buffer = _pack(batch.payloads)
+        return AppendBatch(
+            request_id=0, log_id=batch.log_id,
             flags=flags | _NO_REDIRECT if no_redirect else flags,
-            timeout_ms=max(1, int((deadline - now) * 1000)), payload_offsets=offsets,
-            payloads=buffer,
-            checksums=np.array(checksums, np.uint32) if checksums is not None else EMPTY_U32)
-        try:
-            reply = c.send(msg, deadline)
-        except LogDeviceError:
-            return None  # the long way raises it, with the whole story
-        stats = self.stats
-        stats["append_batches"] += 1
-        stats["sequencer_requests"] += 1
+            timeout_ms=max(1, int((batch.deadline - asyncio.get_running_loop().time())
+                                  * 1000)),
+            payload_offsets=offsets, payloads=buffer,
+            checksums=np.array(batch.checksums, np.uint32) if batch.checksums is not None
+            else EMPTY_U32)
+
+    def _await_batch(self, batch: _Batch, node: int, c: Connection,
+                     reply: asyncio.Future[Any]) -> asyncio.Future[list[int | LogDeviceError]]:
+        """The outcome of ``batch``, written to ``node``, from its ``reply``."""
         self._sequencer_call_started()
-        return WrittenAttempt(node, c, reply, deadline, timeout)
+        out: asyncio.Future[list[int | LogDeviceError]] = \
+            asyncio.get_running_loop().create_future()
+        sent = WrittenAttempt(node, c, reply, batch.deadline, batch.timeout)
+        reply.add_done_callback(functools.partial(
+            self._batch_answered, out, batch.log_id, batch.payloads, batch.checksums, sent))
+        return out
+
+    def _long_way_batch(self, batch: _Batch) -> asyncio.Future[list[int | LogDeviceError]]:
+        log_id = batch.log_id
+        self._long_way[log_id] = self._long_way.get(log_id, 0) + 1
+        task = self._spawn(self._append_batch(
+            log_id, batch.payloads, batch.checksums,
+            max(0.0, batch.deadline - asyncio.get_running_loop().time())))
+        task.add_done_callback(functools.partial(self._left_long_way, log_id))
+        return task
+
+    def _logs_answered(self, node: int, c: Connection, batches: list[_Batch],
+                       outs: list[asyncio.Future[list[int | LogDeviceError]]],
+                       reply: asyncio.Future[Any]) -> None:
+        """An APPEND_LOGS frame's answer: each part's APPENDED_BATCH is its batch's
+        answer (``_batch_answered``).  A frame the node refused whole (ACCESS: we may not
+        append to a log it names) appended nothing: its parts go again one APPEND_BATCH
+        each, so each log gets its own answer."""
+        loop = asyncio.get_running_loop()
+        exc = None if reply.cancelled() else reply.exception()
+        if isinstance(exc, LogDeviceError) and exc.status == E.ACCESS:
+            for batch, out in zip(batches, outs, strict=True):
+                self._sequencer_calls -= 1
+                self._long_way_batch(batch).add_done_callback(
+                    functools.partial(_copy_outcome, out))
+            return
+        parts = None if reply.cancelled() or exc is not None else reply.result().parts()
+        if parts is not None and len(parts) != len(outs):
+            exc = error_for(E.BADMSG, f"N{node} answered an APPEND_LOGS of {len(outs)} "
+                                      f"parts with {len(parts)}")
+        for k, (batch, out) in enumerate(zip(batches, outs, strict=True)):
+            answer: asyncio.Future[Any] = loop.create_future()
+            if reply.cancelled():
+                answer.cancel()
+            elif exc is not None:
+                answer.set_exception(exc)
+            else:
+                answer.set_result(parts[k])  # type: ignore[index]
+            self._batch_answered(out, batch.log_id, batch.payloads, batch.checksums,
+                                 WrittenAttempt(node, c, answer, batch.deadline,
+                                                batch.timeout), answer)
 
     def _batch_answered(self, out: asyncio.Future[list[int | LogDeviceError]], log_id: int,
                         payloads: Sequence[Any], checksums: Sequence[int] | None,
                         sent: WrittenAttempt,
                         reply: asyncio.Future[Any]) -> None:
-        """The answer to a batch ``_send_batch_now`` wrote: every record OK completes
-        ``out`` here; anything else continues in ``_append_batch``."""
+        """The answer to a batch written at once (``append_batch``, ``append_batches``):
+        every record OK completes ``out`` here; anything else continues in
+        ``_append_batch``."""
         self._sequencer_calls -= 1
         if out.done():
             return

@@ -93,11 +93,14 @@ class PeerFeature(IntFlag):
     mixed versions, during a rolling upgrade, talk in what both understand.
 
     ``STORE_LOGS``: the node takes STORE_LOGS frames (the STOREs of several logs in
-    one frame) and answers them with STORED_LOGS."""
+    one frame) and answers them with STORED_LOGS.  ``APPEND_LOGS``: it takes APPEND_LOGS
+    frames (a client's APPEND_BATCHes of several logs in one frame) and answers them with
+    APPENDED_LOGS."""
 
     NONE = 0
     STORE_LOGS = 1 << 0
+    APPEND_LOGS = 1 << 1
 
 
 #: What this version of the node understands (its HELLO_REPLY says so).
-NODE_FEATURES = PeerFeature.STORE_LOGS
+NODE_FEATURES = PeerFeature.STORE_LOGS | PeerFeature.APPEND_LOGS

@@ -54,6 +54,8 @@ __all__ = [
     "Appended",
     "AppendBatch",
     "AppendedBatch",
+    "AppendLogs",
+    "AppendedLogs",
     "Store",
     "Stored",
     "StoreLogs",
@@ -127,6 +129,8 @@ class MessageType(IntEnum):
     APPENDED = 11
     APPEND_BATCH = 16
     APPENDED_BATCH = 17
+    APPEND_LOGS = 26
+    APPENDED_LOGS = 27
     STORE_LOGS = 18
     STORED_LOGS = 19
     STORE = 12
@@ -405,6 +409,161 @@ class AppendedBatch(Message, eq=False):
     def consistency_problem(self) -> str | None:
         return _check_columns(len(self.statuses), {"lsns": self.lsns,
                                                    "timestamps": self.timestamps})
+
+
+@register
+class AppendLogs(Message, eq=False):
+    """Client -> sequencer node: the APPEND_BATCHes of several logs in one frame.
+
+    Part k stands for an APPEND_BATCH of log ``log_ids[k]`` with ``flags[k]`` and
+    ``timeouts_ms[k]``; its records are ``part_ends[k-1]`` (0 for the first part) to
+    ``part_ends[k]``, their payloads indexing the one ``payloads`` buffer
+    (``checksums`` is empty unless a part has ``AppendFlag.CHECKSUM``; a part without it
+    has zeros there).  The node takes each part exactly as the APPEND_BATCH it stands for
+    (``parts()``: the same checks, refusals and outcomes, each log on its own) and answers
+    the frame with one APPENDED_LOGS once every part has its answer.  Sent only to nodes
+    whose HELLO_REPLY announced ``PeerFeature.APPEND_LOGS``.
+    """
+
+    TYPE = MessageType.APPEND_LOGS
+    request_id: int
+    log_ids: U64Array = EMPTY_U64
+    flags: U32Array = EMPTY_U32
+    timeouts_ms: U32Array = EMPTY_U32
+    part_ends: U32Array = EMPTY_U32
+    payload_offsets: U64Array = EMPTY_U64
+    payloads: Payload = b""
+    checksums: U32Array = EMPTY_U32
+
+    def consistency_problem(self) -> str | None:
+        n = len(self.payload_offsets) - 1
+        if not len(self.log_ids):
+            return "an APPEND_LOGS without parts"
+        return _check_columns(len(self.log_ids), {
+            "flags": self.flags, "timeouts_ms": self.timeouts_ms,
+            "part_ends": self.part_ends}) \
+            or _check_parts(self.part_ends, n, strict=True) \
+            or _check_columns(n, {}, {"checksums": self.checksums}) \
+            or _check_checksummed(self.flags, self.checksums, _CHECKSUM) \
+            or _check_offsets(self.payload_offsets, n, self.payloads)
+
+    @classmethod
+    def of(cls, batches: list[AppendBatch]) -> "AppendLogs":
+        """One frame of ``batches`` (each with at least one record)."""
+        n = len(batches)
+        counts = [len(b.payload_offsets) - 1 for b in batches]
+        ends = np.cumsum(np.array(counts, np.uint32), dtype=np.uint32)
+        offsets = np.empty(int(ends[-1]) + 1, np.uint64)
+        offsets[0] = 0
+        base, lo = 0, 1
+        for b, count in zip(batches, counts, strict=True):
+            first = int(b.payload_offsets[0])
+            offsets[lo:lo + count] = b.payload_offsets[1:] - np.uint64(first) + np.uint64(base)
+            base += int(b.payload_offsets[-1]) - first
+            lo += count
+        checked = [bool(b.flags & _CHECKSUM) for b in batches]
+        checksums = np.concatenate([
+            b.checksums if c else np.zeros(k, np.uint32)
+            for b, c, k in zip(batches, checked, counts, strict=True)]) \
+            if any(checked) else EMPTY_U32
+        return cls(
+            request_id=0,
+            log_ids=np.fromiter((b.log_id for b in batches), np.uint64, n),
+            flags=np.fromiter((b.flags for b in batches), np.uint32, n),
+            timeouts_ms=np.fromiter((b.timeout_ms for b in batches), np.uint32, n),
+            part_ends=ends, payload_offsets=offsets,
+            payloads=b"".join(
+                memoryview(b.payloads)[int(b.payload_offsets[0]):int(b.payload_offsets[-1])]
+                for b in batches),
+            checksums=checksums)
+
+    def parts(self) -> list[AppendBatch]:
+        """The APPEND_BATCHes this frame carries, in order (request id k for part k;
+        their columns are views of the frame)."""
+        out = []
+        offsets = self.payload_offsets
+        buf = memoryview(self.payloads)
+        checked = len(self.checksums) > 0
+        lo = 0
+        for k, (log_id, flags, timeout_ms, hi) in enumerate(zip(
+                self.log_ids.tolist(), self.flags.tolist(), self.timeouts_ms.tolist(),
+                self.part_ends.tolist(), strict=True)):
+            first, last = int(offsets[lo]), int(offsets[hi])
+            out.append(AppendBatch(
+                request_id=k, log_id=log_id, flags=flags, timeout_ms=timeout_ms,
+                payload_offsets=offsets[lo:hi + 1] - np.uint64(first) if first
+                else offsets[lo:hi + 1],
+                payloads=buf[first:last],
+                checksums=self.checksums[lo:hi] if checked and flags & _CHECKSUM
+                else EMPTY_U32))
+            lo = hi
+        return out
+
+
+@register
+class AppendedLogs(Message, eq=False):
+    """Sequencer node -> client, answer to APPEND_LOGS: part k's APPENDED_BATCH.
+
+    Part k's ``statuses[k]``, ``redirect_to[k]`` (-1: none) and ``messages[k]`` are its
+    APPENDED_BATCH's ``status``, ``redirect_to`` and ``message``; its per-record outcomes
+    (``record_statuses``, ``lsns``, ``timestamps``) run from ``part_ends[k-1]`` (0 for
+    the first) to ``part_ends[k]`` (none when the whole part was refused).  ``parts()``
+    gives the APPENDED_BATCHes back.
+    """
+
+    TYPE = MessageType.APPENDED_LOGS
+    request_id: int
+    statuses: U16Array = EMPTY_U16
+    redirect_to: I64Array = EMPTY_I64
+    messages: list[str] = msgspec.field(default_factory=list)
+    part_ends: U32Array = EMPTY_U32
+    record_statuses: U16Array = EMPTY_U16
+    lsns: U64Array = EMPTY_U64
+    timestamps: I64Array = EMPTY_I64
+
+    def consistency_problem(self) -> str | None:
+        if len(self.messages) != len(self.statuses):
+            return f"{len(self.messages)} messages for {len(self.statuses)} parts"
+        return _check_columns(len(self.statuses), {
+            "redirect_to": self.redirect_to, "part_ends": self.part_ends}) \
+            or _check_columns(len(self.lsns), {"record_statuses": self.record_statuses,
+                                               "timestamps": self.timestamps}) \
+            or _check_parts(self.part_ends, len(self.lsns), strict=False)
+
+    @classmethod
+    def of(cls, request_id: int, answers: list[AppendedBatch]) -> "AppendedLogs":
+        """One frame of ``answers`` (part k's APPENDED_BATCH at k)."""
+        n = len(answers)
+        ends = np.cumsum(np.fromiter((len(a.statuses) for a in answers), np.uint32, n),
+                         dtype=np.uint32)
+        filled = [a for a in answers if len(a.statuses)]
+        return cls(
+            request_id=request_id,
+            statuses=np.fromiter((a.status for a in answers), np.uint16, n),
+            redirect_to=np.fromiter((-1 if a.redirect_to is None else a.redirect_to
+                                     for a in answers), np.int64, n),
+            messages=[a.message for a in answers], part_ends=ends,
+            record_statuses=np.concatenate([a.statuses for a in filled]).astype(
+                np.uint16, copy=False) if filled else EMPTY_U16,
+            lsns=np.concatenate([a.lsns for a in filled]).astype(np.uint64, copy=False)
+            if filled else EMPTY_U64,
+            timestamps=np.concatenate([a.timestamps for a in filled]).astype(
+                np.int64, copy=False) if filled else EMPTY_I64)
+
+    def parts(self) -> list[AppendedBatch]:
+        """The APPENDED_BATCHes this frame carries, in order."""
+        out = []
+        lo = 0
+        for status, redirect, message, hi in zip(
+                self.statuses.tolist(), self.redirect_to.tolist(), self.messages,
+                self.part_ends.tolist(), strict=True):
+            out.append(AppendedBatch(
+                request_id=self.request_id, status=E(status),
+                statuses=self.record_statuses[lo:hi], lsns=self.lsns[lo:hi],
+                timestamps=self.timestamps[lo:hi],
+                redirect_to=None if redirect < 0 else redirect, message=message))
+            lo = hi
+        return out
 
 
 @register

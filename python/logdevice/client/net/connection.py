@@ -58,6 +58,7 @@ from logdevice.protocol import (
     coalesce,
     encode,
 )
+from logdevice.protocol.flags import NODE_FEATURES, PeerFeature
 from logdevice.security import PLAIN, ConnectSecurity
 from logdevice.timers import DeadlineTimers
 
@@ -204,6 +205,8 @@ class Connection:
         self._hello_waiter: asyncio.Future[HelloReply] | None = None
         self._closed = False
         self.connects = 0  # successful connects so far (tests, stats)
+        # What the node said it understands (``PeerFeature``), as of the last HELLO_REPLY.
+        self.features = PeerFeature.NONE
         self.bytes_received = 0
         self.listener: Any = None  # read streams: see the module docstring
         self.keepalive = Keepalive(keepalive_timeout) if keepalive_timeout else None
@@ -276,6 +279,7 @@ class Connection:
                 reply = await self._hello_waiter
             if reply.status != E.OK:
                 raise error_for(reply.status, f"{where} refused HELLO: {reply.message}")
+            self.features = PeerFeature(reply.features & NODE_FEATURES)
             if self._closed:  # close() ran while we were connecting
                 raise LogDeviceError(E.SHUTDOWN, f"connection to N{self.node_index} is closed")
         except BaseException as exc:

@@ -8,7 +8,9 @@ most ``FRAMES_IN_FLIGHT`` frames out; appends that arrive meanwhile queue and le
 together, so under load the batches grow by themselves (Kafka's producer and LogDevice's
 append batching work the same way).  ``append_linger`` (seconds) makes appends wait
 that long for company instead (at most half the oldest one's timeout), for users who
-prefer bigger batches to the lowest latency.
+prefer bigger batches to the lowest latency.  The batches of one loop turn leave together:
+those of different logs whose sequencers share a node travel as the parts of one
+APPEND_LOGS frame (``ClientCore.append_batches``), each still answered on its own.
 
 Limits per log: at most ``min(max_appends_in_flight, the log group's
 max_writes_in_flight)`` records in flight, BufferedWriter blobs included
@@ -104,6 +106,10 @@ class AppendBatcher:
         self._wake_scheduled = False
         self._closed = False
         self._queues: dict[int, _LogQueue] = {}
+        # Batches of this loop turn not handed to the core yet (``_flush``): a frame's
+        # queue, the frame, its entries, those still live, its append_batch arguments.
+        self._outgoing: list[tuple[_LogQueue, _Frame, list[_Entry], list[_Entry],
+                                   tuple[int, list[Any], list[int] | None, float]]] = []
 
     # ------------------------------------------------------------------ any thread
 
@@ -247,16 +253,26 @@ class AppendBatcher:
         else:
             payloads = [e.data for e in live]
             checksums = [e.checksum for e in live] if checksum else None
+        self._outgoing.append((q, frame, batch, live,
+                               (q.log_id, payloads, checksums, deadline - now)))
+        if len(self._outgoing) == 1:
+            loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Hand the loop turn's batches to the core together: those of different logs
+        whose sequencers share a node leave in one frame (``append_batches``)."""
+        outgoing, self._outgoing = self._outgoing, []
         try:
-            answer = asyncio.ensure_future(self._core.append_batch(
-                q.log_id, payloads, checksums, deadline - now), loop=loop)
+            answers = self._core.append_batches([call for *_, call in outgoing])
         except Exception as exc:  # nobody may wait for ever, even on a bug
-            log.exception("append batch to log %d could not start", q.log_id)
-            for e in batch:
-                _fail(e.future, exc)
-            loop.call_soon(self._frame_done, q, frame)
+            log.exception("append batches could not start")
+            for q, frame, batch, _, _ in outgoing:
+                for e in batch:
+                    _fail(e.future, exc)
+                self._frame_done(q, frame)
             return
-        answer.add_done_callback(functools.partial(self._sent, q, frame, batch, live))
+        for (q, frame, batch, live, _), answer in zip(outgoing, answers, strict=True):
+            answer.add_done_callback(functools.partial(self._sent, q, frame, batch, live))
 
     def _sent(self, q: _LogQueue, frame: _Frame, batch: list[_Entry],
               live: list[_Entry], answer: asyncio.Future[list[Any]]) -> None:

@@ -3,19 +3,22 @@
 ``PendingAppend`` is one record being served: who asked, its payload until the answer
 (STOREs may be resent), its deadline and, for a record of an APPEND_BATCH, where its
 outcome goes in the batch's reply.  ``BatchReply`` is that reply: filled in record by
-record, sent as one APPENDED_BATCH (columns) once the last record has its outcome.
+record, handed on as one APPENDED_BATCH (columns) once the last record has its outcome.
+``LogsReply`` gathers the APPENDED_BATCHes of an APPEND_LOGS frame's parts and sends them
+as one APPENDED_LOGS once the last part has its answer.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ldcore.storecols import reply_columns
 from logdevice.errors import E
 from logdevice.node.roles.role import Peer
-from logdevice.protocol import AppendedBatch
+from logdevice.protocol import AppendedBatch, AppendedLogs
 
-__all__ = ["PendingAppend", "BatchReply"]
+__all__ = ["PendingAppend", "BatchReply", "LogsReply"]
 
 
 class PendingAppend:
@@ -43,13 +46,14 @@ class PendingAppend:
 
 class BatchReply:
     """The APPENDED_BATCH of one APPEND_BATCH, filled in as its records get their outcome
-    and sent when the last one has."""
+    and given to ``send`` (the client's connection, or an APPEND_LOGS frame's reply) when
+    the last one has."""
 
-    __slots__ = ("conn", "request_id", "statuses", "lsns", "timestamps", "left",
+    __slots__ = ("send", "request_id", "statuses", "lsns", "timestamps", "left",
                  "redirect", "message")
 
-    def __init__(self, conn: Peer, request_id: int, n: int) -> None:
-        self.conn = conn
+    def __init__(self, send: Callable[[AppendedBatch], Any], request_id: int, n: int) -> None:
+        self.send = send
         self.request_id = request_id
         # Lists while they fill (one record at a time), columns when sent.
         self.statuses: list[int] = [0] * n
@@ -71,7 +75,28 @@ class BatchReply:
         if self.left == 0:
             statuses, lsns, timestamps = reply_columns(self.statuses, self.lsns,
                                                        self.timestamps)
-            self.conn.send(AppendedBatch(
+            self.send(AppendedBatch(
                 request_id=self.request_id, status=E.OK, statuses=statuses, lsns=lsns,
                 timestamps=timestamps, redirect_to=self.redirect,
                 message=self.message))
+
+
+class LogsReply:
+    """The APPENDED_LOGS of one APPEND_LOGS frame: part k's APPENDED_BATCH comes to
+    ``answer(k, ...)``; the frame's reply leaves when every part has its answer."""
+
+    __slots__ = ("conn", "request_id", "answers", "left")
+
+    def __init__(self, conn: Peer, request_id: int, parts: int) -> None:
+        self.conn = conn
+        self.request_id = request_id
+        self.answers: list[AppendedBatch | None] = [None] * parts
+        self.left = parts
+
+    def answer(self, part: int, reply: AppendedBatch) -> None:
+        if self.answers[part] is not None:
+            return
+        self.answers[part] = reply
+        self.left -= 1
+        if self.left == 0:
+            self.conn.send(AppendedLogs.of(self.request_id, self.answers))  # type: ignore[arg-type]

@@ -27,6 +27,9 @@ while earlier ones were in flight).  The sequencer takes them in one step, in or
 the records it accepts get consecutive LSNs; each then runs as its own appender (a
 turn's STOREs for one storage node leave in one frame, whatever their logs), and one
 APPENDED_BATCH answers the batch when the last of its records has its outcome.
+APPEND_LOGS carries a client's APPEND_BATCHes of several logs that leave in one loop turn:
+each part is taken exactly as its APPEND_BATCH would be, and one APPENDED_LOGS answers
+the frame when every part has its answer.
 
 Activation.  The first APPEND or GET_TAIL of a log this node owns activates a
 ``Sequencer``: the epoch store hands out the next epoch (a blocking SQLite transaction,
@@ -78,6 +81,7 @@ at once; silence only after ``dead_timeout_ms``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import random
@@ -96,7 +100,7 @@ from logdevice.errors import E, LogDeviceError
 from logdevice.node.roles.activations import ActivationBatcher
 from logdevice.node.roles.recovery_driver import Recoveries, RecoveryDriver
 from logdevice.node.roles.role import NodeServices, Peer, Role
-from logdevice.node.roles.sequencer_replies import BatchReply, PendingAppend
+from logdevice.node.roles.sequencer_replies import BatchReply, LogsReply, PendingAppend
 from logdevice.node.roles.stats import AppendStats
 from logdevice.node.roles.store_sender import StoreSender
 from logdevice.node.roles.tail_batch import TailBatch
@@ -108,6 +112,7 @@ from logdevice.protocol import (
     Appended,
     AppendedBatch,
     AppendFlag,
+    AppendLogs,
     CheckSeal,
     Gap,
     GetRecoveries,
@@ -221,6 +226,7 @@ class SequencerRole(Role):
     def handlers(self) -> Mapping[type, Any]:
         rec = self.recoveries
         return {Append: self._on_append, AppendBatch: self._on_append_batch,
+                AppendLogs: self._on_append_logs,
                 GetTail: self._on_get_tail, GetTails: self._on_get_tails,
                 Stored: self._on_stored, StoredLogs: self._on_stored_logs,
                 Sealed: rec.on_sealed, Started: rec.on_started, Records: rec.on_records,
@@ -386,24 +392,35 @@ class SequencerRole(Role):
                 self._awake.add(seq)
             self._run(seq, seq.append(rid, size, flags))
 
-    def _on_append_batch(self, conn: Peer, msg: AppendBatch, refreshed: bool = False) -> None:
+    def _on_append_logs(self, conn: Peer, msg: AppendLogs) -> None:
+        """Each part as the APPEND_BATCH it stands for; one reply once all are answered."""
+        parts = msg.parts()
+        reply = LogsReply(conn, msg.request_id, len(parts))
+        for part in parts:
+            self._on_append_batch(conn, part, answer=functools.partial(reply.answer,
+                                                                       part.request_id))
+
+    def _on_append_batch(self, conn: Peer, msg: AppendBatch, refreshed: bool = False,
+                         answer: Callable[[AppendedBatch], Any] | None = None) -> None:
         """Records of one log, taken in one step: those that pass the checks get
         consecutive LSNs (unless the window fills up part-way: the rest are refused
-        SEQNOBUFS, before taking an LSN)."""
+        SEQNOBUFS, before taking an LSN).  The APPENDED_BATCH goes to ``answer`` (None:
+        the connection)."""
         log_id = msg.log_id
+        send = conn.send if answer is None else answer
         status, redirect, why = self._check(log_id, bool(msg.flags & _NO_REDIRECT))
         if status == E.NOTFOUND and not refreshed and self.node.after_fresh_logs_config(
-                lambda: self._on_append_batch(conn, msg, refreshed=True)):
+                lambda: self._on_append_batch(conn, msg, True, answer)):
             return
         if status == E.OK and msg.flags & _BLOB:
             status, why = E.INVALID_PARAM, "BufferedWriter blobs are appended one per APPEND"
         if status != E.OK:
-            conn.send(AppendedBatch(request_id=msg.request_id, status=status,
-                                    redirect_to=redirect, message=why))
+            send(AppendedBatch(request_id=msg.request_id, status=status,
+                               redirect_to=redirect, message=why))
             return
         offsets = msg.payload_offsets.tolist()
         n = len(offsets) - 1
-        reply = BatchReply(conn, msg.request_id, n)
+        reply = BatchReply(send, msg.request_id, n)
         payloads = memoryview(msg.payloads)
         checked = msg.flags & _CHECKSUM
         checksums = msg.checksums.tolist() if checked else None

@@ -6,8 +6,10 @@ ACCESS).  The rules, by message type:
 
 - node requests (STORE, SEAL, RELEASE, heartbeats, rebuilding copies, the replies nodes
   send each other: every type not listed below) come only from nodes;
-- APPEND and APPEND_BATCH need ``append`` on their log; START (never with the DIGEST
-  flag, which only recovery on a node uses), GET_TAIL, GET_HEAD,
+- APPEND and APPEND_BATCH need ``append`` on their log, APPEND_LOGS on every log it
+  names (one it may not append to refuses the whole frame: the client sends its parts
+  again one APPEND_BATCH each, nothing of the frame having been appended); START (never
+  with the DIGEST flag, which only recovery on a node uses), GET_TAIL, GET_HEAD,
   FIND_TIME and DATA_SIZE need ``read``; GET_TAILS, GET_LOG_SUMMARIES and GET_RECORD_ROWS
   need ``read`` on every log they name; TRIM needs ``trim`` (and ``admin`` as well when
   forced past the tail); GET_RECORD_AVAILABILITY
@@ -44,6 +46,7 @@ from logdevice.protocol import (
     AdminRequest,
     Append,
     AppendBatch,
+    AppendLogs,
     DataSize,
     Error,
     FindTime,
@@ -139,6 +142,7 @@ def _open(authz: Authorizer, who: Principal, msg: Any) -> str | None:
 RULES: dict[type[Message], Rule] = {
     Append: _on_log("append"),
     AppendBatch: _on_log("append"),
+    AppendLogs: _on_each_log("append"),
     Start: _start,
     GetTail: _on_log("read"),
     GetHead: _on_log("read"),
