@@ -205,6 +205,25 @@ def test_only_nodes_are_nodes(cluster):
         assert c.append(1, b"still writable") > 0
 
 
+def test_a_log_group_created_at_runtime_is_judged_by_its_own_acl_at_once(local_cluster):
+    # The nodes would not read the runtime log groups again for ten minutes by themselves.
+    slow = local_cluster(nodes=3, replication=2, logs=LOGS, tls=True, security=SECURITY,
+                         acl=GROUP_ACL, logs_config_poll_ms=600_000)
+    with client_as(slow, "admin") as admin:
+        admin.create_log_group("admins-only", 100, 199, replication=2,
+                               acl={"append": ["admin"], "read": ["admin"]})
+    with client_as(slow, "writer") as writer:
+        # A hundred logs: some of them have their sequencer on a node that did not take
+        # the admin's request, and knows nothing of the new group yet.
+        futures = [(log, writer.append_async(log, b"x")) for log in range(100, 200)]
+        for log, f in futures:
+            with pytest.raises(ld.AccessError, match=f"may not append log {log}"):
+                f.result(20)
+        assert writer.append(1, b"still writable") > 0
+    with client_as(slow, "admin") as admin:
+        assert admin.append(150, b"the group's own") > 0
+
+
 def test_required_client_certificates_and_tokens_without_tls(local_cluster):
     strict = local_cluster(nodes=2, replication=1, logs=range(1, 3), tls=True,
                            security={"tls": {"require_client_cert": True},

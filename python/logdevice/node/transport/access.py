@@ -114,3 +114,8 @@ class NodeAccess:
     def refusal(self, principal: Principal | None, msg: Any) -> Any | None:
         """None if ``principal`` may send ``msg``, else the reply refusing it."""
         return self._gate.refusal(principal, msg)
+
+    def names_unknown_log(self, principal: Principal | None, msg: Any) -> bool:
+        """Whether judging ``msg`` needs the runtime log groups read again first (see
+        ``RequestGate.names_unknown_log``)."""
+        return self._gate.names_unknown_log(principal, msg)

@@ -32,6 +32,10 @@ header over ``CLIENT_MAX_HEADER`` bytes closes the connection before anything of
 frame is buffered or decoded, so a client cannot make the node build what only nodes may
 send.
 
+A request naming a log the node's config does not know is judged only after the node
+read the runtime log groups again (``Node.dispatch``, ``names_unknown_log``): a group
+created a moment ago, and not yet polled, is judged by its own ACL, not the default's.
+
 A refused START is answered with STARTED(ACCESS), which the reader turns into an ACCESS
 gap; everything else gets an ERROR frame, which clients raise as ``AccessError``.
 """
@@ -41,6 +45,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from logdevice.config.model import METADATA_LOG_BIT
 from logdevice.errors import E
 from logdevice.protocol import (
     AdminRequest,
@@ -199,6 +204,23 @@ class RequestGate:
 
     def __init__(self, authorizer: Authorizer) -> None:
         self.authorizer = authorizer
+
+    def names_unknown_log(self, principal: Principal | None, msg: Any) -> bool:
+        """Whether a client's ``msg`` names a log the node's config does not know.  Such
+        a log may belong to a group created at runtime a moment ago, whose own ACL must
+        judge it: the node reads the runtime log groups again before ``refusal``
+        decides (the default ACL judges a log that is still unknown after that read, and
+        its handler answers NOTFOUND)."""
+        if principal is None or principal.is_node or type(msg) not in RULES:
+            return False
+        ids = getattr(msg, "log_ids", None)
+        if ids is not None:
+            named = ids.tolist()
+        else:
+            log_id = getattr(msg, "log_id", None)
+            named = [] if log_id is None else [log_id]
+        config = self.authorizer.config
+        return any(not config.has_log(log_id & ~METADATA_LOG_BIT) for log_id in named)
 
     def refusal(self, principal: Principal | None, msg: Any) -> Any | None:
         """None if a peer authenticated as ``principal`` may send ``msg``; otherwise the

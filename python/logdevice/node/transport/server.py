@@ -113,11 +113,17 @@ class Node:
         return name in self._by_name
 
     # -- dispatch ---------------------------------------------------------------------------
-    def dispatch(self, conn: Peer, msg: Any) -> None:
+    def dispatch(self, conn: Peer, msg: Any, refreshed: bool = False) -> None:
         """Hand ``msg`` (received on ``conn``) to its handler; errors become ERROR frames.
-        With security on, a request the peer may not make is answered ACCESS instead."""
+        With security on, a request the peer may not make is answered ACCESS instead; one
+        naming a log this node does not know waits for the runtime log groups to be read
+        again (``refreshed``: they were), so a group created a moment ago is judged by
+        its own ACL."""
         access = self.access
         if access is not None:
+            if not refreshed and access.names_unknown_log(conn.principal, msg) and \
+                    self.after_fresh_logs_config(lambda: self.dispatch(conn, msg, True)):
+                return
             refusal = access.refusal(conn.principal, msg)
             if refusal is not None:
                 conn.send(refusal)
