@@ -117,6 +117,27 @@ def test_rights_decide_append_read_and_trim(cluster):
         assert reader.get_head_attributes(1).trim_point == lsns[1]
 
 
+def test_a_frame_of_many_logs_refused_for_some_still_appends_to_the_others(cluster):
+    with client_as(cluster, "admin") as admin:
+        admin.create_log_group("admins-only", 100, 199, replication=2,
+                               acl={"append": ["admin"], "read": ["admin"]})
+    with client_as(cluster, "writer") as writer:
+        for log in LOGS:
+            writer.append(log, b"warm-up")
+        frames = writer.stats["append_logs_frames"]
+        # One burst: each node's frame carries logs the writer may append to and logs it
+        # may not (every node sequences some of the hundred refused logs).
+        futures = [(log, writer.append_async(log, b"to %d" % log))
+                   for log in [*LOGS, *range(100, 200)]]
+        for log, f in futures:
+            if log < 100:
+                assert f.result(20) > 0
+            else:
+                with pytest.raises(ld.AccessError, match=f"may not append log {log}"):
+                    f.result(20)
+        assert writer.stats["append_logs_frames"] > frames
+
+
 def test_admin_requests_need_admin(cluster):
     cert, key = cluster.client_cert("admin")
     admin = ConnectSecurity.for_client(cluster.config, tls_cert=str(cert), tls_key=str(key))
