@@ -383,26 +383,21 @@ def test_stored_logs_parts_round_trip():
 
 
 def test_append_logs_parts_are_the_batches_it_carries():
-    batches = [
-        p.AppendBatch(request_id=0, log_id=7, flags=int(p.AppendFlag.CHECKSUM),
-                      timeout_ms=500, payload_offsets=np.array([3, 5, 6], np.uint64),
-                      payloads=b"...xyz", checksums=np.array([11, 12], np.uint32)),
-        p.AppendBatch(request_id=0, log_id=9, flags=int(p.AppendFlag.NO_REDIRECT),
-                      timeout_ms=700, payload_offsets=np.array([0, 4], np.uint64),
-                      payloads=b"abcd"),
-    ]
-    frame = p.AppendLogs.of(batches)
-    assert bytes(frame.payloads) == b"xyzabcd"  # only the records' bytes travel
+    checksum, no_redirect = int(p.AppendFlag.CHECKSUM), int(p.AppendFlag.NO_REDIRECT)
+    frame = p.AppendLogs.of([(7, checksum, 500, [b"xy", b"z"], [11, 12]),
+                             (9, no_redirect, 700, [b"abcd"], None)])
+    assert bytes(frame.payloads) == b"xyzabcd"
+    assert frame.checksums.tolist() == [11, 12, 0]  # zeros where nothing is checked
     got = p.decode_frame(p.encode_frame(frame)).parts()
     assert [(b.request_id, b.log_id, b.flags, b.timeout_ms) for b in got] == \
-        [(0, 7, int(p.AppendFlag.CHECKSUM), 500), (1, 9, int(p.AppendFlag.NO_REDIRECT), 700)]
-    for want, part in zip(batches, got, strict=True):
+        [(0, 7, checksum, 500), (1, 9, no_redirect, 700)]
+    for want, part in zip([[b"xy", b"z"], [b"abcd"]], got, strict=True):
         o = part.payload_offsets.tolist()
-        w = want.payload_offsets.tolist()
-        records = [bytes(part.payloads[a:b]) for a, b in zip(o, o[1:], strict=False)]
-        assert records == [bytes(want.payloads[a:b]) for a, b in zip(w, w[1:], strict=False)]
+        assert [bytes(part.payloads[a:b]) for a, b in zip(o, o[1:], strict=False)] == want
         assert part.consistency_problem() is None
     assert got[0].checksums.tolist() == [11, 12] and len(got[1].checksums) == 0
+    unchecked = p.AppendLogs.of([(7, 0, 5, [b"a"], None), (8, 0, 5, [b"b"], None)])
+    assert len(unchecked.checksums) == 0
 
 
 def test_appended_logs_parts_are_the_answers_it_carries():

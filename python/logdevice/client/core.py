@@ -111,6 +111,17 @@ def _pack(payloads: Sequence[Any]) -> tuple[np.ndarray, Any]:
     return pack_payloads(payloads)
 
 
+def _flags(batch: _Batch, no_redirect: bool) -> int:
+    """The APPEND_BATCH flags of ``batch``."""
+    flags = _CHECKSUM if batch.checksums is not None else 0
+    return flags | _NO_REDIRECT if no_redirect else flags
+
+
+def _timeout_ms(batch: _Batch, now: float) -> int:
+    """What is left of ``batch``'s time at ``now`` (loop time), for the sequencer."""
+    return max(1, int((batch.deadline - now) * 1000))
+
+
 def _copy_outcome(out: asyncio.Future[Any], task: asyncio.Task[Any]) -> None:
     if out.done():
         return
@@ -421,7 +432,7 @@ class ClientCore:
         loop = asyncio.get_running_loop()
         now = loop.time()
         out: list[asyncio.Future[list[int | LogDeviceError]] | None] = [None] * len(batches)
-        by_node: dict[int, tuple[Connection, list[tuple[int, _Batch, AppendBatch]]]] = {}
+        by_node: dict[int, tuple[Connection, list[tuple[int, _Batch, bool]]]] = {}
         for i, (log_id, payloads, checksums, timeout) in enumerate(batches):
             batch = _Batch(log_id, payloads, checksums, timeout, now + timeout)
             route = self._ready_route(batch)
@@ -429,8 +440,7 @@ class ClientCore:
                 out[i] = self.append_batch(log_id, payloads, checksums, timeout)
                 continue
             node, c, no_redirect = route
-            by_node.setdefault(node, (c, []))[1].append(
-                (i, batch, self._batch_message(batch, no_redirect)))
+            by_node.setdefault(node, (c, []))[1].append((i, batch, no_redirect))
         for node, (c, parts) in by_node.items():
             if len(parts) == 1:
                 i, batch, _ = parts[0]
@@ -438,8 +448,10 @@ class ClientCore:
                                            batch.timeout)
                 continue
             try:
-                reply = c.send(AppendLogs.of([m for _, _, m in parts]),
-                               max(b.deadline for _, b, _ in parts))
+                reply = c.send(AppendLogs.of([
+                    (b.log_id, _flags(b, no_redirect), _timeout_ms(b, now), b.payloads,
+                     b.checksums) for _, b, no_redirect in parts]),
+                    max(b.deadline for _, b, _ in parts))
             except LogDeviceError:
                 for i, batch, _ in parts:
                     out[i] = self._long_way_batch(batch)
@@ -489,14 +501,12 @@ class ClientCore:
             return None
         return node, c, no_redirect
 
-    def _batch_message(self, batch: _Batch, no_redirect: bool) -> AppendBatch:
-        flags = _CHECKSUM if batch.checksums is not None else 0
+    @staticmethod
+    def _batch_message(batch: _Batch, no_redirect: bool) -> AppendBatch:
         offsets, buffer = _pack(batch.payloads)
         return AppendBatch(
-            request_id=0, log_id=batch.log_id,
-            flags=flags | _NO_REDIRECT if no_redirect else flags,
-            timeout_ms=max(1, int((batch.deadline - asyncio.get_running_loop().time())
-                                  * 1000)),
+            request_id=0, log_id=batch.log_id, flags=_flags(batch, no_redirect),
+            timeout_ms=_timeout_ms(batch, asyncio.get_running_loop().time()),
             payload_offsets=offsets, payloads=buffer,
             checksums=np.array(batch.checksums, np.uint32) if batch.checksums is not None
             else EMPTY_U32)

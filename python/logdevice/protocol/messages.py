@@ -14,7 +14,7 @@ identity (numpy arrays have no single truth value).
 """
 
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from enum import IntEnum
 from typing import Any, ClassVar, Literal
 
@@ -38,6 +38,7 @@ from logdevice.protocol.sections import (
     U16Array,
     U32Array,
     U64Array,
+    pack_payloads,
 )
 
 __all__ = [
@@ -448,34 +449,26 @@ class AppendLogs(Message, eq=False):
             or _check_offsets(self.payload_offsets, n, self.payloads)
 
     @classmethod
-    def of(cls, batches: list[AppendBatch]) -> "AppendLogs":
-        """One frame of ``batches`` (each with at least one record)."""
-        n = len(batches)
-        counts = [len(b.payload_offsets) - 1 for b in batches]
-        ends = np.cumsum(np.array(counts, np.uint32), dtype=np.uint32)
-        offsets = np.empty(int(ends[-1]) + 1, np.uint64)
-        offsets[0] = 0
-        base, lo = 0, 1
-        for b, count in zip(batches, counts, strict=True):
-            first = int(b.payload_offsets[0])
-            offsets[lo:lo + count] = b.payload_offsets[1:] - np.uint64(first) + np.uint64(base)
-            base += int(b.payload_offsets[-1]) - first
-            lo += count
-        checked = [bool(b.flags & _CHECKSUM) for b in batches]
-        checksums = np.concatenate([
-            b.checksums if c else np.zeros(k, np.uint32)
-            for b, c, k in zip(batches, checked, counts, strict=True)]) \
-            if any(checked) else EMPTY_U32
+    def of(cls, parts: list[tuple[int, int, int, Sequence[Any], Sequence[int] | None]]
+           ) -> "AppendLogs":
+        """One frame of ``parts``, each ``(log_id, flags, timeout_ms, payloads,
+        checksums)`` with at least one payload (``checksums``: None, or one per payload
+        when ``flags`` has CHECKSUM)."""
+        n = len(parts)
+        counts = [len(part[3]) for part in parts]
+        offsets, payloads = pack_payloads([x for part in parts for x in part[3]])
+        checked = any(part[4] is not None for part in parts)
         return cls(
             request_id=0,
-            log_ids=np.fromiter((b.log_id for b in batches), np.uint64, n),
-            flags=np.fromiter((b.flags for b in batches), np.uint32, n),
-            timeouts_ms=np.fromiter((b.timeout_ms for b in batches), np.uint32, n),
-            part_ends=ends, payload_offsets=offsets,
-            payloads=b"".join(
-                memoryview(b.payloads)[int(b.payload_offsets[0]):int(b.payload_offsets[-1])]
-                for b in batches),
-            checksums=checksums)
+            log_ids=np.fromiter((part[0] for part in parts), np.uint64, n),
+            flags=np.fromiter((part[1] for part in parts), np.uint32, n),
+            timeouts_ms=np.fromiter((part[2] for part in parts), np.uint32, n),
+            part_ends=np.cumsum(np.array(counts, np.uint32), dtype=np.uint32),
+            payload_offsets=offsets, payloads=payloads,
+            checksums=np.fromiter(
+                (c for part, k in zip(parts, counts, strict=True)
+                 for c in (part[4] if part[4] is not None else [0] * k)),
+                np.uint32, len(offsets) - 1) if checked else EMPTY_U32)
 
     def parts(self) -> list[AppendBatch]:
         """The APPEND_BATCHes this frame carries, in order (request id k for part k;
