@@ -198,8 +198,12 @@ class Senders:
         return due
 
     def next_reconnect(self) -> float | None:
-        times = [s.reconnect_at for s in self._states.values() if s.reconnect_at is not None]
-        return min(times) if times else None
+        best = None  # (asked after every event: no list built)
+        for s in self._states.values():
+            t = s.reconnect_at
+            if t is not None and (best is None or t < best):
+                best = t
+        return best
 
     # ---------------------------------------------------------------- messages
 
