@@ -12,7 +12,14 @@ import pytest
 
 from ldcore.checksum import crc32c
 from logdevice.errors import E, InvalidParamError, LogDeviceError
-from logdevice.protocol import AppendBatch, AppendedBatch, AppendFlag, pack_payloads
+from logdevice.protocol import (
+    AppendBatch,
+    AppendedBatch,
+    AppendedLogs,
+    AppendFlag,
+    AppendLogs,
+    pack_payloads,
+)
 from tests.cluster.conftest import RawClient, check_acked_on_disk
 
 pytestmark = pytest.mark.cluster
@@ -174,6 +181,28 @@ def test_appends_to_several_logs_in_one_turn_share_a_frame_per_node(cluster):
             got = [bytes(r.payload) for r in reader.read(100, timeout=10.0)
                    if hasattr(r, "payload")]
             assert got == [b"log %d rec %d" % (log, i) for i in range(40)], log
+
+
+def test_each_part_of_an_append_logs_frame_is_answered_by_its_own_request_id(cluster):
+    with RawClient(cluster) as raw:
+        raw.append(1, b"warm-up")
+        owner = raw.owner(1)
+        frame = AppendLogs.of([(1, 0, 5000, [b"a", b"b"], None),
+                               (999, 0, 5000, [b"c"], None)])  # a log of no group
+        frame.request_id = 50
+        frame.request_ids = np.array([51, 52], np.uint64)
+        conn = raw.conn(owner)
+        conn.send(frame)
+        answers: dict[int, AppendedBatch] = {}
+        while len(answers) < 2:
+            msg = conn.recv(timeout=10)
+            for reply in msg.parts() if isinstance(msg, AppendedLogs) else [msg]:
+                answers[reply.request_id] = reply
+    assert set(answers) == {51, 52}  # nothing answers the frame's own id
+    assert answers[51].status == E.OK and answers[51].statuses.tolist() == [E.OK, E.OK]
+    first, second = answers[51].lsns.tolist()
+    assert second == first + 1
+    assert answers[52].status == E.NOTFOUND
 
 
 def test_appends_from_one_thread_keep_their_order_and_travel_together(cluster):

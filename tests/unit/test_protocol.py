@@ -83,13 +83,15 @@ def sample_messages():
                      sealed_by=np.array([-1, 4], np.int64), part_ends=np.array([2, 2], np.uint32),
                      lsns=np.array([10, 11], np.uint64),
                      record_statuses=np.array([E.OK, E.NOSPC], np.uint16)),
-        p.AppendLogs(request_id=4, log_ids=np.array([77, 78], np.uint64),
+        p.AppendLogs(request_id=4, request_ids=np.array([5, 6], np.uint64),
+                     log_ids=np.array([77, 78], np.uint64),
                      flags=np.array([int(p.AppendFlag.CHECKSUM), 0], np.uint32),
                      timeouts_ms=np.array([900, 800], np.uint32),
                      part_ends=np.array([2, 3], np.uint32),
                      payload_offsets=np.array([0, 2, 2, 7], np.uint64), payloads=b"abcdefg",
                      checksums=np.array([5, 6, 0], np.uint32)),
-        p.AppendedLogs(request_id=4, statuses=np.array([E.OK, E.NOSEQUENCER], np.uint16),
+        p.AppendedLogs(request_ids=np.array([5, 6], np.uint64),
+                       statuses=np.array([E.OK, E.NOSEQUENCER], np.uint16),
                        redirect_to=np.array([-1, 2], np.int64), messages=["", "go to N2"],
                        part_ends=np.array([2, 2], np.uint32),
                        record_statuses=np.array([E.OK, E.OK], np.uint16),
@@ -386,11 +388,12 @@ def test_append_logs_parts_are_the_batches_it_carries():
     checksum, no_redirect = int(p.AppendFlag.CHECKSUM), int(p.AppendFlag.NO_REDIRECT)
     frame = p.AppendLogs.of([(7, checksum, 500, [b"xy", b"z"], [11, 12]),
                              (9, no_redirect, 700, [b"abcd"], None)])
+    frame.request_ids = np.array([21, 22], np.uint64)  # (the sender's connection's)
     assert bytes(frame.payloads) == b"xyzabcd"
     assert frame.checksums.tolist() == [11, 12, 0]  # zeros where nothing is checked
     got = p.decode_frame(p.encode_frame(frame)).parts()
     assert [(b.request_id, b.log_id, b.flags, b.timeout_ms) for b in got] == \
-        [(0, 7, checksum, 500), (1, 9, no_redirect, 700)]
+        [(21, 7, checksum, 500), (22, 9, no_redirect, 700)]
     for want, part in zip([[b"xy", b"z"], [b"abcd"]], got, strict=True):
         o = part.payload_offsets.tolist()
         assert [bytes(part.payloads[a:b]) for a, b in zip(o, o[1:], strict=False)] == want
@@ -402,18 +405,18 @@ def test_append_logs_parts_are_the_batches_it_carries():
 
 def test_appended_logs_parts_are_the_answers_it_carries():
     answers = [
-        p.AppendedBatch(request_id=0, status=E.OK,
+        p.AppendedBatch(request_id=4, status=E.OK,
                         statuses=np.array([E.OK, E.CHECKSUM_MISMATCH], np.uint16),
                         lsns=np.array([5, 0], np.uint64), timestamps=np.array([1, 0], np.int64),
                         message="record 1: CHECKSUM_MISMATCH"),
-        p.AppendedBatch(request_id=1, status=E.NOSEQUENCER, redirect_to=2, message="N2"),
-        p.AppendedBatch(request_id=2, status=E.OK, statuses=np.array([E.OK], np.uint16),
+        p.AppendedBatch(request_id=9, status=E.NOSEQUENCER, redirect_to=2, message="N2"),
+        p.AppendedBatch(request_id=5, status=E.OK, statuses=np.array([E.OK], np.uint16),
                         lsns=np.array([9], np.uint64), timestamps=np.array([3], np.int64)),
     ]
-    got = p.decode_frame(p.encode_frame(p.AppendedLogs.of(6, answers))).parts()
+    got = p.decode_frame(p.encode_frame(p.AppendedLogs.of(answers))).parts()
     assert [(a.request_id, a.status, a.redirect_to, a.message) for a in got] == \
-        [(6, E.OK, None, "record 1: CHECKSUM_MISMATCH"), (6, E.NOSEQUENCER, 2, "N2"),
-         (6, E.OK, None, "")]
+        [(4, E.OK, None, "record 1: CHECKSUM_MISMATCH"), (9, E.NOSEQUENCER, 2, "N2"),
+         (5, E.OK, None, "")]
     for want, part in zip(answers, got, strict=True):
         for field in ("statuses", "lsns", "timestamps"):
             assert np.array_equal(getattr(part, field), getattr(want, field)), field
@@ -423,14 +426,17 @@ def test_appended_logs_parts_are_the_answers_it_carries():
     ({"part_ends": np.array([2, 1], np.uint32)}, "out of order"),
     ({"part_ends": np.array([0, 2], np.uint32)}, "out of order"),
     ({"timeouts_ms": np.array([1], np.uint32)}, "timeouts_ms"),
+    ({"request_ids": np.zeros(0, np.uint64)}, "request_ids"),
     ({"flags": np.array([int(p.AppendFlag.CHECKSUM), 0], np.uint32)}, "checksums"),
     ({"checksums": np.array([1], np.uint32)}, "checksums"),
     ({"log_ids": np.zeros(0, np.uint64), "flags": np.zeros(0, np.uint32),
+      "request_ids": np.zeros(0, np.uint64),
       "timeouts_ms": np.zeros(0, np.uint32), "part_ends": np.zeros(0, np.uint32)},
      "without parts"),
 ])
 def test_append_logs_inconsistent_frames_are_refused(change, problem):
-    fields = dict(request_id=1, log_ids=np.array([7, 8], np.uint64),
+    fields = dict(request_id=1, request_ids=np.array([3, 4], np.uint64),
+                  log_ids=np.array([7, 8], np.uint64),
                   flags=np.zeros(2, np.uint32), timeouts_ms=np.array([5, 6], np.uint32),
                   part_ends=np.array([1, 2], np.uint32),
                   payload_offsets=np.array([0, 1, 3], np.uint64), payloads=b"abc")

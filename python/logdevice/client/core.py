@@ -448,10 +448,10 @@ class ClientCore:
                                            batch.timeout)
                 continue
             try:
-                reply = c.send(AppendLogs.of([
+                answers = c.send_parts(AppendLogs.of([
                     (b.log_id, _flags(b, no_redirect), _timeout_ms(b, now), b.payloads,
                      b.checksums) for _, b, no_redirect in parts]),
-                    max(b.deadline for _, b, _ in parts))
+                    [b.deadline for _, b, _ in parts])
             except LogDeviceError:
                 for i, batch, _ in parts:
                     out[i] = self._long_way_batch(batch)
@@ -459,13 +459,8 @@ class ClientCore:
             self.stats["append_batches"] += len(parts)
             self.stats["append_logs_frames"] += 1
             self.stats["sequencer_requests"] += 1
-            outs = []
-            for i, _, _ in parts:
-                self._sequencer_call_started()
-                outs.append(loop.create_future())
-                out[i] = outs[-1]
-            reply.add_done_callback(functools.partial(
-                self._logs_answered, node, c, [b for _, b, _ in parts], outs))
+            for (i, batch, _), answer in zip(parts, answers, strict=True):
+                out[i] = self._await_batch(batch, node, c, answer, shared=True)
         return out  # type: ignore[return-value]  # (every entry was filled above)
 
     def _left_long_way(self, log_id: int, _task: asyncio.Task[Any]) -> None:
@@ -512,14 +507,16 @@ class ClientCore:
             else EMPTY_U32)
 
     def _await_batch(self, batch: _Batch, node: int, c: Connection,
-                     reply: asyncio.Future[Any]) -> asyncio.Future[list[int | LogDeviceError]]:
-        """The outcome of ``batch``, written to ``node``, from its ``reply``."""
+                     reply: asyncio.Future[Any], shared: bool = False
+                     ) -> asyncio.Future[list[int | LogDeviceError]]:
+        """The outcome of ``batch``, written to ``node`` (``shared``: as a part of an
+        APPEND_LOGS frame), from its ``reply``."""
         self._sequencer_call_started()
         out: asyncio.Future[list[int | LogDeviceError]] = \
             asyncio.get_running_loop().create_future()
         sent = WrittenAttempt(node, c, reply, batch.deadline, batch.timeout)
         reply.add_done_callback(functools.partial(
-            self._batch_answered, out, batch.log_id, batch.payloads, batch.checksums, sent))
+            self._batch_answered, out, batch, sent, shared))
         return out
 
     def _long_way_batch(self, batch: _Batch) -> asyncio.Future[list[int | LogDeviceError]]:
@@ -531,57 +528,33 @@ class ClientCore:
         task.add_done_callback(functools.partial(self._left_long_way, log_id))
         return task
 
-    def _logs_answered(self, node: int, c: Connection, batches: list[_Batch],
-                       outs: list[asyncio.Future[list[int | LogDeviceError]]],
-                       reply: asyncio.Future[Any]) -> None:
-        """An APPEND_LOGS frame's answer: each part's APPENDED_BATCH is its batch's
-        answer (``_batch_answered``).  A frame the node refused whole (ACCESS: we may not
-        append to a log it names) appended nothing: its parts go again one APPEND_BATCH
-        each, so each log gets its own answer."""
-        loop = asyncio.get_running_loop()
-        exc = None if reply.cancelled() else reply.exception()
-        if isinstance(exc, LogDeviceError) and exc.status == E.ACCESS:
-            for batch, out in zip(batches, outs, strict=True):
-                self._sequencer_calls -= 1
-                self._long_way_batch(batch).add_done_callback(
-                    functools.partial(_copy_outcome, out))
-            return
-        parts = None if reply.cancelled() or exc is not None else reply.result().parts()
-        if parts is not None and len(parts) != len(outs):
-            exc = error_for(E.BADMSG, f"N{node} answered an APPEND_LOGS of {len(outs)} "
-                                      f"parts with {len(parts)}")
-        for k, (batch, out) in enumerate(zip(batches, outs, strict=True)):
-            answer: asyncio.Future[Any] = loop.create_future()
-            if reply.cancelled():
-                answer.cancel()
-            elif exc is not None:
-                answer.set_exception(exc)
-            else:
-                answer.set_result(parts[k])  # type: ignore[index]
-            self._batch_answered(out, batch.log_id, batch.payloads, batch.checksums,
-                                 WrittenAttempt(node, c, answer, batch.deadline,
-                                                batch.timeout), answer)
-
-    def _batch_answered(self, out: asyncio.Future[list[int | LogDeviceError]], log_id: int,
-                        payloads: Sequence[Any], checksums: Sequence[int] | None,
-                        sent: WrittenAttempt,
+    def _batch_answered(self, out: asyncio.Future[list[int | LogDeviceError]],
+                        batch: _Batch, sent: WrittenAttempt, shared: bool,
                         reply: asyncio.Future[Any]) -> None:
         """The answer to a batch written at once (``append_batch``, ``append_batches``):
         every record OK completes ``out`` here; anything else continues in
-        ``_append_batch``."""
+        ``_append_batch``.  A part of an APPEND_LOGS frame refused whole (ACCESS: the
+        frame names a log we may not append to) was not appended: it goes again alone,
+        so that its own log decides."""
         self._sequencer_calls -= 1
         if out.done():
             return
-        if not reply.cancelled() and reply.exception() is None:
-            answer = reply.result()
-            if answer.status == E.OK and answer.redirect_to is None \
-                    and not any(answer.statuses.tolist()):  # E.OK is 0
-                self._reached()
-                self.routing.clear_suspect(sent.node)
-                out.set_result(answer.lsns.tolist())
+        if not reply.cancelled():
+            exc = reply.exception()
+            if exc is None:
+                answer = reply.result()
+                if answer.status == E.OK and answer.redirect_to is None \
+                        and not any(answer.statuses.tolist()):  # E.OK is 0
+                    self._reached()
+                    self.routing.clear_suspect(sent.node)
+                    out.set_result(answer.lsns.tolist())
+                    return
+            elif shared and isinstance(exc, LogDeviceError) and exc.status == E.ACCESS:
+                self._long_way_batch(batch).add_done_callback(
+                    functools.partial(_copy_outcome, out))
                 return
-        task = self._spawn(self._append_batch(log_id, payloads, checksums, sent.timeout,
-                                              first=sent))
+        task = self._spawn(self._append_batch(batch.log_id, batch.payloads, batch.checksums,
+                                              sent.timeout, first=sent))
         task.add_done_callback(functools.partial(_copy_outcome, out))
 
     async def _append_batch(self, log_id: int, payloads: Sequence[Any],

@@ -416,18 +416,22 @@ class AppendedBatch(Message, eq=False):
 class AppendLogs(Message, eq=False):
     """Client -> sequencer node: the APPEND_BATCHes of several logs in one frame.
 
-    Part k stands for an APPEND_BATCH of log ``log_ids[k]`` with ``flags[k]`` and
-    ``timeouts_ms[k]``; its records are ``part_ends[k-1]`` (0 for the first part) to
-    ``part_ends[k]``, their payloads indexing the one ``payloads`` buffer
+    Part k stands for the APPEND_BATCH ``request_ids[k]`` of log ``log_ids[k]`` with
+    ``flags[k]`` and ``timeouts_ms[k]``; its records are ``part_ends[k-1]`` (0 for the
+    first part) to ``part_ends[k]``, their payloads indexing the one ``payloads`` buffer
     (``checksums`` is empty unless a part has ``AppendFlag.CHECKSUM``; a part without it
     has zeros there).  The node takes each part exactly as the APPEND_BATCH it stands for
     (``parts()``: the same checks, refusals and outcomes, each log on its own) and answers
-    the frame with one APPENDED_LOGS once every part has its answer.  Sent only to nodes
-    whose HELLO_REPLY announced ``PeerFeature.APPEND_LOGS``.
+    each by its request id as soon as it has its outcome (one part never waits for
+    another: a log being activated holds up no other log's appends), the answers of a
+    loop turn together in an APPENDED_LOGS.  ``request_id`` is the frame's own: only an
+    ERROR refusing the whole frame (ACCESS) answers it.  Sent only to nodes whose
+    HELLO_REPLY announced ``PeerFeature.APPEND_LOGS``.
     """
 
     TYPE = MessageType.APPEND_LOGS
     request_id: int
+    request_ids: U64Array = EMPTY_U64
     log_ids: U64Array = EMPTY_U64
     flags: U32Array = EMPTY_U32
     timeouts_ms: U32Array = EMPTY_U32
@@ -441,7 +445,8 @@ class AppendLogs(Message, eq=False):
         if not len(self.log_ids):
             return "an APPEND_LOGS without parts"
         return _check_columns(len(self.log_ids), {
-            "flags": self.flags, "timeouts_ms": self.timeouts_ms,
+            "request_ids": self.request_ids, "flags": self.flags,
+            "timeouts_ms": self.timeouts_ms,
             "part_ends": self.part_ends}) \
             or _check_parts(self.part_ends, n, strict=True) \
             or _check_columns(n, {}, {"checksums": self.checksums}) \
@@ -453,7 +458,7 @@ class AppendLogs(Message, eq=False):
            ) -> "AppendLogs":
         """One frame of ``parts``, each ``(log_id, flags, timeout_ms, payloads,
         checksums)`` with at least one payload (``checksums``: None, or one per payload
-        when ``flags`` has CHECKSUM)."""
+        when ``flags`` has CHECKSUM).  Its request ids are for the sender to fill in."""
         n = len(parts)
         counts = [len(part[3]) for part in parts]
         offsets, payloads = pack_payloads([x for part in parts for x in part[3]])
@@ -471,19 +476,19 @@ class AppendLogs(Message, eq=False):
                 np.uint32, len(offsets) - 1) if checked else EMPTY_U32)
 
     def parts(self) -> list[AppendBatch]:
-        """The APPEND_BATCHes this frame carries, in order (request id k for part k;
-        their columns are views of the frame)."""
+        """The APPEND_BATCHes this frame carries, in order (their columns are views of
+        the frame)."""
         out = []
         offsets = self.payload_offsets
         buf = memoryview(self.payloads)
         checked = len(self.checksums) > 0
         lo = 0
-        for k, (log_id, flags, timeout_ms, hi) in enumerate(zip(
-                self.log_ids.tolist(), self.flags.tolist(), self.timeouts_ms.tolist(),
-                self.part_ends.tolist(), strict=True)):
+        for rid, log_id, flags, timeout_ms, hi in zip(
+                self.request_ids.tolist(), self.log_ids.tolist(), self.flags.tolist(),
+                self.timeouts_ms.tolist(), self.part_ends.tolist(), strict=True):
             first, last = int(offsets[lo]), int(offsets[hi])
             out.append(AppendBatch(
-                request_id=k, log_id=log_id, flags=flags, timeout_ms=timeout_ms,
+                request_id=rid, log_id=log_id, flags=flags, timeout_ms=timeout_ms,
                 payload_offsets=offsets[lo:hi + 1] - np.uint64(first) if first
                 else offsets[lo:hi + 1],
                 payloads=buf[first:last],
@@ -495,17 +500,19 @@ class AppendLogs(Message, eq=False):
 
 @register
 class AppendedLogs(Message, eq=False):
-    """Sequencer node -> client, answer to APPEND_LOGS: part k's APPENDED_BATCH.
+    """Sequencer node -> client: the APPENDED_BATCHes answering several APPEND_LOGS
+    parts (of one frame or several) in one frame.
 
-    Part k's ``statuses[k]``, ``redirect_to[k]`` (-1: none) and ``messages[k]`` are its
-    APPENDED_BATCH's ``status``, ``redirect_to`` and ``message``; its per-record outcomes
-    (``record_statuses``, ``lsns``, ``timestamps``) run from ``part_ends[k-1]`` (0 for
-    the first) to ``part_ends[k]`` (none when the whole part was refused).  ``parts()``
-    gives the APPENDED_BATCHes back.
+    Part k is the APPENDED_BATCH of request ``request_ids[k]``: its ``statuses[k]``,
+    ``redirect_to[k]`` (-1: none) and ``messages[k]`` are that reply's ``status``,
+    ``redirect_to`` and ``message``; its per-record outcomes (``record_statuses``,
+    ``lsns``, ``timestamps``) run from ``part_ends[k-1]`` (0 for the first) to
+    ``part_ends[k]`` (none when the whole part was refused).  ``parts()`` gives the
+    APPENDED_BATCHes back.
     """
 
     TYPE = MessageType.APPENDED_LOGS
-    request_id: int
+    request_ids: U64Array = EMPTY_U64
     statuses: U16Array = EMPTY_U16
     redirect_to: I64Array = EMPTY_I64
     messages: list[str] = msgspec.field(default_factory=list)
@@ -518,20 +525,21 @@ class AppendedLogs(Message, eq=False):
         if len(self.messages) != len(self.statuses):
             return f"{len(self.messages)} messages for {len(self.statuses)} parts"
         return _check_columns(len(self.statuses), {
-            "redirect_to": self.redirect_to, "part_ends": self.part_ends}) \
+            "request_ids": self.request_ids, "redirect_to": self.redirect_to,
+            "part_ends": self.part_ends}) \
             or _check_columns(len(self.lsns), {"record_statuses": self.record_statuses,
                                                "timestamps": self.timestamps}) \
             or _check_parts(self.part_ends, len(self.lsns), strict=False)
 
     @classmethod
-    def of(cls, request_id: int, answers: list[AppendedBatch]) -> "AppendedLogs":
-        """One frame of ``answers`` (part k's APPENDED_BATCH at k)."""
+    def of(cls, answers: list[AppendedBatch]) -> "AppendedLogs":
+        """One frame of ``answers``."""
         n = len(answers)
         ends = np.cumsum(np.fromiter((len(a.statuses) for a in answers), np.uint32, n),
                          dtype=np.uint32)
         filled = [a for a in answers if len(a.statuses)]
         return cls(
-            request_id=request_id,
+            request_ids=np.fromiter((a.request_id for a in answers), np.uint64, n),
             statuses=np.fromiter((a.status for a in answers), np.uint16, n),
             redirect_to=np.fromiter((-1 if a.redirect_to is None else a.redirect_to
                                      for a in answers), np.int64, n),
@@ -547,11 +555,11 @@ class AppendedLogs(Message, eq=False):
         """The APPENDED_BATCHes this frame carries, in order."""
         out = []
         lo = 0
-        for status, redirect, message, hi in zip(
-                self.statuses.tolist(), self.redirect_to.tolist(), self.messages,
-                self.part_ends.tolist(), strict=True):
+        for rid, status, redirect, message, hi in zip(
+                self.request_ids.tolist(), self.statuses.tolist(), self.redirect_to.tolist(),
+                self.messages, self.part_ends.tolist(), strict=True):
             out.append(AppendedBatch(
-                request_id=self.request_id, status=E(status),
+                request_id=rid, status=E(status),
                 statuses=self.record_statuses[lo:hi], lsns=self.lsns[lo:hi],
                 timestamps=self.timestamps[lo:hi],
                 redirect_to=None if redirect < 0 else redirect, message=message))

@@ -40,15 +40,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import socket
 import struct
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from logdevice.client.net.keepalive import Keepalive, Verdict
 from logdevice.errors import E, LogDeviceError, TimedOutError, error_for
 from logdevice.protocol import (
+    AppendedLogs,
     Error,
     FrameDecoder,
     GetClusterView,
@@ -314,12 +318,62 @@ class Connection:
         TooBigError, InvalidParamError
             The message cannot be encoded.
         """
-        proto = self._proto
-        if proto is None or proto.lost or proto.transport is None:
-            raise error_for(E.CONNFAILED, f"not connected to N{self.node_index}")
+        proto = self._writable_proto()
         rid = next(self._ids)
         msg.request_id = rid
         buffers = encode(msg)
+        fut = self._expect(rid, deadline)
+        proto.queue(buffers)
+        return fut
+
+    def send_parts(self, msg: Any, deadlines: list[float]) -> list[asyncio.Future[Any]]:
+        """Send ``msg``, a request of parts each answered on its own, by its own request
+        id (``msg.request_ids``: APPEND_LOGS), and return the parts' reply futures (as
+        ``send``'s, part k's failing at ``deadlines[k]``).  ``msg.request_id`` is the
+        frame's own: an ERROR to it refuses the whole frame, and becomes every part's
+        answer."""
+        proto = self._writable_proto()
+        rid = next(self._ids)
+        parts = len(deadlines)
+        rids = [next(self._ids) for _ in range(parts)]
+        msg.request_id = rid
+        msg.request_ids = np.array(rids, np.uint64)
+        buffers = encode(msg)
+        frame = self._expect(rid, None)  # (the parts carry the deadline)
+        frame.add_done_callback(functools.partial(self._frame_refused, rids))
+        answers = [self._expect(r, d) for r, d in zip(rids, deadlines, strict=True)]
+        left = [parts]
+
+        def settled(_answer: asyncio.Future[Any]) -> None:
+            left[0] -= 1  # (once none is left, nothing will answer the frame's own id)
+            if left[0] == 0 and self._pending.pop(rid, None) is not None:
+                frame.cancel()
+
+        for answer in answers:
+            answer.add_done_callback(settled)
+        proto.queue(buffers)
+        return answers
+
+    def _frame_refused(self, rids: list[int], frame: asyncio.Future[Any]) -> None:
+        if frame.cancelled():
+            return
+        exc = frame.exception()
+        for r in rids:
+            fut = self._pending.pop(r, None)
+            if fut is not None:
+                if self._expiry is not None:
+                    self._expiry.cancel(r)
+                if not fut.done():
+                    fut.set_exception(exc)  # type: ignore[arg-type]
+
+    def _writable_proto(self) -> _Protocol:
+        proto = self._proto
+        if proto is None or proto.lost or proto.transport is None:
+            raise error_for(E.CONNFAILED, f"not connected to N{self.node_index}")
+        return proto
+
+    def _expect(self, rid: int, deadline: float | None) -> asyncio.Future[Any]:
+        """The future of the reply to request ``rid``, failing at ``deadline``."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()
         if deadline is not None:
@@ -334,7 +388,6 @@ class Connection:
             if self._keepalive_timer is None:
                 self._keepalive_timer = loop.call_later(ka.tick, self._keepalive_check)
         self._pending[rid] = fut
-        proto.queue(buffers)
         return fut
 
     async def request(self, msg: Any, deadline: float | None = None) -> Any:
@@ -408,6 +461,10 @@ class Connection:
             waiter = self._hello_waiter
             if waiter is not None and not waiter.done():
                 waiter.set_result(msg)
+            return
+        if type(msg) is AppendedLogs:  # several requests' replies in one frame
+            for part in msg.parts():
+                self._dispatch(proto, part)
             return
         rid = getattr(msg, "request_id", None)
         if rid is None:

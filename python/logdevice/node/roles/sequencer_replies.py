@@ -4,12 +4,13 @@
 (STOREs may be resent), its deadline and, for a record of an APPEND_BATCH, where its
 outcome goes in the batch's reply.  ``BatchReply`` is that reply: filled in record by
 record, handed on as one APPENDED_BATCH (columns) once the last record has its outcome.
-``LogsReply`` gathers the APPENDED_BATCHes of an APPEND_LOGS frame's parts and sends them
-as one APPENDED_LOGS once the last part has its answer.
+``PartAnswers`` sends the APPENDED_BATCHes of APPEND_LOGS parts as they come, those of a
+loop turn together in one APPENDED_LOGS.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +19,7 @@ from logdevice.errors import E
 from logdevice.node.roles.role import Peer
 from logdevice.protocol import AppendedBatch, AppendedLogs
 
-__all__ = ["PendingAppend", "BatchReply", "LogsReply"]
+__all__ = ["PendingAppend", "BatchReply", "PartAnswers"]
 
 
 class PendingAppend:
@@ -81,22 +82,23 @@ class BatchReply:
                 message=self.message))
 
 
-class LogsReply:
-    """The APPENDED_LOGS of one APPEND_LOGS frame: part k's APPENDED_BATCH comes to
-    ``answer(k, ...)``; the frame's reply leaves when every part has its answer."""
+class PartAnswers:
+    """The APPENDED_BATCHes answering APPEND_LOGS parts, each handed in as soon as its
+    part has its outcome: those of one loop turn for one connection leave together in one
+    APPENDED_LOGS (a lone one as itself)."""
 
-    __slots__ = ("conn", "request_id", "answers", "left")
+    __slots__ = ("_loop", "_out")
 
-    def __init__(self, conn: Peer, request_id: int, parts: int) -> None:
-        self.conn = conn
-        self.request_id = request_id
-        self.answers: list[AppendedBatch | None] = [None] * parts
-        self.left = parts
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._out: dict[Peer, list[AppendedBatch]] = {}
 
-    def answer(self, part: int, reply: AppendedBatch) -> None:
-        if self.answers[part] is not None:
-            return
-        self.answers[part] = reply
-        self.left -= 1
-        if self.left == 0:
-            self.conn.send(AppendedLogs.of(self.request_id, self.answers))  # type: ignore[arg-type]
+    def send(self, conn: Peer, reply: AppendedBatch) -> None:
+        if not self._out:
+            self._loop.call_soon(self._flush)
+        self._out.setdefault(conn, []).append(reply)
+
+    def _flush(self) -> None:
+        out, self._out = self._out, {}
+        for conn, replies in out.items():
+            conn.send(replies[0] if len(replies) == 1 else AppendedLogs.of(replies))

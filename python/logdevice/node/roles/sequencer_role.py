@@ -28,8 +28,8 @@ the records it accepts get consecutive LSNs; each then runs as its own appender 
 turn's STOREs for one storage node leave in one frame, whatever their logs), and one
 APPENDED_BATCH answers the batch when the last of its records has its outcome.
 APPEND_LOGS carries a client's APPEND_BATCHes of several logs that leave in one loop turn:
-each part is taken exactly as its APPEND_BATCH would be, and one APPENDED_LOGS answers
-the frame when every part has its answer.
+each part is taken exactly as its APPEND_BATCH would be and answered as soon as it has
+its outcome, the answers of a loop turn to one client together in an APPENDED_LOGS.
 
 Activation.  The first APPEND or GET_TAIL of a log this node owns activates a
 ``Sequencer``: the epoch store hands out the next epoch (a blocking SQLite transaction,
@@ -100,7 +100,7 @@ from logdevice.errors import E, LogDeviceError
 from logdevice.node.roles.activations import ActivationBatcher
 from logdevice.node.roles.recovery_driver import Recoveries, RecoveryDriver
 from logdevice.node.roles.role import NodeServices, Peer, Role
-from logdevice.node.roles.sequencer_replies import BatchReply, LogsReply, PendingAppend
+from logdevice.node.roles.sequencer_replies import BatchReply, PartAnswers, PendingAppend
 from logdevice.node.roles.stats import AppendStats
 from logdevice.node.roles.store_sender import StoreSender
 from logdevice.node.roles.tail_batch import TailBatch
@@ -198,6 +198,7 @@ class SequencerRole(Role):
         self._appends: dict[int, PendingAppend] = {}
         self._rids = itertools.count(1)
         self._timers: DeadlineTimers[Sequencer] = DeadlineTimers(node.loop, self._on_timer)
+        self._part_answers = PartAnswers(node.loop)  # of APPEND_LOGS parts
         self.sender = StoreSender(node, self._payload_of, self._sequencer_of)
         self._epoch_store = epoch_store
         self._epoch_exec = ThreadPoolExecutor(1, thread_name_prefix="epochstore")
@@ -393,12 +394,10 @@ class SequencerRole(Role):
             self._run(seq, seq.append(rid, size, flags))
 
     def _on_append_logs(self, conn: Peer, msg: AppendLogs) -> None:
-        """Each part as the APPEND_BATCH it stands for; one reply once all are answered."""
-        parts = msg.parts()
-        reply = LogsReply(conn, msg.request_id, len(parts))
-        for part in parts:
-            self._on_append_batch(conn, part, answer=functools.partial(reply.answer,
-                                                                       part.request_id))
+        """Each part as the APPEND_BATCH it stands for, answered as soon as it can be."""
+        answer = functools.partial(self._part_answers.send, conn)
+        for part in msg.parts():
+            self._on_append_batch(conn, part, answer=answer)
 
     def _on_append_batch(self, conn: Peer, msg: AppendBatch, refreshed: bool = False,
                          answer: Callable[[AppendedBatch], Any] | None = None) -> None:
