@@ -7,7 +7,9 @@ A LocalCluster of 3 nodes, R=2, provisioned with logs ``1 .. N`` for each ``--lo
    activates the log's sequencer: an epoch store write);
 2. **second round**: one more append to each log, at most 1,000 in flight, against the
    same number of appends to one log with 1,000 in flight in the same run (the ratio;
-   log N + 1, which nothing else touches);
+   log N + 1, which nothing else touches).  For these three, the CPU per append of the
+   client process and of all nodes together (``/proc``): it moves less with the
+   machine's speed than a rate does;
 3. **memory**: every node's resident set before the first touch and after the second
    round: the growth per written log, a second after the last append and once every
    sequencer went idle and gave its window back (``--idle-ms``, the nodes'
@@ -97,9 +99,11 @@ def wait_idle(cluster: LocalCluster, timeout: float) -> float:
     return time.perf_counter() - t0
 
 
-def append_all(client: Client, logs: list[int], in_flight: int, timeout: float) -> float:
-    """One append to each of ``logs`` (repeats allowed), at most ``in_flight`` at once;
-    seconds until the last acknowledgement.  Any failure ends the run."""
+def append_all(client: Client, cluster: LocalCluster, logs: list[int], in_flight: int,
+               timeout: float) -> dict[str, float]:
+    """One append to each of ``logs`` (repeats allowed), at most ``in_flight`` at once:
+    seconds until the last acknowledgement, and the CPU per append (us) of this process
+    (the client) and of all nodes together.  Any failure ends the run."""
     slots = threading.Semaphore(in_flight)
     failures: list[BaseException] = []
 
@@ -108,19 +112,23 @@ def append_all(client: Client, logs: list[int], in_flight: int, timeout: float) 
             failures.append(f.exception())  # type: ignore[arg-type]
         slots.release()
 
-    t0 = time.perf_counter()
-    for log in logs:
-        if not slots.acquire(timeout=timeout):
-            raise RuntimeError(f"no acknowledgement within {timeout:g} s")
-        client.append_async(log, PAYLOAD).add_done_callback(done)
-        if failures:
-            raise RuntimeError(f"append failed: {failures[0]!r}")
-    for _ in range(in_flight):
-        if not slots.acquire(timeout=timeout):
-            raise RuntimeError(f"no acknowledgement within {timeout:g} s")
+    with benchutil.CpuMeter({i: cluster.pid(i) for i in cluster.running()}) as cpu:
+        t0 = time.perf_counter()
+        for log in logs:
+            if not slots.acquire(timeout=timeout):
+                raise RuntimeError(f"no acknowledgement within {timeout:g} s")
+            client.append_async(log, PAYLOAD).add_done_callback(done)
+            if failures:
+                raise RuntimeError(f"append failed: {failures[0]!r}")
+        for _ in range(in_flight):
+            if not slots.acquire(timeout=timeout):
+                raise RuntimeError(f"no acknowledgement within {timeout:g} s")
+        seconds = time.perf_counter() - t0
     if failures:
         raise RuntimeError(f"{len(failures)} appends failed, the first: {failures[0]!r}")
-    return time.perf_counter() - t0
+    per_append = seconds / len(logs) * 1e6
+    return {"seconds": seconds, "client_cpu_us": cpu.process_cores * per_append,
+            "nodes_cpu_us": sum(cpu.node_cores.values()) * per_append}
 
 
 def read_first_records(client: Client, logs: list[int], cluster: LocalCluster,
@@ -176,17 +184,23 @@ def run_one(n: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
             Client(cluster.config_path, timeout=args.timeout) as client:
         logs = list(range(1, n + 1))
         rss0 = node_rss(cluster)
-        s = append_all(client, logs, 256, args.timeout)
-        out["first_touch"] = {"seconds": s, "logs_per_s": n / s}
-        print(f"[{n:,} logs] first touch: {n / s:,.0f} logs/s", flush=True)
-        s = append_all(client, logs, 1000, args.timeout)
+        ft = append_all(client, cluster, logs, 256, args.timeout)
+        out["first_touch"] = {**ft, "logs_per_s": n / ft["seconds"]}
+        print(f"[{n:,} logs] first touch: {n / ft['seconds']:,.0f} logs/s; {_cpu(ft)}",
+              flush=True)
+        sr = append_all(client, cluster, logs, 1000, args.timeout)
         # The same appends to one log, a log of its own: the reader below reads logs 1 ..
         # n, and this log's n records would keep its stream busy while it is measured.
-        one = append_all(client, [n + 1] * n, 1000, args.timeout)
-        out["second_round"] = {"seconds": s, "appends_per_s": n / s,
-                               "one_log_appends_per_s": n / one, "ratio": one / s}
+        one = append_all(client, cluster, [n + 1] * n, 1000, args.timeout)
+        s = sr["seconds"]
+        out["second_round"] = {**sr, "appends_per_s": n / s,
+                               "one_log_appends_per_s": n / one["seconds"],
+                               "ratio": one["seconds"] / s,
+                               "one_log_client_cpu_us": one["client_cpu_us"],
+                               "one_log_nodes_cpu_us": one["nodes_cpu_us"]}
         print(f"[{n:,} logs] second round: {n / s:,.0f} appends/s, one log "
-              f"{n / one:,.0f}/s ({one / s:.2f}x)", flush=True)
+              f"{n / one['seconds']:,.0f}/s ({one['seconds'] / s:.2f}x); {_cpu(sr)}, one "
+              f"log {_cpu(one)}", flush=True)
         time.sleep(1.0)  # settle: released buffers show in the RSS
         out["rss_per_written_log_kb"] = per_log(rss0, node_rss(cluster), n)
         print(f"[{n:,} logs] memory per written log: {out['rss_per_written_log_kb']} KiB",
@@ -206,6 +220,11 @@ def run_one(n: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
         out["restart_s"] = time.perf_counter() - t0
         print(f"[{n:,} logs] restart of N0: {out['restart_s']:.2f} s", flush=True)
     return out
+
+
+def _cpu(figures: dict[str, float]) -> str:
+    return (f"CPU per append {figures['client_cpu_us']:.0f} us client, "
+            f"{figures['nodes_cpu_us']:.0f} us nodes")
 
 
 def _kb(d: dict[str, float]) -> str:
@@ -232,6 +251,15 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace) -> str:
             f"{rd['start_reading_s']:.2f} / "
             f"{rd['first_records_s']:.2f} ({rd['logs']:,} logs) | {_kb(rd['rss_per_log_kb'])} "
             f"| {r['restart_s']:.2f} |")
+    lines += ["", "CPU per append, us (client / all nodes):", "",
+              "| logs | first touch | second round | the same appends to one log |",
+              "|---|---|---|---|"]
+    for r in runs:
+        ft, sr = r["first_touch"], r["second_round"]
+        lines.append(
+            f"| {r['logs']:,} | {ft['client_cpu_us']:.0f} / {ft['nodes_cpu_us']:.0f} | "
+            f"{sr['client_cpu_us']:.0f} / {sr['nodes_cpu_us']:.0f} | "
+            f"{sr['one_log_client_cpu_us']:.0f} / {sr['one_log_nodes_cpu_us']:.0f} |")
     return "\n".join(lines) + "\n"
 
 

@@ -47,8 +47,8 @@ class PendingAppend:
 
 class BatchReply:
     """The APPENDED_BATCH of one APPEND_BATCH, filled in as its records get their outcome
-    and given to ``send`` (the client's connection, or an APPEND_LOGS frame's reply) when
-    the last one has."""
+    and given to ``send`` (the client's connection's, or ``PartAnswers``' for a part of an
+    APPEND_LOGS) when the last one has."""
 
     __slots__ = ("send", "request_id", "statuses", "lsns", "timestamps", "left",
                  "redirect", "message")
