@@ -106,6 +106,7 @@ class AppendBatcher:
         self._wake_scheduled = False
         self._closed = False
         self._queues: dict[int, _LogQueue] = {}
+        self._draining = False  # in ``_drain``: it flushes the batches it made itself
         # Batches of this loop turn not handed to the core yet (``_flush``): a frame's
         # queue, the frame, its entries, those still live, its append_batch arguments.
         self._outgoing: list[tuple[_LogQueue, _Frame, list[_Entry], list[_Entry],
@@ -146,6 +147,15 @@ class AppendBatcher:
         with self._lock:
             items, self._inbox = self._inbox, []
             self._wake_scheduled = False
+        self._draining = True
+        try:
+            self._take_in(items)
+        finally:
+            self._draining = False
+        self._flush()  # the new appends' batches leave in this turn, not the next
+
+    def _take_in(self, items: list[tuple[int, Any, int, float,
+                                         concurrent.futures.Future[int]]]) -> None:
         now = self._loop.loop.time()
         linger = self._core.settings.append_linger
         touched: dict[int, tuple[_LogQueue, AppendSlots]] = {}
@@ -255,13 +265,15 @@ class AppendBatcher:
             checksums = [e.checksum for e in live] if checksum else None
         self._outgoing.append((q, frame, batch, live,
                                (q.log_id, payloads, checksums, deadline - now)))
-        if len(self._outgoing) == 1:
-            loop.call_soon(self._flush)
+        if len(self._outgoing) == 1 and not self._draining:
+            loop.call_soon(self._flush)  # (``_drain`` flushes when it is done)
 
     def _flush(self) -> None:
         """Hand the loop turn's batches to the core together: those of different logs
         whose sequencers share a node leave in one frame (``append_batches``)."""
         outgoing, self._outgoing = self._outgoing, []
+        if not outgoing:
+            return
         try:
             answers = self._core.append_batches([call for *_, call in outgoing])
         except Exception as exc:  # nobody may wait for ever, even on a bug

@@ -10,13 +10,12 @@ loop turn together in one APPENDED_LOGS.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 
 from ldcore.storecols import reply_columns
 from logdevice.errors import E
-from logdevice.node.roles.role import Peer
+from logdevice.node.roles.role import NodeServices, Peer
 from logdevice.protocol import AppendedBatch, AppendedLogs
 
 __all__ = ["PendingAppend", "BatchReply", "PartAnswers"]
@@ -85,17 +84,17 @@ class BatchReply:
 class PartAnswers:
     """The APPENDED_BATCHes answering APPEND_LOGS parts, each handed in as soon as its
     part has its outcome: those of one loop turn for one connection leave together in one
-    APPENDED_LOGS (a lone one as itself)."""
+    APPENDED_LOGS (a lone one as itself), when the node writes the turn's output."""
 
-    __slots__ = ("_loop", "_out")
+    __slots__ = ("_node", "_out")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+    def __init__(self, node: NodeServices) -> None:
+        self._node = node
         self._out: dict[Peer, list[AppendedBatch]] = {}
 
     def send(self, conn: Peer, reply: AppendedBatch) -> None:
         if not self._out:
-            self._loop.call_soon(self._flush)
+            self._node.before_flush(self._flush)
         self._out.setdefault(conn, []).append(reply)
 
     def _flush(self) -> None:

@@ -198,7 +198,7 @@ class SequencerRole(Role):
         self._appends: dict[int, PendingAppend] = {}
         self._rids = itertools.count(1)
         self._timers: DeadlineTimers[Sequencer] = DeadlineTimers(node.loop, self._on_timer)
-        self._part_answers = PartAnswers(node.loop)  # of APPEND_LOGS parts
+        self._part_answers = PartAnswers(node)  # of APPEND_LOGS parts
         self.sender = StoreSender(node, self._payload_of, self._sequencer_of)
         self._epoch_store = epoch_store
         self._epoch_exec = ThreadPoolExecutor(1, thread_name_prefix="epochstore")

@@ -87,6 +87,7 @@ class Node:
         self.store_id = ""
         self._by_name: dict[str, Role] = {}
         self._unflushed: list[Connection] = []
+        self._before_flush: list[Callable[[], None]] = []
         self._flush_scheduled = False
 
     def __repr__(self) -> str:
@@ -164,10 +165,23 @@ class Node:
             self._flush_scheduled = True
             self.loop.call_soon(self.flush_pending)
 
+    def before_flush(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` once at the next flush (the end of this loop turn, or sooner at
+        ``flush_pending``), before the connections are written: a role that gathers a
+        turn's replies into one frame sends it there, without waiting a turn more."""
+        self._before_flush.append(hook)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self.flush_pending)
+
     def flush_pending(self) -> None:
         """Write what every connection has queued, now.  Called where a batch of frames is
         complete (a turn's STOREs, a group commit's STOREDs): on the write path each loop
         turn waited for costs tens of microseconds per hop."""
+        while self._before_flush:
+            hooks, self._before_flush = self._before_flush, []
+            for hook in hooks:
+                hook()
         self._flush_scheduled = False
         conns, self._unflushed = self._unflushed, []
         for conn in conns:
