@@ -342,11 +342,12 @@ class Connection:
         frame = self._expect(rid, None)  # (the parts carry the deadline)
         frame.add_done_callback(functools.partial(self._frame_refused, rids))
         answers = [self._expect(r, d) for r, d in zip(rids, deadlines, strict=True)]
-        left = [parts]
+        left = parts
 
         def settled(_answer: asyncio.Future[Any]) -> None:
-            left[0] -= 1  # (once none is left, nothing will answer the frame's own id)
-            if left[0] == 0 and self._pending.pop(rid, None) is not None:
+            nonlocal left
+            left -= 1  # (once none is left, nothing will answer the frame's own id)
+            if left == 0 and self._pending.pop(rid, None) is not None:
                 frame.cancel()
 
         for answer in answers:
