@@ -231,6 +231,24 @@ def test_shard_status_transitions(store, events, status):
     assert {k: v for k, v in store.shard_statuses().items() if k == 1} == expected
 
 
+def test_a_rebuilding_asked_for_later_does_not_wait_for_a_node_rebuilt_before(store):
+    from logdevice.config import Config
+    from logdevice.rebuilding.requests import request_rebuild
+
+    config = Config.from_dict({
+        "cluster": "c", "epoch_store": "file:/unused.sqlite",
+        "nodes": [{"index": i, "host": "127.0.0.1", "port": 4440 + i} for i in range(5)],
+        "logs": [{"name": "l", "id": 1, "replication": 3}]})
+    request_rebuild(store, config, 2, unrecoverable=True)
+    assert store.rebuilding_set().donors == {0, 1, 3, 4}
+    for donor in (0, 1, 3, 4):
+        store.append_event(ev(SHARD_IS_REBUILT, node=2, donor=donor))
+    assert store.shard_status(2) == A.AUTHORITATIVE_EMPTY  # rebuilt, and still down
+    # N2 holds nothing now and may never come back: N4's rebuilding must not wait for it.
+    request_rebuild(store, config, 4, unrecoverable=True)
+    assert store.rebuilding_set().donors == {0, 1, 3}
+
+
 def test_shard_status_follows_new_events(store_uri):
     with open_epoch_store(store_uri) as a, open_epoch_store(store_uri) as b:
         assert a.shard_status(3) == A.FULLY_AUTHORITATIVE

@@ -11,6 +11,7 @@ every storage node of the config as a donor: the rebuilding is done when each of
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from logdevice.config import Config
@@ -27,16 +28,24 @@ __all__ = ["needs_rebuild_event", "request_rebuild", "cancel_rebuild"]
 
 
 def needs_rebuild_event(config: Config, node: int, *, unrecoverable: bool = False,
-                        drain: bool = False, reason: str | None = None) -> dict[str, Any]:
-    """The event that puts ``node`` in the rebuilding set."""
+                        drain: bool = False, reason: str | None = None,
+                        statuses: Mapping[int, AuthoritativeStatus] | None = None
+                        ) -> dict[str, Any]:
+    """The event that puts ``node`` in the rebuilding set.  Its donors are the storage
+    nodes, but for those ``statuses`` (the event log's) says were rebuilt already: they
+    hold nothing to donate and take no copies until they come back, and one that never
+    comes back would hold the rebuilding up for ever."""
     if unrecoverable and drain:
         raise InvalidParamError(message="a node is drained (it keeps its data) or "
                                         "unrecoverable (its data is gone), not both")
     if not any(n.index == node for n in config.storage_nodes()):
         raise InvalidParamError(message=f"node {node} is not a storage node of cluster "
                                         f"{config.cluster!r}")
+    empty = {n for n, st in (statuses or {}).items()
+             if st == AuthoritativeStatus.AUTHORITATIVE_EMPTY}
     event: dict[str, Any] = {"type": SHARD_NEEDS_REBUILD, "node": node,
-                             "donors": [n.index for n in config.storage_nodes()]}
+                             "donors": [n.index for n in config.storage_nodes()
+                                        if n.index not in empty]}
     if unrecoverable:
         event["unrecoverable"] = True
     if drain:
@@ -51,7 +60,8 @@ def request_rebuild(store: EpochStore, config: Config, node: int, *,
                     reason: str | None = None) -> int:
     """Append the event; its version."""
     return store.append_event(needs_rebuild_event(config, node, unrecoverable=unrecoverable,
-                                                  drain=drain, reason=reason))
+                                                  drain=drain, reason=reason,
+                                                  statuses=store.shard_statuses()))
 
 
 def cancel_rebuild(store: EpochStore, node: int, *, undrain: bool) -> int:

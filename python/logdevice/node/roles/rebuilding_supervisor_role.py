@@ -23,7 +23,7 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from logdevice.epochstore import AuthoritativeStatus, EpochStore
+from logdevice.epochstore import EpochStore
 from logdevice.epochstore.events import (
     SHARD_ABORT_REBUILD,
     SHARD_ACK_REBUILT,
@@ -124,11 +124,9 @@ class RebuildingSupervisorRole(Role):
             rebuilding=self._fold.rebuilding_set().nodes, held_back=held_back)
         for d in decide(health, self.grace_period, self.max_fraction):
             if d.action == "rebuild":
-                event = needs_rebuild_event(config, d.node, reason=d.reason)
+                event = needs_rebuild_event(config, d.node, reason=d.reason,
+                                            statuses=health.statuses)
                 event["self_initiated"] = True
-                # Nodes rebuilt already hold nothing to donate (and may never come back).
-                event["donors"] = [n for n in event["donors"] if health.status(n)
-                                   != AuthoritativeStatus.AUTHORITATIVE_EMPTY]
                 store.append_event(event)
                 log.warning("N%d: rebuilding N%d without it: %s", self.node.index, d.node,
                             d.reason)
