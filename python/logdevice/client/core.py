@@ -405,7 +405,12 @@ class ClientCore:
         retries, redirects and failures are handled in one place."""
         batch = _Batch(log_id, payloads, checksums, timeout,
                        asyncio.get_running_loop().time() + timeout)
-        route = self._ready_route(batch)
+        return self._write_batch(batch, self._ready_route(batch))
+
+    def _write_batch(self, batch: _Batch, route: tuple[int, Connection, bool] | None
+                     ) -> asyncio.Future[list[int | LogDeviceError]]:
+        """``batch`` as one APPEND_BATCH on ``route`` (``_ready_route``'s), or the long
+        way when there is none or the frame cannot be written."""
         if route is not None:
             node, c, no_redirect = route
             try:
@@ -437,15 +442,14 @@ class ClientCore:
             batch = _Batch(log_id, payloads, checksums, timeout, now + timeout)
             route = self._ready_route(batch)
             if route is None or not route[1].features & PeerFeature.APPEND_LOGS:
-                out[i] = self.append_batch(log_id, payloads, checksums, timeout)
+                out[i] = self._write_batch(batch, route)
                 continue
             node, c, no_redirect = route
             by_node.setdefault(node, (c, []))[1].append((i, batch, no_redirect))
         for node, (c, parts) in by_node.items():
             if len(parts) == 1:
-                i, batch, _ = parts[0]
-                out[i] = self.append_batch(batch.log_id, batch.payloads, batch.checksums,
-                                           batch.timeout)
+                i, batch, no_redirect = parts[0]
+                out[i] = self._write_batch(batch, (node, c, no_redirect))
                 continue
             try:
                 answers = c.send_parts(AppendLogs.of([

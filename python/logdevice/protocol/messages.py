@@ -470,10 +470,10 @@ class AppendLogs(Message, eq=False):
             timeouts_ms=np.fromiter((part[2] for part in parts), np.uint32, n),
             part_ends=np.cumsum(np.array(counts, np.uint32), dtype=np.uint32),
             payload_offsets=offsets, payloads=payloads,
-            checksums=np.fromiter(
-                (c for part, k in zip(parts, counts, strict=True)
-                 for c in (part[4] if part[4] is not None else [0] * k)),
-                np.uint32, len(offsets) - 1) if checked else EMPTY_U32)
+            checksums=np.concatenate([
+                np.asarray(part[4], np.uint32) if part[4] is not None
+                else np.zeros(k, np.uint32)
+                for part, k in zip(parts, counts, strict=True)]) if checked else EMPTY_U32)
 
     def parts(self) -> list[AppendBatch]:
         """The APPEND_BATCHes this frame carries, in order (their columns are views of
