@@ -74,6 +74,9 @@ DRAIN_POLL = 0.005
 #: the reader thread (a new stream of a young log spans thousands of LSNs but reads a
 #: handful of records).
 INLINE_LSNS = 128
+#: Seconds of inline stream steps the pump runs before it lets the loop turn (appends and
+#: incoming frames wait at most this long; a turn's frames leave together).
+PUMP_SLICE = 0.001
 
 
 class ReadStreamRow(NamedTuple):
@@ -396,11 +399,18 @@ class ReadStreamsRole(Role):
 
     async def _pump(self) -> None:
         loop = self.node.loop
+        clock = time.monotonic
+        slice_end = clock() + PUMP_SLICE
         while True:
             if not self._ready:
                 self._wake.clear()
                 await self._wake.wait()
+                slice_end = clock() + PUMP_SLICE
                 continue
+            if clock() > slice_end:
+                await asyncio.sleep(0)
+                slice_end = clock() + PUMP_SLICE
+                continue  # the turn may have closed or rescheduled streams
             entry = self._ready.popleft()
             entry.queued = False
             if entry.closed:
@@ -429,6 +439,7 @@ class ReadStreamsRole(Role):
                     self.steps_in_thread += 1
                     msgs = await loop.run_in_executor(self._exec, s.step, db, released, trim,
                                                       self.budget_bytes)
+                    slice_end = clock() + PUMP_SLICE
                 else:
                     self.steps_inline += 1
                     msgs = s.step(db, released, trim, self.budget_bytes)
@@ -455,7 +466,6 @@ class ReadStreamsRole(Role):
             if msgs:
                 conn.send_many(msgs)
             self._schedule(entry)
-            await asyncio.sleep(0)
 
     def _fail(self, entry: _Entry, status: E, exc: BaseException) -> None:
         s = entry.stream

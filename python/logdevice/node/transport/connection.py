@@ -163,6 +163,8 @@ class Connection(asyncio.Protocol):
         self._stall_timer: asyncio.TimerHandle | None = None
         self._last_progress = 0.0
         self._out: list[Any] = []
+        self._out_counted = 0  # write_buffer_size has summed _out[:_out_counted] ...
+        self._out_bytes = 0  # ... to this many bytes
         self._flush_scheduled = False
         self._read_pauses: set[str] = set()
         self._hello_timer: asyncio.TimerHandle | None = None
@@ -284,7 +286,7 @@ class Connection(asyncio.Protocol):
         was_ready = self.ready
         self.closed = True
         self.ready = False
-        self._out.clear()
+        self._drop_queued()
         if self._hello_timer is not None:
             self._hello_timer.cancel()
         if self._stall_timer is not None:
@@ -376,7 +378,7 @@ class Connection(asyncio.Protocol):
 
     def _fail(self, status: E, message: str) -> None:
         """Answer ERROR (status, message) and close: the peer sent something invalid."""
-        self._out.clear()
+        self._drop_queued()
         self._write_now(Error(request_id=0, status=status, message=message))
         self.close()
 
@@ -408,8 +410,13 @@ class Connection(asyncio.Protocol):
         loop turn, or sooner)."""
         self._flush_scheduled = False
         if self._out and not self.closed and self.transport is not None:
-            out, self._out = self._out, []
+            out = self._out
+            self._drop_queued()
             self.transport.writelines(coalesce(out))
+
+    def _drop_queued(self) -> None:
+        self._out = []
+        self._out_counted = self._out_bytes = 0
 
     def _write_now(self, msg: Any) -> None:
         if self.transport is not None and not self.transport.is_closing():
@@ -417,8 +424,15 @@ class Connection(asyncio.Protocol):
 
     @property
     def write_buffer_size(self) -> int:
+        """Bytes written and not yet sent, plus bytes queued this loop turn."""
+        # Counted on demand, from where the last call stopped: read streams ask after
+        # each frame they queue, and a turn may queue thousands.
+        out = self._out
+        for i in range(self._out_counted, len(out)):
+            self._out_bytes += len(out[i])
+        self._out_counted = len(out)
         t = self.transport
-        return (t.get_write_buffer_size() if t is not None else 0) + sum(map(len, self._out))
+        return (t.get_write_buffer_size() if t is not None else 0) + self._out_bytes
 
     # -- control ----------------------------------------------------------------------------
     def pause_reading(self, reason: str) -> None:
