@@ -127,6 +127,12 @@ MAX_NODES = LD_MAX_NODES
 cdef enum:
     CACHE_MIN_ROWS = 4096
 
+# Rows from which a kernel runs without the GIL: below, releasing it costs more than the
+# work (a read stream's tail step decides on one or two records) and lets another thread
+# take the interpreter away mid-call.
+cdef enum:
+    NOGIL_MIN_ROWS = 256
+
 # Bits of the per-node lookup table.
 cdef enum:
     T_DOWN = 1
@@ -471,11 +477,15 @@ def _ship_impl(const cs_t[:, ::1] cs, const uint32_t[::1] flags, list kd, list l
                 and ld_scd_cache_init(&cache, p, nrows, width * cs.itemsize) == 0):
             cp = &cache
         try:
-            with nogil:
+            if nrows >= NOGIL_MIN_ROWS:
+                with nogil:
+                    bad_row = _ship_small(p, nrows, width, &table[0], me, shuffle, key, cp,
+                                          &out[0], &bad)
+            else:
                 bad_row = _ship_small(p, nrows, width, &table[0], me, shuffle, key, cp,
                                       &out[0], &bad)
-                if bad_row < 0 and fp != NULL:
-                    _apply_flags(fp, &out[0], nrows)
+            if bad_row < 0 and fp != NULL:
+                _apply_flags(fp, &out[0], nrows)
         finally:
             if cp != NULL:
                 ld_scd_cache_free(cp)
@@ -486,7 +496,11 @@ def _ship_impl(const cs_t[:, ::1] cs, const uint32_t[::1] flags, list kd, list l
     if buf == NULL:
         raise MemoryError()
     try:
-        with nogil:
+        if nrows >= NOGIL_MIN_ROWS:
+            with nogil:
+                bad_row = _ship_kernel(p, nrows, width, fp, &table[0], me, have_local,
+                                       have_rebuilding, shuffle, key, buf, &out[0], &bad)
+        else:
             bad_row = _ship_kernel(p, nrows, width, fp, &table[0], me, have_local,
                                    have_rebuilding, shuffle, key, buf, &out[0], &bad)
     finally:
@@ -593,12 +607,27 @@ def _node_sets(known_down, local_nodes, rebuilding):
     return kd, local, reb
 
 
+# Tables built lately, by their node lists (the kernels only read them).  Read streams
+# ask again and again with the same few lists, mostly all empty; a table is 64 KiB.
+_TABLES = {}
+cdef enum:
+    TABLES_KEPT = 64
+
+
 def _node_table(kd, local, rebuilding):
     """The per-node bit table of the general kernels (64 KiB: only built when one runs)."""
+    key = (tuple(kd), tuple(local), tuple(rebuilding))
+    table = _TABLES.get(key)
+    if table is not None:
+        return table
     table = np.zeros(LD_MAX_NODES, dtype=np.uint8)
     for bit, idx in ((T_DOWN, kd), (T_LOCAL, local), (T_REBUILDING, rebuilding)):
         if idx:
             table[np.asarray(idx, dtype=np.int64)] |= bit
+    table.flags.writeable = False
+    if len(_TABLES) >= TABLES_KEPT:
+        _TABLES.clear()
+    _TABLES[key] = table
     return table
 
 
