@@ -332,6 +332,9 @@ def test_states_of_many_logs_are_what_get_reads(store):
     assert sorted(got) == [7, 8, *range(100, 601)]
     assert all(got[n] == store.get(n) for n in got)
     assert [m.first_epoch for m in got[7].history] == [1, 2]
+    plain = store.get_many_plain([7, 8, 999, *range(100, 700)])
+    assert plain == {n: state.to_dict() for n, state in got.items()}
+    assert all(LogEpochState.from_dict(d) == got[n] for n, d in plain.items())
 
 
 def test_update_many_applies_changes_in_order_even_to_one_log(store):

@@ -32,6 +32,26 @@ def test_invalid_states_cannot_be_built(kwargs):
         LogEpochState(1, **kwargs)
 
 
+def test_decoded_metadata_is_shared_and_still_checked():
+    """Logs with the same placement decode to one metadata object; a form that only
+    compares equal to a known one (True for 1) is still checked, and refused."""
+    a = EpochMetadata.from_dict({"first_epoch": 3, "nodeset": [2, 0, 1],
+                                 "replication": {"node": 2}})
+    b = EpochMetadata.from_dict({"first_epoch": 3, "nodeset": [2, 0, 1],
+                                 "replication": {"node": 2}})
+    assert a is b and a.nodeset == (0, 1, 2)
+    assert EpochMetadata.from_dict({"first_epoch": 4, "nodeset": [2, 0, 1],
+                                    "replication": {"node": 2}}) is not a
+    assert EpochMetadata.from_dict({"first_epoch": 3, "nodeset": [2, 0, 1],
+                                    "replication": {"node": 2},
+                                    "sticky_copysets": True}).sticky_copysets
+    EpochMetadata.from_dict({"first_epoch": 1, "nodeset": [1], "replication": {"node": 1}})
+    for bad in ({"first_epoch": 1, "nodeset": [True], "replication": {"node": 1}},
+                {"first_epoch": 1, "nodeset": [1], "replication": {"node": True}}):
+        with pytest.raises(InvalidParamError):
+            EpochMetadata.from_dict(bad)
+
+
 def test_open_epoch_store_and_uris(tmp_path):
     with open_epoch_store("file:sub/epochs.sqlite", base_dir=tmp_path) as s:
         assert isinstance(s, FileEpochStore)

@@ -134,13 +134,47 @@ class EpochMetadata:
         unknown = set(d) - {"first_epoch", "nodeset", "replication", "sticky_copysets"}
         if unknown:
             raise InvalidParamError(message=f"unknown epoch metadata keys {sorted(unknown)}")
-        return cls(first_epoch=d.get("first_epoch", 0), nodeset=tuple(d["nodeset"]),
-                   replication=d["replication"],
-                   sticky_copysets=bool(d.get("sticky_copysets", False)))
+        key = _interning_key(d)
+        if key is not None:
+            found = _INTERNED.get(key)
+            if found is not None:
+                return found
+        m = cls(first_epoch=d.get("first_epoch", 0), nodeset=tuple(d["nodeset"]),
+                replication=d["replication"],
+                sticky_copysets=bool(d.get("sticky_copysets", False)))
+        if key is not None:
+            if len(_INTERNED) >= _INTERNED_MAX:
+                _INTERNED.clear()
+            _INTERNED[key] = m
+        return m
 
     @classmethod
     def coerce(cls, value: EpochMetadata | Mapping[str, Any]) -> EpochMetadata:
         return value if isinstance(value, EpochMetadata) else cls.from_dict(value)
+
+
+# Epoch metadata decoded lately, by its stored form: the logs of a cluster share a few
+# placements, so each log's history is the same few immutable objects (decoded once,
+# held once).  Only plain forms are looked up: exact ints and strs, so that True never
+# stands for 1 and every form found here passed the checks when it was first built.
+_INTERNED: dict[tuple[Any, ...], EpochMetadata] = {}
+_INTERNED_MAX = 4096
+
+
+def _interning_key(d: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    first, nodeset = d.get("first_epoch", 0), d.get("nodeset", ())
+    replication, sticky = d.get("replication"), d.get("sticky_copysets", False)
+    if type(first) is not int or type(sticky) is not bool \
+            or type(nodeset) not in (list, tuple) or type(replication) is not dict:
+        return None
+    rep = tuple(replication.items())
+    for n in nodeset:
+        if type(n) is not int:
+            return None
+    for scope, copies in rep:
+        if type(scope) is not str or type(copies) is not int:
+            return None
+    return first, tuple(nodeset), rep, sticky
 
 
 @dataclass(frozen=True, slots=True)

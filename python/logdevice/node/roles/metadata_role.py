@@ -70,9 +70,8 @@ class MetadataRole(StoreRequestRole):
         """The body of a GET_METADATA reply (in the role's thread)."""
         store = self.epoch_store()
         if kind == "log_states":
-            states = store.get_many(log_ids)
-            return [[log_id, None if (state := states.get(log_id)) is None
-                     else state.to_dict()] for log_id in log_ids]
+            states = store.get_many_plain(log_ids)
+            return [[log_id, states.get(log_id)] for log_id in log_ids]
         if kind == "shard_statuses":  # every reader asks each second: fold new events only
             history = self._history.apply_all(store.events(self._history.version))
             statuses, since_ms = history.statuses()
