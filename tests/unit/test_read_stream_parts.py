@@ -9,7 +9,11 @@ from ldcore import codec
 from logdevice.protocol.flags import FLAG_BRIDGE, FLAG_BUFFERED_WRITER_BLOB, FLAG_HOLE
 from logdevice.readstream.actions import SendStart, SendStop, SendWindow
 from logdevice.readstream.delivery import Delivery
-from logdevice.readstream.fmajority import AuthoritativeStatus, FailureDomainNodeSet
+from logdevice.readstream.fmajority import (
+    AuthoritativeStatus,
+    FailureDomainNodeSet,
+    FMajorityResult,
+)
 from logdevice.readstream.gaps import GapDetector
 from logdevice.readstream.scd import ScdController
 from logdevice.readstream.sender import Senders
@@ -124,6 +128,19 @@ def test_gap_detector_fmajority_complete_and_incomplete():
     assert gd.gaps_at(S, False) == ((GapType.DATALOSS, S, S + 3),)
     gd.cancel_grace()
     assert gd.grace_deadline is None
+
+
+def test_alike_node_sets_share_their_shape_but_not_their_statuses():
+    """Node sets built alike (a reader builds one per log) start from one shared shape;
+    a node's status changed in one of them changes nothing in the others."""
+    a, b = FailureDomainNodeSet((1, 2, 3), 2), FailureDomainNodeSet([1, 2, 3], {"node": 2})
+    a.set_status(3, AuthoritativeStatus.AUTHORITATIVE_EMPTY)
+    a.set_status(2, AuthoritativeStatus.UNDERREPLICATION)
+    assert tuple(a.effective) == (1, 2) and a.counting == {1}
+    assert tuple(b.effective) == (1, 2, 3) and b.counting == {1, 2, 3}
+    assert FailureDomainNodeSet((1, 2, 3), 2).counting == {1, 2, 3}
+    assert b.replication_factor == 2 and b.check({1, 2}) == FMajorityResult.AUTHORITATIVE_INCOMPLETE
+    assert a.check({1}) == FMajorityResult.AUTHORITATIVE_COMPLETE
 
 
 def test_gap_detector_bridges():

@@ -97,6 +97,22 @@ def _labels(location: Any) -> tuple[str, ...] | None:
     return tuple(str(x) for x in location)
 
 
+# What node sets with a node-scope replication only and every node fully authoritative
+# look like, by (nodes, copies): a reader builds one per log, most of them alike.  Each
+# entry is read only: (replication, scopes, effective, counting).
+_NODE_ONLY: dict[tuple[tuple[int, ...], int], tuple[Any, ...]] = {}
+_NODE_ONLY_MAX = 1024
+
+
+def _node_only_key(nodes: list[int], replication: Any) -> tuple[tuple[int, ...], int] | None:
+    if type(replication) is int:
+        return tuple(nodes), replication
+    if type(replication) is dict and len(replication) == 1 \
+            and type(copies := replication.get("node")) is int:
+        return tuple(nodes), copies
+    return None
+
+
 class FailureDomainNodeSet:
     """Answers "is this set of nodes an f-majority of the nodeset?".
 
@@ -113,14 +129,20 @@ class FailureDomainNodeSet:
         f-majority).
     """
 
+    _scopes: list[tuple[int, dict[int, Any]]]  # per scope: (copies, node -> domain key)
+
     def __init__(self, nodes: Iterable[int], replication: Any,
                  locations: Mapping[int, Any] | None = None) -> None:
         self.nodes = list(dict.fromkeys(int(n) for n in nodes))
-        self.replication = parse_replication(replication)
         self.status = dict.fromkeys(self.nodes, AuthoritativeStatus.FULLY_AUTHORITATIVE)
+        key = _node_only_key(self.nodes, replication)
+        shape = _NODE_ONLY.get(key) if key is not None else None
+        if shape is not None:
+            self.replication, self._scopes, self.effective, self.counting = shape
+            return
+        self.replication = parse_replication(replication)
         locs: dict[int, tuple[str, ...] | None] | None = None  # for the first wider scope
-        # Per scope: (copies required, node -> domain key).
-        self._scopes: list[tuple[int, dict[int, Any]]] = []
+        self._scopes = []
         for scope, copies in self.replication.items():
             if scope == "node":
                 self._scopes.append((copies, {n: n for n in self.nodes}))
@@ -134,6 +156,10 @@ class FailureDomainNodeSet:
                 domain[n] = lab[:depth] if lab is not None and len(lab) >= depth else ("?", n)
             self._scopes.append((copies, domain))
         self._refresh()
+        if key is not None:
+            if len(_NODE_ONLY) >= _NODE_ONLY_MAX:
+                _NODE_ONLY.clear()
+            _NODE_ONLY[key] = (self.replication, self._scopes, self.effective, self.counting)
 
     @property
     def replication_factor(self) -> int:
@@ -145,8 +171,8 @@ class FailureDomainNodeSet:
 
     def _refresh(self) -> None:
         st = self.status
-        self.effective = [n for n in self.nodes
-                          if st[n] != AuthoritativeStatus.AUTHORITATIVE_EMPTY]
+        self.effective = tuple(n for n in self.nodes
+                               if st[n] != AuthoritativeStatus.AUTHORITATIVE_EMPTY)
         self.counting = frozenset(n for n in self.effective
                                   if st[n] in (AuthoritativeStatus.FULLY_AUTHORITATIVE,
                                                AuthoritativeStatus.UNAVAILABLE))

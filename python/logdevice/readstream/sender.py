@@ -5,6 +5,7 @@ the START/WINDOW/STOP messages to the nodes).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator, ValuesView
 
 from logdevice.backoff import ExponentialBackoff
@@ -97,6 +98,11 @@ class SenderState:
                 f"acked_version={self.acked_version})")
 
 
+@functools.lru_cache(maxsize=16)
+def _schedule(initial: float, maximum: float) -> ExponentialBackoff:
+    return ExponentialBackoff(initial, maximum)
+
+
 class Senders:
     """The read set as one part: every node's ``SenderState``, the stream's filter
     version, reconnect backoff, and the messages to the nodes.
@@ -112,8 +118,9 @@ class Senders:
     def __init__(self, nodes: Iterable[int], until_lsn: int, clock: Callable[[], float],
                  reconnect_delay: float, reconnect_max_delay: float) -> None:
         self._states = {n: SenderState(n) for n in nodes}
-        # One schedule for every node; each node counts its own attempts.
-        self._backoff = ExponentialBackoff(reconnect_delay, reconnect_max_delay)
+        # One schedule for every node; each node counts its own attempts (``delay`` reads
+        # no state: streams with the same settings share one schedule).
+        self._backoff = _schedule(reconnect_delay, reconnect_max_delay)
         self._view = self._states.values()  # the nodeset is fixed: a live view of it
         self._until = until_lsn
         self._clock = clock

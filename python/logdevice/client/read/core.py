@@ -53,6 +53,8 @@ PLACEMENT_RETRY = 1.0  # seconds between lookups of a newer epoch's placement th
 _NOT_BLOB = np.uint32(~FLAG_BUFFERED_WRITER_BLOB & 0xFFFFFFFF)
 _CHECKSUM = np.uint32(FLAG_CHECKSUM)
 _FIRST = np.zeros(1, np.intp)  # bad_copies of a frame whose one record is bad
+_SCD_FLAG = int(StartFlag.SINGLE_COPY_DELIVERY)  # (enum arithmetic, per START, is slow)
+_NO_PAYLOAD_FLAG = int(StartFlag.NO_PAYLOAD)
 _FIRST.flags.writeable = False
 
 
@@ -595,13 +597,11 @@ class ReaderCore:
                     c.post(Stop(read_stream_id=st.rsid))
 
     def _start_message(self, st: _LogStream, a: SendStart) -> Start:
-        flags = StartFlag.NONE
-        if a.scd:
-            flags |= StartFlag.SINGLE_COPY_DELIVERY
+        flags = _SCD_FLAG if a.scd else 0
         if self.no_payload:
-            flags |= StartFlag.NO_PAYLOAD
+            flags |= _NO_PAYLOAD_FLAG
         return Start(read_stream_id=st.rsid, log_id=st.log_id, start_lsn=a.start_lsn,
-                     until_lsn=a.until_lsn, window_high=a.window_high, flags=int(flags),
+                     until_lsn=a.until_lsn, window_high=a.window_high, flags=flags,
                      filter_version=a.filter_version, known_down=list(a.known_down),
                      replication=st.placement.replication_factor)
 

@@ -131,28 +131,50 @@ class PlacementSource:
             # the principal may not read the log: its streams are refused anyway
             return [replace(self._place(log_id, lo, hi, None, {}), known_epoch=None)
                     for log_id, lo, hi in reads]
-        return [self._place(log_id, lo, hi, states.get(log_id), statuses)
+        shared: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        return [self._place(log_id, lo, hi, states.get(log_id), statuses, shared)
                 for log_id, lo, hi in reads]
 
     def _place(self, log_id: int, from_lsn: int, until_lsn: int,
-               state: LogEpochState | None, statuses: Mapping[int, Any]) -> ReadPlacement:
+               state: LogEpochState | None, statuses: Mapping[int, Any],
+               shared: dict[tuple[Any, ...], tuple[Any, ...]] | None = None) -> ReadPlacement:
+        """``shared``: what logs of one lookup with the same group and the same metadata
+        in the range have in common, worked out for the first of them."""
         config = self.config
         group = config.log_group(log_id)
         if self._nodes_of is not config:  # the same for every log: made once per config
             self._locations = {n.index: n.location for n in config.nodes}
             self._storage = tuple(n.index for n in config.storage_nodes())
             self._nodes_of = config
-        locations, nodeset = self._locations, self._storage
-        replication: Any = group.replication.to_dict()
-        source = "config"
+        used: tuple[Any, ...] = ()
         if state is not None and state.history:
             lo_e, hi_e = int(epoch_of(from_lsn)), int(epoch_of(until_lsn))
             hist = state.history
-            used = [m for i, m in enumerate(hist)
-                    if m.first_epoch <= hi_e
-                    and (i + 1 == len(hist) or hist[i + 1].first_epoch > lo_e)]
+            used = tuple(m for i, m in enumerate(hist)
+                         if m.first_epoch <= hi_e
+                         and (i + 1 == len(hist) or hist[i + 1].first_epoch > lo_e))
             if not used:  # the range lies before the first entry: nothing was written
-                used = [hist[0]]
+                used = (hist[0],)
+        key = (id(group), used)
+        common = shared.get(key) if shared is not None else None
+        if common is None:
+            common = self._common(group, used, statuses)
+            if shared is not None:
+                shared[key] = common
+        nodeset, replication, authoritative, source = common
+        # (the reader updates each stream's authoritative map in place: one map per log)
+        return ReadPlacement(nodeset, replication, dict(authoritative), self._locations,
+                             source, state.epoch if state is not None else 0)
+
+    def _common(self, group: Any, used: tuple[Any, ...], statuses: Mapping[int, Any]
+                ) -> tuple[tuple[int, ...], dict[str, int], dict[int, int], str]:
+        """Nodeset, replication, authoritative map and source for a group's log whose
+        range used the metadata ``used``."""
+        config = self.config
+        nodeset = self._storage
+        replication: Any = group.replication.to_dict()
+        source = "config"
+        if used:
             nodes = sorted({n for m in used for n in m.nodeset if config.has_node(n)})
             if nodes:
                 reps = {tuple(sorted(m.replication.items())) for m in used}
@@ -161,8 +183,7 @@ class PlacementSource:
                 nodeset, source = tuple(nodes), "epoch store"
         wanted = set(nodeset)
         authoritative = {n: int(s) for n, s in statuses.items() if n in wanted}
-        return ReadPlacement(nodeset, _fit(replication, len(nodeset)), authoritative,
-                             locations, source, state.epoch if state is not None else 0)
+        return nodeset, _fit(replication, len(nodeset)), authoritative, source
 
 
 def _fit(replication: dict[str, int], n: int) -> dict[str, int]:
