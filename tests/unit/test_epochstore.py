@@ -107,3 +107,20 @@ def test_status_history_folds_the_event_log_in_batches_like_all_at_once():
         assert history.statuses() == StatusHistory().apply_all(events[:hi]).statuses()
     statuses, since = history.statuses()
     assert 3 in statuses and since[3] == 200  # unrecoverable since its event
+
+
+def test_a_log_states_body_decodes_to_the_same_histories_as_to_states():
+    """A reader's placement decodes only each log's epoch and history from a node's
+    ``log_states`` answer: the same as the full states have, and as strictly checked."""
+    from logdevice.client.metadata import decode_log_histories, decode_log_states
+
+    state = LogEpochState(7, epoch=4, last_clean_epoch=3, history=(
+        EpochMetadata(1, (0, 1, 2), {"node": 2}), EpochMetadata(3, (1, 2, 3), {"node": 2})))
+    body = [[7, state.to_dict()], [8, None]]
+    histories, states = decode_log_histories(body), decode_log_states(body)
+    assert histories[8] is None and states[8] is None
+    assert histories[7] == (states[7].epoch, states[7].history) == (4, state.history)
+    bad = state.to_dict()
+    bad["history"][0]["nodeset"] = []
+    with pytest.raises(InvalidParamError):
+        decode_log_histories([[7, bad]])

@@ -12,19 +12,22 @@ and may be called from any thread but that loop's; the coroutines (``fetch``,
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
 from logdevice.client.core import ClientCore
 from logdevice.client.net.loop import LoopThread
-from logdevice.epochstore import LogEpochState, LogsConfigState, RebuildingSet
+from logdevice.epochstore import EpochMetadata, LogEpochState, LogsConfigState, RebuildingSet
 from logdevice.errors import E, error_for
 from logdevice.protocol import AdminRequest, GetMetadata
 from logdevice.shards import AuthoritativeStatus
 
-__all__ = ["ClusterMetadata", "LOGS_PER_REQUEST", "decode_log_states", "decode_statuses"]
+__all__ = ["ClusterMetadata", "LOGS_PER_REQUEST", "LogHistory", "decode_log_histories",
+           "decode_log_states", "decode_statuses"]
+
+T = TypeVar("T")
 
 #: Logs whose epoch states one request asks for.
 LOGS_PER_REQUEST = 1000
@@ -79,14 +82,26 @@ class ClusterMetadata:
                               ) -> dict[int, LogEpochState | None]:
         """``log_states`` on the client's loop; the requests for many logs go out a few
         at once (the node reads the next while this client decodes one)."""
+        return await self._read_per_log(log_ids, decode_log_states, timeout)
+
+    async def read_log_histories(self, log_ids: Iterable[int], timeout: float | None = None
+                                 ) -> dict[int, LogHistory | None]:
+        """What a read placement needs of each log's state (its epoch and metadata
+        history), read as ``read_log_states`` reads: the rest of each state is not built,
+        which is most of the work for thousands of logs."""
+        return await self._read_per_log(log_ids, decode_log_histories, timeout)
+
+    async def _read_per_log(self, log_ids: Iterable[int],
+                            decode: Callable[[Iterable[Any]], dict[int, T]],
+                            timeout: float | None) -> dict[int, T]:
         ids = list(log_ids)
-        out: dict[int, LogEpochState | None] = {}
+        out: dict[int, T] = {}
         for w in range(0, len(ids), _LOGS_PER_WAVE):
             wave = ids[w:w + _LOGS_PER_WAVE]
             for body in await asyncio.gather(*(
                     self.fetch("log_states", wave[i:i + LOGS_PER_REQUEST], timeout=timeout)
                     for i in range(0, len(wave), LOGS_PER_REQUEST))):
-                out.update(decode_log_states(body))
+                out.update(decode(body))
         return out
 
     async def read_shard_statuses(self, timeout: float | None = None
@@ -171,6 +186,21 @@ class ClusterMetadata:
 def decode_log_states(body: Iterable[Any]) -> dict[int, LogEpochState | None]:
     """A ``log_states`` body as log id -> epoch state (None: never activated)."""
     return {int(log_id): None if d is None else LogEpochState.from_dict(d)
+            for log_id, d in body}
+
+
+class LogHistory(NamedTuple):
+    """A log's current epoch and metadata history (of its ``LogEpochState``)."""
+
+    epoch: int
+    history: tuple[EpochMetadata, ...]
+
+
+def decode_log_histories(body: Iterable[Any]) -> dict[int, LogHistory | None]:
+    """A ``log_states`` body as log id -> its ``LogHistory`` (None: never activated)."""
+    return {int(log_id): None if d is None else LogHistory(
+                int(d.get("epoch", 0)),
+                tuple(EpochMetadata.from_dict(m) for m in d.get("history", ())))
             for log_id, d in body}
 
 

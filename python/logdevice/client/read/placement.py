@@ -26,9 +26,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ldcore.lsn import epoch_of
-from logdevice.client.metadata import ClusterMetadata
+from logdevice.client.metadata import ClusterMetadata, LogHistory
 from logdevice.config import Config
-from logdevice.epochstore import LogEpochState
 from logdevice.errors import E, LogDeviceError, error_for
 
 __all__ = ["ReadPlacement", "PlacementSource"]
@@ -119,7 +118,7 @@ class PlacementSource:
             self.config.log_group(log_id)  # NOTFOUND before asking anyone
         try:
             states, (statuses, _since) = await asyncio.gather(
-                self._metadata.read_log_states(ids), self._metadata.read_shard_statuses())
+                self._metadata.read_log_histories(ids), self._metadata.read_shard_statuses())
         except LogDeviceError as exc:
             if exc.status == E.ACCESS and len(ids) > 1:  # which log? ask one by one
                 return [await self.placement(*r) for r in reads]
@@ -136,7 +135,7 @@ class PlacementSource:
                 for log_id, lo, hi in reads]
 
     def _place(self, log_id: int, from_lsn: int, until_lsn: int,
-               state: LogEpochState | None, statuses: Mapping[int, Any],
+               state: LogHistory | None, statuses: Mapping[int, Any],
                shared: dict[tuple[Any, ...], tuple[Any, ...]] | None = None) -> ReadPlacement:
         """``shared``: what logs of one lookup with the same group and the same metadata
         in the range have in common, worked out for the first of them."""
