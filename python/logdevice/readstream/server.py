@@ -296,8 +296,7 @@ class ServerReadStream:
         if len(rb):
             mask = ship_mask(rb.copysets, self.me, self.known_down, seed=self.reorder_seed,
                              local_nodes=self.local_nodes, flags=rb.flags)
-            if not bool(mask.all()):
-                rb = rb.take(np.flatnonzero(mask))
+            rb = _kept(rb, mask)
         self._count_read(rb)
         return rb, scanned_to, 0
 
@@ -414,3 +413,20 @@ class _Frame:
         self.parts.append(rb)
         self.records += len(rb)
         self.bytes += rb.nbytes
+
+
+def _kept(rb: RecordBatch, mask: np.ndarray) -> RecordBatch:
+    """The rows of ``rb`` where ``mask`` is set: ``rb`` itself when all are, views of it
+    when they are one run (a tail read keeps a record or two of a few), else a copy.
+    (Array methods, not numpy's functions: for a handful of rows their Python wrappers
+    cost more than the work.)"""
+    rows = mask.nonzero()[0]
+    n = len(rows)
+    if n == len(rb):
+        return rb
+    if n == 0:
+        return rb.slice(0, 0)
+    first, last = int(rows[0]), int(rows[-1])
+    if last - first + 1 == n:
+        return rb.slice(first, last + 1)
+    return rb.take(rows)

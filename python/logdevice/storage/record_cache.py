@@ -268,8 +268,8 @@ class RecordCache:
             rb = chunks[0].batch(log_id)  # the whole write: its columns as they are
         else:
             rb = chunks[0].batch(log_id) if len(chunks) == 1 else _joined(log_id, chunks)
-            a = int(np.searchsorted(rb.lsns, np.uint64(lo), "left"))
-            b = int(np.searchsorted(rb.lsns, np.uint64(hi), "right"))
+            a = int(rb.lsns.searchsorted(np.uint64(lo), "left"))
+            b = int(rb.lsns.searchsorted(np.uint64(hi), "right"))
             if a or b < len(rb):
                 rb = rb.slice(a, b)
         n = min(len(rb), max_records)
