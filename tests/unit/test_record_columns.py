@@ -86,6 +86,16 @@ def test_concat_of_slices_is_the_original():
     assert rows(RecordColumns.concat(parts)) == rows(c)
 
 
+def test_concat_of_parts_whose_offsets_differ_in_type():
+    """Offsets from the wire are uint64, a read stream's int64: joined, they index the
+    joined payloads exactly (no float promotion)."""
+    c = make(PAYLOADS, lead=b"qq")
+    wire = c.slice(0, 3).replace(offsets=c.offsets[:4].astype(np.uint64))
+    local = c.slice(3, 6).replace(offsets=c.offsets[3:].astype(np.int64))
+    both = RecordColumns.concat([wire, local])
+    assert both.offsets.dtype == np.uint64 and rows(both) == rows(c)
+
+
 def test_data_records():
     c = make(PAYLOADS[:3], lead=b"q", batch_offsets=[0, 1, 2])
     assert c.data_records(9, 1, 3) == [DataRecord(9, 2, 101, b"", 1),

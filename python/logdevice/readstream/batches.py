@@ -141,7 +141,7 @@ class BatchStore:
         bids = handles >> 32
         idx = handles & _INDEX_MASK
         if n > 1:
-            brk = np.flatnonzero((bids[1:] != bids[:-1]) | (idx[1:] != idx[:-1] + 1)) + 1
+            brk = ((bids[1:] != bids[:-1]) | (idx[1:] != idx[:-1] + 1)).nonzero()[0] + 1
             bounds = [0, *brk.tolist(), n]
         else:
             bounds = [0, n]

@@ -69,7 +69,7 @@ class Delivery:
         if len(flags) == 1 and not int(flags[0]) & _SPECIAL:  # a tailing reader's record
             self._queue.append(chunk)
             return None
-        special = np.flatnonzero(flags & _SPECIAL)
+        special = (flags & _SPECIAL).nonzero()[0]
         if len(special) == 0:
             self._queue.append(chunk)
             return None

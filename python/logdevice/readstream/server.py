@@ -307,9 +307,7 @@ class ServerReadStream:
         self._count_read(rb)
         scanned_to = min(int(rb.next_lsn) - 1, hi)
         if len(rb):
-            keep = (rb.flags & np.uint32(FLAG_DRAINED)) == 0
-            if not bool(keep.all()):
-                rb = rb.take(np.flatnonzero(keep))
+            rb = _kept(rb, (rb.flags & np.uint32(FLAG_DRAINED)) == 0)
         return rb, scanned_to, 0
 
     def _read_range(self, db: LogsDB, hi: int, room_n: int, room_b: int) -> RecordBatch:
@@ -347,7 +345,7 @@ class ServerReadStream:
         if self.no_payload or checked:
             frame.add(rb)
             return
-        bad = np.flatnonzero(~rb.checksum_ok())
+        bad = (~rb.checksum_ok()).nonzero()[0]
         start = 0
         for i in bad.tolist():
             if i > start:

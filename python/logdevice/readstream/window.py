@@ -108,7 +108,7 @@ class RecordWindow:
             n = int(np.argmax(codes == -2))
         live = int(np.count_nonzero(codes == 1))
         better = (codes[:n] == 0) & ((fl[:n] & FLAG_WRITTEN_BY_RECOVERY) != 0)
-        if better.any():
+        if np.count_nonzero(better):
             live += self._prefer_recovery_copies(lsns[:n][better], handles[:n][better])
         batches.keep(bid, live)
         return n

@@ -137,7 +137,8 @@ def bad_copies(msg: Records) -> np.ndarray | None:
         return None if crc32c(payload) == int(msg.checksums[0]) else _FIRST
     crc = crc32c_many(msg.payloads, msg.payload_offsets)
     mismatch = ((msg.flags & _CHECKSUM) != 0) & (crc != msg.checksums)
-    return np.flatnonzero(mismatch) if mismatch.any() else None
+    bad = mismatch.nonzero()[0]
+    return bad if len(bad) else None
 
 
 class Connections(Protocol):
