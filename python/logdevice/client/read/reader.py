@@ -217,17 +217,13 @@ class _ReaderBase:
             raise LogDeviceError(E.SHUTDOWN, "the reader is closed")
         self._ctx.check_open()
 
-    def _prepare_start(self, log_id: int, from_lsn: int, until_lsn: int) -> tuple[int, int]:
-        self._check_open()
-        self._ctx.log_group(log_id)
+    @staticmethod
+    def _checked_range(from_lsn: int, until_lsn: int) -> tuple[int, int]:
         for name, v in (("from_lsn", from_lsn), ("until_lsn", until_lsn)):
             validate.lsn(v, name)
         from_lsn = max(from_lsn, LSN_OLDEST)
         if from_lsn > until_lsn:
             raise InvalidParamError(message=f"from_lsn {from_lsn} is past until_lsn {until_lsn}")
-        with self._lock:
-            if log_id not in self._logs:
-                self._check_room_locked()
         return from_lsn, until_lsn
 
     def _check_room_locked(self, more: int = 1) -> None:
@@ -291,13 +287,23 @@ class _ReaderBase:
         if not ids:
             self._check_open()
             return
-        ranges = [self._prepare_start(log_id, from_lsn, until_lsn) for log_id in ids]
+        self._check_open()
+        lo, hi = self._checked_range(from_lsn, until_lsn)
+        for log_id in ids:
+            self._ctx.log_group(log_id)  # a bad or unknown log fails the call before anything
         with self._lock:
             self._check_room_locked(sum(log_id not in self._logs for log_id in ids))
+        # Thousands of logs' metadata and streams are built from here on, long-lived
+        # objects: the cyclic collector would scan the growing heap again and again (a
+        # third of the time at 10,000 logs), so it waits until they are all built.
+        with collector_paused(len(ids) > _BULK):
+            yield from self._start_placed_steps(ids, lo, hi)
+
+    def _start_placed_steps(self, ids: list[int], lo: int, hi: int) -> Steps[None]:
         placements = yield _AWAIT, self._placements.placements, (
-            [(log_id, lo, hi) for log_id, (lo, hi) in zip(ids, ranges, strict=True)],)
+            [(log_id, lo, hi) for log_id in ids],)
         starts = [(log_id, lo, hi, placement, self._scd_for(log_id))
-                  for log_id, (lo, hi), placement in zip(ids, ranges, placements, strict=True)]
+                  for log_id, placement in zip(ids, placements, strict=True)]
         with self._lock:
             restarts = [log_id for log_id in ids if log_id in self._logs]
             # another call may have taken the room meanwhile
@@ -323,12 +329,8 @@ class _ReaderBase:
             self._core.stop(log_id)
 
     def _start_on_loop(self, starts: list[tuple[Any, ...]]) -> None:
-        # Thousands of streams are built here, tens of long-lived objects each: the
-        # cyclic collector would scan the growing heap again and again (a third of the
-        # time at 10,000 logs), so it waits until they are all built.
-        with collector_paused(len(starts) > _BULK):
-            for args in starts:
-                self._core.start(*args)
+        for args in starts:
+            self._core.start(*args)
 
     def _stop_steps(self, log_id: int) -> Steps[None]:
         self._check_open()
