@@ -554,6 +554,9 @@ def _raise_bad(Py_ssize_t row, int64_t value):
 
 
 def _as_copysets(copysets):
+    if type(copysets) is np.ndarray and copysets.ndim == 2 and copysets.dtype in _PLAIN_CS \
+            and copysets.flags.c_contiguous:
+        return copysets  # (the common case, without the checks' numpy calls)
     a = np.asarray(copysets)
     if a.ndim != 2:
         raise ValueError(f"copysets must be a 2-D int array (one row per record), "
@@ -568,6 +571,11 @@ def _as_copysets(copysets):
         raise ValueError(f"copysets must be an integer array, got dtype {a.dtype}")
     # Normalise byte order and the platform's C int names to int8/16/32/64.
     return np.ascontiguousarray(a, dtype=np.dtype(f"i{a.dtype.itemsize}"))
+
+
+# Copyset and flag arrays the kernels take as they are (native int8/16/32/64, uint32).
+_PLAIN_CS = frozenset(np.dtype(f"i{n}") for n in (1, 2, 4, 8))
+_U32 = np.dtype(np.uint32)
 
 
 def _node_index(x, what):
@@ -632,6 +640,9 @@ def _node_table(kd, local, rebuilding):
 
 
 def _as_flags(flags, Py_ssize_t nrows):
+    if type(flags) is np.ndarray and flags.dtype == _U32 and flags.ndim == 1 \
+            and flags.shape[0] == nrows and flags.flags.c_contiguous:
+        return flags
     f = np.asarray(flags)
     if f.ndim != 1 or f.shape[0] != nrows:
         raise ValueError(f"flags must be a 1-D array with one entry per record "
