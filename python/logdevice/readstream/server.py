@@ -98,6 +98,12 @@ class ReadStats:
     checksum_failures: int = 0
 
 
+_SCD = int(StartFlag.SINGLE_COPY_DELIVERY)
+_NO_PAYLOAD = int(StartFlag.NO_PAYLOAD)
+_DIGEST = int(StartFlag.DIGEST)
+_LOCAL_SCD = int(StartFlag.LOCAL_SCD_ENABLED)
+
+
 class ServerReadStream:
     """One read stream of one client on this storage node.
 
@@ -131,20 +137,21 @@ class ServerReadStream:
         self.start_lsn = max(int(start.start_lsn), 1)
         self.until_lsn = min(int(start.until_lsn), LSN_MAX)
         self.window_high = int(start.window_high)
-        self.flags = StartFlag(int(start.flags))
+        flags = int(start.flags)  # (tested as an int: enum arithmetic is slow, per START)
+        self.flags = StartFlag(flags)
         self.known_down = tuple(sorted({int(n) for n in start.known_down}))
         self.replication = int(start.replication)
         self.reorder_seed = start.reorder_seed
         self.me = int(me)
-        self.scd = bool(self.flags & StartFlag.SINGLE_COPY_DELIVERY)
-        self.no_payload = bool(self.flags & StartFlag.NO_PAYLOAD)
+        self.scd = bool(flags & _SCD)
+        self.no_payload = bool(flags & _NO_PAYLOAD)
         # A recovery digest reads what the sequencer never released, with waves and
         # copysets; it is never single-copy.
-        self.digest = bool(self.flags & StartFlag.DIGEST)
+        self.digest = bool(flags & _DIGEST)
         if self.digest:
             self.scd = False
         self.local_nodes: tuple[int, ...] | None = None
-        if self.flags & StartFlag.LOCAL_SCD_ENABLED and local_nodes is not None:
+        if flags & _LOCAL_SCD and local_nodes is not None:
             self.local_nodes = tuple(sorted({int(n) for n in local_nodes}))
         self.max_frame_bytes = max(int(max_frame_bytes), 1)
         self.max_frame_records = max(int(max_frame_records), 1)

@@ -209,7 +209,8 @@ class ReadStreamsRole(Role):
     # ------------------------------------------------------------------ handlers
 
     def on_start(self, conn: Peer, msg: Start, refreshed: bool = False) -> None:
-        if not refreshed and self._start_status(msg) == E.NOTFOUND:
+        status = self._start_status(msg)
+        if not refreshed and status == E.NOTFOUND:
             def again() -> None:
                 if not conn.closed:
                     self.on_start(conn, msg, refreshed=True)
@@ -222,7 +223,6 @@ class ReadStreamsRole(Role):
             if msg.filter_version < old.stream.filter_version:
                 return  # stale: a newer START for this stream came first
             self._drop(old)
-        status = self._start_status(msg)
         if status != E.OK:
             conn.send(Started(read_stream_id=msg.read_stream_id,
                               filter_version=msg.filter_version, status=status))
