@@ -10,4 +10,4 @@ if [ "${LD_TEST_WHEEL:-1}" = 1 ]; then
   bash ci/wheel.sh
   bash ci/wheel-smoke.sh
 fi
-exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+exec .venv/bin/python -m pytest -q -p no:cacheprovider --durations=20 "$@"
