@@ -110,8 +110,8 @@ _BULK = 100
 @contextlib.contextmanager
 def collector_paused(pause: bool) -> Iterator[None]:
     """Hold the cyclic garbage collector off for the block (when ``pause``, and it was
-    on): building many long-lived objects at once, it only finds live ones.  (A block
-    that waits for nodes holds it off for at most the client's timeout.)
+    on): building many long-lived objects at once, it only finds live ones.  A block
+    that waits for nodes holds it off for at most the client's timeout.
 
     The objects built are then filed with the oldest ones, unscanned: left young, the
     next collection would scan them all at once (a tenth of a second for 10,000 streams),
