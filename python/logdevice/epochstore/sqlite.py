@@ -161,10 +161,15 @@ class FileEpochStore(EpochStore):
                 raise self._failed(e) from None
 
     @staticmethod
-    def _decode(version: int, text: str) -> LogEpochState:
-        d = json.loads(text)
+    def _plain(version: int, text: str) -> dict[str, Any]:
+        """A stored state in its plain form (``LogEpochState.to_dict``)."""
+        d: dict[str, Any] = json.loads(text)
         d["version"] = version
-        return LogEpochState.from_dict(d)
+        return d
+
+    @classmethod
+    def _decode(cls, version: int, text: str) -> LogEpochState:
+        return LogEpochState.from_dict(cls._plain(version, text))
 
     # -- EpochStore -----------------------------------------------------------------------
     def get(self, log_id: int) -> LogEpochState | None:
@@ -177,11 +182,8 @@ class FileEpochStore(EpochStore):
                 in self._read_in("log_id, version, state", log_ids)}
 
     def get_many_plain(self, log_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
-        out = {}
-        for log_id, version, text in self._read_in("log_id, version, state", log_ids):
-            d = out[log_id] = json.loads(text)
-            d["version"] = version
-        return out
+        return {log_id: self._plain(version, text) for log_id, version, text
+                in self._read_in("log_id, version, state", log_ids)}
 
     def epochs(self, log_ids: Sequence[int]) -> dict[int, int]:
         return dict(self._read_in("log_id, epoch", log_ids))

@@ -116,6 +116,7 @@ class PlacementSource:
         ids = list(dict.fromkeys(log_id for log_id, _, _ in reads))
         for log_id in ids:
             self.config.log_group(log_id)  # NOTFOUND before asking anyone
+        shared: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         try:
             states, (statuses, _since) = await asyncio.gather(
                 self._metadata.read_log_histories(ids), self._metadata.read_shard_statuses())
@@ -128,15 +129,14 @@ class PlacementSource:
                 raise error_for(exc.status, f"{what}, so the read does not start: "
                                             f"{exc.message}") from None
             # the principal may not read the log: its streams are refused anyway
-            return [replace(self._place(log_id, lo, hi, None, {}), known_epoch=None)
+            return [replace(self._place(log_id, lo, hi, None, {}, shared), known_epoch=None)
                     for log_id, lo, hi in reads]
-        shared: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         return [self._place(log_id, lo, hi, states.get(log_id), statuses, shared)
                 for log_id, lo, hi in reads]
 
     def _place(self, log_id: int, from_lsn: int, until_lsn: int,
                state: LogHistory | None, statuses: Mapping[int, Any],
-               shared: dict[tuple[Any, ...], tuple[Any, ...]] | None = None) -> ReadPlacement:
+               shared: dict[tuple[Any, ...], tuple[Any, ...]]) -> ReadPlacement:
         """``shared``: what logs of one lookup with the same group and the same metadata
         in the range have in common, worked out for the first of them."""
         config = self.config
@@ -155,11 +155,9 @@ class PlacementSource:
             if not used:  # the range lies before the first entry: nothing was written
                 used = (hist[0],)
         key = (id(group), used)
-        common = shared.get(key) if shared is not None else None
+        common = shared.get(key)
         if common is None:
-            common = self._common(group, used, statuses)
-            if shared is not None:
-                shared[key] = common
+            common = shared[key] = self._common(group, used, statuses)
         nodeset, replication, authoritative, source = common
         # (the reader updates each stream's authoritative map in place: one map per log)
         return ReadPlacement(nodeset, replication, dict(authoritative), self._locations,

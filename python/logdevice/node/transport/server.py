@@ -161,15 +161,16 @@ class Node:
         """``conn`` has output queued: write it at the end of this loop turn (or sooner,
         at ``flush_pending``)."""
         self._unflushed.append(conn)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.loop.call_soon(self.flush_pending)
+        self._flush_soon()
 
     def before_flush(self, hook: Callable[[], None]) -> None:
         """Run ``hook`` once at the next flush (the end of this loop turn, or sooner at
         ``flush_pending``), before the connections are written: a role that gathers a
         turn's replies into one frame sends it there, without waiting a turn more."""
         self._before_flush.append(hook)
+        self._flush_soon()
+
+    def _flush_soon(self) -> None:
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self.loop.call_soon(self.flush_pending)
