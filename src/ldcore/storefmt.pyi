@@ -67,6 +67,20 @@ def encode_run(
     grouped: bool = False,
     blob_flags: int = 0,
 ) -> Run: ...
+def encode_runs(
+    log_ids: npt.NDArray[np.uint64],
+    ends: npt.NDArray[np.uint64],
+    lsns: npt.NDArray[np.uint64],
+    timestamps: npt.NDArray[np.int64],
+    flags: npt.NDArray[np.uint32],
+    waves: npt.NDArray[np.uint32] | None,
+    copysets: npt.NDArray[np.int16],
+    payloads: _Bytes,
+    offsets: npt.NDArray[np.uint64],
+    max_payload: int = -1,
+    grouped: bool = False,
+    blob_flags: int = 0,
+) -> tuple[bytes, npt.NDArray[np.int64]]: ...
 def plan_of(entries: list[tuple[bytes, bytes]]) -> bytes: ...
 def check_records(
     lsns: npt.NDArray[np.uint64],

@@ -33,7 +33,7 @@ import numpy as np
 cimport numpy as cnp
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdint cimport (
-    INT64_MAX, INT64_MIN, int16_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t,
+    INT64_MAX, INT64_MIN, UINT64_MAX, int16_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t,
 )
 from libc.string cimport memcpy, memset
 
@@ -112,15 +112,36 @@ cdef int _check_copysets(const int16_t[:, ::1] copysets, Py_ssize_t n) except -1
     return 0
 
 
-cdef int _check_lsns(const uint64_t[::1] lsns) except -1:
-    cdef Py_ssize_t i, n = lsns.shape[0]
+cdef int _check_lsns(const uint64_t[::1] lsns, const uint64_t[::1] ends=None) except -1:
+    """LSNs in range and strictly increasing (within each run, given run ``ends``: each
+    run's rows end there, increasing, the last at the last row; no run is empty)."""
+    cdef Py_ssize_t i, j = 0, n = lsns.shape[0]
     cdef Py_ssize_t bad = -1
+    cdef uint64_t lo = 0, hi
+    if ends is not None:
+        for j in range(ends.shape[0]):
+            hi = ends[j]
+            if hi <= lo or hi > <uint64_t>n:
+                raise RecordFormatError(f"run ends must increase up to {n}, "
+                                        f"got {hi} after {lo}")
+            lo = hi
+        if lo != <uint64_t>n:
+            raise RecordFormatError(f"run ends must end at {n}, got {lo}")
+        j = 0
     if n == 0:
         return 0
-    if lsns[0] == 0 or lsns[n - 1] == LSN_MAX:
+    with nogil:
+        for i in range(n):
+            if lsns[i] == 0 or lsns[i] == UINT64_MAX:  # (LSN_MAX)
+                bad = i
+                break
+    if bad >= 0:
         raise RecordFormatError("lsns must be between 1 and LSN_MAX - 1")
     with nogil:
         for i in range(1, n):
+            if ends is not None and <uint64_t>i == ends[j]:
+                j += 1  # a new run starts at row i
+                continue
             if lsns[i] <= lsns[i - 1]:
                 bad = i
                 break
@@ -133,8 +154,10 @@ cdef int _check_lsns(const uint64_t[::1] lsns) except -1:
 cdef int _check_records(const uint64_t[::1] lsns, const int64_t[::1] timestamps,
                         const uint32_t[::1] flags, const uint32_t[::1] waves,
                         const int16_t[:, ::1] copysets, uint64_t size,
-                        const uint64_t[::1] offsets, int64_t max_payload) except -1:
-    """What ``encode_data`` and ``encode_run`` check (``waves`` may be None: all 1)."""
+                        const uint64_t[::1] offsets, int64_t max_payload,
+                        const uint64_t[::1] ends=None) except -1:
+    """What ``encode_data``, ``encode_run`` and ``encode_runs`` (with its run ``ends``)
+    check (``waves`` may be None: all 1)."""
     cdef Py_ssize_t n = lsns.shape[0]
     cdef Py_ssize_t i
     cdef Py_ssize_t bad = -1
@@ -144,7 +167,7 @@ cdef int _check_records(const uint64_t[::1] lsns, const int64_t[::1] timestamps,
     if offsets.shape[0] != n + 1:
         raise RecordFormatError(f"offsets must have {n + 1} entries, got {offsets.shape[0]}")
     _check_copysets(copysets, n)
-    _check_lsns(lsns)
+    _check_lsns(lsns, ends)
     with nogil:
         for i in range(n):
             if offsets[i] > offsets[i + 1]:
@@ -339,14 +362,15 @@ cdef inline uint8_t *_put_entry(uint8_t *p, uint32_t key_len, uint32_t inline_le
     return p + _PLAN_ENTRY
 
 
-cdef bint _same_copysets(const int16_t[:, ::1] cs, Py_ssize_t n) noexcept nogil:
-    """Whether rows 1..n-1 hold the same nodes in the same order as row 0 (padding
+cdef bint _same_copysets(const int16_t[:, ::1] cs, Py_ssize_t lo,
+                         Py_ssize_t hi) noexcept nogil:
+    """Whether rows lo+1..hi-1 hold the same nodes in the same order as row lo (padding
     aside)."""
     cdef Py_ssize_t i, a, b, width = cs.shape[1]
-    for i in range(1, n):
+    for i in range(lo + 1, hi):
         a = b = 0
         while True:
-            while a < width and cs[0, a] < 0:
+            while a < width and cs[lo, a] < 0:
                 a += 1
             while b < width and cs[i, b] < 0:
                 b += 1
@@ -354,7 +378,7 @@ cdef bint _same_copysets(const int16_t[:, ::1] cs, Py_ssize_t n) noexcept nogil:
                 if a != width or b != width:
                     return False
                 break
-            if cs[0, a] != cs[i, b]:
+            if cs[lo, a] != cs[i, b]:
                 return False
             a += 1
             b += 1
@@ -365,6 +389,111 @@ cdef enum:
     _SINGLE = 0
     _BLOCK = 1
     _RUN = 2
+
+
+cdef struct _Shape:
+    # What a run of rows [lo, hi) writes: its CSI kind and sizes, its figures.
+    int kind
+    uint64_t heads  # bytes of the record heads
+    uint64_t plan_bytes  # of its whole put plan
+    int64_t tmin, tmax
+    Py_ssize_t blobs
+
+
+cdef _Shape _measure(const uint64_t[::1] lsns, const int64_t[::1] timestamps,
+                     const uint32_t[::1] flags, const int16_t[:, ::1] copysets,
+                     Py_ssize_t lo, Py_ssize_t hi, bint grouped,
+                     uint32_t blob_flags) noexcept nogil:
+    """The shape of the run of rows ``[lo, hi)`` (at least one row)."""
+    cdef _Shape r
+    cdef Py_ssize_t i, n = hi - lo, width = copysets.shape[1]
+    cdef uint64_t copysets_bytes = 0, csi_bytes
+    r.tmin, r.tmax, r.blobs, r.kind = INT64_MAX, INT64_MIN, 0, _SINGLE
+    for i in range(lo, hi):
+        copysets_bytes += 2 * _count(copysets, i)
+        if timestamps[i] < r.tmin:
+            r.tmin = timestamps[i]
+        if timestamps[i] > r.tmax:
+            r.tmax = timestamps[i]
+        if flags[i] & blob_flags:
+            r.blobs += 1
+    r.heads = n * _HEAD_FIXED + copysets_bytes
+    if grouped and n > 1:
+        r.kind = _RUN
+        if lsns[hi - 1] - lsns[lo] == <uint64_t>(n - 1) and _same_copysets(copysets, lo, hi):
+            r.kind = _BLOCK
+            for i in range(lo + 1, hi):
+                if flags[i] != flags[lo]:
+                    r.kind = _RUN
+                    break
+    if r.kind == _SINGLE:
+        csi_bytes = n * (_PLAN_ENTRY + _CSI_KEY + _CSI_FIXED) + copysets_bytes
+    elif r.kind == _BLOCK:
+        csi_bytes = _PLAN_ENTRY + _CSI_KEY + _RANGE_FIXED + 2 * _count(copysets, lo)
+    else:
+        csi_bytes = _PLAN_ENTRY + _CSI_KEY + _RANGE_FIXED + n * (_RUN_ROW_FIXED + 2 * width)
+    r.plan_bytes = n * (_PLAN_ENTRY + _DATA_KEY) + r.heads + csi_bytes
+    return r
+
+
+cdef uint8_t *_write_run(uint8_t *p, uint64_t log_id, int kind, const uint64_t[::1] lsns,
+                         const int64_t[::1] timestamps, const uint32_t[::1] flags,
+                         const uint32_t[::1] waves, const int16_t[:, ::1] copysets,
+                         const unsigned char *pay, const uint64_t[::1] offsets,
+                         Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+    """Write the plan entries of the run of rows ``[lo, hi)`` at ``p`` (``_measure``
+    sized them): data entries, then copyset index entries.  Returns the end."""
+    cdef Py_ssize_t i, n = hi - lo, width = copysets.shape[1]
+    cdef uint8_t *key
+    cdef uint8_t *v
+    cdef uint64_t length
+    cdef int k
+    cdef uint8_t log_be[8]
+    put_be64(log_be, log_id)
+    for i in range(lo, hi):
+        key = p + _PLAN_ENTRY
+        _put_key(key, 100, log_be, lsns[i])  # 'd'
+        length = offsets[i + 1] - offsets[i]
+        k = _put_head(key + _DATA_KEY, timestamps[i], flags[i],
+                      1 if waves is None else waves[i], copysets, i, pay + offsets[i],
+                      length)
+        _put_entry(p, _DATA_KEY, k, offsets[i], length)
+        p = key + _DATA_KEY + k
+    if kind == _SINGLE:
+        for i in range(lo, hi):
+            key = p + _PLAN_ENTRY
+            _put_key(key, 67, log_be, lsns[i])  # 'C'
+            key[17] = _SINGLE
+            v = key + _CSI_KEY
+            put_le32(v, flags[i])
+            k = _copyset(v + _CSI_FIXED, copysets, i)
+            v[4] = <uint8_t>k
+            _put_entry(p, _CSI_KEY, _CSI_FIXED + 2 * k, 0, 0)
+            p = v + _CSI_FIXED + 2 * k
+        return p
+    key = p + _PLAN_ENTRY
+    _put_key(key, 66, log_be, lsns[lo])  # 'B'
+    key[17] = kind
+    v = key + _CSI_KEY
+    put_le64(v, lsns[hi - 1])
+    if kind == _BLOCK:
+        put_le32(v + 8, flags[lo])
+        k = _copyset(v + _RANGE_FIXED, copysets, lo)
+        v[12] = <uint8_t>k
+        _put_entry(p, _CSI_KEY, _RANGE_FIXED + 2 * k, 0, 0)
+        return v + _RANGE_FIXED + 2 * k
+    put_le32(v + 8, <uint32_t>n)
+    v[12] = <uint8_t>width
+    p = v + _RANGE_FIXED
+    for i in range(lo, hi):
+        put_le64(p, lsns[i])
+        put_le32(p + 8, flags[i])
+        memset(p + _RUN_ROW_FIXED, 0, 2 * width)
+        p[12] = <uint8_t>_copyset(p + _RUN_ROW_FIXED, copysets, i)
+        p += _RUN_ROW_FIXED + 2 * width
+    _put_entry(key - _PLAN_ENTRY, _CSI_KEY, _RANGE_FIXED + n * (_RUN_ROW_FIXED + 2 * width),
+               0, 0)
+    return p
 
 
 def encode_run(uint64_t log_id, const uint64_t[::1] lsns, const int64_t[::1] timestamps,
@@ -393,103 +522,93 @@ def encode_run(uint64_t log_id, const uint64_t[::1] lsns, const int64_t[::1] tim
         As ``encode_data``.
     """
     cdef Py_ssize_t n = lsns.shape[0]
-    cdef Py_ssize_t i, width = copysets.shape[1]
     cdef uint64_t size = <uint64_t>payloads.shape[0]
     _check_records(lsns, timestamps, flags, waves, copysets, size, offsets, max_payload)
     cdef Run run = Run.__new__(Run)
-    cdef int kind = _SINGLE
-    cdef uint64_t heads = 0, csi_bytes = 0, copysets_bytes = 0, length
-    cdef int64_t tmin = INT64_MAX, tmax = INT64_MIN
-    cdef Py_ssize_t blobs = 0
-    cdef int k
     run.records = n
     if n == 0:
         run.plan = b""
-        run.min_ts, run.max_ts = tmin, tmax
+        run.min_ts, run.max_ts = INT64_MAX, INT64_MIN
         return run
+    cdef _Shape shape
     with nogil:
-        for i in range(n):
-            copysets_bytes += 2 * _count(copysets, i)
-            if timestamps[i] < tmin:
-                tmin = timestamps[i]
-            if timestamps[i] > tmax:
-                tmax = timestamps[i]
-            if flags[i] & blob_flags:
-                blobs += 1
-        heads = n * _HEAD_FIXED + copysets_bytes
-        if grouped and n > 1:
-            kind = _RUN
-            if lsns[n - 1] - lsns[0] == <uint64_t>(n - 1) and _same_copysets(copysets, n):
-                kind = _BLOCK
-                for i in range(1, n):
-                    if flags[i] != flags[0]:
-                        kind = _RUN
-                        break
-        if kind == _SINGLE:
-            csi_bytes = n * (_PLAN_ENTRY + _CSI_KEY + _CSI_FIXED) + copysets_bytes
-        elif kind == _BLOCK:
-            csi_bytes = _PLAN_ENTRY + _CSI_KEY + _RANGE_FIXED + 2 * _count(copysets, 0)
-        else:
-            csi_bytes = (_PLAN_ENTRY + _CSI_KEY + _RANGE_FIXED
-                         + n * (_RUN_ROW_FIXED + 2 * width))
-    plan = PyBytes_FromStringAndSize(NULL, n * (_PLAN_ENTRY + _DATA_KEY) + heads + csi_bytes)
+        shape = _measure(lsns, timestamps, flags, copysets, 0, n, grouped, blob_flags)
+    plan = PyBytes_FromStringAndSize(NULL, shape.plan_bytes)
     cdef uint8_t *p = <uint8_t *>PyBytes_AS_STRING(plan)
-    cdef uint8_t *key
-    cdef uint8_t *v
     cdef const unsigned char *pay = &payloads[0] if size else NULL
-    cdef uint8_t log_be[8]
-    put_be64(log_be, log_id)
     with nogil:
-        for i in range(n):
-            key = p + _PLAN_ENTRY
-            _put_key(key, 100, log_be, lsns[i])  # 'd'
-            length = offsets[i + 1] - offsets[i]
-            k = _put_head(key + _DATA_KEY, timestamps[i], flags[i],
-                          1 if waves is None else waves[i], copysets, i, pay + offsets[i],
-                          length)
-            _put_entry(p, _DATA_KEY, k, offsets[i], length)
-            p = key + _DATA_KEY + k
-        if kind == _SINGLE:
-            for i in range(n):
-                key = p + _PLAN_ENTRY
-                _put_key(key, 67, log_be, lsns[i])  # 'C'
-                key[17] = _SINGLE
-                v = key + _CSI_KEY
-                put_le32(v, flags[i])
-                k = _copyset(v + _CSI_FIXED, copysets, i)
-                v[4] = <uint8_t>k
-                _put_entry(p, _CSI_KEY, _CSI_FIXED + 2 * k, 0, 0)
-                p = v + _CSI_FIXED + 2 * k
-        else:
-            key = p + _PLAN_ENTRY
-            _put_key(key, 66, log_be, lsns[0])  # 'B'
-            key[17] = kind
-            v = key + _CSI_KEY
-            put_le64(v, lsns[n - 1])
-            if kind == _BLOCK:
-                put_le32(v + 8, flags[0])
-                k = _copyset(v + _RANGE_FIXED, copysets, 0)
-                v[12] = <uint8_t>k
-                _put_entry(p, _CSI_KEY, _RANGE_FIXED + 2 * k, 0, 0)
-            else:
-                put_le32(v + 8, <uint32_t>n)
-                v[12] = <uint8_t>width
-                p = v + _RANGE_FIXED
-                for i in range(n):
-                    put_le64(p, lsns[i])
-                    put_le32(p + 8, flags[i])
-                    memset(p + _RUN_ROW_FIXED, 0, 2 * width)
-                    p[12] = <uint8_t>_copyset(p + _RUN_ROW_FIXED, copysets, i)
-                    p += _RUN_ROW_FIXED + 2 * width
-                _put_entry(key - _PLAN_ENTRY, _CSI_KEY,
-                           _RANGE_FIXED + n * (_RUN_ROW_FIXED + 2 * width), 0, 0)
+        _write_run(p, log_id, shape.kind, lsns, timestamps, flags, waves, copysets, pay,
+                   offsets, 0, n)
     run.plan = plan
     run.first_lsn, run.last_lsn = lsns[0], lsns[n - 1]
-    run.min_ts, run.max_ts = tmin, tmax
+    run.min_ts, run.max_ts = shape.tmin, shape.tmax
     run.payload_bytes = offsets[n] - offsets[0]
-    run.head_bytes = heads
-    run.blobs = blobs
+    run.head_bytes = shape.heads
+    run.blobs = shape.blobs
     return run
+
+
+def encode_runs(const uint64_t[::1] log_ids, const uint64_t[::1] ends,
+                const uint64_t[::1] lsns, const int64_t[::1] timestamps,
+                const uint32_t[::1] flags, const uint32_t[::1] waves,
+                const int16_t[:, ::1] copysets, const unsigned char[::1] payloads,
+                const uint64_t[::1] offsets, int64_t max_payload=-1, bint grouped=False,
+                uint32_t blob_flags=0):
+    """``encode_run`` for m runs of different logs (or partitions) at once: one put plan
+    for all of them, in run order.  Run j is log ``log_ids[j]``'s rows ``ends[j - 1]``
+    (0 for the first) to ``ends[j]`` of the columns, whose offsets index the one
+    ``payloads`` buffer.  A group commit of many logs' few records pays one call, not
+    one per log.
+
+    Returns
+    -------
+    plan : bytes
+    figures : int64[m, 6]
+        Per run: first LSN and last LSN (as int64 bit patterns: view as uint64), smallest
+        and largest timestamp, bytes of its payloads plus heads, and its records flagged
+        with any of ``blob_flags``.
+
+    Raises
+    ------
+    RecordTooBigError, RecordFormatError
+        As ``encode_run``, for any run (nothing is encoded then); also for ends that are
+        not increasing or do not end at the last row.
+    """
+    cdef Py_ssize_t m = log_ids.shape[0], j, lo, hi
+    cdef uint64_t size = <uint64_t>payloads.shape[0], total = 0
+    if ends.shape[0] != m:
+        raise RecordFormatError(f"ends must have {m} entries, got {ends.shape[0]}")
+    _check_records(lsns, timestamps, flags, waves, copysets, size, offsets, max_payload,
+                   ends)
+    figures_arr = np.empty((m, 6), np.int64)
+    cdef int64_t[:, ::1] figures = figures_arr
+    shapes_arr = np.empty(m * sizeof(_Shape), np.uint8)
+    cdef _Shape *shapes = <_Shape *>cnp.PyArray_DATA(shapes_arr)
+    with nogil:
+        lo = 0
+        for j in range(m):
+            hi = <Py_ssize_t>ends[j]
+            shapes[j] = _measure(lsns, timestamps, flags, copysets, lo, hi, grouped,
+                                 blob_flags)
+            total += shapes[j].plan_bytes
+            lo = hi
+    plan = PyBytes_FromStringAndSize(NULL, total)
+    cdef uint8_t *p = <uint8_t *>PyBytes_AS_STRING(plan)
+    cdef const unsigned char *pay = &payloads[0] if size else NULL
+    with nogil:
+        lo = 0
+        for j in range(m):
+            hi = <Py_ssize_t>ends[j]
+            p = _write_run(p, log_ids[j], shapes[j].kind, lsns, timestamps, flags, waves,
+                           copysets, pay, offsets, lo, hi)
+            figures[j, 0] = <int64_t>lsns[lo]
+            figures[j, 1] = <int64_t>lsns[hi - 1]
+            figures[j, 2] = shapes[j].tmin
+            figures[j, 3] = shapes[j].tmax
+            figures[j, 4] = <int64_t>(offsets[hi] - offsets[lo] + shapes[j].heads)
+            figures[j, 5] = shapes[j].blobs
+            lo = hi
+    return plan, figures_arr
 
 
 def plan_of(list entries):

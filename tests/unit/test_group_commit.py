@@ -1,6 +1,7 @@
 """The storage node's group commit at each append-store durability level, checked through
 RocksDB's own statistics: ``sync_write`` fsyncs the write-ahead log once per batch,
-``async_write`` writes it without syncing, ``memory`` does not write it at all."""
+``async_write`` writes it without syncing, ``memory`` does not write it at all; and the
+end-to-end checksums of STOREs of one record and of several, checked alike."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import numpy as np
 import pytest
 
 from ldcore import lsn as ldlsn
+from ldcore.checksum import crc32c
 from logdevice.errors import E
 from logdevice.node.roles.group_commit import GroupCommitter, StoreJob
-from logdevice.protocol import Store, pack_payloads
+from logdevice.protocol import RecordFlag, Store, pack_payloads
 from logdevice.storage.logsdb import LogsDB
 
 
@@ -85,3 +87,44 @@ def test_unknown_durability_is_refused(tmp_path):
             GroupCommitter(loop, db, lambda jobs: None, durability="fsync")
     finally:
         loop.close()
+
+
+def _checked(store: Store, good: list[bool]) -> Store:
+    """``store`` with each record flagged CHECKSUM: its crc32c, or a wrong one."""
+    offs = store.payload_offsets.astype(np.int64)
+    crcs = [crc32c(store.payloads[offs[i]:offs[i + 1]]) ^ (0 if ok else 1)
+            for i, ok in enumerate(good)]
+    store.flags = np.full(len(good), int(RecordFlag.CHECKSUM), np.uint32)
+    store.checksums = np.array(crcs, np.uint32)
+    return store
+
+
+def test_checksums_of_one_record_and_of_several(tmp_path):
+    """A STORE of one record (its own path, with scalars) is checked as one of several
+    is: a copy whose payload does not match its crc32c is refused, alone, and never
+    written."""
+    jobs = [StoreJob(None, _checked(_store(1, 3, [1]), [True])),
+            StoreJob(None, _checked(_store(2, 3, [2]), [False])),
+            StoreJob(None, _checked(_store(3, 3, [3, 4]), [False, True])),
+            StoreJob(None, _store(4, 3, [5]))]  # not flagged: not checked
+    loop = asyncio.new_event_loop()
+    try:
+        with LogsDB(tmp_path / "db") as db:
+            committer = GroupCommitter(loop, db, lambda jobs: None)
+
+            async def run() -> None:
+                for job in jobs:  # (one loop turn: one batch)
+                    committer.submit(job)
+                await committer.flush()
+
+            loop.run_until_complete(run())
+            committer.close()
+            assert committer.writes == 1 and committer.records == 3
+            stored = db.read_records(1, 1).lsns.tolist()
+    finally:
+        loop.close()
+    assert stored == [ldlsn.compose(3, e) for e in (1, 4, 5)]
+    assert [j.status for j in jobs] == [E.OK] * 4
+    assert jobs[0].statuses is None and jobs[3].statuses is None
+    assert jobs[1].statuses.tolist() == [E.CHECKSUM_MISMATCH]
+    assert jobs[2].statuses.tolist() == [E.CHECKSUM_MISMATCH, E.OK]

@@ -667,3 +667,81 @@ def test_reopen_when_the_partitions_are_the_last_metadata(tmp_path):
         raw.write(usage, sync=True)
     with LogsDB(path, partition_duration_ms=10 * MIN) as db:
         assert db.partitions() == parts
+
+
+def _entries_of(db, but: bytes = b""):
+    """Every partition's entries (those whose key starts with ``but`` left out)."""
+    return {p.id: {k: v for k, v in db.parts.db.iterate(db.parts.cf(p.id))
+                   if not (but and k.startswith(but))} for p in db.partitions()}
+
+
+@pytest.mark.parametrize("csi_ranges", [True, False])
+def test_add_logs_writes_what_adds_one_by_one_write(tmp_path, csi_ranges):
+    """Many logs' records added together (one kernel call for those that are the common
+    write) leave the very entries, directory usage and cached records that one ``add``
+    per log leaves; an entry that meets its log's LSNs is left out for ``add``.  (A CSI
+    run entry is the same rows, but as wide as the widest copyset of the write.)"""
+    rng = np.random.default_rng(31)
+    t0 = 1_700_000_000_000
+    first, _ = make_batch(rng, [5, 6, 7], t0=t0)  # log 3 has these: a rewrite meets them
+    logs = {}
+    for log_id, lsns, k in ((1, [1], 3), (2, [10, 11, 12], 2), (3, [6, 9], 3),
+                            (4, range(20, 28), 3), (9, [2**40], 1)):
+        batch, _ = make_batch(rng, list(lsns), t0=t0 + MIN, k=k)
+        logs[log_id] = (batch["lsns"], batch["timestamps"], batch["flags"],
+                        batch["copysets"], batch["payloads"], batch["offsets"],
+                        batch["waves"])
+    logs[4][2][:] = 0  # one flag word and ...
+    logs[4][3][:] = [3, 1, 4]  # ... one copyset: a CSI block when ranges are on
+    stores = []
+    for way in ("one by one", "together"):
+        db = LogsDB(tmp_path / way.replace(" ", "_"), partition_duration_ms=10 * MIN,
+                    csi_ranges=csi_ranges, record_cache_bytes=1 << 20)
+        stores.append(db)
+        db.write_records(3, **first)
+        pw = db.pending()
+        if way == "together":
+            left = pw.add_logs(list(logs.items()))
+            assert left == [2]  # log 3's entry, which rewrites LSN 6
+            pw.add(3, *logs[3])
+        else:
+            for log_id, cols in logs.items():
+                pw.add(log_id, *cols)
+        assert len(pw) == 15
+        pw.commit()
+    try:
+        one, together = stores
+        assert _entries_of(together, but=K.CSI_RANGE) == _entries_of(one, but=K.CSI_RANGE)
+        for log_id in (*logs, 3):
+            assert csi_all(together, log_id) == csi_all(one, log_id)
+            assert together.parts.directory.usage(log_id) == one.parts.directory.usage(log_id)
+            assert rows_of(together.read_records(log_id, 1)) == \
+                rows_of(one.read_records(log_id, 1))
+            assert together.cache.start(log_id) == one.cache.start(log_id)
+        assert together.cache.start(1) == 1  # a new log's first write is cached
+    finally:
+        for db in stores:
+            db.close()
+
+
+def test_add_logs_refuses_bad_input_having_added_nothing(tmp_path):
+    with LogsDB(tmp_path / "db") as db:
+        good = ([1], [5], [0], [[1, 2]], b"ab", [0, 2], None)
+        for entries, error in (
+                ([(1, good), (1, good)], "one entry per log"),
+                ([(1, good), (0, good)], "log id 0"),
+                ([(1, good), (2, ([3, 2], [5, 5], [0, 0], [[1], [2]], b"ab", [0, 1, 2],
+                                  None))], "strictly increasing"),
+                ([(1, good), (2, ([3], [5], [0], [[1]], b"ab", [0, 9], None))],
+                 "past the buffer"),
+                ([(1, ([1, 2], [5], [0, 0], [[1], [2]], b"ab", [0, 1, 2], None)),
+                  (2, ([3], [5, 6], [0], [[1]], b"ab", [0, 1], None))], "an entry per")):
+            pw = db.pending()
+            with pytest.raises(LogDeviceError, match=error) as ei:
+                pw.add_logs(entries)
+            assert ei.value.status == E.INVALID_PARAM
+            assert len(pw) == 0
+            pw.add(5, *good)  # the pending write is still whole
+            pw.commit()
+        assert db.read_records(1, 1).lsns.size == 0
+        assert db.read_records(5, 1).lsns.tolist() == [1]

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from logdevice.storage.record_cache import RecordCache
 
 _BLOB = int(FLAG_BUFFERED_WRITER_BLOB)  # records that may carry a writer entry
+_U64 = (1 << 64) - 1  # (encode_runs gives LSNs as int64 bit patterns)
 
 
 def _invalid(message: str):
@@ -70,6 +71,9 @@ def _copysets16(copysets, n: int) -> np.ndarray:
 
 
 def _column(values, n: int, dtype, name: str) -> np.ndarray:
+    if (type(values) is np.ndarray and values.dtype == dtype and values.shape == (n,)
+            and values.flags.c_contiguous):
+        return values  # a decoded STORE's column: as it is (the checks cost more here)
     arr = _array(values, dtype, name)
     if arr.shape != (n,):
         raise _invalid(f"{name} must have {n} entries, got shape {arr.shape}")
@@ -78,6 +82,9 @@ def _column(values, n: int, dtype, name: str) -> np.ndarray:
 
 def _bytes_like(payloads):
     """``payloads`` as bytes or a flat uint8 buffer (INVALID_PARAM unless bytes-like)."""
+    if type(payloads) is bytes or (type(payloads) is memoryview and payloads.format == "B"
+                                   and payloads.c_contiguous):
+        return payloads  # (a decoded STORE's: as it is)
     if isinstance(payloads, np.ndarray):
         return np.ascontiguousarray(payloads).reshape(-1).view(np.uint8)
     if isinstance(payloads, bytes):
@@ -103,6 +110,73 @@ class WriteTarget(Protocol):
     def operation(self) -> contextlib.AbstractContextManager[None]: ...
 
     def cache_written(self, written: list[tuple]) -> None: ...
+
+
+class _Joined:
+    """The columns of ``PendingWrite.add_logs``' entries back to back, checked as ``add``
+    checks them: run j (entry j) is rows ``ends[j] - counts[j]`` to ``ends[j]``, and the
+    payloads are one buffer that ``offsets`` index."""
+
+    __slots__ = ("log_ids", "ids", "counts", "ends", "lsns", "ts", "fl", "wv", "cs16",
+                 "payloads", "offsets")
+
+    def __init__(self, entries: list[tuple[int, tuple]]) -> None:
+        self.log_ids = [log_id for log_id, _ in entries]
+        cols = [c for _, c in entries]
+        try:
+            self.ids = np.array(self.log_ids, np.uint64)
+            counts = [len(c[0]) for c in cols]
+        except (TypeError, ValueError, OverflowError) as e:
+            raise _invalid(f"log ids or lsns: {e}") from None
+        if not self.ids.all():
+            raise _invalid("invalid log id 0")
+        if not all(counts):
+            raise _invalid("add_logs takes at least one record per log")
+        if any(len(c[1]) != k or len(c[2]) != k or len(c[3]) != k or len(c[5]) != k + 1
+               or (c[6] is not None and len(c[6]) != k) for c, k in zip(cols, counts, strict=True)):
+            raise _invalid("timestamps, flags, copysets and waves must have an entry per "
+                           "record, offsets one more")
+        self.counts = np.array(counts, np.intp)
+        self.ends = np.cumsum(self.counts)
+        n = int(self.ends[-1])
+
+        def joined(i: int, dtype, name: str, extra: int = 0) -> np.ndarray:
+            try:  # numpy's checks, once for all entries
+                return np.concatenate([c[i] for c in cols], dtype=dtype, casting="safe")
+            except (TypeError, ValueError):  # not arrays of the dtype: each one checked
+                return np.concatenate([_column(c[i], k + extra, dtype, name)
+                                       for c, k in zip(cols, counts, strict=True)])
+
+        self.lsns = joined(0, np.uint64, "lsns")
+        self.ts, self.fl = joined(1, np.int64, "timestamps"), joined(2, np.uint32, "flags")
+        self.wv = None if all(c[6] is None for c in cols) else np.concatenate(
+            [np.ones(k, np.uint32) if c[6] is None else _column(c[6], k, np.uint32, "waves")
+             for c, k in zip(cols, counts, strict=True)])
+        try:  # (numpy's checks, once for all entries)
+            cs16 = np.concatenate([c[3] for c in cols], dtype=np.int16, casting="safe")
+            if cs16.ndim != 2:
+                raise ValueError("copysets must be 2-D")
+        except (TypeError, ValueError):  # copysets of different widths, or not arrays
+            css = [_copysets16(c[3], k) for c, k in zip(cols, counts, strict=True)]
+            width = max(cs.shape[1] for cs in css)
+            cs16 = np.concatenate([cs if cs.shape[1] == width else np.pad(
+                cs, ((0, 0), (0, width - cs.shape[1])), constant_values=-1) for cs in css])
+        self.cs16 = cs16
+        # One payload buffer; record i's length comes from its entry's offsets (entry
+        # e's k + 1 offsets start at row i + e of them all).
+        offs = joined(5, np.uint64, "offsets", 1)
+        at = np.arange(n) + np.repeat(np.arange(len(cols)), self.counts)
+        self.offsets = np.zeros(n + 1, np.uint64)
+        np.cumsum(offs[at + 1] - offs[at], out=self.offsets[1:])  # (decreasing: too big)
+        bufs = [_bytes_like(c[4]) for c in cols]
+        lo = offs[at[self.ends - self.counts]]
+        hi = offs[at[self.ends - 1] + 1]
+        sizes = np.fromiter((len(b) for b in bufs), np.uint64, len(bufs))
+        if not (lo.any() or (hi != sizes).any()):  # (the common case: whole buffers)
+            self.payloads = b"".join(bufs)
+        else:
+            self.payloads = b"".join([memoryview(buf)[a:b] for buf, a, b in zip(
+                bufs, lo.tolist(), hi.tolist(), strict=True)])
 
 
 class PendingWrite:
@@ -202,6 +276,86 @@ class PendingWrite:
         self.payload_bytes += run.payload_bytes if run is not None else int(offs[-1] - offs[0])
         if self._written is not None:
             self._written.append((log_id, lsns, ts, fl, wv, cs16, payloads, offs, fresh))
+
+    def add_logs(self, entries: list[tuple[int, tuple]], *,
+                 sticky_block: bool = False) -> list[int]:
+        """Add the records of several logs at once: each entry is a log id and its
+        columns as ``add`` takes them (``lsns, timestamps, flags, copysets, payloads,
+        offsets, waves``), at least one record, one entry per log.
+
+        Entries that are the common write (every record in the newest partition, none
+        at an LSN the log has) are encoded by one kernel call and put by one binding
+        call: a group commit of many logs' few records pays those once, not once per
+        log.  Returns the indices of the entries left out, for ``add`` one by one (a
+        write that meets the log's LSNs, or that needs another partition).  Raises as
+        ``add`` would (for some entry, not saying which) having added nothing.
+        """
+        if self._done:
+            raise _invalid("this pending write was already committed")
+        self._store.check_open()
+        if len({log_id for log_id, _ in entries}) != len(entries):
+            raise _invalid("add_logs takes one entry per log")
+        if not entries:
+            return []
+        cols = _Joined(entries)
+        pid = self._store.parts.newest_holding(*storefmt.time_range(cols.ts))
+        if pid is None:
+            return list(range(len(entries)))
+        firsts = cols.lsns[cols.ends - cols.counts].tolist()
+        lasts = cols.lsns[cols.ends - 1].tolist()
+        left = [i for i, (log_id, lo, hi) in enumerate(zip(cols.log_ids, firsts, lasts,
+                                                            strict=True))
+                if self._meets(log_id, lo, hi)]
+        if left:
+            taken = [e for i, e in enumerate(entries) if i not in set(left)]
+            if not taken:
+                return left
+            cols = _Joined(taken)
+        self._put_common(cols, pid, sticky_block)
+        return left
+
+    def _put_common(self, cols: _Joined, pid: int, sticky: bool) -> None:
+        """Put ``add_logs``' entries ``cols``, which all go to partition ``pid`` and meet
+        nothing their logs have."""
+        store = self._store
+        limit = -1 if store.max_payload is None else store.max_payload
+        try:
+            plan, figures = storefmt.encode_runs(
+                cols.ids, cols.ends.astype(np.uint64), cols.lsns, cols.ts, cols.fl, cols.wv,
+                cols.cs16, cols.payloads, cols.offsets, limit, sticky or store.csi_ranges,
+                _BLOB)
+        except storefmt.RecordTooBigError as e:
+            raise error_for(E.TOOBIG, f"logsdb: {e}") from None
+        except storefmt.RecordFormatError as e:
+            raise _invalid(str(e)) from None
+        cf = store.parts.cf(pid)
+        ends = cols.ends.tolist()
+        starts = [0, *ends[:-1]]
+        try:
+            self._batch.put_plan(plan, cols.payloads, cf)
+            for j in figures[:, 5].nonzero()[0].tolist():  # writer entries of blobs
+                lo, hi = starts[j], ends[j]
+                for key, value in producers.writer_entries(
+                        cols.log_ids[j], cols.lsns[lo:hi], cols.ts[lo:hi], cols.fl[lo:hi],
+                        cols.payloads, cols.offsets[lo:hi + 1]):
+                    self._batch.put(key, value, cf)
+        except BaseException:
+            self._broken = True  # part of the records are in the batch: never commit it
+            raise
+        written = self._written
+        for log_id, lo, hi, (first, last, t0, t1, nbytes, _) in zip(
+                cols.log_ids, starts, ends, figures.tolist(), strict=True):
+            delta = Usage(first & _U64, last & _U64, t0, t1, hi - lo, nbytes)
+            added = self._usage.setdefault(log_id, {})
+            prev = added.get(pid)
+            added[pid] = delta if prev is None else delta.merged(prev)
+            if written is not None:  # fresh (the last item): it met nothing the log has
+                written.append((log_id, cols.lsns[lo:hi], cols.ts[lo:hi], cols.fl[lo:hi],
+                                None if cols.wv is None else cols.wv[lo:hi],
+                                cols.cs16[lo:hi], cols.payloads, cols.offsets[lo:hi + 1],
+                                True))
+        self.records += ends[-1]
+        self.payload_bytes += len(cols.payloads)
 
     def _known(self, log_id: int) -> list[tuple[int, Usage]]:
         known = self._store.parts.directory.usage(log_id)

@@ -30,14 +30,17 @@ from typing import Any
 
 import numpy as np
 
-from ldcore.checksum import crc32c_many
+from ldcore.checksum import crc32c, crc32c_many
 from logdevice.errors import E, LogDeviceError
 from logdevice.protocol import RecordFlag, Store
 from logdevice.storage.logsdb import LogsDB
+from logdevice.storage.writes import PendingWrite
 
 log = logging.getLogger("logdevice.node.roles.group_commit")
 
 _CHECKSUM = np.uint32(int(RecordFlag.CHECKSUM))
+_CHECKSUM_BIT = int(RecordFlag.CHECKSUM)
+_MISMATCH = np.array([E.CHECKSUM_MISMATCH], np.uint16)
 #: Batches up to this many payload bytes and STOREs are written on the event loop.
 INLINE_BYTES = 32 << 10
 INLINE_STORES = 16
@@ -79,6 +82,8 @@ def prepare(job: StoreJob) -> tuple[Any, ...] | None:
     n = len(msg.lsns)
     if n == 0:
         return None
+    if n == 1:  # most STOREs of a spread load: scalars (numpy costs ~1 us a call here)
+        return _prepare_one(job)
     lsns = msg.lsns
     statuses = None
     keep: np.ndarray | None = None
@@ -103,6 +108,19 @@ def prepare(job: StoreJob) -> tuple[Any, ...] | None:
     if len(keep) == 0:
         return None
     return _select(msg, keep)
+
+
+def _prepare_one(job: StoreJob) -> tuple[Any, ...] | None:
+    """``prepare`` for a STORE of one record."""
+    msg = job.msg
+    if len(msg.checksums) and int(msg.flags[0]) & _CHECKSUM_BIT:
+        offs = msg.payload_offsets
+        if crc32c(msg.payloads[int(offs[0]):int(offs[1])]) != int(msg.checksums[0]):
+            job.statuses = _MISMATCH.copy()
+            return None
+    job.statuses = None
+    return (msg.lsns, msg.timestamps, msg.flags, msg.copysets, msg.payloads,
+            msg.payload_offsets, msg.waves)
 
 
 def merge(parts: list[tuple[Any, ...]]) -> tuple[Any, ...]:
@@ -218,9 +236,11 @@ class GroupCommitter:
     def _write(self, batch: list[StoreJob]) -> int:
         """One PendingWrite for every STORE of the batch (in the writer thread, or inline).
 
-        STOREs of the same log are merged into one ``add`` (LogsDB's per-call cost is
-        most of a small write); if the merged add fails, each STORE is retried alone so
-        the error lands on the STORE that caused it.
+        STOREs of the same log are merged into one run, and the runs of many logs are
+        added together (``PendingWrite.add_logs``, one kernel call for all: LogsDB's
+        per-call cost is most of a small write).  If that fails, each log is added
+        alone, and if a log's merged run fails, each of its STOREs alone, so the error
+        lands on the STORE that caused it.
         """
         db = self.db
         try:
@@ -243,7 +263,8 @@ class GroupCommitter:
                 else:
                     items.append((job, cols))
         added: list[StoreJob] = []
-        for log_id, items in by_log.items():
+        one_by_one = self._add_logs(pw, by_log, added) if len(by_log) > 1 else by_log.items()
+        for log_id, items in one_by_one:
             sticky = items[0][0].sticky
             if len(items) > 1:
                 try:
@@ -270,6 +291,29 @@ class GroupCommitter:
                 job.status = exc.status
             return 0
         return pw.records
+
+    @staticmethod
+    def _add_logs(pw: PendingWrite, by_log: dict[int, list[tuple[StoreJob, tuple[Any, ...]]]],
+                  added: list[StoreJob]) -> list[tuple[int, list[tuple[StoreJob, Any]]]]:
+        """Add the STOREs of many logs together (``PendingWrite.add_logs``: one kernel
+        call for all); the logs left to add one by one: those it left out, or all of
+        them if it refused the lot (one by one, the error lands on the STORE at
+        fault)."""
+        logs = list(by_log.items())
+        sticky = logs[0][1][0][0].sticky
+        if any(items[0][0].sticky != sticky for _, items in logs):
+            return logs  # (never in practice: sticky copysets are per log group)
+        try:
+            left = pw.add_logs([
+                (log_id, items[0][1] if len(items) == 1 else merge([c for _, c in items]))
+                for log_id, items in logs], sticky_block=sticky)
+        except (LogDeviceError, ValueError, TypeError):
+            return logs
+        skip = set(left)
+        for i, (_, items) in enumerate(logs):
+            if i not in skip:
+                added.extend(job for job, _ in items)
+        return [logs[i] for i in left]
 
     @staticmethod
     def _reject(job: StoreJob, exc: Exception) -> None:
