@@ -21,6 +21,18 @@ def pack_written(
     offsets: npt.NDArray[np.uint64],
 ) -> tuple[npt.NDArray[np.uint8], int]: ...
 
+def pack_written_runs(
+    ends: npt.NDArray[np.uint64],
+    lsns: npt.NDArray[np.uint64],
+    timestamps: npt.NDArray[np.int64],
+    flags: npt.NDArray[np.uint32],
+    waves: npt.NDArray[np.uint32] | None,
+    copysets: npt.NDArray[np.int16],
+    payloads: Any,
+    offsets: npt.NDArray[np.uint64],
+    runs: list[int] | None = None,
+) -> list[tuple[npt.NDArray[np.uint8], int]]: ...
+
 def unpack_written(
     buf: npt.NDArray[np.uint8], n: int, width: int
 ) -> tuple[

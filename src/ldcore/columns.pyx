@@ -66,26 +66,75 @@ def pack_written(const uint64_t[:] lsns, const int64_t[:] timestamps,
     makes, most of them of one record, and a numpy array per column would cost a
     thousand bytes a write before any record.
     """
-    cdef Py_ssize_t n = lsns.shape[0], i, j, k = copysets.shape[1], width = 0, w
+    cdef Py_ssize_t n = lsns.shape[0]
+    cdef const uint32_t[:] wv = _checked(lsns, timestamps, flags, waves, copysets, payloads,
+                                         offsets)
+    return _pack(lsns, timestamps, flags, wv, copysets, payloads, offsets, 0, n)
+
+
+def pack_written_runs(const uint64_t[::1] ends, const uint64_t[:] lsns,
+                      const int64_t[:] timestamps, const uint32_t[:] flags, waves,
+                      const int16_t[:, :] copysets, const uint8_t[::1] payloads,
+                      const uint64_t[:] offsets, runs=None):
+    """``pack_written`` of several writes (of several logs) at once: run j is rows
+    ``ends[j - 1]`` (0 for the first) to ``ends[j]`` of the columns.  Returns a list of
+    ``(buffer, copyset width)``, one per run, or per run in ``runs`` (indices, in
+    order) when given.  One call for a group commit's logs, not one per log."""
+    cdef Py_ssize_t m = ends.shape[0], j, lo, hi, n = lsns.shape[0]
+    cdef const uint32_t[:] wv = _checked(lsns, timestamps, flags, waves, copysets, payloads,
+                                         offsets)
+    lo = 0
+    for j in range(m):
+        hi = <Py_ssize_t>ends[j]
+        if hi < lo or hi > n:
+            raise ValueError(f"run ends must not decrease or pass {n} rows")
+        lo = hi
+    out = []
+    for j in (range(m) if runs is None else runs):
+        if not 0 <= j < m:
+            raise ValueError(f"no run {j} of {m}")
+        lo = 0 if j == 0 else <Py_ssize_t>ends[j - 1]
+        out.append(_pack(lsns, timestamps, flags, wv, copysets, payloads, offsets, lo,
+                         <Py_ssize_t>ends[j]))
+    return out
+
+
+cdef const uint32_t[:] _checked(const uint64_t[:] lsns, const int64_t[:] timestamps,
+                                const uint32_t[:] flags, waves,
+                                const int16_t[:, :] copysets, const uint8_t[::1] payloads,
+                                const uint64_t[:] offsets):
+    """Raise ``ValueError`` unless the columns are as ``pack_written`` takes them;
+    the waves (None: all 1)."""
+    cdef Py_ssize_t n = lsns.shape[0], i
     if (timestamps.shape[0] != n or flags.shape[0] != n or copysets.shape[0] != n
             or offsets.shape[0] != n + 1):
         raise ValueError("columns differ in length")
-    cdef uint64_t o0 = offsets[0], o1 = offsets[n]
-    if o1 < o0 or o1 > <uint64_t>payloads.shape[0]:
-        raise ValueError(f"payload bytes [{o0}, {o1}) outside a buffer of "
+    if offsets[n] < offsets[0] or offsets[n] > <uint64_t>payloads.shape[0]:
+        raise ValueError(f"payload bytes [{offsets[0]}, {offsets[n]}) outside a buffer of "
                          f"{payloads.shape[0]}")
     for i in range(n):
         if offsets[i + 1] < offsets[i]:
             raise ValueError(f"record {i}: offsets go back")
+    cdef const uint32_t[:] wv = None if waves is None else waves
+    if wv is not None and wv.shape[0] != n:
+        raise ValueError("columns differ in length")
+    return wv
+
+
+cdef object _pack(const uint64_t[:] lsns, const int64_t[:] timestamps,
+                  const uint32_t[:] flags, const uint32_t[:] wv,
+                  const int16_t[:, :] copysets, const uint8_t[::1] payloads,
+                  const uint64_t[:] offsets, Py_ssize_t lo, Py_ssize_t hi):
+    """Rows ``[lo, hi)`` (checked by ``_checked``) packed: ``(buffer, width)``."""
+    cdef Py_ssize_t n = hi - lo, i, j, k = copysets.shape[1], width = 0, w
+    for i in range(lo, hi):
         w = 0
         for j in range(k):
             if copysets[i, j] >= 0:
                 w = j + 1
         if w > width:
             width = w
-    cdef const uint32_t[:] wv = None if waves is None else waves
-    if wv is not None and wv.shape[0] != n:
-        raise ValueError("columns differ in length")
+    cdef uint64_t o0 = offsets[lo], o1 = offsets[hi]
     cdef Py_ssize_t at[8]
     cdef cnp.npy_intp size = _layout(n, width, at) + <Py_ssize_t>(o1 - o0)
     buf = cnp.PyArray_EMPTY(1, &size, cnp.NPY_UINT8, 0)
@@ -101,14 +150,15 @@ def pack_written(const uint64_t[:] lsns, const int64_t[:] timestamps,
         if o1 > o0:
             memcpy(b + at[7], &payloads[o0], o1 - o0)
         for i in range(n):
-            ol[i] = lsns[i]
-            ot[i] = timestamps[i]
-            of[i] = flags[i]
-            ow[i] = 1 if wv is None else wv[i]
+            ol[i] = lsns[lo + i]
+            ot[i] = timestamps[lo + i]
+            of[i] = flags[lo + i]
+            ow[i] = 1 if wv is None else wv[lo + i]
             for j in range(width):
-                ocs[i * width + j] = copysets[i, j]
-            oo[i] = offsets[i] - o0
-            oc[i] = ld_crc32c(0, &payloads[offsets[i]], offsets[i + 1] - offsets[i])
+                ocs[i * width + j] = copysets[lo + i, j]
+            oo[i] = offsets[lo + i] - o0
+            oc[i] = ld_crc32c(0, &payloads[offsets[lo + i]],
+                              offsets[lo + i + 1] - offsets[lo + i])
         oo[n] = o1 - o0
     return buf, width
 

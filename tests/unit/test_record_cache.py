@@ -235,3 +235,52 @@ def test_read_stream_tail_step_from_memory(db):
             assert len(msgs) == 1 and isinstance(msgs[0], Gap)
     assert s.stats.range_reads == 0 and s.stats.records_read == 0
     assert s.stats.cache_reads == 5
+
+
+def test_several_logs_told_at_once_as_one_by_one():
+    """``written_logs`` (a group commit of many logs) leaves the cache as one ``written``
+    per log does: a log held below its start (ignored), one rewritten (forgotten), one
+    not held whose write is not its tail or is at its trim point (not started), new logs
+    (started), and eviction past the capacity."""
+    def columns(runs):
+        lsns = np.array([x for _, r in runs for x in r], np.uint64)
+        n = len(lsns)
+        payloads = b"".join(b"p%d" % x for x in lsns.tolist())
+        offsets = np.zeros(n + 1, np.uint64)
+        np.cumsum([len(b"p%d" % x) for x in lsns.tolist()], out=offsets[1:])
+        cs = np.tile(np.int16([0, 1, -1]), (n, 1))
+        return (lsns, lsns.astype(np.int64) + T0, np.zeros(n, np.uint32),
+                (lsns % 7 + 1).astype(np.uint32), cs, payloads, offsets)
+
+    before = [(1, [5, 6]), (2, [3]), (8, [9])]  # what each cache holds first
+    runs = [(1, [7]), (2, [2, 3]), (3, [1]), (4, [4]), (5, [2]), (6, [1, 2, 3]),
+            (8, [1])]
+    trims = {5: 2}
+    tails = {1: None, 2: None, 3: 1, 4: 9, 5: 2, 6: 3, 8: None}  # 4: not its tail
+    caches = []
+    for capacity in (1 << 20, 1500):
+        one, many = RecordCache(capacity), RecordCache(capacity)
+        for cache in (one, many):
+            for log, lsns in before:
+                cache.written(log, *columns([(log, lsns)]), fresh=True, trim_point=0,
+                              tail=lsns[-1])
+        many.written_logs(
+            [log for log, _ in runs], np.cumsum([len(r) for _, r in runs]), *columns(runs),
+            trim_points=[trims.get(log, 0) for log, _ in runs],
+            tails=[tails[log] for log, _ in runs])
+        for log, lsns in runs:
+            one.written(log, *columns([(log, lsns)]), fresh=True,
+                        trim_point=trims.get(log, 0), tail=tails[log])
+        caches.append((one, many))
+    for one, many in caches:
+        assert many.nbytes == one.nbytes and len(many) == len(one)
+        for log in range(1, 9):
+            assert many.start(log) == one.start(log)
+            a, b = many.read(log, 1, 100), one.read(log, 1, 100)
+            assert (a is None) == (b is None)
+            if a is not None:
+                assert rows(a) == rows(b)
+    full, small = caches
+    assert [full[1].start(log) for log in range(1, 9)] == \
+        [5, None, 1, None, None, 1, None, 9]
+    assert small[1].nbytes <= 1500

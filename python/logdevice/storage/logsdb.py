@@ -37,7 +37,7 @@ from logdevice.storage.partitioned import META_CF, PartitionedDB
 from logdevice.storage.partitions import Partition
 from logdevice.storage.record_cache import RecordCache
 from logdevice.storage.rocksdb import DB, Options
-from logdevice.storage.writes import PendingWrite
+from logdevice.storage.writes import PendingWrite, Written
 
 __all__ = ["LogsDB", "PendingWrite", "RecordBatch", "CsiBatch", "Partition"]
 
@@ -303,18 +303,31 @@ class LogsDB:
                     self.cache.changed(log_id, int(want[0]), int(want[-1]))
         return out
 
-    def cache_written(self, written: list[tuple]) -> None:
+    def cache_written(self, written: list[tuple | Written]) -> None:
         """Tell the cache what a commit wrote (``PendingWrite`` calls it under
         ``parts.lock``, right after the commit): per ``add``, the log, its columns and
-        whether the log had nothing in their LSN range before."""
+        whether the log had nothing in their LSN range before; per ``add_logs``, the
+        columns of its logs (each of them fresh)."""
         cache = self.cache
         if cache is None:
             return
         directory = self.parts.directory
-        for log_id, lsns, ts, fl, wv, cs, payloads, offs, fresh in written:
+        trim_slot = _SLOTS[K.META_TRIM]
+        meta = self._meta
+        for item in written:
+            if isinstance(item, Written):
+                held = [cache.holds(log_id) for log_id in item.log_ids]
+                cache.written_logs(
+                    item.log_ids, item.ends, item.lsns, item.ts, item.fl, item.wv,
+                    item.cs16, item.payloads, item.offsets,
+                    trim_points=[meta.get(log_id, trim_slot, 0) for log_id in item.log_ids],
+                    tails=[None if h else directory.tail(log_id)
+                           for log_id, h in zip(item.log_ids, held, strict=True)])
+                continue
+            log_id, lsns, ts, fl, wv, cs, payloads, offs, fresh = item
             tail = None if cache.holds(log_id) or not fresh else directory.tail(log_id)
             cache.written(log_id, lsns, ts, fl, wv, cs, payloads, offs, fresh=fresh,
-                          trim_point=self._meta.get(log_id, _SLOTS[K.META_TRIM], 0), tail=tail)
+                          trim_point=meta.get(log_id, trim_slot, 0), tail=tail)
 
     # ------------------------------------------------------------------ reads
 

@@ -54,7 +54,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from ldcore.columns import join_written, pack_written, unpack_written
+from ldcore.columns import join_written, pack_written, pack_written_runs, unpack_written
 from logdevice.storage.batch import RecordBatch
 
 __all__ = ["RecordCache", "DEFAULT_RECORD_CACHE_BYTES"]
@@ -73,15 +73,21 @@ class _Chunk:
 
     __slots__ = ("first", "last", "n", "width", "buf", "cost")
 
-    def __init__(self, lsns: np.ndarray, timestamps: np.ndarray, flags: np.ndarray,
-                 waves: np.ndarray | None, copysets: np.ndarray, payloads,
-                 offsets: np.ndarray) -> None:
-        self.buf, self.width = pack_written(lsns, timestamps, flags, waves, copysets,
-                                            payloads, offsets)
-        self.n = len(lsns)
-        self.first = int(lsns[0])
-        self.last = int(lsns[-1])
+    def __init__(self, packed: tuple[np.ndarray, int], n: int, first: int,
+                 last: int) -> None:
+        self.buf, self.width = packed
+        self.n = n
+        self.first = first
+        self.last = last
         self.cost = self.buf.nbytes + CHUNK_CHARGE
+
+    @classmethod
+    def of(cls, lsns: np.ndarray, timestamps: np.ndarray, flags: np.ndarray,
+           waves: np.ndarray | None, copysets: np.ndarray, payloads,
+           offsets: np.ndarray) -> _Chunk:
+        """The chunk of these columns (at least one record)."""
+        return cls(pack_written(lsns, timestamps, flags, waves, copysets, payloads, offsets),
+                   len(lsns), int(lsns[0]), int(lsns[-1]))
 
     def batch(self, log_id: int) -> RecordBatch:
         return _unpacked(log_id, self.buf, self.n, self.width)
@@ -171,7 +177,7 @@ class RecordCache:
                 return
             buf = payloads.reshape(-1).view(np.uint8) if isinstance(payloads, np.ndarray) \
                 else payloads
-            chunk = _Chunk(lsns, timestamps, flags, waves, copysets, buf, offsets)
+            chunk = _Chunk.of(lsns, timestamps, flags, waves, copysets, buf, offsets)
             if lr is None:
                 lr = self._logs[log_id] = _LogRecords(first)
                 self.nbytes += lr.nbytes
@@ -180,6 +186,53 @@ class RecordCache:
             lr.chunks.append(chunk)
             lr.nbytes += chunk.cost
             self.nbytes += chunk.cost
+            self._evict()
+
+    def written_logs(self, log_ids: list[int], ends: np.ndarray, lsns: np.ndarray,
+                     timestamps: np.ndarray, flags: np.ndarray, waves: np.ndarray | None,
+                     copysets: np.ndarray, payloads, offsets: np.ndarray, *,
+                     trim_points: list[int], tails: list[int | None]) -> None:
+        """``written`` of the fresh writes of several logs at once: log ``log_ids[j]``'s
+        records are rows ``ends[j - 1]`` (0 for the first) to ``ends[j]`` of the columns
+        (``trim_points[j]`` and ``tails[j]`` as ``written`` takes them).  The kept
+        writes are packed by one call, not one per log."""
+        if not len(lsns):
+            return
+        ends_l = ends.tolist()
+        starts = [0, *ends_l[:-1]]
+        firsts = lsns[starts].tolist()
+        lasts = lsns[[e - 1 for e in ends_l]].tolist()
+        with self._lock:
+            logs = self._logs
+            keep = []
+            for j, log_id in enumerate(log_ids):
+                lr = logs.get(log_id)
+                if lr is not None:
+                    if lasts[j] < lr.lo:
+                        continue  # below what the cache speaks for
+                    if firsts[j] <= lr.last:
+                        self._forget(log_id)
+                        continue
+                elif tails[j] != lasts[j] or firsts[j] <= trim_points[j] \
+                        or self.capacity == 0:
+                    continue
+                keep.append(j)
+            if not keep:
+                return
+            packed = pack_written_runs(ends.astype(np.uint64), lsns, timestamps, flags,
+                                       waves, copysets, payloads, offsets, keep)
+            for j, p in zip(keep, packed, strict=True):
+                log_id = log_ids[j]
+                chunk = _Chunk(p, ends_l[j] - starts[j], firsts[j], lasts[j])
+                lr = logs.get(log_id)
+                if lr is None:
+                    lr = logs[log_id] = _LogRecords(firsts[j])
+                    self.nbytes += lr.nbytes
+                else:
+                    logs.move_to_end(log_id)
+                lr.chunks.append(chunk)
+                lr.nbytes += chunk.cost
+                self.nbytes += chunk.cost
             self._evict()
 
     def changed(self, log_id: int, lo: int, hi: int) -> None:
@@ -203,7 +256,7 @@ class RecordCache:
                 rb = old.batch(log_id)
                 cut = int(np.searchsorted(rb.lsns, np.uint64(trim_point), "right"))
                 rb = rb.slice(cut, len(rb)).compact()
-                rest = _Chunk(rb.lsns, rb.timestamps, rb.flags, rb.waves, rb.copysets,
+                rest = _Chunk.of(rb.lsns, rb.timestamps, rb.flags, rb.waves, rb.copysets,
                               rb.payloads, rb.offsets)
                 lr.chunks[0] = rest
                 lr.nbytes += rest.cost - old.cost

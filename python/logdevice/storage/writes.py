@@ -109,13 +109,14 @@ class WriteTarget(Protocol):
 
     def operation(self) -> contextlib.AbstractContextManager[None]: ...
 
-    def cache_written(self, written: list[tuple]) -> None: ...
+    def cache_written(self, written: list[tuple | Written]) -> None: ...
 
 
-class _Joined:
+class Written:
     """The columns of ``PendingWrite.add_logs``' entries back to back, checked as ``add``
-    checks them: run j (entry j) is rows ``ends[j] - counts[j]`` to ``ends[j]``, and the
-    payloads are one buffer that ``offsets`` index."""
+    checks them: log ``log_ids[j]``'s records are rows ``ends[j] - counts[j]`` to
+    ``ends[j]``, and the payloads are one buffer that ``offsets`` index.  (What the
+    record cache is told of such a write.)"""
 
     __slots__ = ("log_ids", "ids", "counts", "ends", "lsns", "ts", "fl", "wv", "cs16",
                  "payloads", "offsets")
@@ -193,8 +194,9 @@ class PendingWrite:
         self.payload_bytes = 0
         self._done = False
         self._broken = False
-        # What each add wrote, for the store's record cache (only when it has one).
-        self._written: list[tuple] | None = [] if store.cache is not None else None
+        # What each add wrote, for the store's record cache (only when it has one): per
+        # add a tuple, per add_logs its joined columns (``Written``).
+        self._written: list[tuple | Written] | None = [] if store.cache is not None else None
 
     def add(
         self,
@@ -297,7 +299,7 @@ class PendingWrite:
             raise _invalid("add_logs takes one entry per log")
         if not entries:
             return []
-        cols = _Joined(entries)
+        cols = Written(entries)
         pid = self._store.parts.newest_holding(*storefmt.time_range(cols.ts))
         if pid is None:
             return list(range(len(entries)))
@@ -310,11 +312,11 @@ class PendingWrite:
             taken = [e for i, e in enumerate(entries) if i not in set(left)]
             if not taken:
                 return left
-            cols = _Joined(taken)
+            cols = Written(taken)
         self._put_common(cols, pid, sticky_block)
         return left
 
-    def _put_common(self, cols: _Joined, pid: int, sticky: bool) -> None:
+    def _put_common(self, cols: Written, pid: int, sticky: bool) -> None:
         """Put ``add_logs``' entries ``cols``, which all go to partition ``pid`` and meet
         nothing their logs have."""
         store = self._store
@@ -342,18 +344,15 @@ class PendingWrite:
         except BaseException:
             self._broken = True  # part of the records are in the batch: never commit it
             raise
-        written = self._written
+        usage = self._usage
         for log_id, lo, hi, (first, last, t0, t1, nbytes, _) in zip(
                 cols.log_ids, starts, ends, figures.tolist(), strict=True):
             delta = Usage(first & _U64, last & _U64, t0, t1, hi - lo, nbytes)
-            added = self._usage.setdefault(log_id, {})
+            added = usage.setdefault(log_id, {})
             prev = added.get(pid)
             added[pid] = delta if prev is None else delta.merged(prev)
-            if written is not None:  # fresh (the last item): it met nothing the log has
-                written.append((log_id, cols.lsns[lo:hi], cols.ts[lo:hi], cols.fl[lo:hi],
-                                None if cols.wv is None else cols.wv[lo:hi],
-                                cols.cs16[lo:hi], cols.payloads, cols.offsets[lo:hi + 1],
-                                True))
+        if self._written is not None:  # every log's write is fresh: it met nothing
+            self._written.append(cols)
         self.records += ends[-1]
         self.payload_bytes += len(cols.payloads)
 
