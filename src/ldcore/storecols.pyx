@@ -5,7 +5,8 @@
 # over an earlier one (a retry queued in the same turn), copysets padded with -1 to one
 # width, payloads back to back (one record's payload is passed on as it came, uncopied).
 # A one-record group, the common case below a few thousand appends/s, costs a handful of
-# C allocations and no Python-level numpy call.
+# C allocations and no Python-level numpy call.  ``store_logs_columns`` does the same
+# for many one-record STOREs of different logs at once: the columns of a STORE_LOGS.
 #
 # ``stored_replies`` matches a STORED's statuses to what the STORE carried: the reply
 # names LSNs and statuses (in the STORE's order, as storage nodes answer, or in any
@@ -57,8 +58,6 @@ cdef inline cnp.ndarray _contiguous(object a, object dtype):
     return np.ascontiguousarray(a, dtype)
 
 
-@cython.boundscheck(False)
-@cython.wraparound(False)
 def store_columns(list waves, list entries, uint32_t checksum_flag):
     """STORE columns for ``waves`` (``StoreWave`` tuples of one log and epoch, for one
     node) whose kept ``entries`` are ``(payload, crc32c)``.
@@ -67,27 +66,49 @@ def store_columns(list waves, list entries, uint32_t checksum_flag):
     checksums, last_known_good)``: checksums are empty unless a record's flags have
     ``checksum_flag``; ``last_known_good`` is the highest LNG the waves carry.
     """
-    cdef Py_ssize_t n = len(waves), i, j, k, width = 0
-    if n == 0 or len(entries) != n:
+    if len(waves) == 0 or len(entries) != len(waves):
         raise ValueError("store_columns needs one entry per wave, and at least one wave")
+    cols = _columns(waves, entries, [0] if len(waves) == 1 else _lsn_order(waves),
+                    checksum_flag)
+    return cols[:8] + (cols[9],)
+
+
+def store_logs_columns(list waves, list entries, uint32_t checksum_flag):
+    """STORE_LOGS columns for ``waves`` (``StoreWave`` tuples, one per part: each a STORE
+    of one record, of its own log or epoch, for one node) whose ``entries`` are
+    ``(payload, crc32c)``, in the order given.
+
+    Returns ``(lsns, timestamps, flags, waves, copysets, payload_offsets, payloads,
+    checksums, log_ids, last_known_good)``, the last two one per part.
+    """
+    if len(waves) == 0 or len(entries) != len(waves):
+        raise ValueError("store_logs_columns needs one entry per wave, and at least one")
+    cols = _columns(waves, entries, list(range(len(waves))), checksum_flag)
+    return cols[:9] + (cols[10],)
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef tuple _columns(list waves, list entries, list order, uint32_t checksum_flag):
+    """The columns of ``waves[order[i]]`` for each i: ``(lsns, timestamps, flags, waves,
+    copysets, payload_offsets, payloads, checksums, log_ids, the highest LNG, the LNGs)``."""
+    cdef Py_ssize_t n = len(order), i, j, k, width = 0
     cdef tuple w
-    cdef list order
-    if n == 1:
-        order = [0]
-    else:
-        order = _lsn_order(waves)
-        n = len(order)
     cdef cnp.ndarray lsns = _new(n, cnp.NPY_UINT64)
     cdef cnp.ndarray stamps = _new(n, cnp.NPY_INT64)
     cdef cnp.ndarray flags = _new(n, cnp.NPY_UINT32)
     cdef cnp.ndarray wave_nos = _new(n, cnp.NPY_UINT32)
     cdef cnp.ndarray offsets = _new(n + 1, cnp.NPY_UINT64)
+    cdef cnp.ndarray log_ids = _new(n, cnp.NPY_UINT64)
+    cdef cnp.ndarray lngs = _new(n, cnp.NPY_UINT64)
     cdef uint64_t* lsn_p = <uint64_t*>cnp.PyArray_DATA(lsns)
     cdef int64_t* ts_p = <int64_t*>cnp.PyArray_DATA(stamps)
     cdef uint32_t* flag_p = <uint32_t*>cnp.PyArray_DATA(flags)
     cdef uint32_t* wave_p = <uint32_t*>cnp.PyArray_DATA(wave_nos)
     cdef uint64_t* off_p = <uint64_t*>cnp.PyArray_DATA(offsets)
-    cdef uint64_t lng = 0, v
+    cdef uint64_t* log_p = <uint64_t*>cnp.PyArray_DATA(log_ids)
+    cdef uint64_t* lng_p = <uint64_t*>cnp.PyArray_DATA(lngs)
+    cdef uint64_t lng = 0
     cdef uint32_t any_flags = 0
     cdef tuple copyset
     for i in range(n):
@@ -102,14 +123,15 @@ def store_columns(list waves, list entries, uint32_t checksum_flag):
     for i in range(n):
         k = <Py_ssize_t>order[i]
         w = <tuple>waves[k]
+        log_p[i] = w[0]
         lsn_p[i] = w[_LSN]
         ts_p[i] = w[_TS]
         flag_p[i] = w[_FLAGS]
         any_flags |= flag_p[i]
         wave_p[i] = w[_WAVE]
-        v = w[_LNG]
-        if v > lng:
-            lng = v
+        lng_p[i] = w[_LNG]
+        if lng_p[i] > lng:
+            lng = lng_p[i]
         copyset = <tuple>w[_COPYSET]
         for j in range(width):
             cs_p[i * width + j] = <int16_t>(copyset[j] if j < len(copyset) else -1)
@@ -126,7 +148,8 @@ def store_columns(list waves, list entries, uint32_t checksum_flag):
     else:
         checksums = _EMPTY_U32
     joined = payloads[0] if n == 1 else b"".join(payloads)
-    return (lsns, stamps, flags, wave_nos, copysets, offsets, joined, checksums, lng)
+    return (lsns, stamps, flags, wave_nos, copysets, offsets, joined, checksums, log_ids,
+            lng, lngs)
 
 
 cdef list _lsn_order(list waves):

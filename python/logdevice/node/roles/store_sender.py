@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from ldcore.lsn import epoch_of
-from ldcore.storecols import store_columns, stored_replies
+from ldcore.storecols import store_columns, store_logs_columns, stored_replies
 from logdevice.errors import E
 from logdevice.protocol import (
     PeerFeature,
@@ -154,12 +154,19 @@ class StoreSender:
             now = self.node.loop.time()
             shared: dict[int, tuple] = {}
             owners: dict[tuple[int, int], Any] = {}
-            per_node: dict[int, list[tuple[Store, Any]]] = {}
+            per_node: dict[int, list[tuple[int, int, list[tuple]]]] = {}
             for (node, log_id, epoch), group in groups.items():
-                built = self._build_store(log_id, epoch, group, shared, owners)
-                if built is not None:
-                    per_node.setdefault(node, []).append(built)
-            for node, built_stores in per_node.items():
+                per_node.setdefault(node, []).append((log_id, epoch, group))
+            for node, node_groups in per_node.items():
+                if len(node_groups) > 1 and all(len(g) == 1 for _, _, g in node_groups) \
+                        and self._takes_store_logs(node):
+                    self._send_one_record_stores(node, node_groups, owners, now)
+                    continue
+                built_stores = []
+                for log_id, epoch, group in node_groups:
+                    built = self._build_store(log_id, epoch, group, shared, owners)
+                    if built is not None:
+                        built_stores.append(built)
                 self._send_stores(node, built_stores, now)
             # The STOREs are on the appends' critical path: they leave now, not a turn later.
             self.node.flush_nodes(per_node)
@@ -190,13 +197,10 @@ class StoreSender:
         self._retry = None
         self.flush()
 
-    def _build_store(self, log_id: int, epoch: int, group: list[tuple],
-                     shared: dict[int, tuple], owners: dict[tuple[int, int], Any]
-                     ) -> tuple[Store, Any] | None:
-        """The STORE of ``group`` (StoreWave-shaped tuples of one log and epoch) for one
-        node, and whose it is (None: nothing left to send).  A wave alone in its frame
-        gets the same columns in every member's frame (``shared``, by wave); ``owners``
-        caches the sequencer (and recovery epoch) per log and epoch for the turn."""
+    def _owner(self, log_id: int, epoch: int, owners: dict[tuple[int, int], Any]
+               ) -> tuple[Any, int]:
+        """Whose STOREs of ``log_id`` and ``epoch`` these are (None: nobody's any more),
+        and its recovery epoch; ``owners`` caches them for the turn."""
         owner = owners.get((log_id, epoch))
         if owner is None:
             seq = self.sequencer_of(log_id, epoch)
@@ -204,7 +208,58 @@ class StoreSender:
             owner = owners[(log_id, epoch)] = (
                 seq, 0 if seq is None or type(seq) is Sequencer
                 else seq.recovery_epoch)  # type: ignore[attr-defined]
-        seq, recovery_epoch = owner
+        return owner
+
+    def _takes_store_logs(self, node: int) -> bool:
+        link = self.node.link(node)
+        return link is not None and bool(link.features & PeerFeature.STORE_LOGS)
+
+    def _send_one_record_stores(self, node: int, groups: list[tuple[int, int, list[tuple]]],
+                                owners: dict[tuple[int, int], Any], now: float) -> None:
+        """A turn's STOREs for ``node`` when each is of one record (a load spread over
+        many logs): one STORE_LOGS frame whose columns one kernel call makes, with no
+        STORE message per part."""
+        waves, entries, seqs, recovery = [], [], [], []
+        for log_id, epoch, (wave,) in groups:
+            seq, recovery_epoch = self._owner(log_id, epoch, owners)
+            entry = None if seq is None else self.payload_of(wave[7])
+            if entry is not None:  # (None: answered meanwhile, the sequencer deactivated)
+                waves.append(wave)
+                entries.append(entry)
+                seqs.append(seq)
+                recovery.append(recovery_epoch)
+        if not waves:
+            return
+        m = len(waves)
+        lsns, stamps, flags, wave_nos, copysets, offsets, payloads, checksums, log_ids, lngs \
+            = store_logs_columns(waves, entries, _CHECKSUM)
+        rid = self._next_id
+        self._next_id += m
+        msg = StoreLogs(
+            request_ids=np.arange(rid, rid + m, dtype=np.uint64), log_ids=log_ids,
+            epochs=lsns >> np.uint64(32), last_known_good=lngs,
+            recovery_epochs=np.array(recovery, np.uint64),
+            part_ends=np.arange(1, m + 1, dtype=np.uint32), lsns=lsns, timestamps=stamps,
+            flags=flags, waves=wave_nos, copysets=copysets, payload_offsets=offsets,
+            payloads=payloads, checksums=checksums)
+        if not self.node.send_to_node(node, msg):
+            return  # (link down: the waves time out or move on_node_down)
+        outstanding = self.outstanding
+        for i, seq in enumerate(seqs):
+            outstanding[(node, rid + i)] = Outstanding(seq, lsns[i:i + 1],
+                                                       wave_nos[i:i + 1], now)
+        self.frames += 1
+        self.stores += m
+        self.records += m
+
+    def _build_store(self, log_id: int, epoch: int, group: list[tuple],
+                     shared: dict[int, tuple], owners: dict[tuple[int, int], Any]
+                     ) -> tuple[Store, Any] | None:
+        """The STORE of ``group`` (StoreWave-shaped tuples of one log and epoch) for one
+        node, and whose it is (None: nothing left to send).  A wave alone in its frame
+        gets the same columns in every member's frame (``shared``, by wave); ``owners``
+        caches the sequencer (and recovery epoch) per log and epoch for the turn."""
+        seq, recovery_epoch = self._owner(log_id, epoch, owners)
         if seq is None:
             return None
         payload_of = self.payload_of
@@ -237,14 +292,12 @@ class StoreSender:
     def _send_stores(self, node: int, built: list[tuple[Store, Any]], now: float) -> None:
         """Send a turn's STOREs for ``node``: in one STORE_LOGS frame when there are
         several and the node understands it, else one STORE each."""
-        if len(built) > 1:
-            link = self.node.link(node)
-            if link is not None and link.features & PeerFeature.STORE_LOGS:
-                if self.node.send_to_node(node, StoreLogs.of([m for m, _ in built])):
-                    for msg, seq in built:
-                        self._sent(node, msg, seq, now)
-                    self.frames += 1
-                return  # not sent (link down): the waves time out or move on_node_down
+        if len(built) > 1 and self._takes_store_logs(node):
+            if self.node.send_to_node(node, StoreLogs.of([m for m, _ in built])):
+                for msg, seq in built:
+                    self._sent(node, msg, seq, now)
+                self.frames += 1
+            return  # not sent (link down): the waves time out or move on_node_down
         for msg, seq in built:
             if self.node.send_to_node(node, msg):
                 self._sent(node, msg, seq, now)
