@@ -479,19 +479,17 @@ class AppendLogs(Message, eq=False):
         """The APPEND_BATCHes this frame carries, in order (their columns are views of
         the frame)."""
         out = []
-        offsets = self.payload_offsets
         buf = memoryview(self.payloads)
         checked = len(self.checksums) > 0
+        rel, firsts, lasts = _part_offsets(self.payload_offsets, self.part_ends)
         lo = 0
-        for rid, log_id, flags, timeout_ms, hi in zip(
+        for k, (rid, log_id, flags, timeout_ms, hi, first, last) in enumerate(zip(
                 self.request_ids.tolist(), self.log_ids.tolist(), self.flags.tolist(),
-                self.timeouts_ms.tolist(), self.part_ends.tolist(), strict=True):
-            first, last = int(offsets[lo]), int(offsets[hi])
+                self.timeouts_ms.tolist(), self.part_ends.tolist(), firsts, lasts,
+                strict=True)):
             out.append(AppendBatch(
                 request_id=rid, log_id=log_id, flags=flags, timeout_ms=timeout_ms,
-                payload_offsets=offsets[lo:hi + 1] - np.uint64(first) if first
-                else offsets[lo:hi + 1],
-                payloads=buf[first:last],
+                payload_offsets=rel[lo + k:hi + k + 1], payloads=buf[first:last],
                 checksums=self.checksums[lo:hi] if checked and flags & _CHECKSUM
                 else EMPTY_U32))
             lo = hi
@@ -622,6 +620,20 @@ class Stored(Message, eq=False):
         return _check_columns(len(self.lsns), {"statuses": self.statuses})
 
 
+def _part_offsets(offsets: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, list[int],
+                                                                  list[int]]:
+    """The payload offsets of each part of a multi-log frame, from 0: part k (records
+    ``lo`` to ``hi``) has ``rel[lo + k:hi + k + 1]``; and each part's first and last
+    byte in the frame's payloads.  Worked out for all parts at once: per part, numpy's
+    calls cost more than the work."""
+    counts = np.diff(ends, prepend=np.uint32(0)).astype(np.intp)
+    starts = ends.astype(np.intp) - counts
+    at = np.arange(len(offsets) + len(ends) - 1) - np.repeat(np.arange(len(ends)), counts + 1)
+    firsts = offsets[starts]
+    rel = offsets[at] - np.repeat(firsts, counts + 1)
+    return rel, firsts.tolist(), offsets[ends.astype(np.intp)].tolist()
+
+
 def _check_parts(ends: np.ndarray, n: int, strict: bool) -> str | None:
     """``ends`` (part k's records end at ``ends[k]``) cover ``n`` records in order;
     ``strict``: every part has at least one record."""
@@ -718,22 +730,20 @@ class StoreLogs(Message, eq=False):
     def parts(self) -> list[Store]:
         """The STOREs this frame carries, in order (their columns are views of it)."""
         out = []
-        offsets = self.payload_offsets
         buf = memoryview(self.payloads)
         checked = len(self.checksums) > 0
+        rel, firsts, lasts = _part_offsets(self.payload_offsets, self.part_ends)
         lo = 0
-        for rid, log_id, epoch, lng, rec_epoch, hi in zip(
+        for k, (rid, log_id, epoch, lng, rec_epoch, hi, first, last) in enumerate(zip(
                 self.request_ids.tolist(), self.log_ids.tolist(), self.epochs.tolist(),
                 self.last_known_good.tolist(), self.recovery_epochs.tolist(),
-                self.part_ends.tolist(), strict=True):
-            first, last = int(offsets[lo]), int(offsets[hi])
+                self.part_ends.tolist(), firsts, lasts, strict=True)):
             out.append(Store(
                 request_id=rid, log_id=log_id, epoch=epoch, last_known_good=lng,
                 recovery_epoch=rec_epoch, lsns=self.lsns[lo:hi],
                 timestamps=self.timestamps[lo:hi], flags=self.flags[lo:hi],
                 waves=self.waves[lo:hi], copysets=self.copysets[lo:hi],
-                payload_offsets=offsets[lo:hi + 1] - first if first else offsets[lo:hi + 1],
-                payloads=buf[first:last],
+                payload_offsets=rel[lo + k:hi + k + 1], payloads=buf[first:last],
                 checksums=self.checksums[lo:hi] if checked else EMPTY_U32))
             lo = hi
         return out
