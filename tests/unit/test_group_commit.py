@@ -14,7 +14,7 @@ import pytest
 from ldcore import lsn as ldlsn
 from ldcore.checksum import crc32c
 from logdevice.errors import E
-from logdevice.node.roles.group_commit import GroupCommitter, StoreJob
+from logdevice.node.roles.group_commit import MANY_LOGS, GroupCommitter, StoreJob
 from logdevice.protocol import RecordFlag, Store, pack_payloads
 from logdevice.storage.logsdb import LogsDB
 
@@ -128,3 +128,43 @@ def test_checksums_of_one_record_and_of_several(tmp_path):
     assert jobs[0].statuses is None and jobs[3].statuses is None
     assert jobs[1].statuses.tolist() == [E.CHECKSUM_MISMATCH]
     assert jobs[2].statuses.tolist() == [E.CHECKSUM_MISMATCH, E.OK]
+
+
+def _store_of(rid: int, log_id: int, esn: int) -> Store:
+    store = _store(rid, 3, [esn])
+    store.log_id = log_id
+    return store
+
+
+def test_a_batch_of_many_logs_in_one_call_and_its_bad_store_alone(tmp_path):
+    """A batch of STOREs of many logs goes in together (one kernel call), but each STORE
+    keeps its own outcome: one that rewrites an LSN its log has is written on its own,
+    and in a batch with a STORE that LogsDB refuses (an LSN of 0) that one fails alone."""
+    loop = asyncio.new_event_loop()
+    logs = range(1, MANY_LOGS + 5)
+    try:
+        with LogsDB(tmp_path / "db") as db:
+            committer = GroupCommitter(loop, db, lambda jobs: None)
+
+            async def run(jobs: list[StoreJob]) -> None:
+                for job in jobs:  # (one loop turn: one batch)
+                    committer.submit(job)
+                await committer.flush()
+
+            loop.run_until_complete(run([StoreJob(None, _store_of(1, 2, 1))]))
+            rewrite = [StoreJob(None, _store_of(log, log, 1 if log == 2 else 5))
+                       for log in logs]
+            loop.run_until_complete(run(rewrite))
+            bad = [StoreJob(None, _store_of(log, log, 6)) for log in logs]
+            bad[3].msg.lsns = np.zeros(1, np.uint64)  # log 4's: refused
+            loop.run_until_complete(run(bad))
+            committer.close()
+            assert committer.writes == 3
+            stored = {log: db.read_records(log, 1).lsns.tolist() for log in logs}
+    finally:
+        loop.close()
+    assert [j.status for j in rewrite] == [E.OK] * len(logs)
+    assert [j.status for j in bad] == [E.INVALID_PARAM if j.msg.log_id == 4 else E.OK
+                                       for j in bad]
+    assert stored == {log: [ldlsn.compose(3, 1 if log == 2 else 5)]
+                      + ([] if log == 4 else [ldlsn.compose(3, 6)]) for log in logs}
