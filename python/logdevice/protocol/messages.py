@@ -481,15 +481,15 @@ class AppendLogs(Message, eq=False):
         out = []
         buf = memoryview(self.payloads)
         checked = len(self.checksums) > 0
-        rel, firsts, lasts = _part_offsets(self.payload_offsets, self.part_ends)
+        rels, firsts, lasts = _part_offsets(self.payload_offsets, self.part_ends)
         lo = 0
-        for k, (rid, log_id, flags, timeout_ms, hi, first, last) in enumerate(zip(
+        for rid, log_id, flags, timeout_ms, hi, rel, first, last in zip(
                 self.request_ids.tolist(), self.log_ids.tolist(), self.flags.tolist(),
-                self.timeouts_ms.tolist(), self.part_ends.tolist(), firsts, lasts,
-                strict=True)):
+                self.timeouts_ms.tolist(), self.part_ends.tolist(), rels, firsts, lasts,
+                strict=True):
             out.append(AppendBatch(
                 request_id=rid, log_id=log_id, flags=flags, timeout_ms=timeout_ms,
-                payload_offsets=rel[lo + k:hi + k + 1], payloads=buf[first:last],
+                payload_offsets=rel, payloads=buf[first:last],
                 checksums=self.checksums[lo:hi] if checked and flags & _CHECKSUM
                 else EMPTY_U32))
             lo = hi
@@ -620,18 +620,33 @@ class Stored(Message, eq=False):
         return _check_columns(len(self.lsns), {"statuses": self.statuses})
 
 
-def _part_offsets(offsets: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, list[int],
-                                                                  list[int]]:
-    """The payload offsets of each part of a multi-log frame, from 0: part k (records
-    ``lo`` to ``hi``) has ``rel[lo + k:hi + k + 1]``; and each part's first and last
-    byte in the frame's payloads.  Worked out for all parts at once: per part, numpy's
-    calls cost more than the work."""
-    counts = np.diff(ends, prepend=np.uint32(0)).astype(np.intp)
-    starts = ends.astype(np.intp) - counts
-    at = np.arange(len(offsets) + len(ends) - 1) - np.repeat(np.arange(len(ends)), counts + 1)
-    firsts = offsets[starts]
-    rel = offsets[at] - np.repeat(firsts, counts + 1)
-    return rel, firsts.tolist(), offsets[ends.astype(np.intp)].tolist()
+def _part_offsets(offsets: np.ndarray, ends: np.ndarray
+                  ) -> tuple[list[np.ndarray], list[int], list[int]]:
+    """Per part of a multi-log frame (part k: records ``ends[k - 1]`` to ``ends[k]``):
+    its payload offsets from 0, and its first and last byte in the frame's payloads.
+    For many parts the offsets are worked out for all at once: per part, numpy's calls
+    cost more than the work."""
+    ends_l = ends.tolist()
+    starts_l = [0, *ends_l[:-1]]
+    if len(ends_l) < _MANY_PARTS:
+        firsts = [int(offsets[lo]) for lo in starts_l]
+        return [offsets[lo:hi + 1] - np.uint64(first) if first else offsets[lo:hi + 1]
+                for lo, hi, first in zip(starts_l, ends_l, firsts, strict=True)], \
+            firsts, [int(offsets[hi]) for hi in ends_l]
+    firsts = offsets[starts_l].tolist()
+    lasts = offsets[ends_l].tolist()
+    ends_a = np.array(ends_l, np.intp)
+    counts = ends_a - np.array(starts_l, np.intp)
+    m = len(ends_l)
+    # Part k's k-th offset row onwards: its record offsets, then its end offset.
+    at = np.arange(len(offsets) + m - 1) - np.repeat(np.arange(m), counts + 1)
+    rel = offsets[at] - np.repeat(offsets[starts_l], counts + 1)
+    return [rel[lo + k:hi + k + 1] for k, (lo, hi) in enumerate(zip(starts_l, ends_l,
+                                                                     strict=True))], \
+        firsts, lasts
+
+
+_MANY_PARTS = 16
 
 
 def _check_parts(ends: np.ndarray, n: int, strict: bool) -> str | None:
@@ -732,18 +747,18 @@ class StoreLogs(Message, eq=False):
         out = []
         buf = memoryview(self.payloads)
         checked = len(self.checksums) > 0
-        rel, firsts, lasts = _part_offsets(self.payload_offsets, self.part_ends)
+        rels, firsts, lasts = _part_offsets(self.payload_offsets, self.part_ends)
         lo = 0
-        for k, (rid, log_id, epoch, lng, rec_epoch, hi, first, last) in enumerate(zip(
+        for rid, log_id, epoch, lng, rec_epoch, hi, rel, first, last in zip(
                 self.request_ids.tolist(), self.log_ids.tolist(), self.epochs.tolist(),
                 self.last_known_good.tolist(), self.recovery_epochs.tolist(),
-                self.part_ends.tolist(), firsts, lasts, strict=True)):
+                self.part_ends.tolist(), rels, firsts, lasts, strict=True):
             out.append(Store(
                 request_id=rid, log_id=log_id, epoch=epoch, last_known_good=lng,
                 recovery_epoch=rec_epoch, lsns=self.lsns[lo:hi],
                 timestamps=self.timestamps[lo:hi], flags=self.flags[lo:hi],
                 waves=self.waves[lo:hi], copysets=self.copysets[lo:hi],
-                payload_offsets=rel[lo + k:hi + k + 1], payloads=buf[first:last],
+                payload_offsets=rel, payloads=buf[first:last],
                 checksums=self.checksums[lo:hi] if checked else EMPTY_U32))
             lo = hi
         return out
