@@ -166,26 +166,12 @@ class RecordCache:
             return
         first, last = int(lsns[0]), int(lsns[-1])
         with self._lock:
-            lr = self._logs.get(log_id)
-            if lr is not None:
-                if last < lr.lo:
-                    return  # below what the cache speaks for
-                if not fresh or first <= lr.last:
-                    self._forget(log_id)
-                    return
-            elif not fresh or tail != last or first <= trim_point or self.capacity == 0:
+            if not self._takes(log_id, first, last, fresh, trim_point, tail):
                 return
             buf = payloads.reshape(-1).view(np.uint8) if isinstance(payloads, np.ndarray) \
                 else payloads
-            chunk = _Chunk.of(lsns, timestamps, flags, waves, copysets, buf, offsets)
-            if lr is None:
-                lr = self._logs[log_id] = _LogRecords(first)
-                self.nbytes += lr.nbytes
-            else:
-                self._logs.move_to_end(log_id)
-            lr.chunks.append(chunk)
-            lr.nbytes += chunk.cost
-            self.nbytes += chunk.cost
+            self._add(log_id, _Chunk.of(lsns, timestamps, flags, waves, copysets, buf,
+                                        offsets))
             self._evict()
 
     def written_logs(self, log_ids: list[int], ends: np.ndarray, lsns: np.ndarray,
@@ -203,37 +189,43 @@ class RecordCache:
         firsts = lsns[starts].tolist()
         lasts = lsns[[e - 1 for e in ends_l]].tolist()
         with self._lock:
-            logs = self._logs
-            keep = []
-            for j, log_id in enumerate(log_ids):
-                lr = logs.get(log_id)
-                if lr is not None:
-                    if lasts[j] < lr.lo:
-                        continue  # below what the cache speaks for
-                    if firsts[j] <= lr.last:
-                        self._forget(log_id)
-                        continue
-                elif tails[j] != lasts[j] or firsts[j] <= trim_points[j] \
-                        or self.capacity == 0:
-                    continue
-                keep.append(j)
+            keep = [j for j, log_id in enumerate(log_ids)
+                    if self._takes(log_id, firsts[j], lasts[j], True, trim_points[j],
+                                   tails[j])]
             if not keep:
                 return
             packed = pack_written_runs(ends.astype(np.uint64), lsns, timestamps, flags,
                                        waves, copysets, payloads, offsets, keep)
             for j, p in zip(keep, packed, strict=True):
-                log_id = log_ids[j]
-                chunk = _Chunk(p, ends_l[j] - starts[j], firsts[j], lasts[j])
-                lr = logs.get(log_id)
-                if lr is None:
-                    lr = logs[log_id] = _LogRecords(firsts[j])
-                    self.nbytes += lr.nbytes
-                else:
-                    logs.move_to_end(log_id)
-                lr.chunks.append(chunk)
-                lr.nbytes += chunk.cost
-                self.nbytes += chunk.cost
+                self._add(log_ids[j], _Chunk(p, ends_l[j] - starts[j], firsts[j], lasts[j]))
             self._evict()
+
+    def _takes(self, log_id: int, first: int, last: int, fresh: bool, trim_point: int,
+               tail: int | None) -> bool:
+        """Whether a write of ``[first, last]`` of ``log_id`` is kept (see ``written``); a
+        write that reaches into what the cache holds of the log otherwise forgets it."""
+        lr = self._logs.get(log_id)
+        if lr is not None:
+            if last < lr.lo:
+                return False  # below what the cache speaks for
+            if not fresh or first <= lr.last:
+                self._forget(log_id)
+                return False
+            return True
+        return fresh and tail == last and first > trim_point and self.capacity > 0
+
+    def _add(self, log_id: int, chunk: _Chunk) -> None:
+        """Append ``chunk`` to what the cache holds of ``log_id`` (starting the log at
+        it when the cache held nothing)."""
+        lr = self._logs.get(log_id)
+        if lr is None:
+            lr = self._logs[log_id] = _LogRecords(chunk.first)
+            self.nbytes += lr.nbytes
+        else:
+            self._logs.move_to_end(log_id)
+        lr.chunks.append(chunk)
+        lr.nbytes += chunk.cost
+        self.nbytes += chunk.cost
 
     def changed(self, log_id: int, lo: int, hi: int) -> None:
         """Records of ``log_id`` in ``[lo, hi]`` were deleted or amended: forget the log

@@ -18,6 +18,11 @@ and field.  The common write (every record in the newest partition, above the LS
 log has) skips the partition assignment by numpy; others are cut into a run per
 partition after all their records were checked.
 
+``PendingWrite.add_logs`` takes the writes of many logs at once (a group commit of a
+load spread over many logs: a record or two per log): those that are the common write
+are encoded by one kernel call for all of them (``storefmt.encode_runs``) and put by one
+binding call, the rest go through ``add`` one by one.
+
 An LSN rewritten into a different partition than the one holding it (recovery, rebuilding
 with old timestamps) is deleted from the old one in the same batch: every LSN lives in one
 partition.  CSI blocks are only written over LSN ranges the log has nowhere yet, and a
@@ -309,7 +314,8 @@ class PendingWrite:
                                                             strict=True))
                 if self._meets(log_id, lo, hi)]
         if left:
-            taken = [e for i, e in enumerate(entries) if i not in set(left)]
+            skip = set(left)
+            taken = [e for i, e in enumerate(entries) if i not in skip]
             if not taken:
                 return left
             cols = Written(taken)
