@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Self
 
 import numpy as np
 
-from ldcore.columns import gather_payloads
+from ldcore.columns import concat_columns, gather_payloads, take_columns
 from logdevice.records import DataRecord
 
 __all__ = ["RecordColumns", "ARROW_SCHEMA_FIELDS"]
@@ -192,30 +192,13 @@ class RecordColumns:
             return cls.empty()
         if len(parts) == 1:
             return parts[0].compact()
-        # Offsets rebased in a few array operations for all parts: a reader's batch joins
-        # thousands of one-record parts (one per log), where per-part arithmetic showed.
-        bufs, firsts, lasts, rows = [], [], [], []
-        for p in parts:
-            o0, o1 = int(p.offsets[0]), int(p.offsets[-1])
-            bufs.append(p.payloads[o0:o1])
-            firsts.append(o0)
-            lasts.append(o1)
-            rows.append(len(p))
-        start = np.array(firsts, np.int64)
-        base = np.zeros(len(parts), np.int64)
-        (np.array(lasts, np.int64) - start)[:-1].cumsum(out=base[1:])
-        offsets = np.zeros(sum(rows) + 1, np.uint64)
-        offsets[1:] = np.concatenate([p.offsets[1:] for p in parts], dtype=np.int64,
-                                     casting="unsafe") + (base - start).repeat(rows)
-        plain = all(p.batch_offsets is None for p in parts)
+        # One C pass for all parts: a reader's batch joins thousands of one-record parts
+        # (one per log), and a read stream's run two or three (one per node).
+        lsns, timestamps, flags, payloads, offsets, batch_offsets = concat_columns(parts)
         kind = type(parts[0])
         return parts[0].replace(
-            lsns=np.concatenate([p.lsns for p in parts]),
-            timestamps=np.concatenate([p.timestamps for p in parts]),
-            flags=np.concatenate([p.flags for p in parts]),
-            payloads=np.concatenate(bufs), offsets=offsets,
-            batch_offsets=None if plain else np.concatenate(
-                [p.batch_offsets_or_zeros() for p in parts]),
+            lsns=lsns, timestamps=timestamps, flags=flags, payloads=payloads,
+            offsets=offsets, batch_offsets=batch_offsets,
             # The parts' own per-row columns (``cls`` may be a base class of theirs).
             **{name: kind.concat_row_column(name, [getattr(p, name) for p in parts])
                for name in kind.ROW_COLUMNS})
@@ -224,37 +207,11 @@ class RecordColumns:
     def interleave(parts: Sequence[RecordColumns], part: np.ndarray,
                    row: np.ndarray) -> RecordColumns:
         """Row ``row[i]`` of ``parts[part[i]]`` for every i, as one ``RecordColumns``
-        (offsets from 0; the parts' own per-row columns are not carried).  The work is a
-        few array operations per part, whatever the order: a run a read stream delivers
-        may alternate between the batches of several nodes record by record, where
-        ``concat`` of slices would cost an object per switch."""
-        n = len(part)
-        lsns = np.empty(n, np.uint64)
-        timestamps = np.empty(n, np.int64)
-        flags = np.empty(n, np.uint32)
-        plain = all(p.batch_offsets is None for p in parts)
-        batch_offsets = None if plain else np.zeros(n, np.uint32)
-        starts = np.empty(n, np.uint64)
-        lengths = np.empty(n, np.uint64)
-        picked = []
-        for k, p in enumerate(parts):
-            sel = np.flatnonzero(part == k)
-            if not len(sel):
-                continue
-            r = row[sel]
-            lsns[sel], timestamps[sel], flags[sel] = p.lsns[r], p.timestamps[r], p.flags[r]
-            if batch_offsets is not None and p.batch_offsets is not None:
-                batch_offsets[sel] = p.batch_offsets[r]
-            starts[sel] = p.offsets[r]
-            lengths[sel] = p.offsets[r + 1] - starts[sel]
-            picked.append((p, sel))
-        offsets = np.zeros(n + 1, np.uint64)
-        np.cumsum(lengths, out=offsets[1:])
-        payloads = np.empty(int(offsets[-1]), np.uint8)
-        for p, sel in picked:
-            gather_payloads(np.ascontiguousarray(p.payloads, np.uint8), starts[sel],
-                            starts[sel] + lengths[sel], payloads, offsets[sel])
-        return RecordColumns(lsns, timestamps, flags, payloads, offsets, batch_offsets)
+        (offsets from 0; the parts' own per-row columns are not carried), in one C pass
+        whatever the order: a run a read stream delivers may alternate between the
+        batches of several nodes record by record."""
+        return RecordColumns(*take_columns(list(parts), np.ascontiguousarray(part, np.int64),
+                                           np.ascontiguousarray(row, np.int64)))
 
     @classmethod
     def empty(cls) -> Self:

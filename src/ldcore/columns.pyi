@@ -49,3 +49,20 @@ def unpack_written(
 def join_written(
     bufs: list[npt.NDArray[np.uint8]], ns: list[int], widths: list[int]
 ) -> tuple[npt.NDArray[np.uint8], int, int]: ...
+
+_Columns = tuple[
+    npt.NDArray[np.uint64],
+    npt.NDArray[np.int64],
+    npt.NDArray[np.uint32],
+    npt.NDArray[np.uint8],
+    npt.NDArray[np.uint64],
+    npt.NDArray[np.uint32] | None,
+]
+
+def concat_columns(parts: list[Any]) -> _Columns: ...
+def take_columns(
+    parts: list[Any], part: npt.NDArray[np.int64], row: npt.NDArray[np.int64]
+) -> _Columns: ...
+def split_handles(
+    handles: npt.NDArray[np.int64],
+) -> tuple[list[int], npt.NDArray[np.int64], npt.NDArray[np.int64], list[int]]: ...

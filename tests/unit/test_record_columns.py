@@ -161,6 +161,38 @@ def test_interleave_takes_rows_from_several_parts_in_any_order():
     assert len(RecordColumns.interleave([a], np.zeros(0, np.int64), np.zeros(0, np.int64))) == 0
 
 
+def test_joining_kernels_refuse_columns_that_do_not_fit():
+    from ldcore.columns import concat_columns, split_handles, take_columns
+    a = make([b"a0", b"a1"], lead=b"xx")
+    short = a.replace(offsets=a.offsets[:2])  # two rows, two offsets
+    with pytest.raises(ValueError, match="offsets: 2 items, 3 needed"):
+        concat_columns([a, short])
+    outside = a.replace(offsets=a.offsets + np.uint64(100))
+    with pytest.raises(ValueError, match="part 1: payload bytes"):
+        concat_columns([a, outside])
+    i64 = np.int64
+    with pytest.raises(ValueError, match="no row 2 of part 0"):
+        take_columns([a], np.array([0], i64), np.array([2], i64))
+    with pytest.raises(ValueError, match="no row 0 of part 1"):
+        take_columns([a], np.array([1], i64), np.array([0], i64))
+    with pytest.raises(ValueError, match="differ in length"):
+        take_columns([a], np.array([0, 0], i64), np.array([0], i64))
+    backwards = a.replace(offsets=np.array([4, 2, 6], np.uint64))
+    with pytest.raises(ValueError, match=r"row 0: payload bytes \[4, 2\)"):
+        take_columns([backwards], np.array([0], i64), np.array([0], i64))
+    with pytest.raises(ValueError, match="negative"):
+        split_handles(np.array([1 << 32, -1], i64))
+
+
+def test_handles_split_into_batches_in_order_of_first_appearance():
+    from ldcore.columns import split_handles
+    handles = np.array([7 << 32 | 3, 2 << 32, 7 << 32 | 4, 9 << 32 | 1, 2 << 32 | 1], np.int64)
+    ids, part, row, counts = split_handles(handles)
+    assert ids == [7, 2, 9] and counts == [2, 2, 1]
+    assert part.tolist() == [0, 1, 0, 2, 1] and row.tolist() == [3, 0, 4, 1, 1]
+    assert split_handles(np.zeros(0, np.int64))[0] == []
+
+
 def test_payload_gather_refuses_ranges_outside_the_buffers():
     from ldcore.columns import gather_payloads
     src = np.frombuffer(b"hello", np.uint8)

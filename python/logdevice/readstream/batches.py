@@ -9,10 +9,9 @@ before delivery.
 
 When a contiguous run of LSNs becomes deliverable, ``BatchStore.gather`` turns the
 handles into one ``RecordColumns`` in LSN order.  A run taken from one batch is
-zero-copy (views into the batch); a run spanning a few batches is concatenated from
-slices, and one that alternates between batches record by record (single copy delivery
-of records appended one at a time: consecutive LSNs come from different nodes) is
-gathered per batch.
+zero-copy (views into the batch); any other run (several batches, maybe alternating
+record by record: single copy delivery of records appended one at a time, consecutive
+LSNs from different nodes) is copied out of them in one C pass.
 ``ReadBatch`` is what ``ReadStream.poll_batch`` returns to a columnar consumer.
 """
 
@@ -22,13 +21,11 @@ from typing import Self
 
 import numpy as np
 
+from ldcore.columns import split_handles
 from logdevice.record_columns import RecordColumns
 from logdevice.records import GapRecord
 
 _INDEX_MASK = 0xFFFFFFFF
-#: Past this many stretches of consecutive rows, a run is gathered per batch
-#: (``RecordColumns.interleave``) instead of concatenated from slices.
-_MAX_SLICES = 8
 _EMPTY_U8 = np.zeros(0, dtype=np.uint8)
 
 
@@ -133,40 +130,24 @@ class BatchStore:
             h = int(handles[0])
             b = batches[h >> 32]
             i0 = h & _INDEX_MASK
-            rows = b.rows
+            one = b.rows
             b.live -= 1
             if b.live <= 0:
                 del batches[h >> 32]
-            return rows if i0 == 0 and len(rows) == 1 else rows.slice(i0, i0 + 1)
-        bids = handles >> 32
-        idx = handles & _INDEX_MASK
-        if n > 1:
-            brk = ((bids[1:] != bids[:-1]) | (idx[1:] != idx[:-1] + 1)).nonzero()[0] + 1
-            bounds = [0, *brk.tolist(), n]
-        else:
-            bounds = [0, n]
-        if len(bounds) - 1 > _MAX_SLICES:  # records alternate between batches
-            ids, part, counts = np.unique(bids, return_inverse=True, return_counts=True)
-            parts = []
-            for bid, cnt in zip(ids.tolist(), counts.tolist(), strict=True):
-                b = batches[bid]
-                parts.append(b.rows)
-                b.live -= cnt
-                if b.live <= 0:
-                    del batches[bid]
-            return RecordColumns.interleave(parts, part.reshape(-1), idx)
-        runs = []
-        for k in range(len(bounds) - 1):
-            s, e = bounds[k], bounds[k + 1]
-            bid = int(bids[s])
-            i0 = int(idx[s])
+            return one if i0 == 0 and len(one) == 1 else one.slice(i0, i0 + 1)
+        ids, part, rows, counts = split_handles(handles)
+        parts = []
+        for bid, cnt in zip(ids, counts, strict=True):
             b = batches[bid]
-            runs.append(b.rows.slice(i0, i0 + (e - s)))
-            b.live -= e - s
+            parts.append(b.rows)
+            b.live -= cnt
             if b.live <= 0:
                 del batches[bid]
-        # One run stays a view with offsets into its batch's buffer (no copy).
-        return runs[0] if len(runs) == 1 else RecordColumns.concat(runs)
+        r0 = int(rows[0])
+        if len(parts) == 1 and int(rows[n - 1]) - r0 == n - 1:
+            # One stretch of one batch (rows rise with LSN): a view into its buffer.
+            return parts[0].slice(r0, r0 + n)
+        return RecordColumns.interleave(parts, part, rows)
 
 
 def as_u8(buf: object) -> np.ndarray:
