@@ -22,7 +22,7 @@ import operator
 import numpy as np
 
 cimport numpy as cnp
-from libc.stdint cimport int8_t, int64_t, uint64_t
+from libc.stdint cimport int8_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 
 cnp.import_array()
@@ -252,6 +252,36 @@ cdef class Window:
             for i in range(n):
                 cv[i] = <int8_t>self._insert(lv[i], hv[i])
         return codes
+
+    def insert_run(self, const uint64_t[:] lsns, int64_t first_handle,
+                   const uint32_t[:] flags, uint32_t mark):
+        """``insert`` of a batch's records (LSNs in rising order), record i with handle
+        ``first_handle + i``, up to the first LSN beyond the window (the later ones would
+        be beyond too).  What a read stream needs of the codes, without an array of them:
+
+        Returns
+        -------
+        tuple
+            ``(taken, inserted, marked)``: how many LSNs, from the first, were not
+            beyond the window; how many of them went in; the indices of the duplicates
+            whose ``flags`` have a bit of ``mark`` (list of int).
+        """
+        cdef Py_ssize_t i, n = lsns.shape[0], inserted = 0
+        if flags.shape[0] != n:
+            raise ValueError(f"lsns and flags differ in length ({n} != {flags.shape[0]})")
+        if first_handle < 0 or n and first_handle > 0x7FFFFFFFFFFFFFFF - (n - 1):
+            raise ValueError(f"handles from {first_handle} must be non-negative int64 values")
+        cdef int code
+        marked = []
+        for i in range(n):
+            code = self._insert(lsns[i], first_handle + i)
+            if code == -2:
+                return i, inserted, marked
+            if code == 1:
+                inserted += 1
+            elif code == 0 and flags[i] & mark:
+                marked.append(i)
+        return n, inserted, marked
 
     def get(self, lsn):
         """The handle stored for ``lsn``, or -1 (empty, stale or beyond the window)."""

@@ -171,6 +171,24 @@ def test_insert_many_codes_and_duplicates_within_a_batch():
     assert w.insert_many([], []).tolist() == []
 
 
+def test_insert_run_counts_what_went_in_and_marked_duplicates():
+    w = Window(10, 6)
+    w.insert(12, 99)
+    u64, u32 = np.uint64, np.uint32
+    # 9 stale, 11 in, 12 a duplicate (marked), 13 a duplicate-free, 16 beyond: stop there
+    taken, inserted, marked = w.insert_run(
+        np.array([9, 11, 12, 13, 16, 17], u64), 5 << 32, np.array([4, 0, 4, 4, 0, 0], u32), 4)
+    assert (taken, inserted, marked) == (4, 2, [2])
+    assert [w.get(x) for x in (11, 12, 13)] == [(5 << 32) + 1, 99, (5 << 32) + 3]
+    assert w.get(16) == -1  # nothing past the first LSN beyond the window
+    assert w.insert_run(np.array([11], u64), 7, np.array([0], u32), 4) == (1, 0, [])
+    assert w.insert_run(np.empty(0, u64), 0, np.empty(0, u32), 4) == (0, 0, [])
+    with pytest.raises(ValueError, match="differ in length"):
+        w.insert_run(np.array([14], u64), 1, np.empty(0, u32), 4)
+    with pytest.raises(ValueError, match="non-negative"):
+        w.insert_run(np.array([14], u64), -1, np.array([0], u32), 4)
+
+
 def test_scalar_arguments_accept_numpy_ints():
     w = Window(np.uint64(5), np.int32(4))
     assert w.insert(np.uint64(6), np.int64(1)) == 1

@@ -73,25 +73,15 @@ class BatchStore:
     def __len__(self) -> int:
         return len(self._batches)
 
-    def new_batch(self, rows: RecordColumns) -> tuple[int, np.ndarray]:
+    def new_batch(self, rows: RecordColumns) -> tuple[int, int]:
         """Register a batch (not kept until ``keep`` says some records went in).
 
-        Returns its id and the handles of its records.
+        Returns its id and the handle of its first record (record i's is that plus i).
         """
         bid = self._next_id
         self._next_id = (bid + 1) & 0x7FFFFFFF
         self._pending = _Batch(rows)
-        handles = np.arange(len(rows), dtype=np.int64)
-        handles += np.int64(bid << 32)
-        return bid, handles
-
-    def add_one(self, rows: RecordColumns) -> int:
-        """``new_batch`` of a batch of one record (the tailing reader's usual RECORDS):
-        its record's handle, without an array."""
-        bid = self._next_id
-        self._next_id = (bid + 1) & 0x7FFFFFFF
-        self._pending = _Batch(rows)
-        return bid << 32
+        return bid, bid << 32
 
     def keep(self, bid: int, live: int) -> None:
         """``live`` records of the batch just registered entered the buffer."""

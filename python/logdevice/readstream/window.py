@@ -99,17 +99,14 @@ class RecordWindow:
             if n == 0:
                 return 0
             lsns = lsns[:n]
-        batches = self._batches
         if n == 1:
             return self._insert_one(lsns, ts, fl, buf, offs)
-        bid, handles = batches.new_batch(RecordColumns(lsns, ts, fl, buf, offs))
-        codes = self._buf.insert_many(lsns, handles)
-        if codes[n - 1] == -2:  # past the buffer: the node ignored flow control
-            n = int(np.argmax(codes == -2))
-        live = int(np.count_nonzero(codes == 1))
-        better = (codes[:n] == 0) & ((fl[:n] & FLAG_WRITTEN_BY_RECOVERY) != 0)
-        if np.count_nonzero(better):
-            live += self._prefer_recovery_copies(lsns[:n][better], handles[:n][better])
+        batches = self._batches
+        bid, first = batches.new_batch(RecordColumns(lsns, ts, fl, buf, offs))
+        n, live, better = self._buf.insert_run(lsns, first, fl, FLAG_WRITTEN_BY_RECOVERY)
+        if better:
+            live += self._prefer_recovery_copies(lsns[better],
+                                                 np.array(better, np.int64) + first)
         batches.keep(bid, live)
         return n
 
@@ -117,16 +114,16 @@ class RecordWindow:
                     offs: np.ndarray) -> int:
         """``insert`` of one record (what a tailing reader mostly gets), in scalars."""
         batches = self._batches
-        handle = batches.add_one(RecordColumns(lsns, ts, fl, buf, offs))
+        bid, handle = batches.new_batch(RecordColumns(lsns, ts, fl, buf, offs))
         lsn = int(lsns[0])
         code = self._buf.insert(lsn, handle)
         if code == -2:  # past the buffer: the node ignored flow control
-            batches.keep(handle >> 32, 0)
+            batches.keep(bid, 0)
             return 0
         live = 1 if code == 1 else 0
         if code == 0 and int(fl[0]) & FLAG_WRITTEN_BY_RECOVERY:
             live += self._prefer_recovery_copies(lsns, np.array([handle], np.int64))
-        batches.keep(handle >> 32, live)
+        batches.keep(bid, live)
         return 1
 
     def _prefer_recovery_copies(self, lsns: np.ndarray, handles: np.ndarray) -> int:
