@@ -15,7 +15,6 @@ gaps), which they copy from the first part.
 from __future__ import annotations
 
 import builtins
-import copy
 from collections.abc import Sequence
 from typing import Any, ClassVar, Self
 
@@ -46,21 +45,6 @@ def _gather(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray
     return out, offsets
 
 
-_UNSET = object()
-_NO_COLUMNS: dict[str, Any] = {}
-
-#: Slot names per class, all of its MRO's (``replace`` copies them).
-_SLOT_NAMES: dict[type, tuple[str, ...]] = {}
-
-
-def _slot_names(cls: type) -> tuple[str, ...]:
-    names = _SLOT_NAMES.get(cls)
-    if names is None:
-        names = _SLOT_NAMES[cls] = tuple(
-            name for k in cls.__mro__ for name in k.__dict__.get("__slots__", ()))
-    return names
-
-
 class RecordColumns:
     """Records in order, as columns.
 
@@ -73,8 +57,6 @@ class RecordColumns:
     The operations return new objects and never write into the arrays they were given;
     slices are views.
     """
-
-    __slots__ = ("lsns", "timestamps", "flags", "payloads", "offsets", "batch_offsets")
 
     #: Per-row columns a subclass adds (arrays indexed by row, like ``lsns``).
     ROW_COLUMNS: ClassVar[tuple[str, ...]] = ()
@@ -125,29 +107,31 @@ class RecordColumns:
 
     def replace(self, **columns: Any) -> Self:
         """A shallow copy with the attributes named in ``columns`` replaced."""
-        if hasattr(self, "__dict__"):  # a subclass without __slots__
-            out = copy.copy(self)
-        else:  # copy.copy goes through __reduce_ex__: several times slower
-            out = object.__new__(type(self))
-            for name in _slot_names(type(self)):
-                if name not in columns:
-                    value = getattr(self, name, _UNSET)
-                    if value is not _UNSET:
-                        setattr(out, name, value)
-        for name, value in columns.items():
-            setattr(out, name, value)
+        # (Attributes in a __dict__, not __slots__: a copy is two dict updates, where
+        # slots took a getattr and a setattr per attribute, and reads make several
+        # copies of small batches per record.)
+        out = object.__new__(type(self))
+        attrs = out.__dict__
+        attrs.update(self.__dict__)
+        attrs.update(columns)
         return out
 
     def slice(self, a: int, b: int) -> Self:
         """Rows ``[a, b)`` as views (offsets keep indexing the same buffer)."""
         b = max(a, b)
+        out = object.__new__(type(self))
+        attrs = out.__dict__
+        attrs.update(self.__dict__)
+        attrs["lsns"] = self.lsns[a:b]
+        attrs["timestamps"] = self.timestamps[a:b]
+        attrs["flags"] = self.flags[a:b]
+        attrs["offsets"] = self.offsets[a:b + 1]
         bo = self.batch_offsets
-        extra = {name: getattr(self, name)[a:b] for name in self.ROW_COLUMNS} \
-            if self.ROW_COLUMNS else _NO_COLUMNS
-        return self.replace(
-            lsns=self.lsns[a:b], timestamps=self.timestamps[a:b], flags=self.flags[a:b],
-            offsets=self.offsets[a:b + 1], batch_offsets=None if bo is None else bo[a:b],
-            **extra)
+        if bo is not None:
+            attrs["batch_offsets"] = bo[a:b]
+        for name in self.ROW_COLUMNS:
+            attrs[name] = attrs[name][a:b]
+        return out
 
     def take(self, index: np.ndarray | builtins.slice) -> Self:
         """The rows at ``index``: a slice of step 1 is ``slice`` (views); an int array

@@ -39,7 +39,6 @@ class ReadBatch(RecordColumns):
     every row with ``lsn > hi``.
     """
 
-    __slots__ = ("log_id", "gaps")
     batch_offsets: np.ndarray  # never None here: plain records have 0
 
     def __init__(self, log_id: int, rows: RecordColumns,

@@ -26,7 +26,6 @@ class RecordBatch(RecordColumns):
     read stopped: the next LSN to ask for.
     """
 
-    __slots__ = ("log_id", "waves", "copysets", "checksums", "next_lsn")
     ROW_COLUMNS = ("waves", "copysets", "checksums")
 
     def __init__(self, log_id: int, lsns: np.ndarray, timestamps: np.ndarray,

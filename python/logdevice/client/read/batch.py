@@ -40,7 +40,6 @@ class ReaderBatch(RecordColumns):
     gaps : list of GapRecord
     """
 
-    __slots__ = ("log_ids", "gaps")
     batch_offsets: np.ndarray  # never None here: plain records have 0
     ROW_COLUMNS = ("log_ids",)
 
