@@ -8,7 +8,8 @@ channel.  The log may span two epochs (the first closed by a bridge record) and 
 plugs, BufferedWriter blobs, missing LSNs, corrupt copies and a trimmed prefix; one node
 may be dead (never answers), one authoritative-empty, and live nodes may lose their
 connection.  Hypothesis draws the log; a drawn
-seed drives the interleaving, the batching and when the application polls.  Time only
+seed drives the interleaving, the batching, when the application polls and which runs of
+messages the stream holds and settles at once (as a loop turn's).  Time only
 passes when nothing else can happen.
 """
 
@@ -261,6 +262,18 @@ def run(scd: bool, scenario, data) -> None:
         choice = rnd.randint(0, len(movable))
         if choice < len(movable):
             node = movable[choice]
+            if node.channel and rnd.random() < 0.15:
+                # A loop turn's messages of several nodes, held and then settled at once.
+                rs.hold()
+                for _ in range(rnd.randint(1, 6)):
+                    ready = [n for n in nodes.values() if n.channel]
+                    if not ready:
+                        break
+                    src = rnd.choice(ready)
+                    deliver(rs, src, src.channel.popleft())
+                rs.settle()
+                route()
+                continue
             if node.channel and rnd.random() < 0.5:
                 deliver(rs, node, node.channel.popleft())
                 route()

@@ -148,6 +148,8 @@ class ReadStream:
                                  self._fmaj, clock, grace_period, sequencer_window,
                                  not self._scd.active, known_epoch)
         self._stopped = False
+        self._held = False  # events wait for ``settle`` to move the stream on
+        self._unsettled = False  # an event came while held
         for s in self._senders:
             self._send_start(s)
         self._after_event()
@@ -216,6 +218,23 @@ class ReadStream:
         batch = self._delivery.take_batch(max_records)
         self._after_consume()
         return batch
+
+    def hold(self) -> None:
+        """Let the next events only record what they say, until ``settle``: the read
+        pointer moves, SCD decides and a rewind goes out once, at ``settle``, for all of
+        them (a loop turn's messages for one stream cost one pass, not one each).  The
+        outcome is the same as settling after each, but for the messages a rewind's new
+        filter version would have dropped: their records and gaps are true, and the
+        rewind clears what they left."""
+        self._held = True
+
+    def settle(self) -> None:
+        """End a ``hold``: move on from every event since."""
+        if self._held:
+            self._held = False
+            if self._unsettled:
+                self._unsettled = False
+                self._after_event()
 
     def take_actions(self) -> list[Any]:
         """Messages to send, oldest first (``SendStart``/``SendWindow``/``SendStop``)."""
@@ -397,6 +416,9 @@ class ReadStream:
         if self._stopped:
             return
         now = self._clock()
+        due = self.next_deadline()
+        if due is None or due > now:
+            return  # nothing is due: every event already left the stream settled
         for s in self._senders.due_reconnects(now):
             self._send_start(s)
         if self._gaps.grace_due(now):
@@ -447,6 +469,9 @@ class ReadStream:
     def _after_event(self) -> None:
         """End of every event: move on, let SCD fail over, carry out a pending rewind
         (once per event), start the stall timers; stop once past ``until_lsn``."""
+        if self._held:
+            self._unsettled = True
+            return
         if self._next <= self._until and not self._stopped:
             self._progress()
             if self._scd.after_progress(self._next):
@@ -474,10 +499,11 @@ class ReadStream:
             self._send_start(s)
 
     def _after_consume(self) -> None:
-        """The application took records: slide the window if due."""
+        """The application took records: slide the window if due.  (Taking records alone
+        changes nothing the stream decides on: it was settled after its last event.)"""
         if self._window.slide_due(self._delivery.consumed) and self._next <= self._until:
             self._slide()
-        self._after_event()
+            self._after_event()
 
     def _slide(self) -> None:
         self._window.slide(self._delivery.consumed)

@@ -243,9 +243,9 @@ class ReaderCore:
         self._placement = placement  # (log, from, until) -> ReadPlacement, on this loop
         self._refill_pending = False
         self._watch: asyncio.Task[None] | None = None
-        # Streams messages moved this loop turn, acted on (``_after``) once at its end:
-        # a node's STARTED and first GAP, or every node's answers read in one turn, cost
-        # one pass over the stream's output, not one each.
+        # Streams messages moved this loop turn, held (``ReadStream.hold``) and acted on
+        # (``_after``) once at its end: a node's STARTED and first GAP, or every node's
+        # answers read in one turn, cost one pass of the stream, not one each.
         self._moved: dict[int, _LogStream] = {}
         self._act_scheduled = False
         self._timers: DeadlineTimers[_LogStream] = DeadlineTimers(loop, self._on_timer)
@@ -393,9 +393,19 @@ class ReaderCore:
     def on_message(self, st: _LogStream, node: int, msg: Any) -> None:
         if st.closed:
             return
+        t = type(msg)
+        if t is not Records and t is not Gap and t is not Started:
+            return
         rs = st.rs
         try:
-            t = type(msg)
+            if st.rsid not in self._moved:
+                # Its first message this turn: the stream holds the turn's messages and
+                # moves on from them all at once, when _act settles it.
+                rs.hold()
+                self._moved[st.rsid] = st
+                if not self._act_scheduled:
+                    self._act_scheduled = True
+                    self.loop.call_soon(self._act)
             if t is Records:
                 self._on_records(st, node, msg)
             elif t is Gap:
@@ -404,7 +414,7 @@ class ReaderCore:
                     self.stats.checksum_fail_gaps += 1
                 rs.on_gap(node, int(msg.lo), int(msg.hi), int(msg.reason),
                           int(msg.filter_version))
-            elif t is Started:
+            else:
                 if msg.status in (E.ACCESS, E.NOTFOUND):
                     self._refused(st, node, E(msg.status))
                     return
@@ -412,12 +422,6 @@ class ReaderCore:
                     st.started.add(node)
                     st.last_released = max(st.last_released, int(msg.last_released))
                 rs.on_started(node, E(msg.status), int(msg.filter_version))
-            else:
-                return
-            self._moved[st.rsid] = st
-            if not self._act_scheduled:
-                self._act_scheduled = True
-                self.loop.call_soon(self._act)
         except Exception as exc:  # a bug: surface it to the reading threads
             log.exception("reader: handling %s from N%d failed", type(msg).__name__, node)
             self.queue.fail(exc)
@@ -497,6 +501,7 @@ class ReaderCore:
     def _after(self, st: _LogStream) -> None:
         """After any event: send what the stream asks, deliver what it can, re-arm."""
         rs = st.rs
+        rs.settle()  # (a turn's messages held it)
         self._send(st, rs.take_actions())
         if st.closed:
             return
