@@ -137,9 +137,11 @@ class ServerReadStream:
         self.start_lsn = max(int(start.start_lsn), 1)
         self.until_lsn = min(int(start.until_lsn), LSN_MAX)
         self.window_high = int(start.window_high)
-        flags = int(start.flags)  # (tested as an int: enum arithmetic is slow, per START)
-        self.flags = StartFlag(flags)
-        self.known_down = tuple(sorted({int(n) for n in start.known_down}))
+        # (an int, tested as one: enum arithmetic, and even making the enum, is slow per
+        # START)
+        self.flags = flags = int(start.flags)
+        kd = start.known_down
+        self.known_down = tuple(sorted({int(n) for n in kd})) if kd else ()
         self.replication = int(start.replication)
         self.reorder_seed = start.reorder_seed
         self.me = int(me)

@@ -428,5 +428,6 @@ def _concat(pieces: list[tuple[_Segment, int, int]], gaps: list[GapRecord]) -> R
         return ReaderBatch.of(np.full(b - a, seg.log_id, np.uint64), rows, gaps)
     log_ids = np.repeat(np.array([seg.log_id for seg, _, _ in pieces], np.uint64),
                         [b - a for _, a, b in pieces])
-    rows = RecordColumns.concat([seg.rows.slice(a, b) for seg, a, b in pieces])
+    rows = RecordColumns.concat([seg.rows if a == 0 and b == len(seg.lsns)
+                                 else seg.rows.slice(a, b) for seg, a, b in pieces])
     return ReaderBatch.of(log_ids, rows, gaps)

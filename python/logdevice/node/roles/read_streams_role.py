@@ -5,9 +5,10 @@ Owns START, WINDOW and STOP.  Each stream is a ``ServerReadStream`` (the logic, 
 
 - START: answer STARTED (OK with the log's release pointer; NOTFOUND for a log not in the
   config; DISABLED on a node without storage; INVALID_PARAM for an empty range;
-  SHUTDOWN while stopping), then schedule the stream.  A START for a stream id the
-  connection already uses rewinds: the new stream replaces the old one (a START with a
-  lower filter version than the current stream's is stale and ignored).
+  SHUTDOWN while stopping), then take the stream's first step at once if it is short
+  (a young log's few records leave with STARTED), else schedule it.  A START for a
+  stream id the connection already uses rewinds: the new stream replaces the old one (a
+  START with a lower filter version than the current stream's is stale and ignored).
 - One pump task serves the ready streams round-robin, one ``step`` each per turn with a
   byte budget, and yields to the loop between turns.  A step with much to read runs in
   this role's reader thread (LogsDB reads release the GIL); a short one (a tailing
@@ -159,7 +160,7 @@ class ReadStreamsRole(Role):
         self._exec = ThreadPoolExecutor(1, thread_name_prefix="read-streams")
         self._region_nodes: dict[str, tuple[int, ...]] = {}
         self._stopping = False
-        self._stepping = False
+        self._stepping = 0  # steps under way (the pump's in the thread, one inline)
         self.steps_inline = 0  # steps run on the event loop
         self.steps_in_thread = 0  # steps run in the reader thread
 
@@ -235,7 +236,15 @@ class ReadStreamsRole(Role):
         self.totals.started += 1
         conn.send(Started(read_stream_id=msg.read_stream_id, filter_version=msg.filter_version,
                           status=E.OK, last_released=released))
-        self._schedule(entry)
+        db = self.db
+        if (db is not None and not db.closed and stream.state(released, db.trim_point(
+                msg.log_id)) is StreamState.READY and self._inline(db, stream)
+                and getattr(conn, "write_buffer_size", 0) <= HIGH_WATER):
+            # A short first step (a young log's few records) goes out with STARTED: no
+            # trip through the ready queue.
+            self._step_inline(entry, db)
+        else:
+            self._schedule(entry)
 
     def on_config_change(self, old: Config, new: Config) -> None:
         """Streams of logs removed at runtime end: the client hears NOTFOUND (its reader
@@ -427,45 +436,78 @@ class ReadStreamsRole(Role):
                 self._drop(entry)
                 continue
             s = entry.stream
-            released = self.last_released(s.log_id)
-            failures = s.stats.checksum_failures
-            self._stepping = True
-            try:
-                trim = db.trim_point(s.log_id)
-                upto = min(s.until_lsn, s.window_high)
-                span = (upto if s.digest else min(upto, released)) - s.next_lsn + 1
-                if span > INLINE_LSNS and db.records_within(s.log_id, s.next_lsn,
-                                                            upto) > INLINE_LSNS:
-                    self.steps_in_thread += 1
-                    msgs = await loop.run_in_executor(self._exec, s.step, db, released, trim,
-                                                      self.budget_bytes)
-                    slice_end = clock() + PUMP_SLICE
-                else:
-                    self.steps_inline += 1
-                    msgs = s.step(db, released, trim, self.budget_bytes)
-            except LogDeviceError as exc:
-                if exc.status == E.CHECKSUM_MISMATCH:  # RocksDB found a damaged block
-                    self._report_damage(f"reading log {s.log_id}: {exc}")
-                if exc.status == E.AGAIN and not entry.closed:
-                    self._schedule(entry)  # a partition went away under the read: retry
-                elif not entry.closed:
-                    self._fail(entry, exc.status, exc)
-                continue
-            except Exception as exc:  # a bug must not stop every other stream
-                log.exception("N%d: read stream %r failed", self.node.index, s)
-                self._fail(entry, E.FAILED, exc)
-                continue
-            finally:
-                self._stepping = False
-            if s.stats.checksum_failures > failures:
-                self._report_damage(
-                    f"{s.stats.checksum_failures - failures} copies of log {s.log_id} "
-                    f"failed their checksum")
-            if entry.closed:
-                continue  # stopped or rewound while reading: the client ignores these
-            if msgs:
-                conn.send_many(msgs)
-            self._schedule(entry)
+            if not self._inline(db, s):
+                self.steps_in_thread += 1
+                released = self.last_released(s.log_id)
+                failures = s.stats.checksum_failures
+                self._stepping += 1
+                try:
+                    msgs = await loop.run_in_executor(
+                        self._exec, s.step, db, released, db.trim_point(s.log_id),
+                        self.budget_bytes)
+                except Exception as exc:
+                    self._step_failed(entry, exc)
+                    continue
+                finally:
+                    self._stepping -= 1
+                slice_end = clock() + PUMP_SLICE
+                self._stepped(entry, msgs, failures)
+            else:
+                self._step_inline(entry, db)
+
+    def _inline(self, db: LogsDB, s: ServerReadStream) -> bool:
+        """Whether a step of ``s`` is short enough to run on the loop: few LSNs to look
+        at, or few records among them."""
+        upto = min(s.until_lsn, s.window_high)
+        released = self.last_released(s.log_id)
+        span = (upto if s.digest else min(upto, released)) - s.next_lsn + 1
+        return span <= INLINE_LSNS or db.records_within(s.log_id, s.next_lsn,
+                                                        upto) <= INLINE_LSNS
+
+    def _step_inline(self, entry: _Entry, db: LogsDB) -> None:
+        """One step of ``entry``'s stream on the loop; its messages go out and it is
+        scheduled again."""
+        s = entry.stream
+        self.steps_inline += 1
+        failures = s.stats.checksum_failures
+        self._stepping += 1
+        try:
+            msgs = s.step(db, self.last_released(s.log_id), db.trim_point(s.log_id),
+                          self.budget_bytes)
+        except Exception as exc:
+            self._step_failed(entry, exc)
+            return
+        finally:
+            self._stepping -= 1
+        self._stepped(entry, msgs, failures)
+
+    def _step_failed(self, entry: _Entry, exc: Exception) -> None:
+        s = entry.stream
+        if isinstance(exc, LogDeviceError):
+            if exc.status == E.CHECKSUM_MISMATCH:  # RocksDB found a damaged block
+                self._report_damage(f"reading log {s.log_id}: {exc}")
+            if exc.status == E.AGAIN and not entry.closed:
+                self._schedule(entry)  # a partition went away under the read: retry
+            elif not entry.closed:
+                self._fail(entry, exc.status, exc)
+            return
+        # a bug must not stop every other stream
+        log.error("N%d: read stream %r failed", self.node.index, s, exc_info=exc)
+        self._fail(entry, E.FAILED, exc)
+
+    def _stepped(self, entry: _Entry, msgs: list[Any], failures: int) -> None:
+        """After a step that found ``failures`` checksum failures before it: report new
+        ones, send the messages, schedule the stream again."""
+        s = entry.stream
+        if s.stats.checksum_failures > failures:
+            self._report_damage(
+                f"{s.stats.checksum_failures - failures} copies of log {s.log_id} "
+                f"failed their checksum")
+        if entry.closed:
+            return  # stopped or rewound while reading: the client ignores these
+        if msgs:
+            entry.conn.send_many(msgs)
+        self._schedule(entry)
 
     def _fail(self, entry: _Entry, status: E, exc: BaseException) -> None:
         s = entry.stream
