@@ -46,9 +46,15 @@ def unpack_written(
     npt.NDArray[np.uint64],
 ]: ...
 
-def join_written(
-    bufs: list[npt.NDArray[np.uint8]], ns: list[int], widths: list[int]
-) -> tuple[npt.NDArray[np.uint8], int, int]: ...
+def read_packed(
+    bufs: list[npt.NDArray[np.uint8]],
+    ns: list[int],
+    widths: list[int],
+    lo: int,
+    hi: int,
+    max_records: int,
+    max_bytes: int,
+) -> tuple[npt.NDArray[np.uint8], int, int, bool]: ...
 
 _Columns = tuple[
     npt.NDArray[np.uint64],

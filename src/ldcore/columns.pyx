@@ -198,62 +198,6 @@ def unpack_written(cnp.ndarray buf, Py_ssize_t n, Py_ssize_t width):
     return ls, ts, fl, wv, cs, crc, payload, offs
 
 
-def join_written(list bufs, list ns, list widths):
-    """Several ``pack_written`` buffers (``ns[i]`` records ``widths[i]`` wide each, in LSN
-    order) packed as one: ``(buffer, records, copyset width)``, the narrower copysets
-    padded with -1.  One allocation and a copy per column and part: the record cache
-    answers a read spanning several writes with it, where concatenating their unpacked
-    columns cost a numpy call per column and part."""
-    cdef Py_ssize_t parts = len(bufs), p, i, j, n = 0, width = 0, body = 0
-    if len(ns) != parts or len(widths) != parts:
-        raise ValueError("bufs, ns and widths differ in length")
-    cdef Py_ssize_t at[8]
-    cdef Py_ssize_t src_at[8]
-    cdef Py_ssize_t pn, pw, psize
-    cdef cnp.ndarray part
-    for p in range(parts):
-        part = bufs[p]
-        pn, pw = ns[p], widths[p]
-        if (cnp.PyArray_TYPE(part) != cnp.NPY_UINT8 or not cnp.PyArray_IS_C_CONTIGUOUS(part)
-                or pn < 0 or pw < 0 or cnp.PyArray_SIZE(part) < _layout(pn, pw, src_at)):
-            raise ValueError(f"part {p}: not a packed write of {pn} records {pw} wide")
-        n += pn
-        width = max(width, pw)
-        body += cnp.PyArray_SIZE(part) - _layout(pn, pw, src_at)
-    cdef cnp.npy_intp size = _layout(n, width, at) + body
-    buf = cnp.PyArray_EMPTY(1, &size, cnp.NPY_UINT8, 0)
-    cdef uint8_t *b = <uint8_t *>cnp.PyArray_DATA(buf)
-    cdef uint8_t *s
-    cdef uint64_t base = 0
-    cdef uint64_t *src_offs
-    cdef uint64_t *dst_offs = <uint64_t *>(b + at[2])
-    cdef int16_t *src_cs
-    cdef int16_t *dst_cs = <int16_t *>(b + at[6])
-    cdef Py_ssize_t row = 0
-    for p in range(parts):
-        part = bufs[p]
-        pn, pw = ns[p], widths[p]
-        s = <uint8_t *>cnp.PyArray_DATA(part)
-        psize = cnp.PyArray_SIZE(part) - _layout(pn, pw, src_at)
-        memcpy(b + at[0] + 8 * row, s + src_at[0], 8 * pn)  # lsns
-        memcpy(b + at[1] + 8 * row, s + src_at[1], 8 * pn)  # timestamps
-        memcpy(b + at[3] + 4 * row, s + src_at[3], 4 * pn)  # flags
-        memcpy(b + at[4] + 4 * row, s + src_at[4], 4 * pn)  # waves
-        memcpy(b + at[5] + 4 * row, s + src_at[5], 4 * pn)  # checksums
-        src_offs = <uint64_t *>(s + src_at[2])
-        src_cs = <int16_t *>(s + src_at[6])
-        for i in range(pn):
-            dst_offs[row + i] = base + src_offs[i]
-            for j in range(width):
-                dst_cs[(row + i) * width + j] = src_cs[i * pw + j] if j < pw else -1
-        if psize:
-            memcpy(b + at[7] + base, s + src_at[7], psize)
-        base += <uint64_t>psize
-        row += pn
-    dst_offs[n] = base
-    return buf, n, width
-
-
 # ------------------------------------------------------------ joining record columns
 #
 # A read stream's runs and a reader's batches join many small parts (one or two records
@@ -487,3 +431,99 @@ def split_handles(const int64_t[::1] handles):
         return ids, part, row, [counts[i] for i in range(found)]
     finally:
         free(counts)
+
+
+def read_packed(list bufs, list ns, list widths, uint64_t lo, uint64_t hi,
+                Py_ssize_t max_records, uint64_t max_bytes):
+    """The rows of several ``pack_written`` buffers (one log's writes, in LSN order)
+    with LSNs in ``[lo, hi]``, packed as one: at most ``max_records`` of them, and no
+    record whose payload would start at or past ``max_bytes`` bytes (the first one is
+    always taken; 0: no byte limit).  Returns ``(buffer, records, copyset width, cut)``,
+    ``cut`` True when a limit left out rows of the range.  One pass: the record cache
+    answers a young log's read, a record or two over a few writes, with it."""
+    cdef Py_ssize_t parts = len(bufs), p, i, j, n = 0, width = 0, pn, pw, row = 0
+    if len(ns) != parts or len(widths) != parts:
+        raise ValueError("bufs, ns and widths differ in length")
+    cdef Py_ssize_t at[8]
+    cdef Py_ssize_t src_at[8]
+    cdef cnp.ndarray part
+    cdef const uint64_t *ls
+    cdef const uint64_t *so
+    cdef uint64_t taken = 0, body = 0, base
+    cdef bint cut = False
+    cdef cnp.npy_intp size
+    cdef uint8_t *b
+    cdef uint8_t *s
+    cdef uint64_t *dst_offs
+    cdef int16_t *dst_cs
+    cdef const int16_t *src_cs
+    cdef Py_ssize_t k, f
+    # which rows: [first[p], last[p]) of each part
+    cdef Py_ssize_t *first = <Py_ssize_t *>malloc(sizeof(Py_ssize_t) * 2 * (parts or 1))
+    if first == NULL:
+        raise MemoryError()
+    cdef Py_ssize_t *last = first + parts
+    try:
+        for p in range(parts):
+            part = bufs[p]
+            pn, pw = ns[p], widths[p]
+            if (cnp.PyArray_TYPE(part) != cnp.NPY_UINT8
+                    or not cnp.PyArray_IS_C_CONTIGUOUS(part) or pn < 0 or pw < 0
+                    or cnp.PyArray_SIZE(part) < _layout(pn, pw, src_at)):
+                raise ValueError(f"part {p}: not a packed write of {pn} records {pw} wide")
+            ls = <const uint64_t *>(<uint8_t *>cnp.PyArray_DATA(part) + src_at[0])
+            so = <const uint64_t *>(<uint8_t *>cnp.PyArray_DATA(part) + src_at[2])
+            i = 0
+            while i < pn and ls[i] < lo:
+                i += 1
+            first[p] = last[p] = i
+            while i < pn and ls[i] <= hi:
+                if n == max_records or (max_bytes and n and taken >= max_bytes):
+                    cut = True
+                    break
+                taken += so[i + 1] - so[i]
+                n += 1
+                i += 1
+            last[p] = i
+            if last[p] > first[p]:
+                width = max(width, pw)
+            if cut:
+                for j in range(p + 1, parts):
+                    first[j] = last[j] = 0
+                parts = p + 1
+                break
+        body = taken
+        size = _layout(n, width, at) + <Py_ssize_t>body
+        buf = cnp.PyArray_EMPTY(1, &size, cnp.NPY_UINT8, 0)
+        b = <uint8_t *>cnp.PyArray_DATA(buf)
+        dst_offs = <uint64_t *>(b + at[2])
+        dst_cs = <int16_t *>(b + at[6])
+        base = 0
+        for p in range(parts):
+            k = last[p] - first[p]
+            if k <= 0:
+                continue
+            part = bufs[p]
+            pn, pw = ns[p], widths[p]
+            _layout(pn, pw, src_at)
+            s = <uint8_t *>cnp.PyArray_DATA(part)
+            f = first[p]
+            memcpy(b + at[0] + 8 * row, s + src_at[0] + 8 * f, 8 * k)  # lsns
+            memcpy(b + at[1] + 8 * row, s + src_at[1] + 8 * f, 8 * k)  # timestamps
+            memcpy(b + at[3] + 4 * row, s + src_at[3] + 4 * f, 4 * k)  # flags
+            memcpy(b + at[4] + 4 * row, s + src_at[4] + 4 * f, 4 * k)  # waves
+            memcpy(b + at[5] + 4 * row, s + src_at[5] + 4 * f, 4 * k)  # checksums
+            so = <const uint64_t *>(s + src_at[2])
+            src_cs = <const int16_t *>(s + src_at[6])
+            for i in range(k):
+                dst_offs[row + i] = base + so[f + i] - so[f]
+                for j in range(width):
+                    dst_cs[(row + i) * width + j] = src_cs[(f + i) * pw + j] if j < pw else -1
+            if so[f + k] > so[f]:
+                memcpy(b + at[7] + base, s + src_at[7] + so[f], so[f + k] - so[f])
+            base += so[f + k] - so[f]
+            row += k
+        dst_offs[n] = base
+        return buf, n, width, cut
+    finally:
+        free(first)

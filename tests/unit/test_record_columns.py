@@ -247,8 +247,8 @@ def test_packed_write_owns_its_columns_with_checksums_and_trimmed_copysets():
         unpack_written(np.zeros(10, np.uint8), 2, 2)
 
 
-def test_packed_writes_join_into_one_in_order_with_copysets_padded():
-    from ldcore.columns import join_written, pack_written, unpack_written
+def packed_pair():
+    from ldcore.columns import pack_written
 
     first = pack_written(np.array([3, 4], np.uint64), np.array([10, 11], np.int64),
                          np.array([0, 1], np.uint32), np.array([1, 2], np.uint32),
@@ -257,18 +257,46 @@ def test_packed_writes_join_into_one_in_order_with_copysets_padded():
     second = pack_written(np.array([9], np.uint64), np.array([12], np.int64),
                           np.array([4], np.uint32), None, np.array([[2, 0, 1]], np.int16),
                           b"xyz", np.array([1, 3], np.uint64))
-    bufs, widths = [first[0], second[0]], [first[1], second[1]]
-    buf, n, width = join_written(bufs, [2, 1], widths)
-    assert (n, width) == (3, 3)
+    return [first[0], second[0]], [2, 1], [first[1], second[1]]
+
+
+def test_packed_writes_read_as_one_in_order_with_copysets_padded():
+    from ldcore.columns import read_packed, unpack_written
+
+    bufs, ns, widths = packed_pair()
+    buf, n, width, cut = read_packed(bufs, ns, widths, 0, 2**64 - 1, 100, 0)
+    assert (n, width, cut) == (3, 3, False)
     ls, ts, fl, wv, cs, crc, body, offs = unpack_written(buf, n, width)
-    parts = [unpack_written(b, k, w) for b, k, w in zip(bufs, [2, 1], widths, strict=True)]
+    parts = [unpack_written(b, k, w) for b, k, w in zip(bufs, ns, widths, strict=True)]
     assert ls.tolist() == [3, 4, 9] and ts.tolist() == [10, 11, 12]
     assert fl.tolist() == [0, 1, 4] and wv.tolist() == [1, 2, 1]
     assert cs.tolist() == [[0, 1, -1], [1, 2, -1], [2, 0, 1]]
     assert crc.tolist() == parts[0][5].tolist() + parts[1][5].tolist()
     assert bytes(body) == b"abcdeyz" and offs.tolist() == [0, 2, 5, 7]
-    assert join_written([], [], [])[1:] == (0, 0)
+    assert read_packed([], [], [], 0, 10, 5, 0)[1:] == (0, 0, False)
     with pytest.raises(ValueError, match="not a packed write"):
-        join_written([np.zeros(4, np.uint8)], [2], [2])
+        read_packed([np.zeros(4, np.uint8)], [2], [2], 0, 10, 5, 0)
     with pytest.raises(ValueError, match="differ in length"):
-        join_written(bufs, [2], widths)
+        read_packed(bufs, [2], widths, 0, 10, 5, 0)
+
+
+@pytest.mark.parametrize(("lo", "hi", "max_records", "max_bytes", "want", "cut"), [
+    (4, 9, 100, 0, [4, 9], False),  # a range inside the writes
+    (5, 8, 100, 0, [], False),  # between them: nothing
+    (0, 99, 2, 0, [3, 4], True),  # the record limit
+    (0, 99, 100, 3, [3, 4], True),  # 2 bytes before record 4: under the limit, taken
+    (0, 99, 100, 2, [3], True),  # ... not at it (the limit is on where a payload starts)
+    (4, 99, 100, 1, [4], True),  # the first record always goes
+    (0, 99, 100, 6, [3, 4, 9], False),
+])
+def test_packed_writes_read_within_a_range_and_limits(lo, hi, max_records, max_bytes, want,
+                                                      cut):
+    from ldcore.columns import read_packed, unpack_written
+
+    bufs, ns, widths = packed_pair()
+    payloads = {3: b"ab", 4: b"cde", 9: b"yz"}
+    buf, n, width, was_cut = read_packed(bufs, ns, widths, lo, hi, max_records, max_bytes)
+    ls, *_, body, offs = unpack_written(buf, n, width)
+    assert ls.tolist() == want and was_cut == cut
+    assert bytes(body) == b"".join(payloads[x] for x in want)
+    assert offs[0] == 0 and offs[-1] == len(body)

@@ -370,7 +370,8 @@ class ServerReadStream:
     def _flush(self, out: list[Records | Gap], frame: _Frame) -> None:
         if not frame.records:
             return
-        rb = RecordBatch.concat_reads(self.log_id, frame.parts, 0)
+        parts = frame.parts
+        rb = parts[0].compact() if len(parts) == 1 else RecordBatch.concat(parts)
         frame.clear()
         n = len(rb)
         if self.no_payload:

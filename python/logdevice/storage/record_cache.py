@@ -54,7 +54,12 @@ from operator import attrgetter
 
 import numpy as np
 
-from ldcore.columns import join_written, pack_written, pack_written_runs, unpack_written
+from ldcore.columns import (
+    pack_written,
+    pack_written_runs,
+    read_packed,
+    unpack_written,
+)
 from logdevice.storage.batch import RecordBatch
 
 __all__ = ["RecordCache", "DEFAULT_RECORD_CACHE_BYTES"]
@@ -89,19 +94,14 @@ class _Chunk:
         return cls(pack_written(lsns, timestamps, flags, waves, copysets, payloads, offsets),
                    len(lsns), int(lsns[0]), int(lsns[-1]))
 
-    def batch(self, log_id: int) -> RecordBatch:
-        return _unpacked(log_id, self.buf, self.n, self.width)
+    def batch(self, log_id: int, next_lsn: int = 0) -> RecordBatch:
+        return _unpacked(log_id, self.buf, self.n, self.width, next_lsn)
 
 
-def _joined(log_id: int, chunks: list[_Chunk]) -> RecordBatch:
-    """The records of several writes of one log, in order, as one batch."""
-    return _unpacked(log_id, *join_written([c.buf for c in chunks], [c.n for c in chunks],
-                                           [c.width for c in chunks]))
-
-
-def _unpacked(log_id: int, buf: np.ndarray, n: int, width: int) -> RecordBatch:
+def _unpacked(log_id: int, buf: np.ndarray, n: int, width: int,
+              next_lsn: int = 0) -> RecordBatch:
     ls, ts, fl, wv, cs, crc, body, offs = unpack_written(buf, n, width)
-    return RecordBatch(log_id, ls, ts, fl, wv, cs, crc, body, offs, 0)
+    return RecordBatch(log_id, ls, ts, fl, wv, cs, crc, body, offs, next_lsn)
 
 
 _first = attrgetter("first")
@@ -309,27 +309,23 @@ class RecordCache:
             return None
         if not chunks:
             return RecordBatch.empty(log_id, hi + 1)
-        if len(chunks) == 1 and chunks[0].first >= lo and chunks[0].last <= hi:
-            rb = chunks[0].batch(log_id)  # the whole write: its columns as they are
+        limit = max_bytes if payloads else 0
+        c0 = chunks[0]
+        if (len(chunks) == 1 and c0.first >= lo and c0.last <= hi and c0.n <= max_records
+                and (not limit or c0.n == 1 or int(c0.buf.nbytes) < limit)):
+            # The whole write, within the limits: its columns as they are (no copy).  (A
+            # write's bytes bound its payload bytes: under the limit, no cut.)
+            rb = c0.batch(log_id, hi + 1)
         else:
-            rb = chunks[0].batch(log_id) if len(chunks) == 1 else _joined(log_id, chunks)
-            a = int(rb.lsns.searchsorted(np.uint64(lo), "left"))
-            b = int(rb.lsns.searchsorted(np.uint64(hi), "right"))
-            if a or b < len(rb):
-                rb = rb.slice(a, b)
-        n = min(len(rb), max_records)
-        if payloads and max_bytes and n and rb.nbytes >= max_bytes:
-            sizes = np.diff(rb.offsets[:n + 1].astype(np.int64))
-            before = np.cumsum(sizes) - sizes  # taken before each record, as LogsDB cuts
-            n = max(1, int(np.searchsorted(before, max_bytes, side="left")))
-        if n < len(rb):
-            rb = rb.slice(0, n)
-            next_lsn = int(rb.lsns[-1]) + 1
-        else:
-            next_lsn = hi + 1
+            buf, n, width, cut = read_packed([c.buf for c in chunks], [c.n for c in chunks],
+                                             [c.width for c in chunks], lo, hi, max_records,
+                                             limit)
+            rb = _unpacked(log_id, buf, n, width, 0)
+            rb.next_lsn = int(rb.lsns[-1]) + 1 if cut else hi + 1
         if not payloads:
-            rb = rb.replace(payloads=_NO_BYTES, offsets=np.zeros(n + 1, np.uint64))
-        return rb.replace(next_lsn=next_lsn)
+            rb.payloads = _NO_BYTES
+            rb.offsets = np.zeros(len(rb) + 1, np.uint64)
+        return rb
 
     def next_lsn(self, log_id: int, lo: int, hi: int) -> int | None:
         """The first LSN in ``[lo, hi]`` holding a record (``hi + 1``: none), or None
