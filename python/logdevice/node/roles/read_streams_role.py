@@ -237,14 +237,16 @@ class ReadStreamsRole(Role):
         conn.send(Started(read_stream_id=msg.read_stream_id, filter_version=msg.filter_version,
                           status=E.OK, last_released=released))
         db = self.db
-        if (db is not None and not db.closed and stream.state(released, db.trim_point(
-                msg.log_id)) is StreamState.READY and self._inline(db, stream)
-                and getattr(conn, "write_buffer_size", 0) <= HIGH_WATER):
-            # A short first step (a young log's few records) goes out with STARTED: no
-            # trip through the ready queue.
-            self._step_inline(entry, db)
-        else:
-            self._schedule(entry)
+        if db is not None and not db.closed:
+            trim = db.trim_point(stream.log_id)
+            if (stream.state(released, trim) is StreamState.READY
+                    and self._inline(db, stream, released)
+                    and getattr(conn, "write_buffer_size", 0) <= HIGH_WATER):
+                # A short first step (a young log's few records) goes out with STARTED:
+                # no trip through the ready queue.
+                self._step_inline(entry, db, released, trim)
+                return
+        self._schedule(entry)
 
     def on_config_change(self, old: Config, new: Config) -> None:
         """Streams of logs removed at runtime end: the client hears NOTFOUND (its reader
@@ -368,14 +370,17 @@ class ReadStreamsRole(Role):
                 del self._by_conn[entry.conn.id]
         self._unpark(s.log_id, entry)
 
-    def _schedule(self, entry: _Entry) -> None:
-        """Queue ``entry`` if it has work, else park it where its wake-up comes from."""
+    def _schedule(self, entry: _Entry, pointers: tuple[int, int] | None = None) -> None:
+        """Queue ``entry`` if it has work, else park it where its wake-up comes from
+        (``pointers``: the log's release pointer and trim point, if known)."""
         if entry.closed or entry.queued:
             return
         s = entry.stream
-        db = self.db
-        trim = db.trim_point(s.log_id) if db is not None and not db.closed else 0
-        state = s.state(self.last_released(s.log_id), trim)
+        if pointers is None:
+            db = self.db
+            trim = db.trim_point(s.log_id) if db is not None and not db.closed else 0
+            pointers = self.last_released(s.log_id), trim
+        state = s.state(*pointers)
         if state is StreamState.READY:
             self._unpark(s.log_id, entry)
             entry.queued = True
@@ -436,9 +441,9 @@ class ReadStreamsRole(Role):
                 self._drop(entry)
                 continue
             s = entry.stream
-            if not self._inline(db, s):
+            released = self.last_released(s.log_id)
+            if not self._inline(db, s, released):
                 self.steps_in_thread += 1
-                released = self.last_released(s.log_id)
                 failures = s.stats.checksum_failures
                 self._stepping += 1
                 try:
@@ -453,18 +458,17 @@ class ReadStreamsRole(Role):
                 slice_end = clock() + PUMP_SLICE
                 self._stepped(entry, msgs, failures)
             else:
-                self._step_inline(entry, db)
+                self._step_inline(entry, db, released, db.trim_point(s.log_id))
 
-    def _inline(self, db: LogsDB, s: ServerReadStream) -> bool:
+    def _inline(self, db: LogsDB, s: ServerReadStream, released: int) -> bool:
         """Whether a step of ``s`` is short enough to run on the loop: few LSNs to look
         at, or few records among them."""
         upto = min(s.until_lsn, s.window_high)
-        released = self.last_released(s.log_id)
         span = (upto if s.digest else min(upto, released)) - s.next_lsn + 1
         return span <= INLINE_LSNS or db.records_within(s.log_id, s.next_lsn,
                                                         upto) <= INLINE_LSNS
 
-    def _step_inline(self, entry: _Entry, db: LogsDB) -> None:
+    def _step_inline(self, entry: _Entry, db: LogsDB, released: int, trim: int) -> None:
         """One step of ``entry``'s stream on the loop; its messages go out and it is
         scheduled again."""
         s = entry.stream
@@ -472,14 +476,13 @@ class ReadStreamsRole(Role):
         failures = s.stats.checksum_failures
         self._stepping += 1
         try:
-            msgs = s.step(db, self.last_released(s.log_id), db.trim_point(s.log_id),
-                          self.budget_bytes)
+            msgs = s.step(db, released, trim, self.budget_bytes)
         except Exception as exc:
             self._step_failed(entry, exc)
             return
         finally:
             self._stepping -= 1
-        self._stepped(entry, msgs, failures)
+        self._stepped(entry, msgs, failures, (released, trim))
 
     def _step_failed(self, entry: _Entry, exc: Exception) -> None:
         s = entry.stream
@@ -495,9 +498,11 @@ class ReadStreamsRole(Role):
         log.error("N%d: read stream %r failed", self.node.index, s, exc_info=exc)
         self._fail(entry, E.FAILED, exc)
 
-    def _stepped(self, entry: _Entry, msgs: list[Any], failures: int) -> None:
+    def _stepped(self, entry: _Entry, msgs: list[Any], failures: int,
+                 pointers: tuple[int, int] | None = None) -> None:
         """After a step that found ``failures`` checksum failures before it: report new
-        ones, send the messages, schedule the stream again."""
+        ones, send the messages, schedule the stream again (``pointers``: the log's
+        release pointer and trim point, when they cannot have moved since the step)."""
         s = entry.stream
         if s.stats.checksum_failures > failures:
             self._report_damage(
@@ -507,7 +512,7 @@ class ReadStreamsRole(Role):
             return  # stopped or rewound while reading: the client ignores these
         if msgs:
             entry.conn.send_many(msgs)
-        self._schedule(entry)
+        self._schedule(entry, pointers)
 
     def _fail(self, entry: _Entry, status: E, exc: BaseException) -> None:
         s = entry.stream
