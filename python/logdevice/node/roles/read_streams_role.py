@@ -161,6 +161,11 @@ class ReadStreamsRole(Role):
         self._region_nodes: dict[str, tuple[int, ...]] = {}
         self._stopping = False
         self._stepping = 0  # steps under way (the pump's in the thread, one inline)
+        # First steps taken in on_start this loop turn may run until this (monotonic)
+        # time; None: no START yet this turn.  (Thousands of STARTs arrive in one read:
+        # stepping them all at once would hold the loop, heartbeats included, for a
+        # second.)
+        self._start_slice_end: float | None = None
         self.steps_inline = 0  # steps run on the event loop
         self.steps_in_thread = 0  # steps run in the reader thread
 
@@ -237,7 +242,7 @@ class ReadStreamsRole(Role):
         conn.send(Started(read_stream_id=msg.read_stream_id, filter_version=msg.filter_version,
                           status=E.OK, last_released=released))
         db = self.db
-        if db is not None and not db.closed:
+        if db is not None and not db.closed and self._start_slice_left():
             trim = db.trim_point(stream.log_id)
             if (stream.state(released, trim) is StreamState.READY
                     and self._inline(db, stream, released)
@@ -247,6 +252,18 @@ class ReadStreamsRole(Role):
                 self._step_inline(entry, db, released, trim)
                 return
         self._schedule(entry)
+
+    def _start_slice_left(self) -> bool:
+        """Whether this loop turn's STARTs may still take their first step at once (for
+        ``PUMP_SLICE`` seconds a turn, as the pump's steps)."""
+        now = time.monotonic()
+        if self._start_slice_end is None:
+            self._start_slice_end = now + PUMP_SLICE
+            self.node.loop.call_soon(self._end_start_slice)
+        return now <= self._start_slice_end
+
+    def _end_start_slice(self) -> None:
+        self._start_slice_end = None
 
     def on_config_change(self, old: Config, new: Config) -> None:
         """Streams of logs removed at runtime end: the client hears NOTFOUND (its reader
