@@ -665,6 +665,46 @@ def test_role_reads_a_young_log_inline(tmp_path):
     asyncio.run(main())
 
 
+def test_role_takes_first_steps_at_start_only_within_a_slice(tmp_path, monkeypatch):
+    # A START's short first step runs at once (its records leave with STARTED), but a
+    # loop turn's burst of STARTs only takes them for START_SLICE: the rest wait for the
+    # pump, which yields to the loop between slices.  With a slice that is over as it
+    # opens, none of the burst is stepped at once.
+    import logdevice.node.roles.read_streams_role as rsr
+
+    cfg = make_local_config(2, 2, logs=range(1, 41), root=tmp_path, ports=[1, 2])
+    e1 = 1 << 32
+
+    async def main():
+        node = Node(cfg, 0)
+        with LogsDB(tmp_path / "db", compression="none") as db:
+            for log in range(1, 41):
+                write(db, [e1 + 1, e1 + 2], [0, 1], log_id=log)
+                db.set_last_released(log, e1 + 2)
+            role = ReadStreamsRole(node, db)
+            node.add_role(role)
+            await role.start()
+            try:
+                p = Peer()
+                role.on_start(p, start(log_id=1, read_stream_id=1))
+                assert role.steps_inline == 1  # at once: STARTED, then the records
+                assert [type(m) for m in p.take()][:2] == [Started, Records]
+                await settle(role)
+                monkeypatch.setattr(rsr, "START_SLICE", -1.0)
+                await asyncio.sleep(0)  # a new turn: a new slice
+                for log in range(2, 41):
+                    role.on_start(p, start(log_id=log, read_stream_id=log))
+                assert role.steps_inline == 1  # none of the burst at once
+                await settle(role)
+                got = p.take()
+                assert sum(isinstance(m, Records) for m in got) == 39  # all served
+            finally:
+                await role.stop()
+                role.close()
+
+    asyncio.run(main())
+
+
 def test_role_big_reads_in_thread_and_round_robin(tmp_path):
     cfg = make_local_config(2, 2, logs=range(1, 11), root=tmp_path, ports=[1, 2])
 

@@ -78,6 +78,8 @@ INLINE_LSNS = 128
 #: Seconds of inline stream steps the pump runs before it lets the loop turn (appends and
 #: incoming frames wait at most this long; a turn's frames leave together).
 PUMP_SLICE = 0.001
+#: Seconds of first steps a loop turn's STARTs may take at once (the rest are scheduled).
+START_SLICE = PUMP_SLICE
 
 
 class ReadStreamRow(NamedTuple):
@@ -255,10 +257,10 @@ class ReadStreamsRole(Role):
 
     def _start_slice_left(self) -> bool:
         """Whether this loop turn's STARTs may still take their first step at once (for
-        ``PUMP_SLICE`` seconds a turn, as the pump's steps)."""
+        ``START_SLICE`` seconds a turn)."""
         now = time.monotonic()
         if self._start_slice_end is None:
-            self._start_slice_end = now + PUMP_SLICE
+            self._start_slice_end = now + START_SLICE
             self.node.loop.call_soon(self._end_start_slice)
         return now <= self._start_slice_end
 
