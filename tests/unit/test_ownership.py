@@ -84,3 +84,19 @@ def test_a_claim_forgets_a_preemption():
     mine, _ = logs_of(0, view)
     own.preempted(mine[0], 1)
     assert own.check(mine[0], active_here=False, no_redirect=True) == (E.OK, None, "")
+
+
+def test_after_a_view_change_the_logs_given_up_are_those_placement_moved():
+    view = View({0, 1, 2})
+    own = LogOwnership(0, view)
+    mine, theirs = logs_of(0, view)
+    taken = theirs[0]
+    own.check(taken, active_here=False, no_redirect=True)  # a takeover stays
+    assert own.given_up([*mine, taken]) == []
+    view.live = {1, 2}  # this node's own placement weight is gone: every log moves...
+    own.view_changed()
+    assert own.given_up([*mine, taken]) == mine  # ...but the taken-over one
+    assert all(own.owner(x) in (1, 2) for x in mine)
+    view.live = set()
+    own.view_changed()
+    assert own.given_up(mine) == mine and own.owner(mine[0]) is None

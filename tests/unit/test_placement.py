@@ -1,6 +1,10 @@
 from collections import Counter
 
-from logdevice.placement import sequencer_for
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from logdevice.placement import sequencer_for, sequencers_for
 
 
 def test_every_caller_agrees_and_result_is_a_candidate():
@@ -29,3 +33,14 @@ def test_weights_bias_ownership():
 def test_zero_weight_and_no_live_candidate():
     assert sequencer_for(7, {0: 0.0, 1: 1.0}) == 1
     assert sequencer_for(7, {0: 1.0}, alive=[]) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.integers(0, 65535),
+                       st.sampled_from([1.0, 1.0, 0.5, 3.0, 0.0, -1.0]), max_size=6),
+       st.lists(st.integers(0, 2**64 - 1), max_size=40))
+def test_many_logs_at_once_is_each_log_alone(weights, logs):
+    got = sequencers_for(logs, weights)
+    assert got.dtype == np.int64 and len(got) == len(logs)
+    want = [sequencer_for(x, weights) for x in logs]
+    assert got.tolist() == [-1 if w is None else w for w in want]

@@ -23,7 +23,7 @@ from collections.abc import Collection
 from typing import Protocol
 
 from logdevice.errors import E
-from logdevice.placement import sequencer_for
+from logdevice.placement import sequencer_for, sequencers_for
 
 __all__ = ["LiveNodes", "LogOwnership"]
 
@@ -63,6 +63,15 @@ class LogOwnership:
     def view_changed(self) -> None:
         """The live nodes, their weights or the nodes changed: ask placement again."""
         self._owners.clear()
+
+    def given_up(self, log_ids: Collection[int]) -> list[int]:
+        """After a view change: the logs of ``log_ids`` this node stops serving (those
+        ``keeps`` says no to), placement asked once for all of them."""
+        ids = list(log_ids)
+        owners = sequencers_for(ids, self.live.sequencer_weights()).tolist()
+        self._owners.update(
+            (log_id, None if o < 0 else o) for log_id, o in zip(ids, owners, strict=True))
+        return [log_id for log_id in ids if not self.keeps(log_id)]
 
     def keeps(self, log_id: int) -> bool:
         """After a view change: whether this node keeps serving ``log_id``.  A log that

@@ -265,10 +265,9 @@ class SequencerRole(Role):
 
     def on_cluster_change(self, down: Collection[int], up: Collection[int]) -> None:
         self.ownership.view_changed()
-        for log_id in list(self.sequencers):
-            if not self.ownership.keeps(log_id):
-                log.info("log %d: sequencer moves to N%s", log_id, self.owner(log_id))
-                self.deactivate(log_id, E.PREEMPTED)
+        for log_id in self.ownership.given_up(self.sequencers):
+            log.info("log %d: sequencer moves to N%s", log_id, self.owner(log_id))
+            self.deactivate(log_id, E.PREEMPTED)
         self._fd_down.difference_update(up)
         self._fd_down.update(down)
         for n in (*down, *up):
