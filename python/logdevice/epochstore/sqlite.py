@@ -23,6 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from logdevice.backoff import ExponentialBackoff
 from logdevice.epochstore.base import EpochStore
 from logdevice.epochstore.events import validate_event
@@ -162,8 +164,10 @@ class FileEpochStore(EpochStore):
 
     @staticmethod
     def _plain(version: int, text: str) -> dict[str, Any]:
-        """A stored state in its plain form (``LogEpochState.to_dict``)."""
-        d: dict[str, Any] = json.loads(text)
+        """A stored state in its plain form (``LogEpochState.to_dict``).  (msgspec's
+        decoder: a reader's start asks for thousands of logs' states at once, and
+        ``json.loads`` took five times as long.)"""
+        d: dict[str, Any] = msgspec.json.decode(text)
         d["version"] = version
         return d
 
