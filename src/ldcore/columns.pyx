@@ -261,7 +261,35 @@ cdef int _part(object p, _Part *out, Py_ssize_t k, list keep) except -1:
     return 0
 
 
-cdef tuple _new_columns(Py_ssize_t n, uint64_t nbytes, bint plain):
+cdef struct _Out:
+    uint64_t *lsns
+    int64_t *timestamps
+    uint32_t *flags
+    uint8_t *payloads
+    uint64_t *offsets
+    uint32_t *batch_offsets  # NULL: the output has none
+
+
+cdef _Part *_parts(list parts, list keep, bint *plain) except NULL:
+    """Every part's columns (a malloc'd array the caller frees); ``plain``: whether
+    no part has batch offsets."""
+    cdef Py_ssize_t m = len(parts), k
+    cdef _Part *ps = <_Part *>malloc(sizeof(_Part) * (m if m else 1))
+    if ps == NULL:
+        raise MemoryError()
+    plain[0] = True
+    try:
+        for k in range(m):
+            _part(parts[k], &ps[k], k, keep)
+            plain[0] = plain[0] and ps[k].batch_offsets == NULL
+    except BaseException:
+        free(ps)
+        raise
+    return ps
+
+
+cdef tuple _new_columns(Py_ssize_t n, uint64_t nbytes, bint plain, _Out *o):
+    """New columns for ``n`` rows of ``nbytes`` payload bytes, their data in ``o``."""
     cdef cnp.npy_intp dim = n
     lsns = cnp.PyArray_EMPTY(1, &dim, cnp.NPY_UINT64, 0)
     timestamps = cnp.PyArray_EMPTY(1, &dim, cnp.NPY_INT64, 0)
@@ -271,6 +299,12 @@ cdef tuple _new_columns(Py_ssize_t n, uint64_t nbytes, bint plain):
     offsets = cnp.PyArray_EMPTY(1, &dim, cnp.NPY_UINT64, 0)
     dim = <cnp.npy_intp>nbytes
     payloads = cnp.PyArray_EMPTY(1, &dim, cnp.NPY_UINT8, 0)
+    o.lsns = <uint64_t *>cnp.PyArray_DATA(lsns)
+    o.timestamps = <int64_t *>cnp.PyArray_DATA(timestamps)
+    o.flags = <uint32_t *>cnp.PyArray_DATA(flags)
+    o.payloads = <uint8_t *>cnp.PyArray_DATA(payloads)
+    o.offsets = <uint64_t *>cnp.PyArray_DATA(offsets)
+    o.batch_offsets = NULL if plain else <uint32_t *>cnp.PyArray_DATA(batch_offsets)
     return lsns, timestamps, flags, payloads, offsets, batch_offsets
 
 
@@ -280,47 +314,32 @@ def concat_columns(list parts):
     part has any.  Raises ``ValueError`` for a part whose columns do not fit together."""
     cdef Py_ssize_t m = len(parts), k, i, n = 0, row = 0
     cdef uint64_t nbytes = 0, base = 0, o0, size
-    cdef bint plain = True
-    cdef uint64_t *ol
-    cdef int64_t *ot
-    cdef uint32_t *of
-    cdef uint8_t *op
-    cdef uint64_t *oo
-    cdef uint32_t *ob
-    cdef _Part *ps = <_Part *>malloc(sizeof(_Part) * (m if m else 1))
-    if ps == NULL:
-        raise MemoryError()
+    cdef bint plain
+    cdef _Out o
     keep = []
+    cdef _Part *ps = _parts(parts, keep, &plain)
     try:
         for k in range(m):
-            _part(parts[k], &ps[k], k, keep)
             n += ps[k].n
             nbytes += ps[k].offsets[ps[k].n] - ps[k].offsets[0]
-            plain = plain and ps[k].batch_offsets == NULL
-        out = _new_columns(n, nbytes, plain)
-        ol = <uint64_t *>cnp.PyArray_DATA(out[0])
-        ot = <int64_t *>cnp.PyArray_DATA(out[1])
-        of = <uint32_t *>cnp.PyArray_DATA(out[2])
-        op = <uint8_t *>cnp.PyArray_DATA(out[3])
-        oo = <uint64_t *>cnp.PyArray_DATA(out[4])
-        ob = NULL if plain else <uint32_t *>cnp.PyArray_DATA(out[5])
+        out = _new_columns(n, nbytes, plain, &o)
         with nogil:
             for k in range(m):
                 n = ps[k].n
-                memcpy(ol + row, ps[k].lsns, 8 * n)
-                memcpy(ot + row, ps[k].timestamps, 8 * n)
-                memcpy(of + row, ps[k].flags, 4 * n)
-                if ob != NULL and ps[k].batch_offsets != NULL:
-                    memcpy(ob + row, ps[k].batch_offsets, 4 * n)
+                memcpy(o.lsns + row, ps[k].lsns, 8 * n)
+                memcpy(o.timestamps + row, ps[k].timestamps, 8 * n)
+                memcpy(o.flags + row, ps[k].flags, 4 * n)
+                if o.batch_offsets != NULL and ps[k].batch_offsets != NULL:
+                    memcpy(o.batch_offsets + row, ps[k].batch_offsets, 4 * n)
                 o0 = ps[k].offsets[0]
                 for i in range(n):
-                    oo[row + i] = base + ps[k].offsets[i] - o0
+                    o.offsets[row + i] = base + ps[k].offsets[i] - o0
                 size = ps[k].offsets[n] - o0
                 if size:
-                    memcpy(op + base, ps[k].payloads + o0, size)
+                    memcpy(o.payloads + base, ps[k].payloads + o0, size)
                 base += size
                 row += n
-            oo[row] = base
+            o.offsets[row] = base
         return out
     finally:
         free(ps)
@@ -335,21 +354,11 @@ def take_columns(list parts, const int64_t[::1] part, const int64_t[::1] row):
     if row.shape[0] != n:
         raise ValueError(f"part and row differ in length ({n} != {row.shape[0]})")
     cdef uint64_t nbytes = 0, base = 0, a, b
-    cdef bint plain = True
-    cdef uint64_t *ol
-    cdef int64_t *ot
-    cdef uint32_t *of
-    cdef uint8_t *op
-    cdef uint64_t *oo
-    cdef uint32_t *ob
-    cdef _Part *ps = <_Part *>malloc(sizeof(_Part) * (m if m else 1))
-    if ps == NULL:
-        raise MemoryError()
+    cdef bint plain
+    cdef _Out o
     keep = []
+    cdef _Part *ps = _parts(parts, keep, &plain)
     try:
-        for k in range(m):
-            _part(parts[k], &ps[k], k, keep)
-            plain = plain and ps[k].batch_offsets == NULL
         for i in range(n):
             k, r = part[i], row[i]
             if not 0 <= k < m or not 0 <= r < ps[k].n:
@@ -359,13 +368,7 @@ def take_columns(list parts, const int64_t[::1] part, const int64_t[::1] row):
                 raise ValueError(f"row {i}: payload bytes [{a}, {b}) outside part {k}'s "
                                  f"buffer of {ps[k].size}")
             nbytes += b - a
-        out = _new_columns(n, nbytes, plain)
-        ol = <uint64_t *>cnp.PyArray_DATA(out[0])
-        ot = <int64_t *>cnp.PyArray_DATA(out[1])
-        of = <uint32_t *>cnp.PyArray_DATA(out[2])
-        op = <uint8_t *>cnp.PyArray_DATA(out[3])
-        oo = <uint64_t *>cnp.PyArray_DATA(out[4])
-        ob = NULL if plain else <uint32_t *>cnp.PyArray_DATA(out[5])
+        out = _new_columns(n, nbytes, plain, &o)
         with nogil:
             i = 0
             while i < n:
@@ -373,20 +376,20 @@ def take_columns(list parts, const int64_t[::1] part, const int64_t[::1] row):
                 j = i + 1  # rows i..j-1 follow one another in part k
                 while j < n and part[j] == k and row[j] == r + (j - i):
                     j += 1
-                memcpy(ol + i, ps[k].lsns + r, 8 * (j - i))
-                memcpy(ot + i, ps[k].timestamps + r, 8 * (j - i))
-                memcpy(of + i, ps[k].flags + r, 4 * (j - i))
-                if ob != NULL and ps[k].batch_offsets != NULL:
-                    memcpy(ob + i, ps[k].batch_offsets + r, 4 * (j - i))
+                memcpy(o.lsns + i, ps[k].lsns + r, 8 * (j - i))
+                memcpy(o.timestamps + i, ps[k].timestamps + r, 8 * (j - i))
+                memcpy(o.flags + i, ps[k].flags + r, 4 * (j - i))
+                if o.batch_offsets != NULL and ps[k].batch_offsets != NULL:
+                    memcpy(o.batch_offsets + i, ps[k].batch_offsets + r, 4 * (j - i))
                 a = ps[k].offsets[r]
                 for r in range(r, r + (j - i)):
-                    oo[i] = base + ps[k].offsets[r] - a
+                    o.offsets[i] = base + ps[k].offsets[r] - a
                     i += 1
                 b = ps[k].offsets[r + 1]
                 if b > a:
-                    memcpy(op + base, ps[k].payloads + a, b - a)
+                    memcpy(o.payloads + base, ps[k].payloads + a, b - a)
                 base += b - a
-            oo[n] = base
+            o.offsets[n] = base
         return out
     finally:
         free(ps)
