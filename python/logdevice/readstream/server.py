@@ -379,7 +379,7 @@ class ServerReadStream:
             offsets = np.zeros(n + 1, np.uint64)
             checksums = _EMPTY_U32
             flags = rb.flags & np.uint32(~FLAG_CHECKSUM & 0xFFFFFFFF)
-        else:  # concat_reads rebased the offsets to 0: what RECORDS carries
+        else:  # compact and concat rebased the offsets to 0: what RECORDS carries
             payloads = rb.payloads.data
             offsets = rb.offsets
             checksums = rb.checksums
