@@ -13,13 +13,17 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 _MASK = (1 << 64) - 1
+# splitmix64's constants, and the multiplier that mixes a node into a log's hash (the
+# scalar and the array forms below must agree bit for bit: nodes and clients use both).
+_GAMMA, _MUL1, _MUL2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+_NODE_MUL = 0xD6E8FEB86659FD93
 
 
 def _mix64(x: int) -> int:
     """splitmix64 finaliser: a fixed, platform-independent 64-bit hash."""
-    x = (x + 0x9E3779B97F4A7C15) & _MASK
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    x = (x + _GAMMA) & _MASK
+    x = ((x ^ (x >> 30)) * _MUL1) & _MASK
+    x = ((x ^ (x >> 27)) * _MUL2) & _MASK
     return x ^ (x >> 31)
 
 
@@ -27,7 +31,7 @@ def score(log_id: int, node: int, weight: float) -> float:
     """Rendezvous score of ``node`` for ``log_id``; the highest score owns the log."""
     if weight <= 0:
         return -math.inf
-    h = _mix64(_mix64(log_id) ^ (node * 0xD6E8FEB86659FD93 & _MASK))
+    h = _mix64(_mix64(log_id) ^ (node * _NODE_MUL & _MASK))
     unit = ((h >> 11) + 0.5) / float(1 << 53)  # uniform in (0, 1), never 0 or 1
     return -weight / math.log(unit)
 
@@ -51,9 +55,9 @@ def sequencer_for(
 
 def _mix64_array(x: np.ndarray) -> np.ndarray:
     """``_mix64`` of every uint64 (numpy's uint64 arithmetic wraps as the mask does)."""
-    x = x + np.uint64(0x9E3779B97F4A7C15)
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    x = x + np.uint64(_GAMMA)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(_MUL1)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(_MUL2)
     return x ^ (x >> np.uint64(31))
 
 
@@ -70,7 +74,7 @@ def sequencers_for(log_ids: Iterable[int], weights: Mapping[int, float]) -> np.n
         w = weights[node]
         if w <= 0:
             continue
-        h = _mix64_array(base ^ np.uint64(node * 0xD6E8FEB86659FD93 & _MASK))
+        h = _mix64_array(base ^ np.uint64(node * _NODE_MUL & _MASK))
         unit = ((h >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
         s = -w / np.log(unit)
         wins = s > best
