@@ -541,9 +541,10 @@ def test_role_handlers(tmp_path):
                 assert isinstance(got[0], Started) and got[0].status == E.OK
                 assert got[0].last_released == 10
                 assert summary(got[1:]) == [("R", list(range(1, 11)))]
-                # A release wakes it; the window stops it; WINDOW resumes it.
+                # A release wakes it (the node tells the roles that listen for
+                # releases); the window stops it; WINDOW resumes it.
                 db.set_last_released(LOG, 20)
-                role.on_release(LOG, 20)
+                node.notify_release(LOG, 20)
                 await settle(role)
                 assert summary(c.take()) == [("R", list(range(11, 16)))]
                 assert role.steps_in_thread == 0  # a tailing reader's few records: inline

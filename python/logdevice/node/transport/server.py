@@ -71,6 +71,9 @@ class Node:
         # Grows on every restart: peers tell a restarted node from a stale heartbeat.
         self.generation = time.time_ns() // 1000
         self.roles: list[Role] = []
+        # The roles that act on a release (most do not): a node hears one per log per
+        # release, thousands a second with many logs.
+        self._release_listeners: list[Callable[[int, int], None]] = []
         self._handlers: dict[type, Handler] = {}
         self._owners: dict[type, str] = {}
         self.connections: set[Connection] = set()
@@ -104,6 +107,8 @@ class Node:
             self._owners[cls] = role.name
         self.roles.append(role)
         self._by_name[role.name] = role
+        if type(role).on_release is not Role.on_release:
+            self._release_listeners.append(role.on_release)
         return role
 
     def role(self, name: str) -> Any:
@@ -198,8 +203,8 @@ class Node:
 
     # -- events -----------------------------------------------------------------------------
     def notify_release(self, log_id: int, lsn: int) -> None:
-        for role in self.roles:
-            role.on_release(log_id, lsn)
+        for on_release in self._release_listeners:
+            on_release(log_id, lsn)
 
     def notify_cluster_change(self, down: Collection[int], up: Collection[int]) -> None:
         for role in self.roles:
