@@ -30,6 +30,10 @@ def encode_csi(
     flags: npt.NDArray[np.uint32],
     copysets: npt.NDArray[np.int16],
 ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8], npt.NDArray[np.uint64]]: ...
+def decode_heads(
+    heads: npt.NDArray[np.uint8], offsets: npt.NDArray[np.uint64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint32], npt.NDArray[np.uint32],
+           npt.NDArray[np.uint32], npt.NDArray[np.int16]]: ...
 def decode_csi_runs(
     values: list[bytes],
 ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint32], npt.NDArray[np.int16]]: ...

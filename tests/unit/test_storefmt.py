@@ -31,6 +31,49 @@ def test_golden_data_record():
     assert offs.tolist() == [0, 28]
 
 
+def test_heads_decode_to_what_was_encoded():
+    rng = np.random.default_rng(3)
+    n = 40
+    ts = rng.integers(-2**40, 2**41, n).astype(np.int64)
+    fl = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    wv = rng.integers(1, 9, n).astype(np.uint32)
+    cs = rng.integers(-1, 300, (n, 5)).astype(np.int16)  # -1 anywhere: padding
+    offs = np.zeros(n + 1, np.uint64)
+    np.cumsum(rng.integers(0, 30, n), out=offs[1:])
+    pay = rng.integers(0, 256, int(offs[-1]), dtype=np.uint8).tobytes()
+    lsns = np.arange(1, n + 1, dtype=np.uint64)
+    _, heads, hoffs = storefmt.encode_data(9, lsns, ts, fl, wv, cs, pay, offs)
+    got_ts, got_fl, got_wv, got_crc, got_cs = storefmt.decode_heads(heads, hoffs)
+    from ldcore.checksum import crc32c_many
+    assert got_ts.tolist() == ts.tolist() and got_fl.tolist() == fl.tolist()
+    assert got_wv.tolist() == wv.tolist()
+    assert got_crc.tolist() == crc32c_many(pay, offs).tolist()
+    norm, counts = K.normalize_copysets(cs, n)  # the padding dropped, order kept
+    width = int(counts.max())
+    assert got_cs.shape == (n, width)
+    for i in range(n):
+        assert got_cs[i].tolist() == norm[i, :counts[i]].tolist() + [-1] * (width - counts[i])
+    empty = storefmt.decode_heads(np.empty(0, np.uint8), np.zeros(1, np.uint64))
+    assert [len(c) for c in empty] == [0] * 5 and empty[4].shape == (0, 0)
+
+
+def test_bad_heads_are_refused():
+    _, heads, hoffs = storefmt.encode_data(**one())  # one head of 28 bytes, 2 copies
+    raw = heads.tobytes()
+    with pytest.raises(storefmt.RecordFormatError, match="names 2 copies"):
+        storefmt.decode_heads(np.frombuffer(raw[:26], np.uint8), np.array([0, 26], np.uint64))
+    with pytest.raises(storefmt.RecordFormatError, match="is 20 bytes"):
+        storefmt.decode_heads(np.frombuffer(raw[:20], np.uint8), np.array([0, 20], np.uint64))
+    with pytest.raises(storefmt.RecordFormatError, match="not in the 27 bytes"):
+        storefmt.decode_heads(np.frombuffer(raw[:27], np.uint8), np.array([0, 28], np.uint64))
+    bad = bytearray(raw)
+    bad[2] = 2
+    with pytest.raises(storefmt.RecordFormatError, match="format 2"):
+        storefmt.decode_heads(np.frombuffer(bytes(bad), np.uint8), hoffs)
+    with pytest.raises(Exception, match="CHECKSUM_MISMATCH"):  # LogsDB: a damaged record
+        K.decode_heads(np.frombuffer(bytes(bad), np.uint8), hoffs)
+
+
 def test_golden_csi_entry():
     a = one()
     keys, values, offs = storefmt.encode_csi(a["log_id"], a["lsns"], a["flags"], a["copysets"])

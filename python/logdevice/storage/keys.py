@@ -340,27 +340,12 @@ def _decode_copysets(buf, starts, counts) -> np.ndarray:
 
 
 def decode_heads(heads: np.ndarray, offsets: np.ndarray):
-    """(timestamps i64, flags u32, waves u32, checksums u32, copysets int16 2-D)."""
-    full = _uniform(heads, offsets)
-    if full is not None and full.shape[1] >= HEAD_FIXED:
-        rows = full
-    else:
-        full = None
-        rows = _rows(heads, offsets, HEAD_FIXED)
-    if len(rows) and bool(np.any(rows[:, 2] != FORMAT)):
-        raise error_for(E.CHECKSUM_MISMATCH, "logsdb: unknown record format (corrupt record?)")
-    if full is not None:  # every head has the same copyset size
-        cs = np.ascontiguousarray(full[:, HEAD_FIXED:]).view("<u2").astype(np.int16)
-    else:
-        counts = rows[:, 3].astype(np.int64)
-        cs = _decode_copysets(heads, offsets[:-1] + np.uint64(HEAD_FIXED), counts)
-    return (
-        _field(rows, 4, "<i8").astype(np.int64),
-        _field(rows, 12, "<u4").astype(np.uint32),
-        _field(rows, 16, "<u4").astype(np.uint32),
-        _field(rows, 20, "<u4").astype(np.uint32),
-        cs,
-    )
+    """(timestamps i64, flags u32, waves u32, checksums u32, copysets int16 2-D, padded
+    with -1); CHECKSUM_MISMATCH for a head of another format or cut short (corrupt)."""
+    try:
+        return storefmt.decode_heads(heads, offsets)
+    except storefmt.RecordFormatError as exc:
+        raise error_for(E.CHECKSUM_MISMATCH, f"logsdb: {exc} (corrupt record?)") from None
 
 
 # --------------------------------------------------------------------------- CSI values

@@ -130,6 +130,8 @@ def _merge(log_id: int, parts: list[RecordBatch]) -> RecordBatch:
 def _cut(rb: RecordBatch, max_n: int, max_bytes: int) -> RecordBatch:
     """The longest prefix within the limits (at least one record), like the C reader."""
     n = min(len(rb), max_n)
+    if n == len(rb) and (not max_bytes or rb.nbytes < max_bytes):
+        return rb  # (the common small read: no numpy pass to find the cut)
     if max_bytes and n:
         sizes = (rb.offsets[1 : n + 1] - rb.offsets[:n]).astype(np.int64)
         before = np.cumsum(sizes) - sizes  # bytes taken before each record
