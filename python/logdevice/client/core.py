@@ -403,9 +403,9 @@ class ClientCore:
         (no route yet, an urgent view fetch, a refusal, a redirect, a failure) goes
         through ``_append_batch`` (from the answer on, if the frame was written), so
         retries, redirects and failures are handled in one place."""
-        batch = _Batch(log_id, payloads, checksums, timeout,
-                       asyncio.get_running_loop().time() + timeout)
-        return self._write_batch(batch, self._ready_route(batch))
+        now = asyncio.get_running_loop().time()
+        batch = _Batch(log_id, payloads, checksums, timeout, now + timeout)
+        return self._write_batch(batch, self._ready_route(batch, now))
 
     def _write_batch(self, batch: _Batch, route: tuple[int, Connection, bool] | None
                      ) -> asyncio.Future[list[int | LogDeviceError]]:
@@ -440,7 +440,7 @@ class ClientCore:
         by_node: dict[int, tuple[Connection, list[tuple[int, _Batch, bool]]]] = {}
         for i, (log_id, payloads, checksums, timeout) in enumerate(batches):
             batch = _Batch(log_id, payloads, checksums, timeout, now + timeout)
-            route = self._ready_route(batch)
+            route = self._ready_route(batch, now)
             if route is None or not route[1].features & PeerFeature.APPEND_LOGS:
                 out[i] = self._write_batch(batch, route)
                 continue
@@ -480,17 +480,18 @@ class ClientCore:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    def _ready_route(self, batch: _Batch) -> tuple[int, Connection, bool] | None:
+    def _ready_route(self, batch: _Batch, now: float) -> tuple[int, Connection, bool] | None:
         """(node, connection, no_redirect) to write ``batch`` to now, when nothing stands
         in its way: what ``_route_request``'s first round does when the route is known,
         the connection up and writable, no urgent view fetch under way and no earlier
-        batch of the log on the long way.  None: take the long way."""
+        batch of the log on the long way (``now``: the loop's time).  None: take the long
+        way."""
         routing = self.routing
         view_task = self._view_task
         if self._closed or routing.view_time is None or batch.log_id in self._long_way or (
                 self._view_urgent and view_task is not None and not view_task.done()):
             return None
-        if asyncio.get_running_loop().time() >= batch.deadline:
+        if now >= batch.deadline:
             return None
         node, no_redirect = routing.route(batch.log_id)
         if node is None:
@@ -518,9 +519,8 @@ class ClientCore:
         self._sequencer_call_started()
         out: asyncio.Future[list[int | LogDeviceError]] = \
             asyncio.get_running_loop().create_future()
-        sent = WrittenAttempt(node, c, reply, batch.deadline, batch.timeout)
         reply.add_done_callback(functools.partial(
-            self._batch_answered, out, batch, sent, shared))
+            self._batch_answered, out, batch, node, c, shared))
         return out
 
     def _long_way_batch(self, batch: _Batch) -> asyncio.Future[list[int | LogDeviceError]]:
@@ -533,7 +533,7 @@ class ClientCore:
         return task
 
     def _batch_answered(self, out: asyncio.Future[list[int | LogDeviceError]],
-                        batch: _Batch, sent: WrittenAttempt, shared: bool,
+                        batch: _Batch, node: int, c: Connection, shared: bool,
                         reply: asyncio.Future[Any]) -> None:
         """The answer to a batch written at once (``append_batch``, ``append_batches``):
         every record OK completes ``out`` here; anything else continues in
@@ -550,13 +550,14 @@ class ClientCore:
                 if answer.status == E.OK and answer.redirect_to is None \
                         and not any(answer.statuses.tolist()):  # E.OK is 0
                     self._reached()
-                    self.routing.clear_suspect(sent.node)
+                    self.routing.clear_suspect(node)
                     out.set_result(answer.lsns.tolist())
                     return
             elif shared and isinstance(exc, LogDeviceError) and exc.status == E.ACCESS:
                 self._long_way_batch(batch).add_done_callback(
                     functools.partial(_copy_outcome, out))
                 return
+        sent = WrittenAttempt(node, c, reply, batch.deadline, batch.timeout)
         task = self._spawn(self._append_batch(batch.log_id, batch.payloads, batch.checksums,
                                               sent.timeout, first=sent))
         task.add_done_callback(functools.partial(_copy_outcome, out))
