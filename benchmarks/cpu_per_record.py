@@ -40,6 +40,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -104,14 +105,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 @contextlib.contextmanager
 def py_spy(pids: dict[str, int], out: Path | None, seconds: float) -> Iterator[None]:
-    """py-spy record (CPU time only) of each pid for ``seconds``, if ``out`` is set."""
+    """py-spy record of each pid for ``seconds``, if ``out`` is set.  Only samples of a
+    thread holding the GIL count: a node's idle wait inside uvloop's C loop would
+    otherwise show as busy time in ``Runner.run``."""
     procs = []
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
+        # The one installed beside this interpreter (the venv's), whatever PATH says.
+        spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy"
         for name, pid in pids.items():
             procs.append(subprocess.Popen(
-                ["py-spy", "record", "--pid", str(pid), "--duration", str(int(seconds)),
-                 "--rate", "200", "--format", "speedscope", "--nonblocking",
+                [spy, "record", "--pid", str(pid), "--duration", str(int(seconds)),
+                 "--rate", "200", "--format", "speedscope", "--nonblocking", "--gil",
                  "--output", str(out / f"{name}.speedscope.json")],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     try:
