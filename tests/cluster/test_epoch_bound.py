@@ -82,6 +82,12 @@ def test_a_store_held_for_an_epoch_store_read_is_refused_once_its_epoch_is_seale
     late = ldlsn.compose(issued, 1000)
     with NodeConnection(cluster.node_address(0), "local", role="node",
                         node_index=1) as peer:
+        # N0 must know the epoch before the store pauses, or the SEAL below waits for a
+        # read of it.  The append only taught it to N0 if N0 was in its copyset (else a
+        # read started by the RELEASE, which may not have landed yet): a STORE of the
+        # epoch, answered, says N0 has read it.
+        known = peer.request(_store(4, issued, issued, esn=999), Stored)
+        assert known.status == E.OK, known
         os.kill(zk_server.pid, signal.SIGSTOP)  # the node's epoch store reads wait
         try:
             peer.send(_store(1, issued + 1, issued + 1))  # an epoch the node has not seen
