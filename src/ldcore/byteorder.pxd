@@ -27,6 +27,10 @@ cdef inline void put_le64(uint8_t *p, uint64_t v) noexcept nogil:
         p[i] = <uint8_t>(v >> (8 * i))
 
 
+cdef inline uint16_t get_le16(const uint8_t *p) noexcept nogil:
+    return p[0] | (<uint16_t>p[1] << 8)
+
+
 cdef inline uint32_t get_le32(const uint8_t *p) noexcept nogil:
     return p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
 

@@ -37,7 +37,7 @@ from libc.stdint cimport (
 )
 from libc.string cimport memcpy, memset
 
-from ldcore.byteorder cimport get_le32, get_le64, put_be64, put_le16, put_le32, put_le64
+from ldcore.byteorder cimport get_le16, get_le32, get_le64, put_be64, put_le16, put_le32, put_le64
 from ldcore.checksum cimport ld_crc32c, ld_crc32c_init
 
 cnp.import_array()
@@ -52,6 +52,7 @@ LSN_MAX = 0xFFFFFFFFFFFFFFFF
 
 cdef enum:
     _HEAD_FIXED = 24
+    _FORMAT = 1
     _CSI_FIXED = 5
     _DATA_KEY = 17
     _CSI_KEY = 18
@@ -203,7 +204,7 @@ cdef inline int _put_head(uint8_t *h, int64_t timestamp, uint32_t flags, uint32_
     """Write record ``row``'s head (crc32c of its payload included); return its length."""
     cdef int k = _copyset(h + _HEAD_FIXED, cs, row)
     put_le16(h, <uint16_t>(_HEAD_FIXED + 2 * k))
-    h[2] = 1  # FORMAT
+    h[2] = _FORMAT
     h[3] = <uint8_t>k
     put_le64(h + 4, <uint64_t>timestamp)
     put_le32(h + 12, flags)
@@ -708,7 +709,7 @@ def decode_csi_runs(list values):
                     bad = True
                     break
                 for j in range(k):
-                    cs[at, j] = <int16_t>(row[13 + 2 * j] | (<uint16_t>row[14 + 2 * j] << 8))
+                    cs[at, j] = <int16_t>get_le16(row + 13 + 2 * j)
                 at += 1
         if bad:
             raise RecordFormatError(f"CSI run entry row with {k} copyset entries in a width "
@@ -740,7 +741,7 @@ def decode_heads(const uint8_t[::1] heads, const uint64_t[::1] offsets):
                                     f"{size} bytes of heads")
         if b - a < _HEAD_FIXED:
             raise RecordFormatError(f"record head {i} is {<int64_t>(b - a)} bytes")
-        if heads[a + 2] != 1:
+        if heads[a + 2] != _FORMAT:
             raise RecordFormatError(f"record head {i} is of format {heads[a + 2]}")
         k = heads[a + 3]
         if b - a < <uint64_t>(_HEAD_FIXED + 2 * k):
@@ -770,6 +771,5 @@ def decode_heads(const uint8_t[::1] heads, const uint64_t[::1] offsets):
             crc[i] = get_le32(h + 20)
             k = h[3]
             for j in range(k):
-                cs[i, j] = <int16_t>(h[_HEAD_FIXED + 2 * j]
-                                     | (<uint16_t>h[_HEAD_FIXED + 1 + 2 * j] << 8))
+                cs[i, j] = <int16_t>get_le16(h + _HEAD_FIXED + 2 * j)
     return ts_arr, flags_arr, waves_arr, crc_arr, cs_arr

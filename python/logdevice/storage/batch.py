@@ -74,8 +74,6 @@ class RecordBatch(RecordColumns):
                      ) -> RecordBatch:
         """The records of reads of ``log_id`` in order (``concat``), the read having
         stopped before ``next_lsn``."""
-        if len(parts) == 1 and len(parts[0]):  # (most reads: one partition, one part)
-            return parts[0].compact().replace(next_lsn=next_lsn)
         if not any(len(p) for p in parts):
             return cls.empty(log_id, next_lsn)
         return cls.concat(parts).replace(next_lsn=next_lsn)
