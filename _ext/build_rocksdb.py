@@ -16,6 +16,12 @@ RocksDB needs to put or read one small record, so the helpers do the per-record 
 - ``ld_iter_read`` copies up to n entries from an iterator into caller-provided buffers.
 - ``ld_iter_read_keys`` copies the entries for a sorted list of wanted keys (a merge join:
   ``next`` while close, ``seek`` when far), so a reader can pick a subset of a range.
+- ``ld_read_range`` is a whole small read in one call: read options with the bounds, an
+  iterator, a seek, ``ld_iter_read``, the error check and freeing it all.  Done in
+  Python those are ten cffi calls and a few objects, several times RocksDB's own cost of
+  reading a young log's record or two.  When the caller's buffers fill first, the
+  iterator stays open in an ``ld_range_t`` of the caller's: ``ld_range_more`` goes on
+  once they grew, ``ld_range_free`` gives it up.
 
 Reads can split each value at a head whose length is its first two bytes (little-endian),
 so heads (record headers) and bodies (payloads) land in separate contiguous buffers.
@@ -215,6 +221,16 @@ uint64_t ld_iter_read(rocksdb_iterator_t* it, ld_read_t* r);
 uint64_t ld_iter_read_keys(
     rocksdb_iterator_t* it, ld_read_t* r, size_t nwant,
     const char* wkeys, const uint64_t* wkey_offs, uint8_t* found);
+typedef struct {
+    rocksdb_readoptions_t* ro;
+    rocksdb_iterator_t* it;
+} ld_range_t;
+int ld_read_range(
+    rocksdb_t* db, rocksdb_column_family_handle_t* cf,
+    const char* lower, size_t lower_len, const char* upper, size_t upper_len,
+    unsigned char fill_cache, uint64_t limit, ld_read_t* r, ld_range_t* rg, char** err);
+int ld_range_more(ld_range_t* rg, uint64_t limit, ld_read_t* r, char** err);
+void ld_range_free(ld_range_t* rg);
 """
 
 SOURCE = r"""
@@ -430,6 +446,51 @@ static uint64_t ld_iter_read_keys(
     }
     r->consumed = j;
     return r->n - start;
+}
+
+/* A read of a range in progress: its iterator and the read options holding its bounds
+   (the bound bytes belong to the caller and must outlive it). */
+typedef struct {
+    rocksdb_readoptions_t* ro;
+    rocksdb_iterator_t* it;
+} ld_range_t;
+
+static void ld_range_free(ld_range_t* rg)
+{
+    if (rg->it != NULL) rocksdb_iter_destroy(rg->it);
+    if (rg->ro != NULL) rocksdb_readoptions_destroy(rg->ro);
+    rg->it = NULL;
+    rg->ro = NULL;
+}
+
+/* Go on reading into r.  1: the read stopped for room (r full, or r->max_n reached
+   below the caller's `limit`) and the range is kept for another call once r grew; 0:
+   the read is over and the range freed (an iterator error, if any, is in *err). */
+static int ld_range_more(ld_range_t* rg, uint64_t limit, ld_read_t* r, char** err)
+{
+    ld_iter_read(rg->it, r);
+    if (r->stop == LD_STOP_FULL || (r->stop == LD_STOP_COUNT && r->n < limit))
+        return 1;
+    if (r->stop == LD_STOP_END)
+        rocksdb_iter_get_error(rg->it, err);
+    ld_range_free(rg);
+    return 0;
+}
+
+/* Read [lower, upper) of cf from its start into r, up to `limit` entries (and
+   r->max_bytes), as ld_range_more. */
+static int ld_read_range(
+    rocksdb_t* db, rocksdb_column_family_handle_t* cf,
+    const char* lower, size_t lower_len, const char* upper, size_t upper_len,
+    unsigned char fill_cache, uint64_t limit, ld_read_t* r, ld_range_t* rg, char** err)
+{
+    rg->ro = rocksdb_readoptions_create();
+    rocksdb_readoptions_set_iterate_lower_bound(rg->ro, lower, lower_len);
+    rocksdb_readoptions_set_iterate_upper_bound(rg->ro, upper, upper_len);
+    rocksdb_readoptions_set_fill_cache(rg->ro, fill_cache);
+    rg->it = rocksdb_create_iterator_cf(db, rg->ro, cf);
+    rocksdb_iter_seek(rg->it, lower, lower_len);
+    return ld_range_more(rg, limit, r, err);
 }
 """
 

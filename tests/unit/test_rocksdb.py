@@ -169,6 +169,88 @@ def test_read_many_byte_limit_and_skip_body(db):
         assert ch.heads.tobytes() == b"\x04\x00hh" * 47
 
 
+def _entries(ch):
+    """(key, head, body) of every entry of a chunk."""
+    return [(ch.keys[ch.key_offsets[i]:ch.key_offsets[i + 1]].tobytes(),
+             ch.heads[ch.head_offsets[i]:ch.head_offsets[i + 1]].tobytes(),
+             ch.bodies[ch.body_offsets[i]:ch.body_offsets[i + 1]].tobytes())
+            for i in range(len(ch))]
+
+
+def _iterator_read(db, cf, lower, upper, max_n, max_bytes, **kw):
+    with db.iterator(cf, lower, upper) as it:
+        it.seek(lower)
+        return it.read_many(max_n, max_bytes, **kw)
+
+
+@pytest.mark.parametrize("skip_body", [False, True])
+def test_read_range_reads_what_an_iterator_reads(db, skip_body):
+    """One call per range, into buffers kept from read to read: every range, limit and
+    size (values past the first buffers, more entries than the first offset arrays)
+    gives what a fresh iterator's read_many gives, and a chunk handed out stays as it
+    was while later reads reuse the buffers."""
+    rng = np.random.default_rng(7)
+    b = WriteBatch()
+    kv = {}
+    for i in range(3000):
+        body = bytes(rng.integers(0, 256, int(rng.choice([0, 10, 300, 70_000], p=[.1, .6, .29, .01])),
+                                  dtype=np.uint8))
+        head = b"h" * int(rng.integers(0, 6))
+        kv[b"k%05d" % i] = (2 + len(head)).to_bytes(2, "little") + head + body
+        b.put(b"k%05d" % i, kv[b"k%05d" % i], db["a"])
+    db.write(b)
+    kept = []
+    for _ in range(200):
+        lo, hi = sorted(int(x) for x in rng.integers(0, 3100, 2))
+        lower, upper = b"k%05d" % lo, b"k%05d" % hi
+        max_n = int(rng.choice([1, 3, 300, 5000]))
+        max_bytes = int(rng.choice([0, 1, 5000, 1 << 20]))
+        got = db.read_range(db["a"], lower, upper, max_n, max_bytes, split_head=True,
+                            skip_body=skip_body)
+        want = _iterator_read(db, db["a"], lower, upper, max_n, max_bytes, split_head=True,
+                              skip_body=skip_body)
+        assert _entries(got) == _entries(want)
+        assert got.stop == want.stop
+        assert list(got.body_offsets) == list(want.body_offsets)
+        kept.append((got, _entries(want)))
+    for got, want in kept:
+        assert _entries(got) == want
+    assert db.read_range(db["a"], b"z", b"zz", 10).stop == "end"
+    assert len(db.read_range(db["a"], b"z", b"zz", 10)) == 0
+
+
+def test_read_range_in_threads_and_after_close(tmp_path):
+    """Each thread reads into buffers of its own; a closed database refuses."""
+    import threading
+
+    d = DB.open(tmp_path / "db", ["a"])
+    b = WriteBatch()
+    for i in range(200):
+        b.put(b"%03d" % i, (b"%03d" % i) * (i + 1), d["a"])
+    d.write(b)
+    wrong = []
+
+    def reader(start):
+        for rep in range(300):
+            lo = (start + rep) % 200
+            ch = d.read_range(d["a"], b"%03d" % lo, b"%03d" % (lo + 3), 10)
+            for key, _, body in _entries(ch):
+                if body != key * (int(key) + 1):
+                    wrong.append(key)
+
+    threads = [threading.Thread(target=reader, args=(k * 50,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not wrong
+    cf = d["a"]
+    d.close()
+    with pytest.raises(LogDeviceError) as ei:
+        d.read_range(cf, b"0", b"1", 10)
+    assert ei.value.status == E.SHUTDOWN
+
+
 def test_read_keys_merge_join(db):
     rng = np.random.default_rng(3)
     keys = [b"k%06d" % i for i in range(0, 20000, 2)]

@@ -153,11 +153,9 @@ def read_records(store: ReadSource, log_id: int, lo: int, hi: int, max_records: 
             return RecordBatch.concat_reads(log_id, parts, int(parts[-1].lsns[-1]) + 1)
         got, horizon = [], hi
         for pid, _ in group:
-            lower, upper = K.data_key(log_id, lo), _upper(K.DATA, log_id, hi)
-            with store.parts.db.iterator(store.parts.cf(pid), lower, upper) as it:
-                it.seek(lower)
-                ch = it.read_many(n_left, b_left if max_bytes else 0, split_head=True,
-                                  skip_body=not payloads, key_hint=K.DATA_KEY_LEN)
+            ch = store.parts.db.read_range(
+                store.parts.cf(pid), K.data_key(log_id, lo), _upper(K.DATA, log_id, hi),
+                n_left, b_left if max_bytes else 0, split_head=True, skip_body=not payloads)
             rb = _amend(store.parts, pid, log_id, _records(log_id, ch, payloads))
             if ch.stop != "end":
                 horizon = min(horizon, int(rb.lsns[-1]))

@@ -32,7 +32,7 @@ from logdevice._rocksdb import ffi, lib
 from logdevice.errors import E, error_for
 from logdevice.storage._rdb import DEFAULT_CF, as_buf, closed_error, raise_error
 from logdevice.storage.rocksdb_batch import WriteBatch
-from logdevice.storage.rocksdb_iter import Chunk, Iterator
+from logdevice.storage.rocksdb_iter import Chunk, Iterator, read_range
 
 __all__ = ["DB", "ColumnFamily", "Options", "WriteBatch", "Iterator", "Chunk",
            "list_column_families", "COMPRESSION"]
@@ -387,6 +387,15 @@ class DB:
         return Iterator(self, self._state, self._db(),
                         self.cf_handle(cf.name if cf else DEFAULT_CF), lower, upper,
                         fill_cache, readahead)
+
+    def read_range(self, cf: ColumnFamily | None, lower: bytes, upper: bytes, max_n: int,
+                   max_bytes: int = 0, *, split_head: bool = False,
+                   skip_body: bool = False) -> Chunk:
+        """Up to ``max_n`` entries of ``[lower, upper)`` of ``cf`` from its start, as
+        ``Iterator.read_many`` would copy them from an iterator seeked to ``lower``, in
+        one call (no iterator to create and close: see :func:`.rocksdb_iter.read_range`)."""
+        return read_range(self._db(), self.cf_handle(cf.name if cf else DEFAULT_CF), lower,
+                          upper, max_n, max_bytes, split_head=split_head, skip_body=skip_body)
 
     def iterate(
         self, cf: ColumnFamily | None = None, lower: bytes | None = None,
