@@ -193,8 +193,8 @@ def test_read_range_reads_what_an_iterator_reads(db, skip_body):
     b = WriteBatch()
     kv = {}
     for i in range(3000):
-        body = bytes(rng.integers(0, 256, int(rng.choice([0, 10, 300, 70_000], p=[.1, .6, .29, .01])),
-                                  dtype=np.uint8))
+        size = int(rng.choice([0, 10, 300, 70_000], p=[.1, .6, .29, .01]))
+        body = bytes(rng.integers(0, 256, size, dtype=np.uint8))
         head = b"h" * int(rng.integers(0, 6))
         kv[b"k%05d" % i] = (2 + len(head)).to_bytes(2, "little") + head + body
         b.put(b"k%05d" % i, kv[b"k%05d" % i], db["a"])
