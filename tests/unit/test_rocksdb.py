@@ -138,8 +138,8 @@ def test_read_many_equals_iteration(db, split):
         it.seek_to_first()
         got, stops = [], []
         while True:
-            # tiny hints force the buffers and offset arrays to grow
-            ch = it.read_many(5000, split_head=split, key_hint=1, body_hint=1)
+            # more entries and bytes than a thread's reader starts with: it grows
+            ch = it.read_many(5000, split_head=split)
             stops.append(ch.stop)
             for i in range(len(ch)):
                 k = ch.keys[ch.key_offsets[i] : ch.key_offsets[i + 1]].tobytes()
@@ -261,7 +261,7 @@ def test_read_keys_merge_join(db):
     wanted = sorted({b"k%06d" % i for i in rng.integers(0, 20000, 3000)} | {b"a", b"z"})
     kbuf, koff = _pack(wanted)
     with db.iterator(db["a"]) as it:
-        ch = it.read_keys(kbuf, koff, body_hint=1)
+        ch = it.read_keys(kbuf, koff)
     present = set(keys)
     assert ch.found.tolist() == [w in present for w in wanted]
     got = [ch.bodies[ch.body_offsets[i] : ch.body_offsets[i + 1]].tobytes() for i in range(len(ch))]

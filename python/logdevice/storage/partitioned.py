@@ -89,7 +89,7 @@ class PartitionedDB:
         with self.db.iterator(self.meta_cf) as it:
             it.seek_to_first()
             while True:
-                chunk = it.read_many(LOAD_CHUNK, key_hint=17, body_hint=16 * LOAD_CHUNK)
+                chunk = it.read_many(LOAD_CHUNK)
                 self._load_chunk(chunk, seen, stale, on_log_meta)
                 if chunk.stop == "end":
                     break
@@ -103,7 +103,7 @@ class PartitionedDB:
     def _holds_amendments(self, pid: int) -> bool:
         with self.db.iterator(self._cfs[pid], K.AMEND, K.AMEND_END) as it:
             it.seek(K.AMEND)
-            return len(it.read_many(1, key_hint=K.DATA_KEY_LEN)) > 0
+            return len(it.read_many(1)) > 0
 
     def _load_chunk(self, chunk: Chunk, seen: dict[int, bytes], stale: WriteBatch,
                     on_log_meta: Callable[[bytes, np.ndarray, np.ndarray], None]) -> None:

@@ -73,10 +73,9 @@ def _amendments(partitions: PartitionedDB, pid: int, log_id: int, rb: RecordBatc
         # At most one amendment per record held, so len(rb) of them unless some are
         # left over from a record no longer held (then read on).
         it.seek(lower)
-        chunks = [it.read_many(len(rb) + 1, key_hint=K.DATA_KEY_LEN,
-                                body_hint=16 * len(rb))]
+        chunks = [it.read_many(len(rb) + 1)]
         while chunks[-1].stop != "end":
-            chunks.append(it.read_many(4096, key_hint=K.DATA_KEY_LEN))
+            chunks.append(it.read_many(4096))
     parts = [K.decode_amends(c.keys, c.bodies, c.body_offsets) for c in chunks]
     if len(parts) == 1:
         return parts[0]
@@ -232,7 +231,7 @@ def _csi_partition(partitions: PartitionedDB, pid: int, log_id: int, lo: int, hi
     lower = K.csi_key(log_id, lo, K.CSI_SINGLE)
     with partitions.db.iterator(cf, lower, _upper(K.CSI, log_id, hi, b"\x00")) as it:
         it.seek(lower)
-        ch = it.read_many(budget, key_hint=K.CSI_KEY_LEN, body_hint=16 * min(budget, 4096))
+        ch = it.read_many(budget)
     lsns, flags, cs = K.decode_csi(ch.keys, ch.bodies, ch.body_offsets)
     done = hi if ch.stop == "end" else int(lsns[-1])
     rows = [(lsns, np.zeros(len(lsns), np.uint8), flags, cs)]
@@ -348,7 +347,7 @@ def find_time(store: ReadSource, log_id: int, ms: int) -> int:
         with store.parts.db.iterator(store.parts.cf(pid), lower, upper) as it:
             it.seek(lower)
             while True:
-                ch = it.read_many(4096, split_head=True, skip_body=True, key_hint=K.DATA_KEY_LEN)
+                ch = it.read_many(4096, split_head=True, skip_body=True)
                 if not len(ch):
                     break
                 ts = K.decode_heads(ch.heads, ch.head_offsets)[0]

@@ -69,39 +69,35 @@ _STOP = {lib.LD_STOP_END: "end", lib.LD_STOP_COUNT: "count", lib.LD_STOP_BYTES: 
 
 
 class _Reader:
-    """Growable output buffers for the bulk iterator helpers."""
+    """Growable output buffers for the bulk reads, kept by a thread from read to read
+    (:func:`_reader`): a read of a record or two costs no allocation but its result's."""
 
-    def __init__(self, max_n: int, max_bytes: int, flags: int, key_hint: int,
-                 body_hint: int, head_hint: int) -> None:
+    def __init__(self) -> None:
         self.r = ffi.new("ld_read_t*")
-        self.limit = max_n
-        cap = min(max_n, 4096)
-        self.koff = np.zeros(cap + 1, _U64)
-        self.hoff = np.zeros(cap + 1, _U64)
-        self.boff = np.zeros(cap + 1, _U64)
-        self.keys = np.empty(max(key_hint, 64), np.uint8)
-        self.heads = np.empty(max(head_hint, 64) if flags & lib.LD_SPLIT_U16 else 0, np.uint8)
-        self.bodies = np.empty(0 if flags & lib.LD_SKIP_BODY else max(body_hint, 256), np.uint8)
-        r = self.r
-        r.max_n = cap
-        r.max_bytes = max_bytes
-        r.flags = flags
+        self.limit = 0
+        self.koff = np.zeros(_FIRST_ENTRIES + 1, _U64)
+        self.hoff = np.zeros(_FIRST_ENTRIES + 1, _U64)
+        self.boff = np.zeros(_FIRST_ENTRIES + 1, _U64)
+        self.keys = np.empty(_FIRST_BYTES, np.uint8)
+        self.heads = np.empty(_FIRST_BYTES, np.uint8)
+        self.bodies = np.empty(_FIRST_BODY_BYTES, np.uint8)
         self._point()
 
     def reset(self, max_n: int, max_bytes: int, flags: int) -> None:
-        """Make ready for another read into the same buffers (after :meth:`take`)."""
+        """Make ready for a read of up to ``max_n`` entries (the last one's result was
+        taken)."""
         r = self.r
         self.limit = max_n
         r.max_n = min(max_n, len(self.koff) - 1)
         r.max_bytes = max_bytes
         r.flags = flags
         r.n = 0
+        r.consumed = 0
         r.stop = lib.LD_STOP_END
 
     def _point(self) -> None:
         r = self.r
-        self._bufs = [ffi.from_buffer(a) if len(a) else ffi.new("char[1]")
-                      for a in (self.keys, self.heads, self.bodies)]
+        self._bufs = [ffi.from_buffer(a) for a in (self.keys, self.heads, self.bodies)]
         r.keys, r.heads, r.bodies = self._bufs
         r.keys_cap, r.heads_cap, r.bodies_cap = len(self.keys), len(self.heads), len(self.bodies)
         self._offs = [u64p(a) for a in (self.koff, self.hoff, self.boff)]
@@ -142,29 +138,10 @@ class _Reader:
             self.bodies = bigger(self.bodies, int(self.boff[n]), r.need_body)
         self._point()
 
-    def chunk(self, found=None) -> Chunk:
-        n = self.r.n
-
-        def trim(arr, used):
-            # A view keeps the whole buffer alive: copy only when most of it is unused.
-            return arr[:used].copy() if used < len(arr) // 8 else arr[:used]
-
-        skip = self.r.flags & lib.LD_SKIP_BODY
-        return Chunk(
-            keys=trim(self.keys, int(self.koff[n])),
-            key_offsets=self.koff[: n + 1],
-            heads=trim(self.heads, int(self.hoff[n])),
-            head_offsets=self.hoff[: n + 1],
-            bodies=self.bodies[:0] if skip else trim(self.bodies, int(self.boff[n])),
-            body_offsets=self.boff[: n + 1],
-            stop=_STOP[self.r.stop],
-            found=found,
-        )
-
-    def take(self) -> Chunk:
+    def take(self, found: np.ndarray | None = None) -> Chunk:
         """The entries read, in arrays of their own: what is small is copied out; a
-        buffer the read mostly filled is handed over and a new one takes its place (a
-        copy would cost a bulk read about as much as the read)."""
+        buffer the read mostly filled is handed over and a new one of its size takes
+        its place (a copy would cost a bulk read about as much as the read)."""
         n = int(self.r.n)
         skip = self.r.flags & lib.LD_SKIP_BODY
         used = (("keys", int(self.koff[n])), ("heads", int(self.hoff[n])),
@@ -186,18 +163,22 @@ class _Reader:
             self._point()
         keys, heads, bodies, koff, hoff, boff = out
         return Chunk(keys=keys, key_offsets=koff, heads=heads, head_offsets=hoff,
-                     bodies=bodies, body_offsets=boff, stop=_STOP[self.r.stop])
+                     bodies=bodies, body_offsets=boff, stop=_STOP[self.r.stop], found=found)
 
 
-_SCRATCH_HINTS = {"key_hint": 4096, "body_hint": 64 << 10, "head_hint": 4096}
+# A thread's reader starts this big and grows as reads need (keeping what it grew to).
+_FIRST_ENTRIES = 256
+_FIRST_BYTES = 4096
+_FIRST_BODY_BYTES = 64 << 10
 _per_thread = threading.local()
 
 
-def _scratch(max_n: int, max_bytes: int, flags: int) -> _Reader:
-    """This thread's reusable reader, reset for a read."""
+def _reader(max_n: int, max_bytes: int, split_head: bool, skip_body: bool) -> _Reader:
+    """This thread's reader, reset for a read."""
     rd = getattr(_per_thread, "reader", None)
     if rd is None:
-        rd = _per_thread.reader = _Reader(256, 0, lib.LD_SPLIT_U16, **_SCRATCH_HINTS)
+        rd = _per_thread.reader = _Reader()
+    flags = (lib.LD_SPLIT_U16 if split_head else 0) | (lib.LD_SKIP_BODY if skip_body else 0)
     rd.reset(max_n, max_bytes, flags)
     return rd
 
@@ -208,13 +189,12 @@ def read_range(dbp, handle, lower: bytes, upper: bytes, max_n: int, max_bytes: i
     """Up to ``max_n`` entries of ``[lower, upper)`` from its start (``dbp``, ``handle``:
     the C database and column family), as :meth:`Iterator.read_many` reads them from a
     fresh iterator seeked to ``lower``; ``max_bytes`` and the flags as there."""
-    flags = (lib.LD_SPLIT_U16 if split_head else 0) | (lib.LD_SKIP_BODY if skip_body else 0)
     lower, upper = bytes(lower), bytes(upper)  # (no copy when they are bytes already)
-    rd = _scratch(max_n, max_bytes, flags)
+    rd = _reader(max_n, max_bytes, split_head, skip_body)
     rg = ffi.new("ld_range_t*")
     err = ffi.new("char**")
-    # lower and upper are bytes: cffi hands RocksDB their own buffers, which the range's
-    # read options point at; these locals keep them alive until the range is freed.
+    # cffi hands RocksDB the bytes' own buffers, which the range's read options point
+    # at: these locals keep them alive until the range is freed.
     more = lib.ld_read_range(dbp, handle, lower, len(lower), upper, len(upper), fill_cache,
                              max_n, rd.r, rg, err)
     try:
@@ -324,47 +304,27 @@ class Iterator:
 
     # ---- bulk
 
-    def read_many(
-        self,
-        max_n: int = 1024,
-        max_bytes: int = 0,
-        *,
-        split_head: bool = False,
-        skip_body: bool = False,
-        key_hint: int = 32,
-        body_hint: int = 0,
-    ) -> Chunk:
+    def read_many(self, max_n: int = 1024, max_bytes: int = 0, *, split_head: bool = False,
+                  skip_body: bool = False) -> Chunk:
         """Copy up to ``max_n`` entries from the current position, advancing past them.
 
         ``max_bytes`` (0: none) stops once that many body bytes are taken (at least one
         entry is).  ``split_head`` splits each value at a head whose length is its first
         two bytes (little-endian u16); ``skip_body`` copies heads only (body offsets then
-        still count body lengths).  Hints size the first buffers; they grow as needed.
+        still count body lengths).
         """
         it = self._it()
-        flags = (lib.LD_SPLIT_U16 if split_head else 0) | (lib.LD_SKIP_BODY if skip_body else 0)
-        if body_hint <= 0:
-            body_hint = min(max_bytes or (1 << 20), 1 << 20)
-        rd = _Reader(max_n, max_bytes, flags, key_hint * min(max_n, 4096), body_hint,
-                     64 * min(max_n, 4096))
+        rd = _reader(max_n, max_bytes, split_head, skip_body)
         while True:
             lib.ld_iter_read(it, rd.r)
             if not rd.more():
                 break
         if rd.r.stop == lib.LD_STOP_END:
             self.check()
-        return rd.chunk()
+        return rd.take()
 
-    def read_keys(
-        self,
-        keys,
-        key_offsets,
-        max_bytes: int = 0,
-        *,
-        split_head: bool = False,
-        skip_body: bool = False,
-        body_hint: int = 0,
-    ) -> Chunk:
+    def read_keys(self, keys, key_offsets, max_bytes: int = 0, *, split_head: bool = False,
+                  skip_body: bool = False) -> Chunk:
         """Copy the entries at the given sorted keys (those that exist), in order.
 
         Returns a :class:`Chunk` of the found entries with ``found``, a bool array over the
@@ -374,14 +334,10 @@ class Iterator:
         """
         it = self._it()
         koff = as_u64(key_offsets)
-        nwant = len(koff) - 1
+        nwant = max(len(koff) - 1, 0)
         check_offsets(koff, len(keys), "key")
-        found = np.zeros(max(nwant, 0), np.uint8)
-        flags = (lib.LD_SPLIT_U16 if split_head else 0) | (lib.LD_SKIP_BODY if skip_body else 0)
-        if body_hint <= 0:
-            body_hint = min(max_bytes or (1 << 20), 1 << 20)
-        rd = _Reader(max(nwant, 0), max_bytes, flags, int(koff[-1]) if nwant > 0 else 0,
-                     body_hint, 64 * min(max(nwant, 1), 4096))
+        found = np.zeros(nwant, np.uint8)
+        rd = _reader(nwant, max_bytes, split_head, skip_body)
         if nwant > 0:
             kp, kop, fp = cbuf(keys), u64p(koff), ffi.from_buffer("uint8_t[]", found)
             while True:
@@ -390,4 +346,4 @@ class Iterator:
                     break
             self.check()
         consumed = int(rd.r.consumed) if nwant > 0 else 0
-        return rd.chunk(found=found[:consumed].astype(bool))
+        return rd.take(found=found[:consumed].astype(bool))
