@@ -228,10 +228,8 @@ def _csi_partition(partitions: PartitionedDB, pid: int, log_id: int, lo: int, hi
     copysets; single entries have priority 0, range entries 1), and the LSN through which
     the partition was read completely."""
     cf = partitions.cf(pid)
-    lower = K.csi_key(log_id, lo, K.CSI_SINGLE)
-    with partitions.db.iterator(cf, lower, _upper(K.CSI, log_id, hi, b"\x00")) as it:
-        it.seek(lower)
-        ch = it.read_many(budget)
+    ch = partitions.db.read_range(cf, K.csi_key(log_id, lo, K.CSI_SINGLE),
+                                  _upper(K.CSI, log_id, hi, b"\x00"), budget)
     lsns, flags, cs = K.decode_csi(ch.keys, ch.bodies, ch.body_offsets)
     done = hi if ch.stop == "end" else int(lsns[-1])
     rows = [(lsns, np.zeros(len(lsns), np.uint8), flags, cs)]
