@@ -10,6 +10,14 @@ cdef inline void put_be64(uint8_t *p, uint64_t v) noexcept nogil:
         p[7 - i] = <uint8_t>(v >> (8 * i))
 
 
+cdef inline uint64_t get_be64(const uint8_t *p) noexcept nogil:
+    cdef uint64_t v = 0
+    cdef int i
+    for i in range(8):
+        v = (v << 8) | p[i]
+    return v
+
+
 cdef inline void put_le16(uint8_t *p, uint16_t v) noexcept nogil:
     p[0] = <uint8_t>v
     p[1] = <uint8_t>(v >> 8)

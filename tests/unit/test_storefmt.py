@@ -57,6 +57,18 @@ def test_heads_decode_to_what_was_encoded():
     assert [len(c) for c in empty] == [0] * 5 and empty[4].shape == (0, 0)
 
 
+def test_key_lsns_reads_each_keys_lsn():
+    rng = np.random.default_rng(4)
+    lsns = np.sort(rng.integers(1, 2**63, 50, dtype=np.uint64)) + np.uint64(2**63 - 100)
+    keys = K.data_keys(7, lsns)
+    assert K.lsns_of_keys(keys, len(lsns), K.DATA_KEY_LEN).tolist() == lsns.tolist()
+    assert len(storefmt.key_lsns(np.empty(0, np.uint8), 0, K.DATA_KEY_LEN, 9)) == 0
+    with pytest.raises(ValueError, match="do not fit"):
+        storefmt.key_lsns(keys, len(lsns) + 1, K.DATA_KEY_LEN, 9)
+    with pytest.raises(ValueError, match="do not fit"):
+        storefmt.key_lsns(keys, 1, 12, 9)  # the LSN would run past the key
+
+
 def test_bad_heads_are_refused():
     _, heads, hoffs = storefmt.encode_data(**one())  # one head of 28 bytes, 2 copies
     raw = heads.tobytes()

@@ -226,10 +226,7 @@ def csi_keys(log_id: int, lsns: np.ndarray, kinds) -> np.ndarray:
 
 def lsns_of_keys(keys: np.ndarray, n: int, width: int) -> np.ndarray:
     """The LSN field (bytes 9..17) of n fixed-width keys."""
-    if n == 0:
-        return np.empty(0, np.uint64)
-    k = keys[: n * width].reshape(n, width)
-    return np.ascontiguousarray(k[:, 9:17]).view(">u8")[:, 0].astype(np.uint64)
+    return storefmt.key_lsns(keys, n, width, 9)
 
 
 # --------------------------------------------------------------------------- copysets
