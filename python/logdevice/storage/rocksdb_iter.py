@@ -1,13 +1,16 @@
 """RocksDB iterators (:class:`Iterator`) and their bulk reads into numpy (:class:`Chunk`).
 
-``read_many`` and ``read_keys`` copy many entries per cffi call into growable numpy buffers
-(``ld_iter_read*`` in ``_ext/build_rocksdb.py``).  The iterator and its read options are
-owned by the database's ``Ownership`` so they are always freed before the database.
+``read_many`` and ``read_keys`` copy many entries per cffi call (``ld_iter_read*`` in
+``_ext/build_rocksdb.py``).  The iterator and its read options are owned by the
+database's ``Ownership`` so they are always freed before the database.
 
-:func:`read_range` is a whole read of a key range in one cffi call (``ld_read_range``),
-into buffers each thread keeps from read to read: no iterator object at all.  A small
-read (a young log's record or two) costs a fraction of what the same read through an
-:class:`Iterator` does.
+:func:`read_range` is a whole read of a key range in one cffi call (``ld_read_range``): no
+iterator object at all.  A small read (a young log's record or two) costs a fraction of
+what the same read through an :class:`Iterator` does.
+
+All three copy into numpy buffers that each thread keeps from read to read and grows as
+reads need; a result's arrays are its own (copied out, or handed over when the read
+filled most of a buffer).
 """
 
 from __future__ import annotations
