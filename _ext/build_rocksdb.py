@@ -228,7 +228,7 @@ typedef struct {
 int ld_read_range(
     rocksdb_t* db, rocksdb_column_family_handle_t* cf,
     const char* lower, size_t lower_len, const char* upper, size_t upper_len,
-    unsigned char fill_cache, uint64_t limit, ld_read_t* r, ld_range_t* rg, char** err);
+    uint64_t limit, ld_read_t* r, ld_range_t* rg, char** err);
 int ld_range_more(ld_range_t* rg, uint64_t limit, ld_read_t* r, char** err);
 void ld_range_free(ld_range_t* rg);
 """
@@ -482,12 +482,11 @@ static int ld_range_more(ld_range_t* rg, uint64_t limit, ld_read_t* r, char** er
 static int ld_read_range(
     rocksdb_t* db, rocksdb_column_family_handle_t* cf,
     const char* lower, size_t lower_len, const char* upper, size_t upper_len,
-    unsigned char fill_cache, uint64_t limit, ld_read_t* r, ld_range_t* rg, char** err)
+    uint64_t limit, ld_read_t* r, ld_range_t* rg, char** err)
 {
     rg->ro = rocksdb_readoptions_create();
     rocksdb_readoptions_set_iterate_lower_bound(rg->ro, lower, lower_len);
     rocksdb_readoptions_set_iterate_upper_bound(rg->ro, upper, upper_len);
-    rocksdb_readoptions_set_fill_cache(rg->ro, fill_cache);
     rg->it = rocksdb_create_iterator_cf(db, rg->ro, cf);
     rocksdb_iter_seek(rg->it, lower, lower_len);
     return ld_range_more(rg, limit, r, err);

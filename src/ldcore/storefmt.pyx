@@ -58,6 +58,7 @@ cdef enum:
     _CSI_FIXED = 5
     _DATA_KEY = 17
     _CSI_KEY = 18
+    _KEY_LSN = 9  # where a key's LSN starts (after the prefix byte and the log id)
     _RANGE_FIXED = 13  # a block's or a run's head: last lsn u64, then u32, u8
     _RUN_ROW_FIXED = 13  # lsn u64 | flags u32 | k u8
     _PLAN_ENTRY = 24  # key length u32 | inline length u32 | body offset u64 | body length u64
@@ -197,7 +198,7 @@ cdef inline void _put_key(uint8_t *key, uint8_t prefix, const uint8_t *log_be,
     key's type byte follows)."""
     key[0] = prefix
     memcpy(key + 1, log_be, 8)
-    put_be64(key + 9, lsn)
+    put_be64(key + _KEY_LSN, lsn)
 
 
 cdef inline int _put_head(uint8_t *h, int64_t timestamp, uint32_t flags, uint32_t wave,
@@ -779,12 +780,12 @@ def decode_heads(const uint8_t[::1] heads, const uint64_t[::1] offsets):
     return ts_arr, flags_arr, waves_arr, crc_arr, cs_arr
 
 
-def key_lsns(const uint8_t[::1] keys, Py_ssize_t n, Py_ssize_t width, Py_ssize_t at):
-    """The big-endian u64 at byte ``at`` of each of ``n`` keys of ``width`` bytes laid
-    end to end in ``keys`` (a LogsDB key's LSN), as uint64[n]."""
-    if n < 0 or width < at + 8 or at < 0 or n * width > keys.shape[0]:
-        raise ValueError(f"{n} keys of {width} bytes (LSN at byte {at}) do not fit in "
-                         f"{keys.shape[0]} bytes")
+def key_lsns(const uint8_t[::1] keys, Py_ssize_t n, Py_ssize_t width):
+    """The LSNs of ``n`` keys of ``width`` bytes laid end to end in ``keys`` (data, CSI
+    or CSI range keys, as ``_put_key`` writes them), as uint64[n]."""
+    if n < 0 or width < _KEY_LSN + 8 or n * width > keys.shape[0]:
+        raise ValueError(f"{n} keys of {width} bytes do not fit in {keys.shape[0]} bytes, "
+                         f"or hold no LSN")
     out_arr = np.empty(n, np.uint64)
     if n == 0:
         return out_arr
@@ -792,5 +793,5 @@ def key_lsns(const uint8_t[::1] keys, Py_ssize_t n, Py_ssize_t width, Py_ssize_t
     cdef Py_ssize_t i
     with nogil:
         for i in range(n):
-            out[i] = get_be64(&keys[i * width + at])
+            out[i] = get_be64(&keys[i * width + _KEY_LSN])
     return out_arr

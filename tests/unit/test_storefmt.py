@@ -62,11 +62,11 @@ def test_key_lsns_reads_each_keys_lsn():
     lsns = np.sort(rng.integers(1, 2**63, 50, dtype=np.uint64)) + np.uint64(2**63 - 100)
     keys = K.data_keys(7, lsns)
     assert K.lsns_of_keys(keys, len(lsns), K.DATA_KEY_LEN).tolist() == lsns.tolist()
-    assert len(storefmt.key_lsns(np.empty(0, np.uint8), 0, K.DATA_KEY_LEN, 9)) == 0
+    assert len(storefmt.key_lsns(np.empty(0, np.uint8), 0, K.DATA_KEY_LEN)) == 0
     with pytest.raises(ValueError, match="do not fit"):
-        storefmt.key_lsns(keys, len(lsns) + 1, K.DATA_KEY_LEN, 9)
+        storefmt.key_lsns(keys, len(lsns) + 1, K.DATA_KEY_LEN)
     with pytest.raises(ValueError, match="do not fit"):
-        storefmt.key_lsns(keys, 1, 12, 9)  # the LSN would run past the key
+        storefmt.key_lsns(keys, 1, 12)  # the LSN would run past the key
 
 
 def test_bad_heads_are_refused():

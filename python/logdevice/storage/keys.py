@@ -226,7 +226,7 @@ def csi_keys(log_id: int, lsns: np.ndarray, kinds) -> np.ndarray:
 
 def lsns_of_keys(keys: np.ndarray, n: int, width: int) -> np.ndarray:
     """The LSN field (bytes 9..17) of n fixed-width keys."""
-    return storefmt.key_lsns(keys, n, width, 9)
+    return storefmt.key_lsns(keys, n, width)
 
 
 # --------------------------------------------------------------------------- copysets

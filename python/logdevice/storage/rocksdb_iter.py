@@ -187,8 +187,7 @@ def _reader(max_n: int, max_bytes: int, split_head: bool, skip_body: bool) -> _R
 
 
 def read_range(dbp, handle, lower: bytes, upper: bytes, max_n: int, max_bytes: int = 0, *,
-               split_head: bool = False, skip_body: bool = False,
-               fill_cache: bool = True) -> Chunk:
+               split_head: bool = False, skip_body: bool = False) -> Chunk:
     """Up to ``max_n`` entries of ``[lower, upper)`` from its start (``dbp``, ``handle``:
     the C database and column family), as :meth:`Iterator.read_many` reads them from a
     fresh iterator seeked to ``lower``; ``max_bytes`` and the flags as there."""
@@ -198,8 +197,8 @@ def read_range(dbp, handle, lower: bytes, upper: bytes, max_n: int, max_bytes: i
     err = ffi.new("char**")
     # cffi hands RocksDB the bytes' own buffers, which the range's read options point
     # at: these locals keep them alive until the range is freed.
-    more = lib.ld_read_range(dbp, handle, lower, len(lower), upper, len(upper), fill_cache,
-                             max_n, rd.r, rg, err)
+    more = lib.ld_read_range(dbp, handle, lower, len(lower), upper, len(upper), max_n, rd.r,
+                             rg, err)
     try:
         while more:
             rd.more()
