@@ -12,19 +12,26 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import logdevice as ld
 from ldcore import lsn as ldlsn
 from logdevice.epochstore import AuthoritativeStatus, open_epoch_store
+from logdevice.protocol import GetMetadata, MetadataReply
+from logdevice.protocol.probe import NodeConnection
 from tests.cluster.conftest import RawClient, check_acked_on_disk
 from tests.cluster.test_failures import Streamer, _owners
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.cluster
 
+#: Seconds a node's epoch store waits for ZooKeeper to come back.
+STORE_TIMEOUT = 10.0
 HOSTS = ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6"]
 
 
@@ -116,6 +123,68 @@ def test_zookeeper_restart_under_a_running_writer(zookeeper_factory, local_clust
     check_reads(cluster, streamer.acked)
     cluster.stop_all()
     check_acked_on_disk(cluster, streamer.acked, 2)
+
+
+def test_metadata_requests_are_answered_in_bounded_time_while_zookeeper_is_down(
+        zookeeper_factory, local_cluster):
+    """Several metadata requests reach one node while ZooKeeper is down: each gets
+    TIMEDOUT naming ZooKeeper within the store's timeout of the outage, not one store
+    timeout after the other (a reader asking while another client's request waited
+    there got no answer within its own timeout)."""
+    zk = zookeeper_factory()
+    cluster = local_cluster(nodes=1, replication=1, logs=range(1, 4),
+                            epoch_store=zk.uri("/queued"))
+    kinds = ["log_states", "shard_statuses", "logs_config", "log_states"]
+    with NodeConnection(cluster.node_address(0), cluster.config.cluster,
+                        timeout=60.0) as conn:
+        assert conn.request(GetMetadata(request_id=1, kind="shard_statuses"),
+                            MetadataReply).status == ld.E.OK  # the store is open
+        zk.stop()
+        down = time.monotonic()
+        for i, kind in enumerate(kinds):
+            conn.send(GetMetadata(request_id=10 + i, kind=kind,
+                                  log_ids=np.array([1] if kind == "log_states" else [],
+                                                   np.uint64)))
+        replies = {}
+        while len(replies) < len(kinds):
+            reply = conn.recv(max(0.0, down + 60.0 - time.monotonic()))
+            if isinstance(reply, MetadataReply):
+                replies[reply.request_id] = (reply, time.monotonic() - down)
+    for reply, after in replies.values():
+        assert reply.status == ld.E.TIMEDOUT and "ZooKeeper" in reply.message, reply
+        # The node's store gives ZooKeeper 10 s to come back; then it answers at once.
+        assert after < STORE_TIMEOUT + 4.0, (reply, after)
+
+
+def test_a_read_started_during_an_outage_waits_for_zookeeper(zookeeper_factory,
+                                                            local_cluster):
+    """ZooKeeper has been down so long that the nodes' stores answer at once that it is
+    unreachable; a read started then, whose timeout outlasts the outage, starts when
+    ZooKeeper comes back (3 s later) and delivers the record."""
+    zk = zookeeper_factory()
+    cluster = local_cluster(nodes=3, replication=2, logs=range(1, 4),
+                            epoch_store=zk.uri("/back"))
+    with cluster.client(timeout=60.0) as client:
+        lsn = client.append(1, b"before the outage")
+        zk.stop()
+        for node in range(3):
+            with NodeConnection(cluster.node_address(node), cluster.config.cluster,
+                                timeout=30.0) as conn:
+                def gave_up() -> bool:
+                    reply = conn.request(GetMetadata(request_id=1, kind="shard_statuses"),
+                                         MetadataReply)
+                    return reply.status == ld.E.TIMEDOUT and "the store waits" in reply.message
+
+                wait_until(gave_up, 60.0, message=f"N{node} still waits for ZooKeeper")
+        restart = threading.Timer(3.0, zk.start)
+        restart.start()
+        try:
+            with client.create_reader() as r:
+                r.start_reading(1, lsn, lsn)
+                got = [x for x in r.read(10, timeout=30.0) if isinstance(x, ld.DataRecord)]
+        finally:
+            restart.join()
+    assert [(x.lsn, bytes(x.payload)) for x in got] == [(lsn, b"before the outage")]
 
 
 def test_new_epochs_wait_for_zookeeper_then_proceed(zookeeper_factory, local_cluster):

@@ -72,6 +72,39 @@ def test_operations_give_up_after_the_timeout(zookeeper_factory):
         assert s.activate(1)[0] == 2
 
 
+def test_an_outage_costs_one_timeout_not_one_per_operation(zookeeper_factory):
+    """Operations one after another during an outage all end within the store's timeout
+    of the outage, and once it is spent each fails at once (a node answering its
+    clients' metadata requests one by one would otherwise make the last wait for every
+    timeout before it); with ZooKeeper back they work again."""
+    zk = zookeeper_factory()
+    with open_epoch_store(zk.uri("/c"), timeout=3.0) as s:
+        s.activate(1, MD)
+        zk.stop()
+        down = time.monotonic()
+        for op in (lambda: s.get(1), s.events, s.logs, lambda: s.activate(1)):
+            with pytest.raises(TimedOutError, match="unreachable"):
+                op()
+        assert time.monotonic() - down < 3.0 + 2.0  # not 4 x 3 s
+        t0 = time.monotonic()
+        with pytest.raises(TimedOutError, match="the store waits 3 s"):
+            s.get(1)
+        assert time.monotonic() - t0 < 1.0
+        zk.start()
+        wait_until(lambda: _works(lambda: s.activate(1)), WAIT,
+                   message="the store did not come back with ZooKeeper")
+        assert s.get(1).epoch == 2
+
+
+def _works(op) -> bool:
+    """``op()`` succeeded (False: it timed out on an unreachable ZooKeeper)."""
+    try:
+        op()
+    except TimedOutError:
+        return False
+    return True
+
+
 def test_opening_while_zookeeper_is_down(zookeeper_factory):
     zk = zookeeper_factory()
     zk.stop()

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
+from logdevice.backoff import ExponentialBackoff
 from logdevice.client.core import ClientCore
 from logdevice.client.net.loop import LoopThread
 from logdevice.epochstore import EpochMetadata, LogEpochState, LogsConfigState, RebuildingSet
@@ -37,6 +38,12 @@ _REQUESTS_AT_ONCE = 4
 _LOGS_PER_WAVE = LOGS_PER_REQUEST * _REQUESTS_AT_ONCE
 #: Seconds added to a call's own deadline before the blocking wait gives up on it.
 _WAIT_SLACK = 2.0
+#: First and longest pause before asking again a node whose epoch store timed out.
+_STORE_RETRY = (0.1, 1.0)
+#: Seconds a node gets to answer the last time it is asked: less left, and the client
+#: gives up with the node's last answer rather than a timeout of its own that names no
+#: cause.
+_LAST_ASK = 0.5
 
 
 class ClusterMetadata:
@@ -60,14 +67,26 @@ class ClusterMetadata:
     # -- the two requests -------------------------------------------------------------------
     async def fetch(self, kind: str, log_ids: Iterable[int] = (), since: int = 0,
                     timeout: float | None = None) -> Any:
-        """The body of a GET_METADATA of ``kind`` (on the client's loop)."""
+        """The body of a GET_METADATA of ``kind`` (on the client's loop).
+
+        A node whose epoch store could not answer (TIMEDOUT: ZooKeeper unreachable, say)
+        answers at once; the client asks again, with backoff, until its own timeout, so a
+        read made while ZooKeeper restarts waits for it as long as the caller allows.
+        The error then is the node's last answer."""
         ids = np.array(list(log_ids), np.uint64)
-        reply = await self._core.any_node_call(
-            lambda: GetMetadata(request_id=0, kind=kind, log_ids=ids, since=since),
-            self.timeout if timeout is None else timeout, f"metadata ({kind})")
-        if reply.status != E.OK:
-            raise error_for(reply.status, f"metadata ({kind}): {reply.message}")
-        return reply.body
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (self.timeout if timeout is None else timeout)
+        backoff = ExponentialBackoff(*_STORE_RETRY, jitter=0.5)
+        while True:
+            reply = await self._core.any_node_call(
+                lambda: GetMetadata(request_id=0, kind=kind, log_ids=ids, since=since),
+                deadline - loop.time(), f"metadata ({kind})")
+            if reply.status == E.OK:
+                return reply.body
+            pause = backoff.next_delay()
+            if reply.status != E.TIMEDOUT or loop.time() + pause + _LAST_ASK > deadline:
+                raise error_for(reply.status, f"metadata ({kind}): {reply.message}")
+            await asyncio.sleep(pause)
 
     async def change(self, action: str, timeout: float | None = None, **fields: Any) -> Any:
         """Send ADMIN_REQUEST ``action`` with ``fields``; the reply's body (on the loop)."""

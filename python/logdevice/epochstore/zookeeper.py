@@ -26,9 +26,14 @@ optional operator identity, with every permission: anyone else gets NOAUTH, for 
 and writes alike.  Znodes made before the store was locked get that ACL when it first
 connects.  Nodes use one credential; clients never open the store.
 
-While ZooKeeper is unreachable (connection lost, session expired, server restarting) every
-operation waits and retries with exponential backoff up to ``timeout`` seconds, logging
-once per operation what it waits for; then it fails with TIMEDOUT.  Nothing waits forever.
+While ZooKeeper is unreachable (connection lost, session expired, server restarting) an
+operation waits and retries with exponential backoff, logging once what it waits for.  The
+store gives ZooKeeper ``timeout`` seconds from the moment it became unreachable: an
+operation that started before waits at most ``timeout`` seconds, one that starts during
+the outage waits only for what is left of them, and once they are over every operation
+fails at once with TIMEDOUT until ZooKeeper is back.  So requests queued behind each other
+(a node answers its clients' metadata requests one after another) are all answered within
+``timeout`` of the outage, not one ``timeout`` after the other.  Nothing waits forever.
 The store keeps no ephemeral znodes, so a new session loses nothing.
 """
 
@@ -164,6 +169,7 @@ class ZooKeeperEpochStore(EpochStore):
             logger=kazoo_log)
         self._connected = threading.Event()
         self._ever_connected = False
+        self._down_since: float | None = time.monotonic()  # None while connected
         self._purpose = threading.local()  # what the caller is doing, for the wait log line
         self._zk.add_listener(self._on_state)
         self._zk.start_async()
@@ -171,14 +177,18 @@ class ZooKeeperEpochStore(EpochStore):
     def _on_state(self, state: str) -> None:  # kazoo's thread: only flip the event
         if state == "CONNECTED":
             self._ever_connected = True
+            self._down_since = None
             self._connected.set()
         else:
             self._connected.clear()
+            if self._down_since is None:
+                self._down_since = time.monotonic()
 
     # -- plumbing -------------------------------------------------------------------------
     def _call(self, what: str, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` (ZooKeeper operations), retrying while ZooKeeper is unreachable, with
-        backoff, for at most ``timeout`` seconds."""
+        backoff, until ``timeout`` seconds after this call or the outage began, whichever
+        was first."""
         from kazoo.exceptions import (  # kazoo: optional, see __init__
             ConnectionClosedError,
             ConnectionLoss,
@@ -191,7 +201,6 @@ class ZooKeeperEpochStore(EpochStore):
                        ConnectionClosedError, self._zk.handler.timeout_exception)
         what = self._what(what)
         start = time.monotonic()
-        deadline = start + self.timeout
         backoff = ExponentialBackoff(_BACKOFF_START, _BACKOFF_MAX)
         waited_since: float | None = None
         while True:
@@ -202,7 +211,7 @@ class ZooKeeperEpochStore(EpochStore):
             if self._connected.is_set():
                 try:
                     if not self._ready:
-                        self._ensure_layout(deadline)
+                        self._ensure_layout(start + self.timeout)
                     out = fn()
                     if waited_since is not None:
                         log.info("epoch store %s: ZooKeeper is back; %s done after waiting "
@@ -211,16 +220,19 @@ class ZooKeeperEpochStore(EpochStore):
                 except unreachable as exc:
                     why = type(exc).__name__
                     now = time.monotonic()
+            down_since = self._down_since
+            since = start if down_since is None else min(start, down_since)
+            deadline = since + self.timeout
+            if now >= deadline:
+                raise TimedOutError(message=f"epoch store {self.uri}: ZooKeeper unreachable "
+                                            f"for {now - since:.0f} s (the store waits "
+                                            f"{self.timeout:g} s for it); could not {what}")
             # A store just opened is still connecting: say nothing for its first second.
             if waited_since is None and (why != "not connected" or self._ever_connected
                                          or now - start >= _QUIET_CONNECT):
                 waited_since = now
                 log.warning("epoch store %s: ZooKeeper unreachable (%s); waiting to %s, "
-                            "retrying for up to %g s", self.uri, why, what, self.timeout)
-            if now >= deadline:
-                raise TimedOutError(message=f"epoch store {self.uri}: ZooKeeper stayed "
-                                            f"unreachable for {self.timeout:g} s; could not "
-                                            f"{what}")
+                            "retrying for up to %.1f s", self.uri, why, what, deadline - now)
             delay = min(backoff.next_delay(), deadline - now)
             if why == "not connected":  # back off, but wake up as soon as kazoo reconnects
                 self._connected.wait(delay)
