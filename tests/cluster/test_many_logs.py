@@ -116,3 +116,21 @@ def test_each_part_of_a_store_logs_frame_has_its_own_outcome(local_cluster):
     assert stored[(1, ldlsn.compose(epoch[1], 1000))][0].payload == b"kept"
     assert not any(c.payload in (b"never issued", b"sealed")
                    for copies in stored.values() for c in copies)
+
+
+def test_metadata_of_thousands_of_logs_read_from_every_node_matches_the_store(local_cluster):
+    """The epoch states of 2,500 logs go out as three requests at once, which different
+    nodes answer; together they are exactly what the epoch store holds, logs never
+    activated included (None)."""
+    cluster = local_cluster(nodes=3, replication=2, logs=range(1, 2501))
+    written = [1, 999, 1000, 1001, 2000, 2001, 2500]
+    with cluster.client(timeout=30.0) as client:
+        for log_id in written:
+            client.append(log_id, b"x")
+        states = client.context.metadata.log_states(range(1, 2501))
+    with open_epoch_store(cluster.config.epoch_store_uri) as store:
+        expected = store.get_many(list(range(1, 2501)))
+    assert sorted(states) == list(range(1, 2501))
+    assert {log for log, s in states.items() if s is not None} == set(written)
+    for log_id in written:
+        assert states[log_id] == expected[log_id], log_id

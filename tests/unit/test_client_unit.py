@@ -92,6 +92,9 @@ def test_routing_view_due_and_sources(config):
     assert r.view_due()
     r.suspect(2)
     assert r.view_sources() == [1, 3, 0, 2, 4]
+    # Requests sent together start at different healthy nodes; the rest stay last.
+    assert [r.view_sources(k) for k in (1, 2, 3)] == [[3, 1, 0, 2, 4], [1, 3, 0, 2, 4],
+                                                      [3, 1, 0, 2, 4]]
     assert r.storage_nodes(1) == [0, 1, 2, 3, 4]
 
 

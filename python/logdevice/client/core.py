@@ -921,15 +921,18 @@ class ClientCore:
 
     # ------------------------------------------------------------------ any-node requests
 
-    async def any_node_call(self, make: Callable[[], Any], timeout: float, what: str) -> Any:
+    async def any_node_call(self, make: Callable[[], Any], timeout: float, what: str,
+                            spread: int = 0) -> Any:
         """Send ``make()`` to the first node that answers (cluster-wide requests such as
-        checkpoints); its reply, whatever its status."""
+        checkpoints); its reply, whatever its status.  ``spread`` rotates the order in
+        which healthy nodes are tried, so that requests sent together (``spread`` 0, 1,
+        2, ...) are answered by different nodes at once."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         backoff = self._retry_backoff()
         last = "no attempt"
         while loop.time() < deadline:
-            for node in self.routing.view_sources():
+            for node in self.routing.view_sources(spread):
                 if loop.time() >= deadline:
                     break
                 c = self.conn(node)

@@ -32,8 +32,9 @@ T = TypeVar("T")
 
 #: Logs whose epoch states one request asks for.
 LOGS_PER_REQUEST = 1000
-#: ``log_states`` requests sent at once: the node answers them one after another, so
-#: more would only wait there, each on its own timeout.
+#: ``log_states`` requests sent at once, to different nodes in turn (each node answers
+#: its requests one after another, so more would only wait there, each on its own
+#: timeout).
 _REQUESTS_AT_ONCE = 4
 _LOGS_PER_WAVE = LOGS_PER_REQUEST * _REQUESTS_AT_ONCE
 #: Seconds added to a call's own deadline before the blocking wait gives up on it.
@@ -66,7 +67,7 @@ class ClusterMetadata:
 
     # -- the two requests -------------------------------------------------------------------
     async def fetch(self, kind: str, log_ids: Iterable[int] = (), since: int = 0,
-                    timeout: float | None = None) -> Any:
+                    timeout: float | None = None, spread: int = 0) -> Any:
         """The body of a GET_METADATA of ``kind`` (on the client's loop).
 
         A node whose epoch store could not answer (TIMEDOUT: ZooKeeper unreachable, say)
@@ -80,7 +81,7 @@ class ClusterMetadata:
         while True:
             reply = await self._core.any_node_call(
                 lambda: GetMetadata(request_id=0, kind=kind, log_ids=ids, since=since),
-                deadline - loop.time(), f"metadata ({kind})")
+                deadline - loop.time(), f"metadata ({kind})", spread)
             if reply.status == E.OK:
                 return reply.body
             pause = backoff.next_delay()
@@ -118,7 +119,8 @@ class ClusterMetadata:
         for w in range(0, len(ids), _LOGS_PER_WAVE):
             wave = ids[w:w + _LOGS_PER_WAVE]
             for body in await asyncio.gather(*(
-                    self.fetch("log_states", wave[i:i + LOGS_PER_REQUEST], timeout=timeout)
+                    self.fetch("log_states", wave[i:i + LOGS_PER_REQUEST], timeout=timeout,
+                               spread=i // LOGS_PER_REQUEST)
                     for i in range(0, len(wave), LOGS_PER_REQUEST))):
                 out.update(decode(body))
         return out

@@ -94,12 +94,16 @@ class Routing:
         return (self.view_time is None
                 or self.clock() - self.view_time >= self.view_refresh_interval)
 
-    def view_sources(self) -> list[int]:
-        """Nodes to ask for a view, best first: believed alive and not suspected, then
-        the rest of the config (someone may have come back)."""
+    def view_sources(self, rotate: int = 0) -> list[int]:
+        """Nodes to ask for a view, best first: believed alive and not suspected (in
+        index order, rotated left by ``rotate``), then the rest of the config (someone
+        may have come back)."""
         now = self.clock()
         everyone = sorted(n.index for n in self.config.nodes)
         good = [i for i in everyone if i in self.alive and not self._is_suspect(i, now)]
+        if rotate and good:
+            k = rotate % len(good)
+            good = good[k:] + good[:k]
         return good + [i for i in everyone if i not in good]
 
     # ------------------------------------------------------------------ suspects
