@@ -150,8 +150,7 @@ class ReadStream:
         self._stopped = False
         self._held = False  # events wait for ``settle`` to move the stream on
         self._unsettled = False  # an event came while held
-        for s in self._senders:
-            self._send_start(s)
+        self._start_all()
         self._after_event()
 
     # ------------------------------------------------------------- properties
@@ -485,6 +484,12 @@ class ReadStream:
         self._senders.send_start(s, self._next, self._window.high,
                                  self._scd.start_known_down())
 
+    def _start_all(self) -> None:
+        """START to every node (the same one)."""
+        known_down, high = self._scd.start_known_down(), self._window.high
+        for s in self._senders:
+            self._senders.send_start(s, self._next, high, known_down)
+
     def _rewind(self) -> None:
         """Start over from the read pointer: clear the buffer, bump the filter version
         (replies to older STARTs are dropped), START every node again, in the mode the
@@ -495,8 +500,7 @@ class ReadStream:
         self._senders.new_version()
         self._gaps.cancel_grace()
         self._gaps.set_fmajority(not self._scd.active)
-        for s in self._senders:
-            self._send_start(s)
+        self._start_all()
 
     def _after_consume(self) -> None:
         """The application took records: slide the window if due.  (Taking records alone

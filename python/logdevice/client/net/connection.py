@@ -401,10 +401,15 @@ class Connection:
 
     def post(self, msg: Any) -> None:
         """Write ``msg``, a message without a reply (must be connected)."""
+        self.post_encoded(encode(msg))
+
+    def post_encoded(self, buffers: list[Any]) -> None:
+        """``post`` of a message already encoded (``framing.encode``): one encoding may
+        go to several nodes (the buffers are only read)."""
         proto = self._proto
         if proto is None or proto.lost or proto.transport is None:
             raise error_for(E.CONNFAILED, f"not connected to N{self.node_index}")
-        proto.queue(encode(msg))
+        proto.queue(buffers)
 
     async def drain(self) -> None:
         """Wait while the transport's write buffer is above its high-water mark."""

@@ -37,6 +37,7 @@ from logdevice.client.settings import ClientSettings
 from logdevice.errors import E, LogDeviceError, error_for
 from logdevice.protocol import Gap, GapReason, Records, Start, Started, StartFlag, Stop, Window
 from logdevice.protocol.flags import FLAG_BUFFERED_WRITER_BLOB, FLAG_CHECKSUM
+from logdevice.protocol.framing import encode
 from logdevice.readstream import ReadBatch, ReadStream, SendStart, SendStop, SendWindow
 from logdevice.readstream.fmajority import FailureDomainNodeSet
 from logdevice.records import GapRecord, GapType
@@ -55,6 +56,8 @@ _CHECKSUM = np.uint32(FLAG_CHECKSUM)
 _FIRST = np.zeros(1, np.intp)  # bad_copies of a frame whose one record is bad
 _SCD_FLAG = int(StartFlag.SINGLE_COPY_DELIVERY)  # (enum arithmetic, per START, is slow)
 _NO_PAYLOAD_FLAG = int(StartFlag.NO_PAYLOAD)
+#: A START encoded for one node of a stream: (what it says, its frame's buffers).
+_EncodedStart = tuple[tuple[Any, ...], list[Any]]
 _FIRST.flags.writeable = False
 
 
@@ -578,6 +581,7 @@ class ReaderCore:
     # ------------------------------------------------------------------ sending
 
     def _send(self, st: _LogStream, actions: list[Any]) -> None:
+        start: _EncodedStart | None = None
         for a in actions:
             t = type(a)
             if t is SendWindow:
@@ -595,7 +599,7 @@ class ReaderCore:
                                   window_high=a.window_high))
                     self.stats.windows_sent += 1
             elif t is SendStart:
-                self._send_start(st, a)
+                start = self._send_start(st, a, start)
             elif t is SendStop:
                 st.connecting.pop(a.node, None)
                 c = self.router.core.conns.get(a.node)
@@ -611,20 +615,29 @@ class ReaderCore:
                      filter_version=a.filter_version, known_down=list(a.known_down),
                      replication=st.placement.replication_factor)
 
-    def _send_start(self, st: _LogStream, a: SendStart) -> None:
+    def _send_start(self, st: _LogStream, a: SendStart,
+                    last: _EncodedStart | None = None) -> _EncodedStart | None:
+        """Send (or queue until connected) ``a``.  ``last``: a START of the stream just
+        encoded for another node; the nodes of a stream mostly get the same one, encoded
+        once.  Returns the START last encoded."""
         try:
             c = self.router.conn(a.node)
         except LogDeviceError:  # the client is closing
-            return
+            return last
         if c.connected and a.node not in st.connecting:
             st.reached = True
-            c.post(self._start_message(st, a))
+            what = (a.start_lsn, a.until_lsn, a.window_high, a.scd, a.known_down,
+                    a.filter_version)
+            if last is None or last[0] != what:
+                last = (what, encode(self._start_message(st, a)))
+            c.post_encoded(last[1])
             self.stats.starts_sent += 1
-            return
+            return last
         first = a.node not in st.connecting
         st.connecting[a.node] = a  # the latest START wins
         if first:
             self.loop.create_task(self._connect_then_start(st, c, a.node))
+        return last
 
     def _check_unreachable(self, st: _LogStream) -> None:
         """A stream that has reached none of its nodes since it started, every one of which

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from ldcore.lsn import epoch_of
@@ -62,7 +63,7 @@ class ReadPlacement:
     source: str = "config"
     known_epoch: int | None = None
 
-    @property
+    @cached_property  # (STARTs to every node of every log's stream carry it)
     def replication_factor(self) -> int:
         rep = self.replication
         return int(rep) if isinstance(rep, int) else max(int(v) for v in rep.values())
@@ -146,9 +147,11 @@ class PlacementSource:
             self._storage = tuple(n.index for n in config.storage_nodes())
             self._nodes_of = config
         used: tuple[Any, ...] = ()
-        if state is not None and state.history:
+        hist = state.history if state is not None else ()
+        if len(hist) == 1:  # (most logs) its one entry, whatever the range
+            used = hist
+        elif hist:
             lo_e, hi_e = int(epoch_of(from_lsn)), int(epoch_of(until_lsn))
-            hist = state.history
             used = tuple(m for i, m in enumerate(hist)
                          if m.first_epoch <= hi_e
                          and (i + 1 == len(hist) or hist[i + 1].first_epoch > lo_e))
