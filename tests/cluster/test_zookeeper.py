@@ -1,8 +1,10 @@
 """Clusters on a real ZooKeeper epoch store: appends and reads; sequencer failover through
 ZooKeeper; ZooKeeper stopped and restarted under a running writer (appends go on, a read
-started meanwhile fails with a clear status, every acknowledged record reads back); a
-cluster on distinct loopback addresses with no shared files; and the guards against nodes
-that do not share one epoch store."""
+started meanwhile fails with a clear status, every acknowledged record reads back); the
+metadata requests a node gets during an outage all answered within its store's timeout of
+the outage, and a read started during one starting once ZooKeeper is back; a cluster on
+distinct loopback addresses with no shared files; and the guards against nodes that do
+not share one epoch store."""
 
 from __future__ import annotations
 
