@@ -20,6 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from logdevice.logs_config_store import StoreLogsConfig
+from logdevice.node.roles.failure_log import FailureLog
 from logdevice.node.roles.role import NodeServices, Role
 
 log = logging.getLogger("logdevice.node.logs_config")
@@ -38,6 +39,7 @@ class LogsConfigRole(Role):
         self._next: asyncio.Future[None] | None = None  # a read to start after it
         self._poller: asyncio.Task[None] | None = None
         self._stopping = False
+        self._failures = FailureLog(log, f"N{node.index}: reading the runtime log groups")
 
     async def start(self) -> None:
         await self.fresh()
@@ -97,8 +99,9 @@ class LogsConfigRole(Role):
         try:
             config = await self.node.loop.run_in_executor(self._exec, self.source.poll)
         except Exception as exc:  # an unreachable store: keep the config, try again later
-            log.warning("N%d: cannot read the runtime log groups: %s", self.node.index, exc)
+            self._failures.failed(exc)
             return
+        self._failures.succeeded()
         if config is not None and not self._stopping:
             log.info("N%d: runtime log groups at version %d: %s", self.node.index,
                      self.source.version,

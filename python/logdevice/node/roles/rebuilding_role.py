@@ -72,6 +72,7 @@ from logdevice.epochstore import (
 )
 from logdevice.epochstore.events import ShardView
 from logdevice.errors import E, LogDeviceError
+from logdevice.node.roles.failure_log import FailureLog
 from logdevice.node.roles.role import NodeServices, Peer, Role
 from logdevice.protocol import RebuildAmend, RebuildStore, RebuildStored
 from logdevice.rebuilding.copies import amend_copies, amend_held, write_copies
@@ -133,6 +134,7 @@ class RebuildingRole(Role):
         self._yield = AppendYield(settings.rebuilding_append_share, time.monotonic())
         self._taking: set[asyncio.Task[None]] = set()  # copies being written here
         self._store: EpochStore | None = None
+        self._poll_failures = FailureLog(log, f"N{node.index}: reading the event log")
         self._exec = ThreadPoolExecutor(1, thread_name_prefix="rebuild")
         self._write_exec = ThreadPoolExecutor(1, thread_name_prefix="rebuild-write")
         self._poller: asyncio.Task[None] | None = None
@@ -193,8 +195,9 @@ class RebuildingRole(Role):
         try:
             view = await self.node.loop.run_in_executor(self._exec, self._read_view)
         except LogDeviceError as exc:
-            log.warning("N%d: reading the event log: %s", self.node.index, exc)
+            self._poll_failures.failed(exc)
             return
+        self._poll_failures.succeeded()
         self.view = view
         if self.node.has_role("sequencer"):
             self.node.role("sequencer").set_refusing(view.refusing)

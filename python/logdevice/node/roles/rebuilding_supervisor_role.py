@@ -32,6 +32,7 @@ from logdevice.epochstore.events import (
     ShardStatusFold,
 )
 from logdevice.errors import LogDeviceError
+from logdevice.node.roles.failure_log import FailureLog
 from logdevice.node.roles.role import NodeServices, Role, cancel_and_wait
 from logdevice.rebuilding.requests import needs_rebuild_event
 from logdevice.rebuilding.supervisor import ClusterHealth, decide
@@ -59,6 +60,7 @@ class RebuildingSupervisorRole(Role):
         self._exec = ThreadPoolExecutor(1, thread_name_prefix="rebuild-supervisor")
         self._store: EpochStore | None = None
         self._task: asyncio.Task[None] | None = None
+        self._failures = FailureLog(log, f"N{node.index}: rebuilding supervisor")
 
     async def start(self) -> None:
         if self.grace_period > 0:
@@ -80,9 +82,11 @@ class RebuildingSupervisorRole(Role):
             try:
                 await self._tick()
             except LogDeviceError as exc:
-                log.warning("N%d: rebuilding supervisor: %s", self.node.index, exc)
+                self._failures.failed(exc)
             except Exception:  # keep supervising whatever one tick met
                 log.exception("N%d: rebuilding supervisor tick failed", self.node.index)
+            else:
+                self._failures.succeeded()
 
     async def _tick(self) -> None:
         fd = self.node.role("failure_detector")
