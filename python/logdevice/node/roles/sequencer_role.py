@@ -98,6 +98,7 @@ from logdevice.config.log_groups import affects_sequencer
 from logdevice.epochstore import EpochMetadata, EpochStore
 from logdevice.errors import E, LogDeviceError
 from logdevice.node.roles.activations import ActivationBatcher
+from logdevice.node.roles.failure_log import FailureLog
 from logdevice.node.roles.recovery_driver import Recoveries, RecoveryDriver
 from logdevice.node.roles.role import NodeServices, Peer, Role
 from logdevice.node.roles.sequencer_replies import BatchReply, PartAnswers, PendingAppend
@@ -202,6 +203,7 @@ class SequencerRole(Role):
         self.sender = StoreSender(node, self._payload_of, self._sequencer_of)
         self._epoch_store = epoch_store
         self._epoch_exec = ThreadPoolExecutor(1, thread_name_prefix="epochstore")
+        self._activation_failures = FailureLog(log, f"N{node.index}: sequencer activation")
         self._activations = ActivationBatcher(node.loop, self._epoch_exec, self._store,
                                               self._recovery_needed)
         self._fd_down: set[int] = set()
@@ -649,11 +651,15 @@ class SequencerRole(Role):
             epoch, state, statuses = await self._activations.activate(log_id, metadata)
         except Exception as exc:
             status = exc.status if isinstance(exc, LogDeviceError) else E.FAILED
-            log.error("log %d: activation failed: %s", log_id, exc,
-                      exc_info=not isinstance(exc, LogDeviceError))
+            if status == E.TIMEDOUT:  # the store is away: said once, not per append
+                self._activation_failures.failed(f"log {log_id}: {exc}")
+            else:
+                log.error("log %d: activation failed: %s", log_id, exc,
+                          exc_info=not isinstance(exc, LogDeviceError))
             self.ownership.release(log_id)
             self._fail_queue(log_id, status, f"sequencer activation failed: {exc}")
             return
+        self._activation_failures.succeeded()
         status, redirect, why = self._check(log_id)
         if status != E.OK:  # the view changed while we waited; the epoch is just skipped
             self._fail_queue(log_id, status, why, redirect)
