@@ -606,10 +606,15 @@ def _seed_key(seed):
     return ld_seed_key(<uint64_t>(s & 0xFFFFFFFFFFFFFFFF))
 
 
+_EMPTY_FORMS = (frozenset, tuple, list, set)
+
+
 def _node_sets(known_down, local_nodes, rebuilding):
     """The validated node lists: known_down sorted without repeats, local_nodes and
     rebuilding as given (empty when None)."""
-    kd = [] if known_down is None else sorted(set(_node_list(known_down, "known_down")))
+    # (an empty known-down list, what read streams mostly have, without the checks)
+    kd = [] if known_down is None or type(known_down) in _EMPTY_FORMS and not known_down \
+        else sorted(set(_node_list(known_down, "known_down")))
     local = [] if local_nodes is None else _node_list(local_nodes, "local_nodes")
     reb = [] if rebuilding is None else _node_list(rebuilding, "rebuilding")
     return kd, local, reb
@@ -695,15 +700,41 @@ def ship_mask(copysets, me, known_down=(), *, seed=None, local_nodes=None, flags
         A node index outside ``[0, 65536)``, a non-integer array, mismatched shapes.
     """
     cdef int32_t me_c = -1 if me is None else _node_index(me, "me")
-    cs = _as_copysets(copysets)
-    cdef Py_ssize_t nrows = cs.shape[0]
+    cdef cnp.ndarray cs = _as_copysets(copysets)
+    cdef cnp.npy_intp nrows = cs.shape[0]
     f = None if flags is None else _as_flags(flags, nrows)
     kd, local, reb = _node_sets(known_down, local_nodes, rebuilding)
     shuffle = seed is not None
+    out = cnp.PyArray_EMPTY(1, &nrows, cnp.NPY_BOOL, 0)
+    if nrows and me_c >= 0 and not (shuffle or local or reb) \
+            and _ship_plain(cs, f, kd, me_c, <uint8_t*>cnp.PyArray_DATA(out)) == 0:
+        return out
     key = _seed_key(seed) if shuffle else 0
-    out = np.empty(nrows, dtype=np.bool_)
     _ship_impl(cs, f, kd, local, reb, me_c, shuffle, key, out.view(np.uint8))
     return out
+
+
+cdef int _ship_plain(cnp.ndarray cs, object flags, list kd, int32_t me, uint8_t* out
+                     ) except -2:
+    # ``_ship_vectorised`` straight on the arrays' data, without the typed memoryviews
+    # and the fused dispatch of ``_ship_impl`` (several microseconds: most of the call
+    # when a read stream asks about a record or two).  ``cs`` is what ``_as_copysets``
+    # returns: C-contiguous, native signed ints.  -1 when the plain path does not apply.
+    cdef Py_ssize_t nrows = cs.shape[0], width = cs.shape[1]
+    if not 1 <= width <= 8 or len(kd) > 4:
+        return -1
+    cdef const uint32_t* fp = NULL
+    if flags is not None:
+        fp = <const uint32_t*>cnp.PyArray_DATA(<cnp.ndarray>flags)
+    cdef void* p = cnp.PyArray_DATA(cs)
+    cdef Py_ssize_t size = cnp.PyArray_ITEMSIZE(cs)
+    if size == 1:
+        return _ship_vectorised(<const int8_t*>p, nrows, width, kd, me, fp, out)
+    if size == 2:
+        return _ship_vectorised(<const int16_t*>p, nrows, width, kd, me, fp, out)
+    if size == 4:
+        return _ship_vectorised(<const int32_t*>p, nrows, width, kd, me, fp, out)
+    return _ship_vectorised(<const int64_t*>p, nrows, width, kd, me, fp, out)
 
 
 def first_eligible(copysets, known_down=(), *, seed=None, local_nodes=None):

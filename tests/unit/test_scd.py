@@ -314,6 +314,25 @@ def test_plain_path_every_width_and_dtype(simd, dtype, width):
             assert ship_mask(cs, me, kd).tolist() == ref.ship_mask(rows, me, kd), (nrows, me, kd)
 
 
+def test_plain_path_takes_any_spelling_of_the_arrays():
+    """The same copysets as int64 spelled "q" or "l", big-endian, a strided view, flags as
+    a list, and an empty known-down list of any kind: the same answer as the reference."""
+    base = np.array([[0, 1, -1], [2, 0, 1], [1, 2, -1], [0, -1, -1]], np.int64)
+    rows = base.tolist()
+    flags = [0, FLAG_DRAINED, FLAG_HOLE, 0]
+    wide = np.zeros((4, 6), np.int32)
+    wide[:, ::2] = base
+    forms = [base.astype("q"), base.astype("l"), base.astype(">i2"), wide[:, ::2],
+             base.T.copy().T]
+    for cs in forms:
+        for me in (0, 1, 2):
+            for kd in (frozenset(), [], (), set(), None, np.array([], np.int64)):
+                want = ref.ship_mask(rows, me, () if kd is None else kd)
+                assert ship_mask(cs, me, kd).tolist() == want, (cs.dtype, me, kd)
+            assert ship_mask(cs, me, [1], flags=flags).tolist() == \
+                ref.ship_mask(rows, me, [1], flags=flags), (cs.dtype, me)
+
+
 def test_plain_path_indices_near_the_limits(simd):
     rng = np.random.default_rng(8)
     for dtype, big in (
