@@ -463,10 +463,7 @@ def _ship_impl(const cs_t[:, ::1] cs, const uint32_t[::1] flags, list kd, list l
     cdef const cs_t* p = &cs[0, 0] if width > 0 else NULL
     cdef const uint32_t* fp = &flags[0] if flags is not None else NULL
     cdef bint have_local = len(local) > 0, have_rebuilding = len(rebuilding) > 0
-    if (me >= 0 and 1 <= width <= 8 and len(kd) <= 4
-            and not (have_local or have_rebuilding or shuffle)):
-        if _ship_vectorised(p, nrows, width, kd, me, fp, &out[0]) == 0:
-            return
+    # (the plain path, ``_ship_plain``, was tried first: it did not apply)
     cdef const uint8_t[::1] table = _node_table(kd, local, rebuilding)
     cdef ld_scd_cache_t cache
     cdef ld_scd_cache_t* cp = NULL
@@ -719,7 +716,8 @@ cdef int _ship_plain(cnp.ndarray cs, object flags, list kd, int32_t me, uint8_t*
     # ``_ship_vectorised`` straight on the arrays' data, without the typed memoryviews
     # and the fused dispatch of ``_ship_impl`` (several microseconds: most of the call
     # when a read stream asks about a record or two).  ``cs`` is what ``_as_copysets``
-    # returns: C-contiguous, native signed ints.  -1 when the plain path does not apply.
+    # returns: C-contiguous, native signed ints.  -1 when the plain path does not apply
+    # (or met a bad index): then the general kernels of ``_ship_impl`` run.
     cdef Py_ssize_t nrows = cs.shape[0], width = cs.shape[1]
     if not 1 <= width <= 8 or len(kd) > 4:
         return -1

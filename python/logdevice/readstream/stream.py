@@ -150,7 +150,7 @@ class ReadStream:
         self._stopped = False
         self._held = False  # events wait for ``settle`` to move the stream on
         self._unsettled = False  # an event came while held
-        self._start_all()
+        self._send_starts(self._senders)
         self._after_event()
 
     # ------------------------------------------------------------- properties
@@ -418,8 +418,7 @@ class ReadStream:
         due = self.next_deadline()
         if due is None or due > now:
             return  # nothing is due: every event already left the stream settled
-        for s in self._senders.due_reconnects(now):
-            self._send_start(s)
+        self._send_starts(self._senders.due_reconnects(now))
         if self._gaps.grace_due(now):
             self._progress(grace_expired=True)
         self._scd.run_timers(now, self._next)
@@ -480,14 +479,10 @@ class ReadStream:
 
     # ------------------------------------------------- rewinds and window slides
 
-    def _send_start(self, s: SenderState) -> None:
-        self._senders.send_start(s, self._next, self._window.high,
-                                 self._scd.start_known_down())
-
-    def _start_all(self) -> None:
-        """START to every node (the same one)."""
+    def _send_starts(self, states: Iterable[SenderState]) -> None:
+        """START (the same one) to each of these nodes."""
         known_down, high = self._scd.start_known_down(), self._window.high
-        for s in self._senders:
+        for s in states:
             self._senders.send_start(s, self._next, high, known_down)
 
     def _rewind(self) -> None:
@@ -500,7 +495,7 @@ class ReadStream:
         self._senders.new_version()
         self._gaps.cancel_grace()
         self._gaps.set_fmajority(not self._scd.active)
-        self._start_all()
+        self._send_starts(self._senders)
 
     def _after_consume(self) -> None:
         """The application took records: slide the window if due.  (Taking records alone
